@@ -1,0 +1,207 @@
+"""Node settings: the keys, their defaults and their validation.
+
+The state document keeps only the values an operator changed (section
+"settings"); everyone else reads `effective(doc)` so a default changed in a
+later version reaches nodes that never touched that key.
+"""
+
+import ipaddress
+import re
+import urllib.parse
+
+LETS_ENCRYPT_DIRECTORY = "https://acme-v02.api.letsencrypt.org/directory"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+UPDATE_CHANNELS = ("stable", "beta")
+DEFAULT_UPDATE_URL = "https://updates.contentnode.invalid/manifest.json"
+
+# Keys changed through PUT /api/settings.
+GENERAL_DEFAULTS = {
+    "node_name": "contentnode",
+    "public_url": None,            # base URL of the public side, for links shown in the panel
+    "public_scheme": "http",       # scheme the domain check uses to reach this node
+    "public_port": None,           # port the domain check uses; None = the public listener's port
+    "acme_directory": LETS_ENCRYPT_DIRECTORY,
+    "acme_email": None,
+    "cache_max_bytes": 1 << 30,
+    "allow_private_outbound": True,
+    "trusted_proxies": [],
+    "link_grace_seconds": 86400,
+    "log_level": "info",
+}
+
+# Keys with their own endpoints (PUT /api/admin-host, /api/admin-allow, /api/updates).
+DEFAULTS = dict(
+    GENERAL_DEFAULTS,
+    admin_host=None,
+    admin_allow=[],
+    updates={"channel": "stable", "auto_check": False, "url": None},
+)
+
+MAX_CIDRS = 100
+_HOST_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+_EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,253}$")
+
+
+class SettingsError(ValueError):
+    """A bad setting; `field` names the offending key for the JSON error."""
+
+    def __init__(self, field, message):
+        super().__init__(message)
+        self.field = field
+
+
+def effective(doc):
+    """All settings: defaults overlaid with what the document holds."""
+    stored = doc.get("settings", {}) or {}
+    out = {}
+    for key, default in DEFAULTS.items():
+        value = stored.get(key, default)
+        if isinstance(default, dict):
+            value = dict(default, **(value or {}))
+        elif isinstance(default, list):
+            value = list(value)
+        out[key] = value
+    return out
+
+
+def validate(partial):
+    """Check a partial update of the general settings; return it normalised."""
+    if not isinstance(partial, dict):
+        raise SettingsError(None, "settings must be a JSON object")
+    out = {}
+    for key, value in partial.items():
+        check = _CHECKS.get(key)
+        if check is None:
+            raise SettingsError(key, f"unknown setting {key!r}")
+        out[key] = check(key, value)
+    return out
+
+
+def _text(field, value, max_len):
+    if not isinstance(value, str) or not value.strip():
+        raise SettingsError(field, f"{field} must be a non-empty string")
+    value = value.strip()
+    if len(value) > max_len or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise SettingsError(field, f"{field} must be at most {max_len} printable characters")
+    return value
+
+
+def _int(field, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SettingsError(field, f"{field} must be an integer")
+    if not low <= value <= high:
+        raise SettingsError(field, f"{field} must be between {low} and {high}")
+    return value
+
+
+def _choice(field, value, choices):
+    if value not in choices:
+        raise SettingsError(field, f"{field} must be one of {', '.join(choices)}")
+    return value
+
+
+def _bool(field, value):
+    if not isinstance(value, bool):
+        raise SettingsError(field, f"{field} must be true or false")
+    return value
+
+
+def http_url(field, value, allow_path=True):
+    """An absolute http(s) URL with a host and no credentials or fragment."""
+    value = _text(field, value, 2048)
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # raises ValueError on a bad port
+    except ValueError:
+        raise SettingsError(field, f"{field} is not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(field, f"{field} must be an http or https URL with a host")
+    if parts.username or parts.password or parts.fragment:
+        raise SettingsError(field, f"{field} must not hold credentials or a fragment")
+    if not allow_path and (parts.path not in ("", "/") or parts.query):
+        raise SettingsError(field, f"{field} must not have a path or query")
+    return value
+
+
+def hostname(field, value):
+    """A DNS host name (lower-cased), as used for the admin host."""
+    value = _text(field, value, 253).lower().rstrip(".")
+    labels = value.split(".")
+    if len(labels) < 2 or not all(_HOST_LABEL.match(label) for label in labels):
+        raise SettingsError(field, f"{field} must be a fully qualified host name")
+    return value
+
+
+def cidr_list(field, value):
+    """IPv4/IPv6 networks or single addresses, normalised to network form."""
+    if not isinstance(value, list):
+        raise SettingsError(field, f"{field} must be a list of CIDRs")
+    if len(value) > MAX_CIDRS:
+        raise SettingsError(field, f"{field} holds at most {MAX_CIDRS} entries")
+    out = []
+    for item in value:
+        if not isinstance(item, str):
+            raise SettingsError(field, f"{field} entries must be strings")
+        try:
+            net = ipaddress.ip_network(item.strip(), strict=False)
+        except ValueError:
+            raise SettingsError(field, f"{item!r} is not an IPv4 or IPv6 CIDR") from None
+        if str(net) not in out:
+            out.append(str(net))
+    return out
+
+
+def address_in(ip, cidrs):
+    """True when the address string lies in one of the CIDRs."""
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return False
+    if addr.version == 6 and addr.ipv4_mapped:
+        addr = addr.ipv4_mapped
+    return any(addr in ipaddress.ip_network(c) for c in cidrs)
+
+
+def _optional(check):
+    def wrapped(field, value):
+        return None if value is None else check(field, value)
+    return wrapped
+
+
+def _email(field, value):
+    value = _text(field, value, 254)
+    if not _EMAIL.match(value):
+        raise SettingsError(field, f"{field} must be an email address")
+    return value
+
+
+_CHECKS = {
+    "node_name": lambda f, v: _text(f, v, 64),
+    "public_url": _optional(lambda f, v: http_url(f, v, allow_path=False)),
+    "public_scheme": lambda f, v: _choice(f, v, ("http", "https")),
+    "public_port": _optional(lambda f, v: _int(f, v, 1, 65535)),
+    "acme_directory": http_url,
+    "acme_email": _optional(_email),
+    "cache_max_bytes": lambda f, v: _int(f, v, 0, 1 << 50),
+    "allow_private_outbound": _bool,
+    "trusted_proxies": cidr_list,
+    "link_grace_seconds": lambda f, v: _int(f, v, 0, 30 * 86400),
+    "log_level": lambda f, v: _choice(f, v, LOG_LEVELS),
+}
+
+
+def validate_updates(partial):
+    """Check a partial update of the update-check settings."""
+    if not isinstance(partial, dict):
+        raise SettingsError(None, "body must be a JSON object")
+    out = {}
+    for key, value in partial.items():
+        if key == "channel":
+            out[key] = _choice(key, value, UPDATE_CHANNELS)
+        elif key == "auto_check":
+            out[key] = _bool(key, value)
+        elif key == "url":
+            out[key] = None if value is None else http_url(key, value)
+        else:
+            raise SettingsError(key, f"unknown field {key!r}")
+    return out
