@@ -12,7 +12,6 @@ import urllib.parse
 LETS_ENCRYPT_DIRECTORY = "https://acme-v02.api.letsencrypt.org/directory"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 UPDATE_CHANNELS = ("stable", "beta")
-DEFAULT_UPDATE_URL = "https://updates.contentnode.invalid/manifest.json"
 
 # Keys changed through PUT /api/settings.
 GENERAL_DEFAULTS = {
