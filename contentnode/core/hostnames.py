@@ -1,0 +1,94 @@
+"""Host names as the node stores them: one spelling per name.
+
+Domains arrive from people (mixed case, Unicode, a trailing dot) and are later
+compared with Host headers, SNI names and certificate SANs, which all use the
+ASCII (punycode) lower-case form. Normalising once at the door keeps every
+later comparison a plain string equality.
+"""
+
+import ipaddress
+import re
+
+MAX_NAME = 253
+_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+
+
+class HostnameError(ValueError):
+    """A name that cannot be a host name; the message says why."""
+
+
+def _ascii_label(label: str) -> str:
+    if label.isascii():
+        return label
+    try:
+        return label.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise HostnameError(f"label {label!r} is not a valid internationalised name") from None
+
+
+def normalize_host(value) -> str:
+    """The canonical form of a host name, or HostnameError.
+
+    IDNA labels become punycode, letters lower case, one trailing dot is
+    dropped; single-label names (localhost) are accepted, IP literals are not
+    (a domain is a name that certificates and DNS can speak about).
+    """
+    if not isinstance(value, str):
+        raise HostnameError("host must be a string")
+    name = value.strip()
+    if name.endswith("."):
+        name = name[:-1]
+    if not name:
+        raise HostnameError("host must not be empty")
+    if len(name) > 4 * MAX_NAME:
+        raise HostnameError(f"host is longer than {MAX_NAME} characters")
+    if is_ip_literal(name):
+        raise HostnameError("host must be a DNS name, not an IP address")
+    labels = [_ascii_label(label.lower()) for label in name.split(".")]
+    for label in labels:
+        if not label:
+            raise HostnameError("host has an empty label (two dots in a row or a leading dot)")
+        if len(label) > 63:
+            raise HostnameError(f"label {label[:20]!r}... is longer than 63 characters")
+        if not _LABEL.match(label):
+            raise HostnameError(
+                f"label {label!r} may only hold letters, digits and inner hyphens")
+    name = ".".join(labels)
+    if len(name) > MAX_NAME:
+        raise HostnameError(f"host is longer than {MAX_NAME} characters")
+    if labels[-1].isdigit():
+        raise HostnameError("the last label of a host name cannot be all digits")
+    return name
+
+
+def is_ip_literal(value: str) -> bool:
+    """True for an IPv4 or IPv6 address (brackets allowed)."""
+    try:
+        ipaddress.ip_address(value.strip("[]"))
+        return True
+    except ValueError:
+        return False
+
+
+def host_from_header(value: str | None) -> str | None:
+    """The normalised host of a Host header (port dropped), or None when unusable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.startswith("["):
+        return None
+    name = value.rsplit(":", 1)[0] if ":" in value else value
+    try:
+        return normalize_host(name)
+    except HostnameError:
+        return None
+
+
+def unicode_form(host: str) -> str:
+    """The human (Unicode) spelling of a normalised host, for display."""
+    try:
+        return ".".join(
+            label.encode("ascii").decode("idna") if label.startswith("xn--") else label
+            for label in host.split("."))
+    except UnicodeError:
+        return host

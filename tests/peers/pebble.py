@@ -1,0 +1,186 @@
+"""Real ACME peer: Debian's pebble with pebble-challtestsrv as its DNS, on loopback.
+
+pebble validates HTTP-01 by connecting to the name's address (challtestsrv
+answers 127.0.0.1 for every name) on `http_port`, which the tests set to the
+node's public port. pebble's own TLS listener uses a CA made here, so the node
+can be told to trust exactly that (SSL_CERT_FILE). A missing binary fails the
+test with a clear message.
+"""
+
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
+
+START_TIMEOUT = 30.0
+
+
+def _require(binary):
+    path = shutil.which(binary)
+    if not path:
+        raise RuntimeError(
+            f"{binary} is not installed: the ACME tests need Debian's pebble package "
+            "(apt-get install pebble), which ships pebble and pebble-challtestsrv")
+    return path
+
+
+def free_port(udp_too=False) -> int:
+    """A port free on 127.0.0.1 for TCP (and UDP when asked)."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+            tcp.bind(("127.0.0.1", 0))
+            port = tcp.getsockname()[1]
+            if not udp_too:
+                return port
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                try:
+                    udp.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    raise RuntimeError("no free port found on 127.0.0.1")
+
+
+def _wait(check, what, proc, log_path):
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}: {_tail(log_path)}")
+        try:
+            if check():
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not come up within {START_TIMEOUT:g} s: {_tail(log_path)}")
+
+
+def _tail(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()[-2000:]
+    except OSError:
+        return "(no log)"
+
+
+class _Process:
+    def __init__(self, workdir, name, argv, env=None):
+        self.log_path = os.path.join(workdir, f"{name}.log")
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env, cwd=workdir)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+
+class ChallTestSrv:
+    """pebble-challtestsrv as a mock DNS server only (its challenge listeners off)."""
+
+    def __init__(self, workdir, default_ipv4="127.0.0.1", default_ipv6=""):
+        binary = _require("pebble-challtestsrv")
+        self.dns_port = free_port(udp_too=True)
+        self.management_port = free_port()
+        self.dns_address = f"127.0.0.1:{self.dns_port}"
+        self._process = _Process(workdir, f"challtestsrv-{self.dns_port}", [
+            binary, "-defaultIPv4", default_ipv4, "-defaultIPv6", default_ipv6,
+            "-dns01", self.dns_address, "-http01", "", "-https01", "", "-tlsalpn01", "",
+            "-management", f"127.0.0.1:{self.management_port}"])
+        _wait(self._answers_dns, "pebble-challtestsrv", self._process.proc, self._process.log_path)
+
+    def _answers_dns(self):
+        query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x04test\x00\x00\x01\x00\x01"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(0.5)
+            s.sendto(query, ("127.0.0.1", self.dns_port))
+            try:
+                return s.recv(512)[:2] == b"\x12\x34"
+            except socket.timeout:
+                return False
+
+    def manage(self, path, payload):
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.management_port}{path}", data=json.dumps(payload).encode(), method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+
+    def add_a(self, host, addresses):
+        return self.manage("/add-a", {"host": host, "addresses": addresses})
+
+    def stop(self):
+        self._process.stop()
+
+
+class Pebble:
+    """pebble on free loopback ports, validating HTTP-01 on `http_port`."""
+
+    def __init__(self, http_port: int, workdir: str | None = None):
+        binary = _require("pebble")
+        self._own_dir = workdir is None
+        self.workdir = workdir or tempfile.mkdtemp(prefix="pebble-")
+        self.dns = ChallTestSrv(self.workdir)
+        ca, ca_key = make_ca("pebble listener test CA")
+        leaf, leaf_key = make_leaf(["localhost"], ca, ca_key, ips=["127.0.0.1"])
+        self.ca_file = os.path.join(self.workdir, "listener-ca.pem")
+        with open(self.ca_file, "w") as f:
+            f.write(cert_pem(ca))
+        cert_file, key_file = (os.path.join(self.workdir, n) for n in ("listener.pem", "listener.key"))
+        with open(cert_file, "w") as f:
+            f.write(cert_pem(leaf))
+        with open(key_file, "w") as f:
+            f.write(key_pem(leaf_key))
+        self.port, self.management_port = free_port(), free_port()
+        config = {"pebble": {
+            "listenAddress": f"127.0.0.1:{self.port}",
+            "managementListenAddress": f"127.0.0.1:{self.management_port}",
+            "certificate": cert_file, "privateKey": key_file,
+            "httpPort": http_port, "tlsPort": free_port(),
+            "ocspResponderURL": "", "externalAccountBindingRequired": False}}
+        config_file = os.path.join(self.workdir, "pebble.json")
+        with open(config_file, "w") as f:
+            json.dump(config, f)
+        env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_VA_ALWAYS_VALID="0")
+        self.directory_url = f"https://127.0.0.1:{self.port}/dir"
+        self._process = _Process(self.workdir, "pebble", [
+            binary, "-config", config_file, "-dnsserver", self.dns.dns_address], env=env)
+        try:
+            _wait(lambda: self._get(self.directory_url).startswith(b"{"), "pebble",
+                  self._process.proc, self._process.log_path)
+        except BaseException:
+            self.stop()
+            raise
+
+    def tls_context(self) -> ssl.SSLContext:
+        """Trusts pebble's listener (not the certificates it issues)."""
+        return ssl.create_default_context(cafile=self.ca_file)
+
+    def _get(self, url) -> bytes:
+        with urllib.request.urlopen(url, timeout=5, context=self.tls_context()) as response:
+            return response.read()
+
+    def issuing_root_pem(self) -> str:
+        """The root that pebble's issued chains lead to (management /roots/0)."""
+        return self._get(f"https://127.0.0.1:{self.management_port}/roots/0").decode()
+
+    def log(self) -> str:
+        return _tail(self._process.log_path)
+
+    def stop(self):
+        self._process.stop()
+        self.dns.stop()
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
