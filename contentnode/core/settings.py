@@ -122,12 +122,12 @@ def http_url(field, value, allow_path=True):
     return value
 
 
-def hostname(field, value):
-    """A DNS host name (lower-cased), as used for the admin host."""
+def hostname(field, value, fqdn=True):
+    """A DNS host name (lower-cased); the admin host must be fully qualified."""
     value = _text(field, value, 253).lower().rstrip(".")
     labels = value.split(".")
-    if len(labels) < 2 or not all(_HOST_LABEL.match(label) for label in labels):
-        raise SettingsError(field, f"{field} must be a fully qualified host name")
+    if (fqdn and len(labels) < 2) or not all(_HOST_LABEL.match(label) for label in labels):
+        raise SettingsError(field, f"{field} must be a {'fully qualified ' if fqdn else ''}host name")
     return value
 
 

@@ -1,0 +1,181 @@
+"""The two delivery channels: email over SMTP and Telegram's Bot API.
+
+Each send returns the transport's own answer (the SMTP reply, Telegram's
+result) or raises DeliveryError with it, so the panel's "send a test" button
+can show the operator exactly what the far side said. Both go only to
+addresses netguard has vetted, with timeouts, and never put a secret into an
+error message.
+"""
+
+import json
+import smtplib
+import socket
+import ssl
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
+
+from contentnode.core import netguard
+
+DEFAULT_TELEGRAM_API = "https://api.telegram.org"
+TELEGRAM_TEXT_LIMIT = 4096
+
+
+class DeliveryError(Exception):
+    """A failed delivery; `retry` says whether trying again later may help."""
+
+    def __init__(self, message, retry=True):
+        super().__init__(message)
+        self.retry = retry
+
+
+def _pinned_socket(addresses, port, timeout):
+    try:
+        return netguard._connect_any(addresses, port, timeout)
+    except netguard.OutboundError as exc:
+        raise DeliveryError(exc.message) from None
+
+
+class _Pinned:
+    """Connects to an already vetted address; TLS still verifies the host name.
+
+    The EHLO name is the address literal of our end of the connection, which
+    RFC 5321 allows and which needs no DNS lookup of our own name.
+    """
+
+    data_reply = None
+
+    def _get_socket(self, host, port, timeout):
+        self._host = host
+        sock = _pinned_socket(self._addresses, port, timeout)
+        address = sock.getsockname()[0]
+        self.local_hostname = f"[IPv6:{address}]" if ":" in address else f"[{address}]"
+        return self._wrap(sock)
+
+    def data(self, msg):
+        """Keeps the server's reply to DATA: the answer the operator wants to see."""
+        self.data_reply = super().data(msg)
+        return self.data_reply
+
+
+class _PinnedSMTP(_Pinned, smtplib.SMTP):
+    def __init__(self, addresses, timeout):
+        self._addresses = addresses
+        super().__init__(local_hostname="localhost", timeout=timeout)
+
+    def _wrap(self, sock):
+        return sock
+
+
+class _PinnedSMTPSSL(_Pinned, smtplib.SMTP_SSL):
+    """Implicit TLS (the port 465 style)."""
+
+    def __init__(self, addresses, timeout, context):
+        self._addresses = addresses
+        super().__init__(local_hostname="localhost", timeout=timeout, context=context)
+
+    def _wrap(self, sock):
+        return self.context.wrap_socket(sock, server_hostname=self._host)
+
+
+def _reply(code, message):
+    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+    return f"{code} {text}".strip()
+
+
+def build_email(cfg, subject, text):
+    msg = EmailMessage()
+    msg["From"] = cfg["from"]
+    msg["To"] = ", ".join(cfg["to"])
+    msg["Subject"] = subject
+    msg["Date"] = formatdate(usegmt=True)
+    msg["Message-ID"] = make_msgid(domain="contentnode")
+    msg.set_content(text)
+    return msg
+
+
+def send_email(cfg, subject, text, policy, timeout=15.0, ssl_context=None):
+    """Deliver one message; return the server's reply to the end of DATA."""
+    host, port, security = cfg["host"], cfg["port"], cfg["security"]
+    try:
+        addresses = netguard.vet_address(host, port, policy)
+    except netguard.OutboundError as exc:
+        raise DeliveryError(exc.message, retry=exc.step == "dns") from None
+    context = ssl_context or netguard.default_tls_context()
+    try:
+        if security == "tls":
+            client = _PinnedSMTPSSL(addresses, timeout, context)
+        else:
+            client = _PinnedSMTP(addresses, timeout)
+        try:
+            client.connect(host, port)
+            client.ehlo_or_helo_if_needed()
+            if security == "starttls":
+                if not client.has_extn("starttls"):
+                    raise DeliveryError("the server does not offer STARTTLS", retry=False)
+                client.starttls(context=context)
+                client.ehlo()
+            if cfg.get("username"):
+                client.login(cfg["username"], cfg.get("password") or "")
+            msg = build_email(cfg, subject, text)
+            refused = client.send_message(msg)
+            answer = _reply(*client.data_reply)
+            if refused:
+                bad = ", ".join(f"{rcpt}: {_reply(*r)}" for rcpt, r in refused.items())
+                return f"{answer} (refused: {bad})"
+            return answer
+        finally:
+            try:
+                client.quit()
+            except (smtplib.SMTPException, OSError):
+                client.close()
+    except DeliveryError:
+        raise
+    except smtplib.SMTPAuthenticationError as exc:
+        raise DeliveryError(f"login refused: {_reply(exc.smtp_code, exc.smtp_error)}", retry=False) from None
+    except smtplib.SMTPRecipientsRefused as exc:
+        bad = ", ".join(f"{rcpt}: {_reply(*r)}" for rcpt, r in exc.recipients.items())
+        raise DeliveryError(f"all recipients refused ({bad})", retry=False) from None
+    except smtplib.SMTPResponseException as exc:
+        raise DeliveryError(f"server answered {_reply(exc.smtp_code, exc.smtp_error)}",
+                            retry=exc.smtp_code < 500) from None
+    except ssl.SSLCertVerificationError as exc:
+        raise DeliveryError(f"certificate not trusted: {exc.verify_message}", retry=False) from None
+    except (ssl.SSLError, smtplib.SMTPException) as exc:
+        raise DeliveryError(f"SMTP failed: {exc}") from None
+    except socket.timeout:
+        raise DeliveryError(f"no answer from the mail server within {timeout:g} s") from None
+    except OSError as exc:
+        raise DeliveryError(f"connection to the mail server failed: {exc.strerror or exc}") from None
+
+
+def send_telegram(cfg, text, policy, timeout=15.0, ssl_context=None):
+    """Call sendMessage; return a short description of Telegram's answer."""
+    base = (cfg.get("api_url") or DEFAULT_TELEGRAM_API).rstrip("/")
+    url = f"{base}/bot{cfg['bot_token']}/sendMessage"
+    body = json.dumps({
+        "chat_id": cfg["chat_id"],
+        "text": text[:TELEGRAM_TEXT_LIMIT],
+        "disable_web_page_preview": True,
+    }).encode()
+    try:
+        result = netguard.fetch(url, policy, method="POST", body=body, timeout=timeout,
+                                headers={"Content-Type": "application/json"},
+                                max_bytes=256 * 1024, ssl_context=ssl_context)
+    except netguard.OutboundError as exc:
+        raise DeliveryError(f"Telegram API unreachable: {exc.message}") from None
+    try:
+        answer = json.loads(result.body)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise DeliveryError(f"Telegram API answered HTTP {result.status} without a JSON body",
+                            retry=result.status >= 500)
+    if answer.get("ok") is True and result.status == 200:
+        message_id = (answer.get("result") or {}).get("message_id")
+        return f"sent (message_id {message_id})"
+    description = str(answer.get("description") or "no description")[:300]
+    code = answer.get("error_code", result.status)
+    retry_after = (answer.get("parameters") or {}).get("retry_after")
+    suffix = f", retry after {retry_after} s" if retry_after else ""
+    raise DeliveryError(f"Telegram answered {code}: {description}{suffix}",
+                        retry=result.status == 429 or result.status >= 500)
