@@ -1,0 +1,168 @@
+"""Traffic accounting of the public port: counters per domain and time series.
+
+Every public request adds to its domain's counters and to time buckets at
+three resolutions (1 h at 1 min, 24 h at 5 min, 7 d at 1 h). The series are
+append-heavy, so they live in their own file (<data_dir>/traffic.json), not
+in the state document, written atomically every so often and at shutdown so a
+restart keeps the history. The number of domains tracked is bounded: past
+`max_domains`, traffic is counted under "other", which keeps both the file
+and the Prometheus label set small whatever Host headers arrive.
+"""
+
+import json
+import os
+import threading
+import time
+from typing import Callable
+
+from contentnode.clock import rfc3339
+
+COUNTERS = ("requests", "bytes_out", "cache_hits", "cache_misses", "errors_4xx", "errors_5xx")
+RANGES = {"1h": (60, 60), "24h": (300, 288), "7d": (3600, 168)}   # name: (step seconds, points)
+TOTAL = ""          # the series label for all domains together
+OTHER = "other"     # the label for domains past the bound
+FORMAT_VERSION = 1
+
+
+def _empty():
+    return [0] * len(COUNTERS)
+
+
+class Traffic:
+    """Thread-safe counters and series; `save()` persists them to `path`."""
+
+    def __init__(self, path: str, clock: Callable[[], float] = time.time, max_domains: int = 50):
+        self.path = path
+        self.clock = clock
+        self.max_domains = max_domains
+        self._lock = threading.Lock()
+        self._totals: dict[str, list] = {}                    # label -> counters since start
+        self._series: dict[str, dict[int, dict[int, list]]] = {}  # label -> step -> start -> counters
+        self._dirty = False
+        self._load()
+
+    def label(self, domain: str | None) -> str:
+        """The label a domain is counted under (lock held)."""
+        if not domain or domain == TOTAL:
+            return OTHER
+        if domain in self._series:
+            return domain
+        tracked = len(self._series) - (TOTAL in self._series) - (OTHER in self._series)
+        return domain if tracked < self.max_domains else OTHER
+
+    def record(self, domain: str | None, status: int, bytes_out: int, cache: str | None = None):
+        """Count one public request; cache is "hit", "miss" or None (not a cacheable answer)."""
+        delta = _empty()
+        delta[0] = 1
+        delta[1] = max(0, int(bytes_out))
+        delta[2] = 1 if cache == "hit" else 0
+        delta[3] = 1 if cache == "miss" else 0
+        delta[4] = 1 if 400 <= status < 500 else 0
+        delta[5] = 1 if status >= 500 else 0
+        now = int(self.clock())
+        with self._lock:
+            name = self.label(domain)
+            for label in (TOTAL, name):
+                totals = self._totals.setdefault(label, _empty())
+                per_step = self._series.setdefault(label, {})
+                for step, count in RANGES.values():
+                    buckets = per_step.setdefault(step, {})
+                    counters = buckets.setdefault(now - now % step, _empty())
+                    for i, value in enumerate(delta):
+                        counters[i] += value
+                    if len(buckets) > count + 1:
+                        self._prune(buckets, step, count, now)
+                for i, value in enumerate(delta):
+                    totals[i] += value
+            self._dirty = True
+
+    @staticmethod
+    def _prune(buckets, step, count, now):
+        oldest = now - now % step - (count - 1) * step
+        for start in [s for s in buckets if s < oldest]:
+            del buckets[start]
+
+    def points(self, range_name: str, domain: str | None = None) -> dict:
+        """The API answer for a range: one zero-filled point per step, oldest first.
+
+        KeyError for an unknown range name.
+        """
+        step, count = RANGES[range_name]
+        now = int(self.clock())
+        last = now - now % step
+        with self._lock:
+            buckets = self._series.get(TOTAL if domain is None else domain, {}).get(step, {})
+            rows = [(start, list(buckets.get(start, _empty())))
+                    for start in range(last - (count - 1) * step, last + step, step)]
+        points = [dict(t=rfc3339(start), **dict(zip(COUNTERS, values))) for start, values in rows]
+        return {"range": range_name, "step_seconds": step, "points": points}
+
+    def totals(self) -> dict:
+        """Counters per label since this process started (Prometheus counters), TOTAL excluded."""
+        with self._lock:
+            return {label: dict(zip(COUNTERS, values))
+                    for label, values in self._totals.items() if label != TOTAL}
+
+    def domains(self) -> list:
+        with self._lock:
+            return sorted(label for label in self._series if label != TOTAL)
+
+    # -- persistence ------------------------------------------------------------
+
+    def _load(self):
+        """Read the saved series; a missing file is a fresh node, a corrupt one starts empty."""
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                saved = json.load(f)
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError):
+            os.replace(self.path, self.path + ".corrupt")
+            return
+        if not isinstance(saved, dict) or saved.get("version") != FORMAT_VERSION:
+            return
+        steps = {step for step, _ in RANGES.values()}
+        for label, per_step in (saved.get("series") or {}).items():
+            for step_text, buckets in per_step.items():
+                if int(step_text) not in steps:
+                    continue
+                self._series.setdefault(label, {})[int(step_text)] = {
+                    int(start): [int(x) for x in values][: len(COUNTERS)]
+                    for start, values in buckets.items() if len(values) == len(COUNTERS)}
+
+    def save(self, force: bool = False) -> bool:
+        """Write the series atomically if anything changed; True when written."""
+        with self._lock:
+            if not (self._dirty or force):
+                return False
+            now = int(self.clock())
+            for per_step in self._series.values():
+                for step, count in RANGES.values():
+                    if step in per_step:
+                        self._prune(per_step[step], step, count, now)
+            data = {"version": FORMAT_VERSION,
+                    "series": {label: {str(step): {str(s): v for s, v in buckets.items()}
+                                       for step, buckets in per_step.items()}
+                               for label, per_step in self._series.items()}}
+            raw = json.dumps(data, separators=(",", ":")).encode()
+            self._dirty = False
+        _atomic_write(self.path, raw)
+        return True
+
+
+def _atomic_write(path: str, raw: bytes):
+    """Temp file in the same folder, fsync, rename, fsync the folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, raw)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

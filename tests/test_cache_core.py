@@ -1,0 +1,262 @@
+"""The disk cache on its own: hits, TTL, LRU, restarts, torn files, single flight."""
+
+import os
+import threading
+
+import pytest
+
+from contentnode.core.cache import Cache, FillTruncated, OriginAnswer
+
+
+class Clock:
+    def __init__(self, t=1_700_000_000.0):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+class Origin:
+    """A fetcher factory that counts calls; body chunks may be held back by a gate."""
+
+    def __init__(self, body=b"hello world", status=200, gate=None, length=None, fail=None):
+        self.body, self.status, self.gate, self.length, self.fail = body, status, gate, length, fail
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self):
+        with self.lock:
+            self.calls += 1
+        if self.fail:
+            raise self.fail
+        meta = {"content_type": "text/plain", "etag": '"abc"'}
+        length = len(self.body) if self.length is None else self.length
+        return OriginAnswer(self.status, meta, length, self._chunks())
+
+    def _chunks(self):
+        half = len(self.body) // 2
+        yield self.body[:half]
+        if self.gate is not None:
+            assert self.gate.wait(30), "test gate never opened"
+        yield self.body[half:]
+
+
+KEY = ("example.com", "/a.txt", "")
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def cache(tmp_path, clock):
+    return Cache(str(tmp_path / "cache"), 1 << 20, clock)
+
+
+def read_hit(result):
+    fd, offset = result.open_file()
+    try:
+        return os.pread(fd, result.size, offset)
+    finally:
+        result.close()
+
+
+def test_miss_then_hit_served_from_file(cache):
+    origin = Origin(b"x" * 1000)
+    first = cache.get(KEY, origin, 60)
+    assert not first.hit and first.status == 200 and first.size == 1000
+    assert first.read_all() == b"x" * 1000
+    second = cache.get(KEY, origin, 60)
+    assert second.hit and second.meta["etag"] == '"abc"'
+    assert read_hit(second) == b"x" * 1000
+    assert origin.calls == 1
+    assert cache.stats()["entries"] == 1
+
+
+def test_range_of_hit_and_of_fill(cache):
+    body = bytes(range(256)) * 10
+    result = cache.get(KEY, Origin(body), 60)
+    assert b"".join(result.chunks(100, 200)) == body[100:200]
+    result.wait_stored()
+    result.close()
+    hit = cache.get(KEY, Origin(body), 60)
+    assert hit.hit and b"".join(hit.chunks(2000, 2560)) == body[2000:]
+    hit.close()
+
+
+def test_expired_entry_is_fetched_again(cache, clock):
+    origin = Origin(b"v1")
+    cache.get(KEY, origin, 60).read_all()
+    clock.t += 59
+    assert cache.get(KEY, origin, 60).hit
+    clock.t += 2
+    origin.body = b"v2"
+    result = cache.get(KEY, origin, 60)
+    assert not result.hit and result.read_all() == b"v2"
+    assert origin.calls == 2
+    assert cache.state(KEY)["cached"] is True
+
+
+def test_lru_eviction_keeps_recently_used(tmp_path, clock):
+    cache = Cache(str(tmp_path / "c"), 3 * 1200, clock)
+    keys = [("h", f"/{n}", "") for n in range(3)]
+    for key in keys:
+        cache.get(key, Origin(b"z" * 1000), 60).read_all()
+    assert cache.stats()["entries"] == 3
+    cache.lookup(keys[0]).close()                       # /0 is now the most recent
+    cache.get(("h", "/new", ""), Origin(b"z" * 1000), 60).read_all()
+    assert cache.lookup(keys[1]) is None                # least recently used went
+    for key in (keys[0], keys[2], ("h", "/new", "")):
+        hit = cache.lookup(key)
+        assert hit is not None
+        hit.close()
+    assert cache.stats()["bytes"] <= 3 * 1200
+
+
+def test_object_over_the_cap_is_served_but_not_kept(tmp_path, clock):
+    cache = Cache(str(tmp_path / "c"), 500, clock)
+    result = cache.get(KEY, Origin(b"b" * 2000), 60)
+    assert result.read_all() == b"b" * 2000
+    assert cache.lookup(KEY) is None
+    assert os.listdir(tmp_path / "c" / "tmp") == []
+
+
+def test_zero_ttl_is_not_cached(cache):
+    origin = Origin(b"now")
+    assert cache.get(KEY, origin, 0).read_all() == b"now"
+    assert cache.get(KEY, origin, 0).read_all() == b"now"
+    assert origin.calls == 2
+
+
+def test_survives_restart_and_drops_torn_files(tmp_path, clock):
+    root = str(tmp_path / "c")
+    cache = Cache(root, 1 << 20, clock)
+    cache.get(KEY, Origin(b"kept"), 600).read_all()
+    other = ("example.com", "/torn", "")
+    cache.get(other, Origin(b"0123456789"), 600).read_all()
+    torn = next(e.path for e in cache._index.values() if e.key == other)
+    os.truncate(torn, os.path.getsize(torn) - 3)
+    open(os.path.join(root, "tmp", "leftover"), "wb").close()
+
+    again = Cache(root, 1 << 20, clock)
+    hit = again.lookup(KEY)
+    assert hit is not None and read_hit(hit) == b"kept"
+    assert hit.meta["content_type"] == "text/plain"
+    assert again.lookup(other) is None and not os.path.exists(torn)
+    assert os.listdir(os.path.join(root, "tmp")) == []
+    assert again.stats()["entries"] == 1
+
+
+def test_restart_keeps_lru_order(tmp_path, clock):
+    root = str(tmp_path / "c")
+    cache = Cache(root, 1 << 20, clock)
+    keys = [("h", f"/{n}", "") for n in range(3)]
+    for n, key in enumerate(keys):
+        cache.get(key, Origin(b"q" * 1000), 600).read_all()
+        os.utime(cache._index[key].path, (1000 + n, 1000 + n))
+    clock.t += 120
+    cache.lookup(keys[0]).close()                       # refreshes the mtime of /0
+    small = Cache(root, 2 * 1200, clock)                # restart with a smaller cap
+    assert small.lookup(keys[1]) is None
+    assert small.lookup(keys[0]) is not None and small.lookup(keys[2]) is not None
+
+
+def test_origin_status_is_passed_on_and_not_cached(cache):
+    origin = Origin(b"", status=404)
+    result = cache.get(KEY, origin, 60)
+    assert result.status == 404 and not result.hit
+    assert cache.get(KEY, origin, 60).status == 404
+    assert origin.calls == 2 and cache.stats()["entries"] == 0
+
+
+def test_fetch_error_reaches_caller_and_leaves_nothing(cache, tmp_path):
+    origin = Origin(fail=TimeoutError("origin timed out"))
+    with pytest.raises(TimeoutError):
+        cache.get(KEY, origin, 60)
+    assert cache.stats() == {"entries": 0, "bytes": 0, "max_bytes": 1 << 20, "filling": 0}
+    assert os.listdir(tmp_path / "cache" / "tmp") == []
+
+
+def test_short_origin_body_fails_the_reader_and_is_not_cached(cache):
+    result = cache.get(KEY, Origin(b"12345", length=10), 60)
+    with pytest.raises(FillTruncated):
+        result.read_all()
+    assert cache.lookup(KEY) is None
+
+
+def test_first_response_streams_while_filling(cache):
+    gate = threading.Event()
+    origin = Origin(b"A" * 100 + b"B" * 100, gate=gate)
+    result = cache.get(KEY, origin, 60)
+    chunks = result.chunks()
+    assert next(chunks) == b"A" * 100          # arrives while the origin is still held back
+    assert cache.stats()["filling"] == 1 and cache.lookup(KEY) is None
+    gate.set()
+    assert b"".join(chunks) == b"B" * 100
+    result.wait_stored()
+    result.close()
+    hit = cache.lookup(KEY)
+    assert hit is not None and read_hit(hit) == b"A" * 100 + b"B" * 100
+
+
+def test_fifty_concurrent_misses_make_one_fetch(cache):
+    gate = threading.Event()
+    body = os.urandom(300_000)
+    origin = Origin(body, gate=gate)
+    results, bodies, errors = [], [], []
+    lock = threading.Lock()
+    joined = threading.Barrier(51)
+
+    def client():
+        try:
+            result = cache.get(KEY, origin, 60)
+            with lock:
+                results.append(result)
+            joined.wait(30)
+            data = result.read_all()
+            with lock:
+                bodies.append(data)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client) for _ in range(50)]
+    for t in threads:
+        t.start()
+    joined.wait(30)                 # every client holds its result before the body may finish
+    gate.set()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    assert origin.calls == 1
+    assert len(bodies) == 50 and all(b == body for b in bodies)
+    assert not any(r.hit for r in results)     # all of them shared the one fill
+
+
+def test_purge_during_fill_discards_it(cache):
+    gate = threading.Event()
+    result = cache.get(KEY, Origin(b"old-body", gate=gate), 60)
+    assert cache.purge_url(*KEY[:2]) == 0
+    gate.set()
+    assert result.read_all() == b"old-body"
+    assert cache.lookup(KEY) is None
+
+
+def test_purge_variants_prefix_and_all(cache):
+    keys = [("a.com", "/img/x.png", ""), ("a.com", "/img/x.png", "w=10"),
+            ("a.com", "/img/y.png", ""), ("a.com", "/doc/z", ""), ("b.com", "/img/x.png", "")]
+    for key in keys:
+        cache.get(key, Origin(b"data"), 60).read_all()
+    assert cache.purge_url("a.com", "/img/x.png") == 2
+    assert cache.lookup(keys[2]) is not None
+    assert cache.purge_prefix("a.com", "/img/") == 1
+    assert cache.purge_prefix("a.com", "/img/") == 0
+    assert cache.purge_all() == 2
+    assert cache.stats()["entries"] == 0 and cache.stats()["bytes"] == 0
+
+
+def test_state_reports_age_and_size(cache, clock):
+    assert cache.state(KEY)["cached"] is False
+    cache.get(KEY, Origin(b"12345"), 100).read_all()
+    clock.t += 30
+    assert cache.state(KEY) == {"cached": True, "age": 30, "size": 5, "expires_in": 70}
