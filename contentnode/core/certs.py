@@ -142,6 +142,8 @@ def validate_bundle(host: str, cert_pem, key_pem, now: float) -> Bundle:
     chain = load_chain(cert_pem)
     key = load_key(key_pem)
     if not _same_key(chain[0], key):
+        if any(_same_key(cert, key) for cert in chain[1:]):
+            raise CertError("cert_pem", "chain out of order: the certificate of the key must come first")
         raise CertError("key_pem", "the private key does not belong to the certificate")
     if not covers(chain[0], host):
         names = ", ".join(dns_names(chain[0])) or "none"
