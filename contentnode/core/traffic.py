@@ -16,6 +16,7 @@ import time
 from typing import Callable
 
 from contentnode.clock import rfc3339
+from contentnode.fileio import atomic_write
 
 COUNTERS = ("requests", "bytes_out", "cache_hits", "cache_misses", "errors_4xx", "errors_5xx")
 RANGES = {"1h": (60, 60), "24h": (300, 288), "7d": (3600, 168)}   # name: (step seconds, points)
@@ -146,23 +147,6 @@ class Traffic:
                                for label, per_step in self._series.items()}}
             raw = json.dumps(data, separators=(",", ":")).encode()
             self._dirty = False
-        _atomic_write(self.path, raw)
+        atomic_write(self.path, raw)
         return True
 
-
-def _atomic_write(path: str, raw: bytes):
-    """Temp file in the same folder, fsync, rename, fsync the folder."""
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, raw)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
