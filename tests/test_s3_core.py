@@ -1,0 +1,273 @@
+"""core/s3: SigV4 against AWS's published vectors, and the client against a real SeaweedFS."""
+
+import calendar
+import hashlib
+import time
+import uuid
+
+import pytest
+
+from contentnode.core import netguard, s3
+from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+
+# --- AWS Signature Version 4 test suite (AKIDEXAMPLE, 2015-08-30T12:36:00Z, us-east-1, "service")
+
+SUITE_KEY = ("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+SUITE_DATE = "20150830T123600Z"
+HOST = "example.amazonaws.com"
+
+SUITE = [
+    # name, method, raw path, query pairs, extra headers, body, expected signature
+    ("get-vanilla", "GET", "/", [], {}, b"",
+     "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"),
+    ("get-vanilla-query-order-key-case", "GET", "/", [("Param2", "value2"), ("Param1", "value1")], {}, b"",
+     "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500"),
+    ("get-vanilla-empty-query-key", "GET", "/", [("Param1", "value1")], {}, b"",
+     "a67d582fa61cc504c4bae71f336f98b97f1ea3c7a6bfe1b6e45aec72011b9aeb"),
+    ("get-vanilla-query-unreserved", "GET", "/",
+     [("-._~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+       "-._~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")], {}, b"",
+     "9c3e54bfcdf0b19771a7f523ee5669cdf59bc7cc0884027167c21bb143a40197"),
+    ("get-vanilla-utf8-query", "GET", "/", [("\u1234", "bar")], {}, b"",
+     "2cdec8eed098649ff3a119c94853b13c643bcf08f8b0a1d91e12c9027818dd04"),
+    ("get-unreserved", "GET", "/-._~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+     [], {}, b"", "07ef7494c76fa4850883e2b006601f940f8a34d404d0cfa977f52a65bbf5f24f"),
+    ("get-utf8", "GET", "/\u1234", [], {}, b"",
+     "8318018e0b0f223aa2bbf98705b62bb787dc9c0e678f255a891fd03141be5d85"),
+    ("get-header-key-duplicate", "GET", "/", [], {"My-Header1": "value2,value2,value1"}, b"",
+     "c9d5ea9f3f72853aea855b47ea873832890dbdd183b4468f858259531a5138ea"),
+    ("get-header-value-order", "GET", "/", [], {"My-Header1": "value4,value1,value3,value2"}, b"",
+     "08c7e5a9acfcfeb3ab6b2185e75ce8b1deb5e634ec47601a50643f830c755c01"),
+    ("get-header-value-trim", "GET", "/", [], {"My-Header1": " value1", "My-Header2": '"a   b   c"'}, b"",
+     "acc3ed3afb60bb290fc8d2dd0098b9911fcaa05412b367055dee359757a9c736"),
+    ("post-vanilla", "POST", "/", [], {}, b"",
+     "5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b"),
+    ("post-vanilla-query", "POST", "/", [("Param1", "value1")], {}, b"",
+     "28038455d6de14eafc1f9222cf5aa6f1a96197d7deb8263271d420d138af7f11"),
+    ("post-vanilla-query-nonunreserved", "POST", "/",
+     [("@#$%^", ""), ("+", '/,?><`";:\\|][{}')], {}, b"",
+     "66c82657c86e26fb25238d0e69f011edc4c6df5ae71119d7cb98ed9b87393c1e"),
+    ("post-header-key-sort", "POST", "/", [], {"My-Header1": "value1"}, b"",
+     "c5410059b04c1ee005303aed430f6e6645f61f4dc9e1461ec8f8916fdf18852c"),
+    ("post-header-value-case", "POST", "/", [], {"My-Header1": "VALUE1"}, b"",
+     "cdbc9802e29d2942e5e10b5bccfdd67c5f22c7c4e8ae67b53629efa58b974b7d"),
+    ("post-x-www-form-urlencoded", "POST", "/", [], {"Content-Type": "application/x-www-form-urlencoded"},
+     b"Param1=value1", "ff11897932ad3f4e8b18135d722051e5ac45fc38421b1da7b9d196a0fe09473a"),
+    ("post-x-www-form-urlencoded-parameters", "POST", "/", [],
+     {"Content-Type": "application/x-www-form-urlencoded; charset=utf8"},
+     b"Param1=value1", "1a72ec8f64bd914b0e42e42607c7fbce7fb2c7465f63e3092b3b0d39fa77a6fe"),
+]
+
+
+@pytest.mark.parametrize("name,method,path,query,extra,body,expected", SUITE, ids=[c[0] for c in SUITE])
+def test_sigv4_matches_aws_test_suite(name, method, path, query, extra, body, expected):
+    headers = {"Host": HOST, "X-Amz-Date": SUITE_DATE, **extra}
+    auth = s3.authorization(method, s3.uri_encode(path, keep_slash=True), s3.canonical_query(query),
+                            headers, hashlib.sha256(body).hexdigest(), *SUITE_KEY,
+                            "us-east-1", "service", SUITE_DATE)
+    assert auth.endswith(f"Signature={expected}")
+    assert auth.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, ")
+
+
+def test_canonical_request_of_get_vanilla_is_the_published_one():
+    creq, signed = s3.canonical_request("GET", "/", "", {"Host": HOST, "X-Amz-Date": SUITE_DATE},
+                                        s3.EMPTY_SHA256)
+    assert creq == ("GET\n/\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n\n"
+                    "host;x-amz-date\ne3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    assert signed == "host;x-amz-date"
+
+
+# --- the S3 developer guide's worked example: GET /test.txt, Range bytes=0-9, 2013-05-24
+
+S3_DOC_KEY = ("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+S3_DOC_TIME = calendar.timegm((2013, 5, 24, 0, 0, 0))
+
+
+def _doc_client(path_style=False):
+    cfg = s3.BucketConfig("https://s3.amazonaws.com", "us-east-1", "examplebucket", *S3_DOC_KEY,
+                          path_style=path_style)
+    return s3.S3Client(cfg, netguard.OutboundPolicy(), clock=lambda: S3_DOC_TIME)
+
+
+def test_client_signs_the_s3_guide_get_object_example():
+    client = _doc_client()
+    _, host, port, host_header, path = client.config.target("test.txt")
+    assert (host, port, host_header, path) == ("examplebucket.s3.amazonaws.com", 443,
+                                               "examplebucket.s3.amazonaws.com", "/test.txt")
+    headers = client.signed_headers("GET", host_header, path, "", {"range": "bytes=0-9"})
+    assert headers["Authorization"] == (
+        "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+        "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
+
+
+def test_client_signs_the_s3_guide_list_objects_example():
+    client = _doc_client()
+    query = s3.canonical_query([("prefix", "J"), ("max-keys", "2")])
+    assert query == "max-keys=2&prefix=J"
+    headers = client.signed_headers("GET", "examplebucket.s3.amazonaws.com", "/", query)
+    assert headers["Authorization"].endswith(
+        "Signature=34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7")
+
+
+# --- addressing and parsing
+
+
+def test_path_style_and_virtual_hosted_targets():
+    assert _doc_client(path_style=True).config.target("a b/c+d.txt")[1:] == (
+        "s3.amazonaws.com", 443, "s3.amazonaws.com", "/examplebucket/a%20b/c%2Bd.txt")
+    assert _doc_client(path_style=True).config.target(None)[4] == "/examplebucket"
+    cfg = s3.BucketConfig("http://127.0.0.1:9000", "r", "bkt", "a", "s", path_style=True)
+    assert cfg.target("k") == ("http", "127.0.0.1", 9000, "127.0.0.1:9000", "/bkt/k")
+    cfg6 = s3.BucketConfig("http://[::1]:9000", "r", "bkt", "a", "s", path_style=True)
+    assert cfg6.target("k")[3] == "[::1]:9000"
+    virtual = s3.BucketConfig("http://minio.lan:9000", "r", "bkt", "a", "s")
+    assert virtual.target("x/y")[1:] == ("bkt.minio.lan", 9000, "bkt.minio.lan:9000", "/x/y")
+
+
+def test_config_repr_hides_the_secret():
+    cfg = s3.BucketConfig("http://h", "r", "b", "AKID", "TOPSECRET")
+    assert "TOPSECRET" not in repr(cfg) and "AKID" not in repr(cfg)
+
+
+@pytest.mark.parametrize("status,s3_code,code", [
+    (403, "SignatureDoesNotMatch", "credentials_refused"), (403, "InvalidAccessKeyId", "credentials_refused"),
+    (404, "NoSuchBucket", "no_such_bucket"), (404, "NoSuchKey", "no_such_key"),
+    (403, "RequestTimeTooSkewed", "clock_skew"), (403, "AccessDenied", "access_denied"),
+    (400, "AuthorizationHeaderMalformed", "wrong_region"), (503, "SlowDown", "s3_error")])
+def test_error_bodies_become_clear_causes(status, s3_code, code):
+    body = f"<Error><Code>{s3_code}</Code><Message>detail here</Message></Error>".encode()
+    err = s3.error_from_response(status, {}, body, "object")
+    assert (err.code, err.s3_code, err.status) == (code, s3_code, status)
+    assert "detail here" in err.message
+
+
+def test_bodyless_errors_are_interpreted_by_status():
+    assert s3.error_from_response(404, {}, b"", "object").code == "no_such_key"
+    assert s3.error_from_response(404, {}, b"", "bucket").code == "no_such_bucket"
+    moved = s3.error_from_response(301, {"x-amz-bucket-region": "eu-west-1"}, b"", "bucket")
+    assert moved.code == "wrong_region" and "eu-west-1" in moved.message
+
+
+def test_parse_list_with_namespace():
+    body = (b'<?xml version="1.0"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            b"<IsTruncated>true</IsTruncated><NextContinuationToken>tok</NextContinuationToken>"
+            b"<Contents><Key>a.txt</Key><Size>3</Size><ETag>\"e\"</ETag></Contents>"
+            b"<Contents><Key>b.txt</Key><Size>4</Size></Contents></ListBucketResult>")
+    page = s3.parse_list(body)
+    assert [k["key"] for k in page.keys] == ["a.txt", "b.txt"]
+    assert page.keys[0]["size"] == 3 and page.truncated and page.next_token == "tok"
+    with pytest.raises(s3.S3Error) as info:
+        s3.parse_list(b"<not xml")
+    assert info.value.code == "protocol"
+
+
+# --- against a real SeaweedFS
+
+
+@pytest.fixture(scope="module")
+def bucket(seaweed):
+    name = "core-" + uuid.uuid4().hex[:8]
+    seaweed.create_bucket(name)
+    seaweed.put_object(name, "docs/hello.txt", b"hello world", "text/plain")
+    seaweed.put_object(name, "docs/deep/b.bin", bytes(range(256)) * 4)
+    seaweed.put_object(name, "with space/\u00e9t\u00e9+1.txt", b"unicode", "text/plain")
+    seaweed.put_object(name, "empty.txt", b"", "text/plain")
+    return name
+
+
+def _client(seaweed, bucket, **over):
+    fields = {"endpoint": seaweed.endpoint, "region": seaweed.region, "bucket": bucket,
+              "access_key": seaweed.access_key, "secret_key": seaweed.secret_key, "path_style": True}
+    fields.update(over)
+    return s3.S3Client(s3.BucketConfig(**fields), netguard.OutboundPolicy(), timeout=10)
+
+
+def test_head_get_and_range_against_seaweed(seaweed, bucket):
+    client = _client(seaweed, bucket)
+    info = client.head_object("docs/hello.txt")
+    assert (info.status, info.size, info.content_type) == (200, 11, "text/plain")
+    with client.get_object("docs/deep/b.bin", (10, 19)) as stream:
+        assert stream.info.status == 206 and stream.info.size == 1024
+        assert b"".join(stream.chunks()) == bytes(range(10, 20))
+    with client.get_object("with space/\u00e9t\u00e9+1.txt") as stream:
+        assert stream.read() == b"unicode"
+
+
+def test_get_refuses_an_object_over_the_cap(seaweed, bucket):
+    with pytest.raises(s3.S3Error) as info:
+        _client(seaweed, bucket).get_object("docs/deep/b.bin", max_bytes=100)
+    assert info.value.code == "too_large"
+
+
+def test_list_pages_through_the_bucket(seaweed, bucket):
+    client = _client(seaweed, bucket)
+    first = client.list_objects(max_keys=2)
+    assert len(first.keys) == 2 and first.truncated and first.next_token
+    rest = client.list_objects(max_keys=10, token=first.next_token)
+    keys = [k["key"] for k in first.keys + rest.keys]
+    assert sorted(keys) == sorted(["docs/hello.txt", "docs/deep/b.bin", "with space/\u00e9t\u00e9+1.txt",
+                                   "empty.txt"])
+    assert [k["key"] for k in client.list_objects(prefix="docs/").keys] == ["docs/deep/b.bin",
+                                                                            "docs/hello.txt"]
+
+
+def test_check_ok_with_good_credentials(seaweed, bucket):
+    report = s3.check_bucket(_client(seaweed, bucket))
+    assert report["ok"] is True
+    assert [s["name"] for s in report["steps"]] == ["resolve", "connect", "authenticate", "list"]
+    assert all(s["ok"] and s["milliseconds"] >= 0 for s in report["steps"])
+
+
+def test_check_names_the_wrong_secret(seaweed, bucket):
+    report = s3.check_bucket(_client(seaweed, bucket, secret_key="not-the-secret"))
+    assert report["ok"] is False
+    last = report["steps"][-1]
+    assert (last["name"], last["ok"], last["code"]) == ("authenticate", False, "credentials_refused")
+    assert "secret key" in last["detail"] and "not-the-secret" not in str(report)
+
+
+def test_check_names_the_missing_bucket(seaweed):
+    report = s3.check_bucket(_client(seaweed, "no-such-bucket-here"))
+    assert report["ok"] is False
+    assert [(s["name"], s["ok"]) for s in report["steps"]][-2:] == [("authenticate", True), ("list", False)]
+    assert report["steps"][-1]["code"] == "no_such_bucket"
+
+
+def test_check_names_the_stopped_server(seaweed, bucket):
+    with seaweed.stopped():
+        report = s3.check_bucket(_client(seaweed, bucket))
+    assert report["ok"] is False
+    last = report["steps"][-1]
+    assert (last["name"], last["code"]) == ("connect", "connect") and "refused" in last["detail"]
+
+
+def test_check_names_an_unresolvable_endpoint(seaweed, bucket):
+    report = s3.check_bucket(_client(seaweed, bucket, endpoint="http://no-such-host.invalid:9000"))
+    assert report["steps"] == [report["steps"][0]] and report["steps"][0]["code"] == "resolve"
+
+
+def test_check_refuses_a_forbidden_address(seaweed, bucket):
+    client = s3.S3Client(_client(seaweed, bucket).config, netguard.OutboundPolicy(allow_private=False))
+    report = s3.check_bucket(client)
+    assert report["ok"] is False and report["steps"][0]["code"] == "address"
+
+
+def test_clock_skew_is_named(seaweed, bucket):
+    client = _client(seaweed, bucket)
+    client.clock = lambda: time.time() - 3 * 3600
+    with pytest.raises(s3.S3Error) as info:
+        client.list_objects(max_keys=1)
+    assert info.value.code == "clock_skew"
+
+
+def test_probe_existing_missing_and_empty_objects(seaweed, bucket):
+    client = _client(seaweed, bucket)
+    found = s3.probe_object(client, "docs/hello.txt")
+    assert found["ok"] and found["size"] == 11 and found["content_type"] == "text/plain"
+    assert found["first_bytes"] == "aGVsbG8gd29ybGQ=" and found["etag"]
+    missing = s3.probe_object(client, "docs/nope.txt")
+    assert missing["ok"] is False and missing["status"] == 404
+    assert missing["error"]["code"] == "no_such_key"
+    empty = s3.probe_object(client, "empty.txt")
+    assert empty["ok"] and empty["size"] == 0 and empty["first_bytes"] == ""
