@@ -128,7 +128,7 @@ def test_store_file_is_private_and_stamped(tmp_path, ca):
     store.save("a.example.com", certs.validate_bundle(
         "a.example.com", *_bundle(ca, ["a.example.com"]), time.time()))
     assert store.stamp("a.example.com") != first
-    assert not [n for n in os.listdir(store.folder) if n.startswith(".tmp")]
+    assert not [n for n in os.listdir(store.folder) if n.endswith(".tmp")]
     store.delete("a.example.com")
     store.delete("a.example.com")
     assert store.stamp("a.example.com") is None

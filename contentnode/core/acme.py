@@ -19,8 +19,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from contentnode.core.certs import make_csr, write_private
+from contentnode.core.certs import make_csr
 from contentnode.core.netguard import OutboundError
+from contentnode.fileio import atomic_write, ensure_private_dir
 
 JOSE = "application/jose+json"
 BAD_NONCE = "urn:ietf:params:acme:error:badNonce"
@@ -101,10 +102,9 @@ def load_account_key(path: str):
             key = serialization.load_pem_private_key(f.read(), password=None)
     except FileNotFoundError:
         key = ec.generate_private_key(ec.SECP256R1())
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        write_private(path, key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption()).decode("ascii"))
+        ensure_private_dir(os.path.dirname(path))
+        atomic_write(path, key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
         return key
     if isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp256r1":
         return key

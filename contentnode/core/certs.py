@@ -11,7 +11,6 @@ chain of another, and it notices a replaced file on the next handshake.
 import hashlib
 import os
 import ssl
-import tempfile
 import threading
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 from contentnode.clock import rfc3339
+from contentnode.fileio import atomic_write, ensure_private_dir
 
 MAX_CHAIN = 8
 MIN_RSA_BITS = 2048
@@ -200,41 +200,18 @@ def new_key_pem() -> tuple:
     return key, pem
 
 
-def write_private(path: str, text: str):
-    """Atomically replace `path` with `text`, mode 0600 from the first byte."""
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dirfd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dirfd)
-    finally:
-        os.close(dirfd)
-
-
 class CertStore:
     """One file per host under <data dir>/certs: private key then chain, mode 0600."""
 
     def __init__(self, folder: str):
         self.folder = folder
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        os.chmod(folder, 0o700)
+        ensure_private_dir(folder)
 
     def path(self, host: str) -> str:
         return os.path.join(self.folder, f"{host}.pem")
 
     def save(self, host: str, bundle: Bundle):
-        write_private(self.path(host), bundle.key_pem + bundle.chain_pem)
+        atomic_write(self.path(host), (bundle.key_pem + bundle.chain_pem).encode("ascii"))
 
     def delete(self, host: str):
         try:
