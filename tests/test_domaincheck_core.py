@@ -72,7 +72,7 @@ def _names(steps):
 
 
 def test_localhost_passes(page):
-    steps = domaincheck.check_domain("localhost", "http", page.port, lambda n: _proof(b"secret-a", n), OutboundPolicy())
+    steps = domaincheck.check_domain("localhost", "http", page.port, b"secret-a", OutboundPolicy())
     assert steps.ok, steps.items
     assert _names(steps) == [("resolve", True), ("fetch", True), ("proof", True)]
     assert "127.0.0.1" in steps.items[0]["detail"]
@@ -81,7 +81,7 @@ def test_localhost_passes(page):
 
 
 def test_other_nodes_proof_fails(page):
-    steps = domaincheck.check_domain("localhost", "http", page.port, lambda n: _proof(b"secret-b", n), OutboundPolicy())
+    steps = domaincheck.check_domain("localhost", "http", page.port, b"secret-b", OutboundPolicy())
     assert not steps.ok
     assert _names(steps)[-1] == ("proof", False)
     assert "another node (node-a)" in steps.items[-1]["detail"]
@@ -89,20 +89,20 @@ def test_other_nodes_proof_fails(page):
 
 def test_nothing_listening_fails_at_fetch():
     from tests.peers.pebble import free_port
-    steps = domaincheck.check_domain("localhost", "http", free_port(), lambda n: "x", OutboundPolicy())
+    steps = domaincheck.check_domain("localhost", "http", free_port(), b"x", OutboundPolicy())
     assert _names(steps) == [("resolve", True), ("fetch", False)]
     assert "refused" in steps.items[-1]["detail"]
 
 
 def test_resolution_through_dns_server(dns, page):
-    steps = domaincheck.check_domain("shop.example.test", "http", page.port, lambda n: _proof(b"secret-a", n),
+    steps = domaincheck.check_domain("shop.example.test", "http", page.port, b"secret-a",
                                      OutboundPolicy(), dns_server=dns.dns_address)
     assert steps.ok, steps.items
     assert page.hosts[-1] == f"shop.example.test:{page.port}"
 
 
 def test_unresolvable_name_fails_with_clear_step(dns):
-    steps = domaincheck.check_domain("nowhere.example.test", "http", 80, lambda n: "x", OutboundPolicy(),
+    steps = domaincheck.check_domain("nowhere.example.test", "http", 80, b"x", OutboundPolicy(),
                                      dns_server=dns.dns_address)
     assert _names(steps) == [("resolve", False)]
     assert "does not resolve" in steps.items[0]["detail"]
@@ -119,17 +119,13 @@ def test_dead_dns_server_is_reported():
 
 
 def test_not_a_verification_page(page):
-    steps = domaincheck.check_domain("localhost", "http", page.port, lambda n: "x", OutboundPolicy())
+    steps = domaincheck.check_domain("localhost", "http", page.port, b"x", OutboundPolicy())
     assert _names(steps)[-1] == ("proof", False)
-    result = domaincheck._judge_proof(b"<html>", "n" * 20, lambda n: "x")
+    result = domaincheck._judge_proof(b"<html>", "n" * 20, b"x")
     assert result == (False, "the page is not a verification page of a contentnode")
-    assert domaincheck._judge_proof(b'{"proof":"a","nonce":"other"}', "n" * 20, lambda n: "a")[0] is False
-
-
-def test_nonce_shape():
-    nonce = domaincheck.new_nonce()
-    assert 16 <= len(nonce) <= 128 and nonce.replace("-", "").replace("_", "").isalnum()
-    assert nonce != domaincheck.new_nonce()
+    assert domaincheck._judge_proof(b'{"proof":"a","nonce":"other"}', "n" * 20, b"a")[0] is False
+    good = json.dumps({"node": "me", "nonce": "n" * 20, "proof": _proof(b"k", "n" * 20)}).encode()
+    assert domaincheck._judge_proof(good, "n" * 20, b"k") == (True, "the proof matches this node")
 
 
 @pytest.mark.parametrize("text, expected", [

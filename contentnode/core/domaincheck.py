@@ -9,10 +9,8 @@ where it broke. Names resolve through the system resolver, or through one DNS
 server (host:port) when the operator names one.
 """
 
-import hmac
 import json
 import random
-import secrets
 import socket
 import ssl
 import struct
@@ -20,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from contentnode.core.certs import summary_of_der
+from contentnode.core import verify
 from contentnode.core.netguard import OutboundError, default_tls_context, fetch
 
 CHECK_PATH = "/.well-known/service/check"
@@ -139,11 +138,6 @@ def resolve(host: str, dns_server: str | None = None) -> dict:
     return out
 
 
-def new_nonce() -> str:
-    """32 characters of [A-Za-z0-9_-], inside the verification page's 16-128 rule."""
-    return secrets.token_urlsafe(24)
-
-
 def _unverified_tls() -> ssl.SSLContext:
     # The proof, not the certificate, authenticates the node in a check.
     context = default_tls_context()
@@ -156,9 +150,9 @@ def _bracket(address: str) -> str:
     return f"[{address}]" if ":" in address else address
 
 
-def check_domain(host: str, scheme: str, port: int, expected_proof, policy,
+def check_domain(host: str, scheme: str, port: int, secret: bytes, policy,
                  dns_server: str | None = None, timeout: float = 10.0) -> Steps:
-    """Run the domain check; expected_proof(nonce) gives this node's proof."""
+    """Run the domain check against this node's secret."""
     steps = Steps()
     started = time.monotonic()
     try:
@@ -174,7 +168,7 @@ def check_domain(host: str, scheme: str, port: int, expected_proof, policy,
               started)
 
     started = time.monotonic()
-    nonce = new_nonce()
+    nonce = verify.new_nonce()
     target = host if scheme == "https" else _bracket(addresses[0])
     url = f"{scheme}://{target}:{port}{CHECK_PATH}?nonce={nonce}"
     try:
@@ -189,11 +183,11 @@ def check_domain(host: str, scheme: str, port: int, expected_proof, policy,
     steps.add("fetch", True, f"HTTP 200 from {result.address} port {port}", started)
 
     started = time.monotonic()
-    steps.add("proof", *_judge_proof(result.body, nonce, expected_proof), started)
+    steps.add("proof", *_judge_proof(result.body, nonce, secret), started)
     return steps
 
 
-def _judge_proof(body: bytes, nonce: str, expected_proof) -> tuple:
+def _judge_proof(body: bytes, nonce: str, secret: bytes) -> tuple:
     try:
         page = json.loads(body)
         proof, echoed, node = page["proof"], page["nonce"], page.get("node")
@@ -201,7 +195,7 @@ def _judge_proof(body: bytes, nonce: str, expected_proof) -> tuple:
         return False, "the page is not a verification page of a contentnode"
     if not isinstance(proof, str) or echoed != nonce:
         return False, "the page did not answer for the nonce that was sent"
-    if not hmac.compare_digest(proof.encode(), expected_proof(nonce).encode()):
+    if not verify.proof_matches(secret, nonce, proof):
         return False, f"the proof is not this node's: the name reaches another node ({node})"
     return True, "the proof matches this node"
 
