@@ -1,0 +1,118 @@
+"""Routing rules: which bucket key answers a request for (host, path).
+
+A rule says: requests on `domain` under `path` come from `bucket`, key
+`prefix + rest`. Rule paths are directories: "/static" and "/static/" are the
+same rule, it matches "/static" and everything below "/static/" (never
+"/staticfoo"), and `rest` is what follows "/static/" (so "/static/a/b.png"
+with prefix "site/" is key "site/a/b.png"). The longest matching path wins.
+
+Lookups happen on every content request, so the index is a dict per host from
+normalised rule path to rule: a lookup tries the request path and each of its
+ancestors, one dict probe per path segment. The cost depends on the depth of
+the request path, not on how many rules exist.
+"""
+
+from dataclasses import dataclass
+
+MAX_PATH = 1024
+MAX_PREFIX = 1024
+MAX_CACHE_TTL = 31_536_000  # one year
+DEFAULT_CACHE_TTL = 3600
+_FORBIDDEN_IN_PATH = set("?#%\\") | {chr(c) for c in range(33)} | {"\x7f"}
+
+
+class RuleError(ValueError):
+    """A rule field that cannot be accepted; the message says why."""
+
+
+def normalise_path(value: str) -> str:
+    """The canonical form of a rule path, or RuleError.
+
+    Starts with "/", repeated slashes collapse, a trailing slash is dropped
+    (except for "/" itself); "." and ".." segments, whitespace, control
+    characters and ?, #, %, \\ are refused (rule paths are decoded paths).
+    """
+    if not isinstance(value, str):
+        raise RuleError("path must be a string")
+    if not value.startswith("/"):
+        raise RuleError('path must start with "/"')
+    if len(value) > MAX_PATH:
+        raise RuleError(f"path is longer than {MAX_PATH} characters")
+    bad = sorted(set(value) & _FORBIDDEN_IN_PATH)
+    if bad:
+        raise RuleError(f"path must not contain {', '.join(repr(c) for c in bad)}")
+    segments = [s for s in value.split("/") if s]
+    if any(s in (".", "..") for s in segments):
+        raise RuleError('path must not contain "." or ".." segments')
+    return "/" + "/".join(segments)
+
+
+def validate_prefix(value: str) -> str:
+    """A bucket key prefix: "" or text without a leading "/" or control characters."""
+    if not isinstance(value, str):
+        raise RuleError("prefix must be a string")
+    if value.startswith("/"):
+        raise RuleError('prefix must not start with "/" (bucket keys have no leading slash)')
+    if len(value.encode("utf-8")) > MAX_PREFIX:
+        raise RuleError(f"prefix is longer than {MAX_PREFIX} bytes")
+    if any(ord(c) < 32 or c == "\x7f" for c in value):
+        raise RuleError("prefix must not contain control characters")
+    if any(s in (".", "..") for s in value.split("/")[:-1]):
+        raise RuleError('prefix must not contain "." or ".." segments')
+    return value
+
+
+def has_dot_segment(path: str) -> bool:
+    """True when a request path holds a "." or ".." segment (never mapped to a key)."""
+    probe = path + "/"
+    return "/./" in probe or "/../" in probe
+
+
+def key_for(rule_path: str, prefix: str, request_path: str) -> str:
+    """The bucket key for `request_path`, which `rule_path` matches."""
+    rest = request_path[len(rule_path):]
+    if rest.startswith("/"):
+        rest = rest[1:]
+    return prefix + rest
+
+
+@dataclass(frozen=True)
+class Match:
+    rule: dict  # the rule record (check rule["enabled"]: a disabled rule still claims its path)
+    key: str
+
+
+class RuleIndex:
+    """An immutable lookup structure over a set of rule records.
+
+    Each record needs "domain" (normalised host), "path" (normalise_path form)
+    and "prefix". Build a new index when rules change; lookups never lock.
+    """
+
+    def __init__(self, rules):
+        hosts: dict[str, dict[str, dict]] = {}
+        for rule in rules:
+            hosts.setdefault(rule["domain"], {})[rule["path"]] = rule
+        self._hosts = hosts
+        self.size = sum(len(paths) for paths in hosts.values())
+
+    def match(self, host: str, path: str) -> Match | None:
+        """The longest rule on `host` (normalised, no port) covering the decoded `path`.
+
+        None when no rule covers it, or when the path is not absolute or holds
+        a "." or ".." segment (such paths must never be turned into keys).
+        """
+        table = self._hosts.get(host)
+        if table is None or not path.startswith("/") or has_dot_segment(path):
+            return None
+        candidate = path.rstrip("/") or "/"
+        while True:
+            rule = table.get(candidate)
+            if rule is not None:
+                return Match(rule, key_for(rule["path"], rule["prefix"], path))
+            if candidate == "/":
+                return None
+            candidate = candidate[:candidate.rfind("/")] or "/"
+
+    def rules_for(self, host: str) -> list:
+        return list(self._hosts.get(host, {}).values())
