@@ -11,22 +11,15 @@ import time
 from datetime import datetime, timezone
 
 _CLOCK_FILE = os.environ.get("CONTENTNODE_TEST_CLOCK_FILE")
-_cache = {"mtime": None, "offset": 0.0}
 
 
 def _offset() -> float:
+    """Read on every call: only tests set the file, and they change it at will."""
     try:
-        mtime = os.stat(_CLOCK_FILE).st_mtime_ns
-    except OSError:
+        with open(_CLOCK_FILE, encoding="ascii") as f:
+            return float(f.read().strip() or 0)
+    except (OSError, ValueError):
         return 0.0
-    if mtime != _cache["mtime"]:
-        try:
-            with open(_CLOCK_FILE, encoding="ascii") as f:
-                _cache["offset"] = float(f.read().strip() or 0)
-        except (OSError, ValueError):
-            _cache["offset"] = 0.0
-        _cache["mtime"] = mtime
-    return _cache["offset"]
 
 
 def now() -> float:

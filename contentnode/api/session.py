@@ -1,0 +1,150 @@
+"""Session state, first-time setup, login and logout (DESIGN §4)."""
+
+from contentnode import clock
+from contentnode.api import validate as v
+from contentnode.auth.passwords import password_problem
+from contentnode.auth.sessions import PENDING_LIFETIME, clear_cookie_header, cookie_header
+from contentnode.auth.users import find_by_username, new_user, public_user
+from contentnode.http.errors import ApiError, conflict, invalid, rate_limited
+from contentnode.http.response import json_response, no_content
+from contentnode.http.router import Route
+
+USERNAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}"
+
+
+def _secure(req) -> bool:
+    return req.scheme == "https"
+
+
+def _any_admin(users: dict) -> bool:
+    return any(u["role"] == "admin" for u in users.values())
+
+
+def get_session(req):
+    users = req.app.store.data["users"]
+    policy = req.app.store.data["policy"]
+    return {
+        "authenticated": req.user is not None,
+        "setup_required": not _any_admin(users),
+        "two_factor_policy": policy["two_factor"],
+        "two_factor_pending": req.pending_session is not None,
+        "two_factor_enrollment_required": bool(req.user and req.app.sessions.must_enrol(req.user)),
+        "user": public_user(req.user) if req.user else None,
+    }
+
+
+def checked_new_password(req, password, username: str, field: str = "password") -> str:
+    """The password if the policy accepts it; a 400 naming the problem otherwise."""
+    problem = password_problem(password, username, req.app.store.data["policy"]["password_min_length"])
+    if problem:
+        raise invalid(problem, field)
+    return password
+
+
+def setup(req):
+    body = v.require_object(req.body)
+    v.only(body, {"username", "password"})
+    username = v.text(body, "username", max_len=64, pattern=USERNAME_PATTERN)
+    password = checked_new_password(req, body.get("password"), username)
+    if _any_admin(req.app.store.data["users"]):
+        raise conflict("setup_done", "the first administrator already exists; log in instead")
+    password_hash = req.app.hasher.hash(password)
+    with req.app.store.transaction() as doc:
+        if _any_admin(doc["users"]):
+            raise conflict("setup_done", "the first administrator already exists; log in instead")
+        user = new_user(username, password_hash, "admin")
+        user["last_login_at"] = clock.now()
+        doc["users"][user["id"]] = user
+    req.user = user
+    req.audit("setup", target=username)
+    token, _ = req.app.sessions.create(user["id"], req.client_ip, req.user_agent)
+    return json_response({"user": public_user(user)}, 201, _cookie(req, token))
+
+
+def _cookie(req, token: str, max_age: int | None = None) -> dict:
+    age = req.app.sessions.max_age() if max_age is None else max_age
+    return {"Set-Cookie": cookie_header(token, _secure(req), age)}
+
+
+def _limiter_keys(req, username: str) -> tuple:
+    return f"ip:{req.client_ip}", f"user:{username.strip().lower()}"
+
+
+def check_rate_limit(req, keys) -> None:
+    now = clock.now()
+    wait = max(req.app.login_limiter.retry_after(k, now) for k in keys)
+    if wait > 0:
+        req.audit("login.locked", target=keys[-1].partition(":")[2], ok=False)
+        req.app.metrics.logins.inc("locked")
+        raise rate_limited(wait + 0.999, "too many failed attempts; try again later")
+
+
+def count_failure(req, keys, username: str, action: str = "login.failure") -> None:
+    """Count a failed attempt on every key; a key reaching the threshold is a lockout."""
+    now = clock.now()
+    limiter = req.app.login_limiter
+    req.audit(action, target=username, ok=False)
+    req.app.metrics.logins.inc("failure")
+    for key in keys:
+        if limiter.fail(key, now) == limiter.threshold:
+            req.audit("login.lockout", target=key, ok=False)
+            req.app.events.emit("login_failures_burst", key=key, ip=req.client_ip)
+
+
+def login(req):
+    body = v.require_object(req.body)
+    v.only(body, {"username", "password"})
+    username = v.text(body, "username", max_len=200)
+    password = body.get("password")
+    if not isinstance(password, str) or not password:
+        raise invalid("password is required", "password")
+    keys = _limiter_keys(req, username)
+    check_rate_limit(req, keys)
+    user = find_by_username(req.app.store.data["users"], username)
+    matched = req.app.hasher.verify(user["password_hash"] if user else None, password[:4096])
+    if not matched or user.get("disabled"):
+        count_failure(req, keys, username)
+        raise ApiError(401, "bad_credentials", "wrong username or password")
+    req.app.login_limiter.clear(keys[1])
+    if (user.get("totp") or {}).get("enabled"):
+        token, _ = req.app.sessions.create(user["id"], req.client_ip, req.user_agent, pending=True)
+        req.user = user
+        req.audit("login.password_ok", target=user["username"])
+        return json_response({"two_factor_required": True}, 200, _cookie(req, token, int(PENDING_LIFETIME)))
+    return complete_login(req, user)
+
+
+def complete_login(req, user: dict):
+    """Every login step that succeeds ends here: a fresh token, last login, audit, events."""
+    if req.token:
+        req.app.sessions.delete_token(req.token)
+    known = set(user.get("known_addresses") or ())
+    with req.app.store.transaction() as doc:
+        record = doc["users"][user["id"]]
+        record["last_login_at"] = clock.now()
+        if req.client_ip not in known:
+            record["known_addresses"] = (list(known) + [req.client_ip])[-20:]
+        user = record
+    token, _ = req.app.sessions.create(user["id"], req.client_ip, req.user_agent)
+    req.user = user
+    req.audit("login.success", target=user["username"])
+    req.app.metrics.logins.inc("success")
+    if user["role"] == "admin" and known and req.client_ip not in known:
+        req.app.events.emit("admin_login_new_address", username=user["username"], ip=req.client_ip)
+    return json_response({"user": public_user(user)}, 200, _cookie(req, token))
+
+
+def logout(req):
+    if req.token:
+        req.app.sessions.delete_token(req.token)
+        if req.user:
+            req.audit("logout", target=req.user["username"])
+    return no_content({"Set-Cookie": clear_cookie_header(_secure(req))})
+
+
+ROUTES = [
+    Route("GET", "/api/session", "public", get_session),
+    Route("POST", "/api/setup", "public", setup),
+    Route("POST", "/api/login", "public", login),
+    Route("POST", "/api/logout", "public", logout),
+]

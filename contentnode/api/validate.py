@@ -1,0 +1,90 @@
+"""Reading fields out of JSON bodies, with one clear 400 per mistake."""
+
+import re
+
+from contentnode.http.errors import invalid
+
+_MISSING = object()
+
+
+def require_object(body) -> dict:
+    if not isinstance(body, dict):
+        raise invalid("the body must be a JSON object")
+    return body
+
+
+def only(obj: dict, allowed) -> None:
+    unknown = sorted(set(obj) - set(allowed))
+    if unknown:
+        raise invalid(f"unknown field {unknown[0]!r}", unknown[0])
+
+
+def _get(obj, name, required, default):
+    value = obj.get(name, _MISSING)
+    if value is _MISSING or (value is None and not required and default is None):
+        if required:
+            raise invalid(f"{name} is required", name)
+        return _MISSING
+    return value
+
+
+def text(obj: dict, name: str, required: bool = True, default=None, max_len: int = 1000,
+         min_len: int = 0, pattern: str | None = None, strip: bool = True):
+    value = _get(obj, name, required, default)
+    if value is _MISSING:
+        return default
+    if not isinstance(value, str):
+        raise invalid(f"{name} must be a string", name)
+    if strip:
+        value = value.strip()
+    if len(value) > max_len:
+        raise invalid(f"{name} must be at most {max_len} characters", name)
+    if len(value) < min_len or (required and min_len == 0 and not value):
+        raise invalid(f"{name} must not be empty" if not value else
+                      f"{name} must be at least {min_len} characters", name)
+    if pattern and not re.fullmatch(pattern, value):
+        raise invalid(f"{name} has an invalid format", name)
+    return value
+
+
+def boolean(obj: dict, name: str, required: bool = False, default=None):
+    value = _get(obj, name, required, default)
+    if value is _MISSING:
+        return default
+    if not isinstance(value, bool):
+        raise invalid(f"{name} must be true or false", name)
+    return value
+
+
+def integer(obj: dict, name: str, lo: int, hi: int, required: bool = False, default=None):
+    value = _get(obj, name, required, default)
+    if value is _MISSING:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(f"{name} must be a whole number", name)
+    if not lo <= value <= hi:
+        raise invalid(f"{name} must be between {lo} and {hi}", name)
+    return value
+
+
+def choice(obj: dict, name: str, options, required: bool = False, default=None):
+    value = _get(obj, name, required, default)
+    if value is _MISSING:
+        return default
+    if value not in options:
+        raise invalid(f"{name} must be one of {', '.join(map(str, options))}", name)
+    return value
+
+
+def string_list(obj: dict, name: str, required: bool = False, default=None, max_items: int = 100,
+                max_len: int = 1000):
+    value = _get(obj, name, required, default)
+    if value is _MISSING:
+        return default
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise invalid(f"{name} must be a list of strings", name)
+    if len(value) > max_items:
+        raise invalid(f"{name} may hold at most {max_items} items", name)
+    if any(len(v) > max_len for v in value):
+        raise invalid(f"each item of {name} must be at most {max_len} characters", name)
+    return value

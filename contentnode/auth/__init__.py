@@ -1,0 +1,1 @@
+"""Who may do what: passwords, sessions, scopes and roles, rate limits."""

@@ -1,0 +1,56 @@
+"""Password hashing with argon2id, bounded so a burst of logins cannot exhaust memory.
+
+Each hash takes `memory_kib` of RAM; a semaphore caps how many run at once.
+An unknown user is verified against a dummy hash so it costs the same time
+as a known one.
+"""
+
+import os
+import threading
+from functools import lru_cache
+
+from argon2 import PasswordHasher as _Argon2, Type
+from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+
+MAX_LENGTH = 1024
+
+
+class PasswordHasher:
+    def __init__(self, memory_kib: int = 19456, time_cost: int = 2, max_concurrent: int = 2):
+        self._argon = _Argon2(time_cost=time_cost, memory_cost=memory_kib, parallelism=1, type=Type.ID)
+        self._slots = threading.BoundedSemaphore(max_concurrent)
+        self._dummy = self.hash(os.urandom(16).hex())
+
+    def hash(self, password: str) -> str:
+        with self._slots:
+            return self._argon.hash(password)
+
+    def verify(self, stored_hash: str | None, password: str) -> bool:
+        """True when `password` matches; a missing hash costs the same as a wrong one."""
+        with self._slots:
+            try:
+                return self._argon.verify(stored_hash or self._dummy, password) and stored_hash is not None
+            except (VerifyMismatchError, VerificationError, InvalidHashError):
+                return False
+
+
+@lru_cache(maxsize=1)
+def _common_passwords() -> frozenset:
+    path = os.path.join(os.path.dirname(__file__), "common-passwords.txt")
+    with open(path, encoding="utf-8") as f:
+        return frozenset(line.strip().lower() for line in f if line.strip())
+
+
+def password_problem(password, username: str, min_length: int) -> str | None:
+    """Why this new password is refused, or None. No composition rules, never truncated."""
+    if not isinstance(password, str):
+        return "the password must be a string"
+    if len(password) < min_length:
+        return f"the password must be at least {min_length} characters long"
+    if len(password) > MAX_LENGTH:
+        return f"the password must be at most {MAX_LENGTH} characters long"
+    if password.strip().lower() == (username or "").strip().lower():
+        return "the password must not be the username"
+    if password.lower() in _common_passwords():
+        return "this password is one of the most common ones; choose another"
+    return None

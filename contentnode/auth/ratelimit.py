@@ -1,0 +1,54 @@
+"""Failure counting for login and 2FA: N failures in a window lock the key for a while.
+
+Kept in memory on purpose: a restart clears lockouts, which an operator who
+restarts the daemon expects, and nothing is written on the hot failure path.
+"""
+
+import threading
+from collections import OrderedDict, deque
+
+MAX_KEYS = 10000
+
+
+class FailureLimiter:
+    def __init__(self, threshold: int = 5, window: float = 900.0):
+        self.threshold = threshold
+        self.window = window
+        self._failures = OrderedDict()  # key -> deque of failure times
+        self._lock = threading.Lock()
+
+    def configure(self, threshold: int, window: float) -> None:
+        self.threshold, self.window = threshold, window
+
+    def retry_after(self, key: str, now: float) -> float:
+        """Seconds until `key` may try again; 0 when it may try now."""
+        with self._lock:
+            times = self._failures.get(key)
+            if not times:
+                return 0.0
+            while times and times[0] <= now - self.window:
+                times.popleft()
+            if len(times) < self.threshold:
+                return 0.0
+            return times[-self.threshold] + self.window - now
+
+    def fail(self, key: str, now: float) -> int:
+        """Count a failure; returns how many failures the key has in the window."""
+        with self._lock:
+            times = self._failures.pop(key, None) or deque()
+            times.append(now)
+            while times and times[0] <= now - self.window:
+                times.popleft()
+            self._failures[key] = times
+            while len(self._failures) > MAX_KEYS:
+                self._failures.popitem(last=False)
+            return len(times)
+
+    def clear(self, key: str) -> bool:
+        with self._lock:
+            return self._failures.pop(key, None) is not None
+
+    def locked_keys(self, now: float) -> list:
+        with self._lock:
+            keys = list(self._failures)
+        return [k for k in keys if self.retry_after(k, now) > 0]

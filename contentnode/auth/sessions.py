@@ -1,0 +1,176 @@
+"""Server-side sessions: random 256-bit tokens, stored only as SHA-256 hashes.
+
+Sessions live in their own file (sessions.json), not the state document:
+logins and logouts write it durably; `last_seen` moves in memory and is
+flushed periodically, so a plain read never costs a disk write. Every request
+re-reads the user from the store, so a disable, delete, role or password
+change takes effect on the very next request.
+"""
+
+import hashlib
+import json
+import logging
+import os
+import secrets
+import threading
+from http.cookies import CookieError, SimpleCookie
+
+from contentnode import clock
+from contentnode.fileio import atomic_write
+
+log = logging.getLogger("contentnode.sessions")
+
+COOKIE = "cn_session"
+PENDING_LIFETIME = 300.0  # a password-verified login waiting for its 2FA code
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def cookie_header(token: str, secure: bool, max_age: int | None) -> str:
+    parts = [f"{COOKIE}={token}", "Path=/", "HttpOnly", "SameSite=Strict"]
+    if max_age is not None:
+        parts.append(f"Max-Age={max_age}")
+    if secure:
+        parts.append("Secure")
+    return "; ".join(parts)
+
+
+def clear_cookie_header(secure: bool) -> str:
+    return cookie_header("", secure, 0)
+
+
+def read_cookie(headers) -> str | None:
+    raw = headers.get("Cookie")
+    if not raw:
+        return None
+    try:
+        jar = SimpleCookie()
+        jar.load(raw)
+    except CookieError:
+        return None
+    morsel = jar.get(COOKIE)
+    return morsel.value if morsel and morsel.value else None
+
+
+class SessionManager:
+    def __init__(self, data_dir: str, store):
+        self.path = os.path.join(data_dir, "sessions.json")
+        self.store = store
+        self._lock = threading.RLock()
+        self._sessions = {}  # token hash -> record
+        self._dirty = False
+
+    def load(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                self._sessions = json.load(f)
+        except FileNotFoundError:
+            self._sessions = {}
+        except (OSError, ValueError) as exc:
+            # Sessions are disposable: losing them logs everyone out, nothing more.
+            log.warning("sessions file unreadable (%s); everyone must log in again", exc)
+            self._sessions = {}
+
+    def _persist(self) -> None:
+        atomic_write(self.path, json.dumps(self._sessions, separators=(",", ":")).encode())
+        self._dirty = False
+
+    def flush(self) -> None:
+        """Write last-seen times moved in memory since the last write."""
+        with self._lock:
+            if self._dirty:
+                self._persist()
+
+    def _policy(self) -> dict:
+        return self.store.data.get("policy", {})
+
+    # --- life cycle ---------------------------------------------------------
+
+    def create(self, user_id: str, ip: str, user_agent: str, pending: bool = False) -> tuple[str, dict]:
+        """A new session; returns (token for the cookie, record). The token is never stored."""
+        token = secrets.token_urlsafe(32)
+        now = clock.now()
+        record = {"id": secrets.token_hex(8), "user_id": user_id, "created": now, "last_seen": now,
+                  "ip": ip, "user_agent": user_agent[:200], "pending": pending}
+        with self._lock:
+            self._sessions[token_hash(token)] = record
+            self._persist()
+        return token, record
+
+    def delete_token(self, token: str) -> bool:
+        with self._lock:
+            found = self._sessions.pop(token_hash(token), None) is not None
+            if found:
+                self._persist()
+            return found
+
+    def delete_where(self, predicate) -> int:
+        with self._lock:
+            doomed = [h for h, s in self._sessions.items() if predicate(s)]
+            for key in doomed:
+                del self._sessions[key]
+            if doomed:
+                self._persist()
+            return len(doomed)
+
+    def end_user_sessions(self, user_id: str, keep_id: str | None = None) -> int:
+        return self.delete_where(lambda s: s["user_id"] == user_id and s["id"] != keep_id)
+
+    def for_user(self, user_id: str) -> list:
+        with self._lock:
+            return [dict(s) for s in self._sessions.values() if s["user_id"] == user_id and not s["pending"]]
+
+    def prune(self) -> None:
+        """Drop expired sessions (background job)."""
+        now = clock.now()
+        self.delete_where(lambda s: self._expired(s, now))
+
+    def _expired(self, record: dict, now: float) -> bool:
+        if record["pending"]:
+            return now - record["created"] > PENDING_LIFETIME
+        policy = self._policy()
+        idle = policy.get("session_idle_timeout", 3600)
+        absolute = policy.get("session_absolute_timeout", 43200)
+        return now - record["last_seen"] > idle or now - record["created"] > absolute
+
+    def max_age(self) -> int:
+        return int(self._policy().get("session_absolute_timeout", 43200))
+
+    # --- per request ----------------------------------------------------------
+
+    def attach(self, req) -> None:
+        """Set req.session/req.user (or req.pending_session) from the cookie, when valid."""
+        token = read_cookie(req.headers)
+        if not token:
+            return
+        key = token_hash(token)
+        now = clock.now()
+        with self._lock:
+            record = self._sessions.get(key)
+            if record is None:
+                return
+            if self._expired(record, now):
+                del self._sessions[key]
+                self._persist()
+                return
+            user = self.store.data.get("users", {}).get(record["user_id"])
+            if user is None or user.get("disabled"):
+                return
+            req.token = token
+            if record["pending"]:
+                req.pending_session = record
+                req.pending_user = user
+                return
+            record["last_seen"] = now
+            self._dirty = True
+        req.session = record
+        req.user = user
+
+    def must_enrol(self, user: dict) -> bool:
+        """True when the 2FA policy requires 2FA of this user and they have none yet."""
+        if (user.get("totp") or {}).get("enabled"):
+            return False
+        policy = self._policy().get("two_factor", "optional")
+        return policy == "all" or (policy == "admins" and user.get("role") == "admin")

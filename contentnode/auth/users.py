@@ -1,0 +1,47 @@
+"""User records in the state document, and the one view of them that leaves the node."""
+
+import secrets
+
+from contentnode import clock
+from contentnode.auth.scopes import effective_scopes
+
+
+def public_user(user: dict) -> dict:
+    """The user object of DESIGN §4; never a hash, secret or recovery code."""
+    return {
+        "id": user["id"],
+        "username": user["username"],
+        "role": user["role"],
+        "scopes": effective_scopes(user["role"], user.get("scopes") or ()),
+        "two_factor": bool((user.get("totp") or {}).get("enabled")),
+        "disabled": bool(user.get("disabled")),
+        "created_at": clock.rfc3339(user.get("created_at")),
+        "last_login_at": clock.rfc3339(user.get("last_login_at")),
+    }
+
+
+def find_by_username(users: dict, username: str) -> dict | None:
+    wanted = username.strip().lower()
+    for user in users.values():
+        if user["username"].lower() == wanted:
+            return user
+    return None
+
+
+def new_user(username: str, password_hash: str, role: str, scopes=()) -> dict:
+    return {
+        "id": secrets.token_hex(8),
+        "username": username,
+        "role": role,
+        "scopes": list(scopes) if role == "custom" else [],
+        "password_hash": password_hash,
+        "disabled": False,
+        "created_at": clock.now(),
+        "last_login_at": None,
+        "password_changed_at": clock.now(),
+        "totp": {"enabled": False},
+    }
+
+
+def enabled_admins(users: dict) -> list:
+    return [u for u in users.values() if u["role"] == "admin" and not u.get("disabled")]

@@ -1,0 +1,148 @@
+"""Start-up configuration: defaults < TOML config file < CONTENTNODE_* environment < flags.
+
+One schema with typed values. A bad value stops start-up with a message that
+names the key, the value and where it came from. Runtime settings that the
+API changes (node name, ACME, cache cap...) live in the state store instead.
+"""
+
+import ipaddress
+import os
+import tomllib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+class ConfigError(Exception):
+    pass
+
+
+def _port(value):
+    port = _int(value)
+    if not 0 <= port <= 65535:
+        raise ValueError("a port is 0 to 65535")
+    return port
+
+
+def _int(value):
+    if isinstance(value, bool):
+        raise ValueError("not a whole number")
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.lstrip("-").isdigit():
+            raise ValueError("not a whole number")
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError("not a whole number")
+    return int(value)
+
+
+def _positive_int(value):
+    number = _int(value)
+    if number < 1:
+        raise ValueError("must be at least 1")
+    return number
+
+
+def _seconds(value):
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError("not a number of seconds") from None
+    if not 0.1 <= number <= 86400:
+        raise ValueError("must be between 0.1 and 86400 seconds")
+    return number
+
+
+def _address(value):
+    text = str(value).strip()
+    ipaddress.ip_address(text)
+    return text
+
+
+def _text(value):
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    return value
+
+
+def _log_level(value):
+    level = str(value).strip().lower()
+    if level not in ("debug", "info", "warning", "error"):
+        raise ValueError("one of debug, info, warning, error")
+    return level
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+
+
+OPTIONS = (
+    Option("data_dir", _text, "var", "folder for state, keys, certificates, cache, logs"),
+    Option("admin_bind", _address, "127.0.0.1", "address of the admin API (keep it on loopback)"),
+    Option("admin_port", _port, 9090, "port of the admin API"),
+    Option("public_bind", _address, "0.0.0.0", "address of the public port"),
+    Option("public_port", _port, 8080, "port of the public content, verification and ACME traffic"),
+    Option("max_connections", _positive_int, 256, "open connections per listener; more get 503"),
+    Option("request_timeout", _seconds, 10.0, "seconds a client has to send one whole request"),
+    Option("idle_timeout", _seconds, 60.0, "seconds a keep-alive connection may stay idle"),
+    Option("log_level", _log_level, "info", "debug, info, warning or error"),
+    Option("hash_memory_kib", _positive_int, 19456, "argon2id memory per password hash"),
+    Option("hash_time_cost", _positive_int, 2, "argon2id iterations"),
+    Option("max_concurrent_hashes", _positive_int, 2, "password hashes computed at once"),
+    Option("update_public_key", _text, "", "Ed25519 public key (base64) for update manifests; empty: the shipped key"),
+)
+_BY_NAME = {o.name: o for o in OPTIONS}
+
+
+class Config:
+    """Typed start-up values; `sources[name]` says where each came from."""
+
+    def __init__(self, values: dict, sources: dict):
+        self._values = values
+        self.sources = sources
+
+    def __getattr__(self, name):
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _apply(values, sources, name, raw, source):
+    option = _BY_NAME.get(name)
+    if option is None:
+        raise ConfigError(f"config: unknown key {name!r} ({source})")
+    try:
+        values[name] = option.parse(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config: {name} = {raw!r} ({source}): {exc}") from None
+    sources[name] = source
+
+
+def load(config_file: str | None = None, flags: dict | None = None, environ=None) -> Config:
+    environ = os.environ if environ is None else environ
+    values = {o.name: o.default for o in OPTIONS}
+    sources = {o.name: "default" for o in OPTIONS}
+    config_file = config_file or environ.get("CONTENTNODE_CONFIG")
+    if config_file:
+        try:
+            with open(config_file, "rb") as f:
+                table = tomllib.load(f)
+        except OSError as exc:
+            raise ConfigError(f"config: cannot read {config_file}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config: {config_file} is not valid TOML: {exc}") from None
+        for name, raw in table.items():
+            _apply(values, sources, name, raw, f"config file {config_file}")
+    for option in OPTIONS:
+        key = "CONTENTNODE_" + option.name.upper()
+        if key in environ:
+            _apply(values, sources, option.name, environ[key], f"environment {key}")
+    for name, raw in (flags or {}).items():
+        if raw is not None:
+            _apply(values, sources, name, raw, f"flag --{name.replace('_', '-')}")
+    values["data_dir"] = os.path.abspath(values["data_dir"])
+    return Config(values, sources)

@@ -1,0 +1,152 @@
+"""The activity log: append-only JSON lines with a hash chain, rotated by size.
+
+Each entry carries `prev`, the SHA-256 of the previous line's bytes, so an
+edited, inserted or deleted line breaks the chain at that point and
+`verify_chain` names it. Entries never hold secrets: values under keys that
+name a secret are dropped before writing, whatever the caller passed.
+"""
+
+import hashlib
+import json
+import os
+import re
+import threading
+
+from contentnode import clock
+
+GENESIS = "0" * 64
+_SECRET_KEY = re.compile(r"pass|secret|token|private|key_pem|hash|recovery|otp|cookie|authorization",
+                         re.IGNORECASE)
+
+
+def scrub(value):
+    """Drop members whose name says they hold a secret, at any depth."""
+    if isinstance(value, dict):
+        return {k: scrub(v) for k, v in value.items() if not _SECRET_KEY.search(str(k))}
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    return value
+
+
+def _line_hash(line: bytes) -> str:
+    return hashlib.sha256(line.rstrip(b"\n")).hexdigest()
+
+
+class AuditLog:
+    def __init__(self, folder: str, max_bytes: int = 5 << 20, keep: int = 5):
+        self.folder = folder
+        self.path = os.path.join(folder, "audit.jsonl")
+        self.max_bytes = max_bytes
+        self.keep = keep
+        self._lock = threading.Lock()
+        self._last_hash, self._next_id = self._tail()
+
+    def files(self) -> list:
+        """Log files oldest first."""
+        rotated = [f"{self.path}.{n}" for n in range(self.keep, 0, -1)]
+        return [p for p in rotated + [self.path] if os.path.exists(p)]
+
+    def _tail(self):
+        for path in reversed(self.files()):
+            last = None
+            with open(path, "rb") as f:
+                for line in f:
+                    if line.strip():
+                        last = line
+            if last is not None:
+                return _line_hash(last), json.loads(last)["id"] + 1
+        return GENESIS, 1
+
+    def _rotate(self) -> None:
+        for n in range(self.keep - 1, 0, -1):
+            older = f"{self.path}.{n}"
+            if os.path.exists(older):
+                os.replace(older, f"{self.path}.{n + 1}")
+        os.replace(self.path, f"{self.path}.1")
+
+    def record(self, action: str, target=None, ok: bool = True, detail=None, user=None,
+               ip: str | None = None, user_agent: str | None = None) -> dict:
+        with self._lock:
+            entry = {
+                "id": self._next_id,
+                "time": clock.rfc3339(clock.now()),
+                "user": user.get("username") if user else None,
+                "user_id": user.get("id") if user else None,
+                "ip": ip,
+                "user_agent": user_agent or None,
+                "action": action,
+                "target": target,
+                "ok": bool(ok),
+                "detail": scrub(detail) if detail is not None else None,
+                "prev": self._last_hash,
+            }
+            line = json.dumps(entry, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+            if os.path.exists(self.path) and os.path.getsize(self.path) + len(line) > self.max_bytes:
+                self._rotate()
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._last_hash = _line_hash(line)
+            self._next_id += 1
+            return entry
+
+    def query(self, user=None, action=None, since=None, until=None, limit=100, cursor=None):
+        """Entries newest first matching every given filter; (entries, next cursor or None).
+
+        `action` matches exactly or as a prefix ending in "." ("user." matches "user.create");
+        `since`/`until` are epoch seconds; `cursor` is the id below which to continue.
+        """
+        found = []
+        for path in reversed(self.files()):
+            with open(path, "rb") as f:
+                lines = f.readlines()
+            for line in reversed(lines):
+                if not line.strip():
+                    continue
+                entry = json.loads(line)
+                if cursor is not None and entry["id"] >= cursor:
+                    continue
+                if user is not None and entry.get("user") != user:
+                    continue
+                if action is not None and not (entry["action"] == action or
+                                               (action.endswith(".") and entry["action"].startswith(action))):
+                    continue
+                when = clock.parse_rfc3339(entry["time"])
+                if since is not None and when < since:
+                    continue
+                if until is not None and when > until:
+                    continue
+                found.append(entry)
+                if len(found) > limit:
+                    return found[:limit], found[limit - 1]["id"]
+        return found, None
+
+
+def verify_chain(folder: str, keep: int = 5) -> dict:
+    """Walk every kept file oldest first; report the first line whose `prev` is wrong.
+
+    The oldest kept line is the anchor (its predecessor may have been rotated away).
+    """
+    log = AuditLog.__new__(AuditLog)
+    log.path, log.keep = os.path.join(folder, "audit.jsonl"), keep
+    previous, checked = None, 0
+    for path in log.files():
+        with open(path, "rb") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                    prev = entry["prev"]
+                except (ValueError, KeyError, TypeError):
+                    return {"ok": False, "checked": checked, "file": path, "line": number,
+                            "reason": "not a valid audit entry"}
+                if previous is not None and prev != previous:
+                    return {"ok": False, "checked": checked, "file": path, "line": number,
+                            "id": entry.get("id"), "reason": "hash chain broken: this line or the one before was changed"}
+                previous = _line_hash(line)
+                checked += 1
+    return {"ok": True, "checked": checked}

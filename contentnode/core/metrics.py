@@ -1,0 +1,154 @@
+"""A minimal Prometheus registry (text exposition format 0.0.4), no dependency.
+
+Counters and histograms keyed by label tuples, gauges read through callbacks
+at scrape time. Label sets must be bounded by their callers (methods, status
+codes, a capped list of domains).
+"""
+
+import os
+import threading
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _escape(value) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(names, values, extra=()) -> str:
+    pairs = [f'{n}="{_escape(v)}"' for n, v in zip(names, values)] + list(extra)
+    return "{" + ",".join(pairs) + "}" if pairs else ""
+
+
+def _number(value) -> str:
+    if value == float("inf"):
+        return "+Inf"
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
+class Counter:
+    kind = "counter"
+
+    def __init__(self, name, help_text, labelnames=()):
+        self.name, self.help, self.labelnames = name, help_text, tuple(labelnames)
+        self._values = {}
+        self._lock = threading.Lock()
+
+    def inc(self, *labels, amount=1) -> None:
+        with self._lock:
+            self._values[labels] = self._values.get(labels, 0) + amount
+
+    def value(self, *labels):
+        return self._values.get(labels, 0)
+
+    def samples(self):
+        with self._lock:
+            items = sorted(self._values.items())
+        return [(self.name, _labels(self.labelnames, k), v) for k, v in items]
+
+
+class Histogram:
+    kind = "histogram"
+    DEFAULT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+    def __init__(self, name, help_text, labelnames=(), buckets=DEFAULT_BUCKETS):
+        self.name, self.help, self.labelnames = name, help_text, tuple(labelnames)
+        self.buckets = tuple(buckets) + (float("inf"),)
+        self._series = {}  # labels -> [bucket counts..., sum, count]
+        self._lock = threading.Lock()
+
+    def observe(self, value: float, *labels) -> None:
+        with self._lock:
+            series = self._series.get(labels)
+            if series is None:
+                series = self._series[labels] = [0] * len(self.buckets) + [0.0, 0]
+            for i, bound in enumerate(self.buckets):
+                if value <= bound:
+                    series[i] += 1
+            series[-2] += value
+            series[-1] += 1
+
+    def samples(self):
+        with self._lock:
+            items = sorted((k, list(v)) for k, v in self._series.items())
+        out = []
+        for labels, series in items:
+            for bound, count in zip(self.buckets, series):
+                le = f'le="{_number(bound)}"'
+                out.append((self.name + "_bucket", _labels(self.labelnames, labels, [le]), count))
+            out.append((self.name + "_sum", _labels(self.labelnames, labels), series[-2]))
+            out.append((self.name + "_count", _labels(self.labelnames, labels), series[-1]))
+        return out
+
+
+class Gauge:
+    """A value read at scrape time: callback() -> number, or a list of (label values, number)."""
+
+    kind = "gauge"
+
+    def __init__(self, name, help_text, callback, labelnames=()):
+        self.name, self.help, self.labelnames = name, help_text, tuple(labelnames)
+        self._callback = callback
+
+    def samples(self):
+        value = self._callback()
+        if isinstance(value, list):
+            return [(self.name, _labels(self.labelnames, k), v) for k, v in value]
+        return [(self.name, "", value)]
+
+
+class Registry:
+    def __init__(self):
+        self._metrics = []
+
+    def add(self, metric):
+        self._metrics.append(metric)
+        return metric
+
+    def counter(self, name, help_text, labelnames=()):
+        return self.add(Counter(name, help_text, labelnames))
+
+    def histogram(self, name, help_text, labelnames=(), buckets=Histogram.DEFAULT_BUCKETS):
+        return self.add(Histogram(name, help_text, labelnames, buckets))
+
+    def gauge(self, name, help_text, callback, labelnames=()):
+        return self.add(Gauge(name, help_text, callback, labelnames))
+
+    def render(self) -> str:
+        lines = []
+        for metric in self._metrics:
+            lines.append(f"# HELP {metric.name} {metric.help}")
+            lines.append(f"# TYPE {metric.name} {metric.kind}")
+            for name, labels, value in metric.samples():
+                lines.append(f"{name}{labels} {_number(value)}")
+        return "\n".join(lines) + "\n"
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+METHODS = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}
+
+
+class NodeMetrics:
+    """The daemon's own series: requests by port, method and status; latency; logins; process."""
+
+    def __init__(self, start_time: float):
+        self.registry = Registry()
+        self.requests = self.registry.counter(
+            "contentnode_http_requests_total", "HTTP requests answered", ("port", "method", "status"))
+        self.duration = self.registry.histogram(
+            "contentnode_http_request_duration_seconds", "Time to answer a request", ("port",))
+        self.logins = self.registry.counter("contentnode_logins_total", "Login attempts by result", ("result",))
+        self.registry.gauge("process_start_time_seconds", "Start time of the process (epoch seconds)",
+                            lambda: start_time)
+        self.registry.gauge("process_resident_memory_bytes", "Resident memory size in bytes", _resident_bytes)
+
+    def observe_request(self, port: str, method: str, status: int, seconds: float) -> None:
+        self.requests.inc(port, method if method in METHODS else "other", str(status))
+        self.duration.observe(seconds, port)

@@ -1,0 +1,70 @@
+"""Durable file writes: what is acknowledged must survive kill -9 and power loss."""
+
+import fcntl
+import os
+import secrets
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes, mode: int = 0o600) -> None:
+    """Write `data` to `path` so that readers see the old or the new content, never a mix.
+
+    Temp file in the same folder, write, fsync, rename over, fsync the folder.
+    On any error the old file is untouched and the temp file removed.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    fsync_dir(folder)
+
+
+def ensure_private_dir(path: str) -> None:
+    """Create `path` (and parents) and make it 0700: it holds keys and password hashes."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+
+
+class DataDirLock:
+    """An exclusive lock on the data dir, so a daemon and an offline command never both write."""
+
+    def __init__(self, data_dir: str):
+        self.path = os.path.join(data_dir, "lock")
+        self._fd = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RuntimeError(f"the data dir {os.path.dirname(self.path)} is in use by another "
+                               "contentnode process (stop the daemon first, or use the API)") from None
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

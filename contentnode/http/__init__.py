@@ -1,0 +1,1 @@
+"""HTTP plumbing: server, router, request and response. No business logic lives here."""

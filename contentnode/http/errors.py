@@ -1,0 +1,41 @@
+"""API errors: a status, a snake_case code and a human message (DESIGN §3)."""
+
+
+class ApiError(Exception):
+    """Raised anywhere under a handler; the router turns it into the JSON error body."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None,
+                 headers: dict | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        error = {"code": self.code, "message": self.message}
+        if self.field:
+            error["field"] = self.field
+        return {"error": error}
+
+
+def invalid(message: str, field: str | None = None) -> ApiError:
+    return ApiError(400, "invalid", message, field)
+
+
+def not_found(message: str = "not found") -> ApiError:
+    return ApiError(404, "not_found", message)
+
+
+def conflict(code: str, message: str, field: str | None = None) -> ApiError:
+    return ApiError(409, code, message, field)
+
+
+def forbidden(code: str, message: str) -> ApiError:
+    return ApiError(403, code, message)
+
+
+def rate_limited(retry_after: int, message: str = "too many attempts; try again later") -> ApiError:
+    retry_after = max(1, int(retry_after))
+    return ApiError(429, "rate_limited", message, headers={"Retry-After": str(retry_after)})

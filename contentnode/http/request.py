@@ -1,0 +1,93 @@
+"""The request object handed to routers and handlers: parsed, never a socket."""
+
+import time
+from urllib.parse import parse_qsl, unquote
+
+
+class Request:
+    """What a handler may know about one request.
+
+    The body is read lazily by the router (after the size and type checks), so a
+    refused request never has its body read.
+    """
+
+    def __init__(self, handler, port_name: str, scheme: str):
+        self._handler = handler
+        self.port_name = port_name
+        self.scheme = scheme
+        self.method = handler.command
+        self.target = handler.path
+        raw_path, _, self.raw_query = self.target.partition("?")
+        self.raw_path = raw_path
+        self.path = unquote(raw_path, errors="strict") if "%" in raw_path else raw_path
+        self.query_list = parse_qsl(self.raw_query, keep_blank_values=True)
+        self.query = {}
+        for key, value in self.query_list:
+            self.query.setdefault(key, value)
+        self.headers = handler.headers
+        self.peer_ip = handler.client_address[0]
+        self.client_ip = self.peer_ip
+        self.host = (self.headers.get("Host") or "").strip().lower()
+        self.started = time.monotonic()
+        self.app = None
+        self.route = None
+        self.params = {}
+        self.raw_body = b""
+        self.body = None
+        self.user = None
+        self.session = None
+        self.pending_session = None
+        self.pending_user = None
+        self.token = None
+        self.via_admin_host = False
+
+    @property
+    def user_agent(self) -> str:
+        return (self.headers.get("User-Agent") or "")[:200]
+
+    @property
+    def content_length(self) -> int | None:
+        """The declared body length; None when absent; -1 when malformed."""
+        value = self.headers.get("Content-Length")
+        if value is None:
+            return None
+        value = value.strip()
+        return int(value) if value.isdigit() else -1
+
+    @property
+    def chunked(self) -> bool:
+        return "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
+
+    def host_name(self) -> str:
+        """The Host header without its port, IPv6 brackets kept."""
+        host = self.host
+        if host.startswith("["):
+            return host[: host.find("]") + 1] if "]" in host else host
+        return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+    def read_body(self) -> bytes:
+        """Read the declared body; the router has already bounded its size.
+
+        An `Expect: 100-continue` client is told to go on only now, after every
+        check that could refuse it has passed.
+        """
+        length = self.content_length or 0
+        if length <= 0:
+            return b""
+        if (self.headers.get("Expect") or "").lower() == "100-continue":
+            self._handler.send_continue()
+        data = self._handler.rfile.read(length)
+        if len(data) != length:
+            raise ConnectionError("client closed before sending the whole body")
+        self._handler.body_read()
+        self.raw_body = data
+        return data
+
+    def close_after(self) -> None:
+        """Close the connection after this response (e.g. when the body was left unread)."""
+        self._handler.close_connection = True
+
+    def audit(self, action: str, target=None, ok: bool = True, detail=None) -> None:
+        """Record an audit entry for this request's user, client address and user agent."""
+        self.app.audit.record(action, target=target, ok=ok, detail=detail, user=self.user,
+                              ip=self.client_ip, user_agent=self.user_agent)

@@ -1,0 +1,82 @@
+"""Responses: status, headers and a body whose length is always known.
+
+The single write path in http/server.py sends these; it always sets
+Content-Length, so keep-alive never depends on closing the connection.
+"""
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+
+@dataclass
+class FileBody:
+    """A byte range of an open file, sent with os.sendfile. `close` runs after sending."""
+
+    fd: int
+    offset: int
+    length: int
+    close: Callable[[], None] = lambda: None
+
+
+@dataclass
+class StreamBody:
+    """Chunks produced while sending (e.g. an origin fetch filling the cache).
+
+    `length` is promised up front; the server closes the connection if the
+    chunks fall short, so a client never mistakes a truncated body for a whole one.
+    """
+
+    chunks: Iterable[bytes]
+    length: int
+    close: Callable[[], None] = lambda: None
+
+
+@dataclass
+class Response:
+    status: int = 200
+    headers: list = field(default_factory=list)  # [(name, value)]
+    body: bytes | FileBody | StreamBody = b""
+    head_only: bool = False  # a HEAD answer: headers describe a body that is not sent
+
+    @property
+    def length(self) -> int:
+        return len(self.body) if isinstance(self.body, bytes) else self.body.length
+
+    def header(self, name: str) -> str | None:
+        lower = name.lower()
+        for key, value in self.headers:
+            if key.lower() == lower:
+                return value
+        return None
+
+    def set_header(self, name: str, value: str) -> None:
+        lower = name.lower()
+        self.headers = [(k, v) for k, v in self.headers if k.lower() != lower]
+        self.headers.append((name, value))
+
+
+def json_response(obj, status: int = 200, headers: dict | None = None) -> Response:
+    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    hdrs = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+    hdrs += list((headers or {}).items())
+    return Response(status, hdrs, body)
+
+
+def created(obj) -> Response:
+    return json_response(obj, 201)
+
+
+def no_content(headers: dict | None = None) -> Response:
+    return Response(204, list((headers or {}).items()), b"")
+
+
+def file_response(path: str, status: int = 200, headers: list | None = None,
+                  offset: int = 0, length: int | None = None) -> Response:
+    """A response sending part of a file with sendfile; the descriptor closes after sending."""
+    fd = os.open(path, os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    if length is None:
+        length = size - offset
+    return Response(status, list(headers or []), FileBody(fd, offset, length, lambda: os.close(fd)))

@@ -1,0 +1,194 @@
+"""The route table and the admin dispatcher.
+
+Every admin request passes the same checks, in the order DESIGN §3 fixes,
+before any handler runs: route and method (404/405 with Allow), Host, Origin,
+client address (admin host only), body size (413 from Content-Length, before
+reading), chunked bodies (411), content type (415), session (401), 2FA
+enrolment (403), scope (403), then JSON parsing (400). A refused request
+changes nothing, because no handler has run.
+"""
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import unquote
+
+from contentnode.http.errors import ApiError
+from contentnode.http.response import Response, json_response
+
+log = logging.getLogger("contentnode.http")
+
+MAX_BODY = 65536
+PUBLIC, LOGIN = "public", "login"
+STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
+LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
+_PARAM = re.compile(r"\{(\w+)\}")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One row of the table: method, path pattern, access, handler.
+
+    access is "public", "login" or a scope such as "domains:write".
+    enrolment_exempt rows stay reachable for a user who must still enrol in 2FA.
+    """
+
+    method: str
+    pattern: str
+    access: str
+    handler: Callable
+    enrolment_exempt: bool = False
+
+
+class RouteTable:
+    """Static paths in a dict, patterned paths by segment count: lookups stay cheap."""
+
+    def __init__(self, routes):
+        self.routes = list(routes)
+        self._static = {}
+        self._patterned = {}
+        for route in self.routes:
+            if _PARAM.search(route.pattern):
+                segments = route.pattern.strip("/").split("/")
+                self._patterned.setdefault(len(segments), []).append((segments, route))
+            else:
+                self._static.setdefault(route.pattern, {})
+                if route.method in self._static[route.pattern]:
+                    raise ValueError(f"duplicate route {route.method} {route.pattern}")
+                self._static[route.pattern][route.method] = route
+
+    def match(self, method: str, raw_path: str):
+        """(route, params) for the request, or raise 404 / 405 with Allow."""
+        methods = self._static.get(raw_path)
+        params = {}
+        if methods is None:
+            methods = {}
+            segments = raw_path.strip("/").split("/")
+            for pattern, route in self._patterned.get(len(segments), ()):
+                found = _match_segments(pattern, segments)
+                if found is not None and route.method not in methods:
+                    methods[route.method] = (route, found)
+            if method in methods:
+                return methods[method]
+            methods = {m: r for m, (r, _) in methods.items()}
+        elif method in methods:
+            return methods[method], params
+        if not methods:
+            raise ApiError(404, "not_found", "no such endpoint")
+        allow = ", ".join(sorted(methods))
+        raise ApiError(405, "method_not_allowed", f"method {method} is not allowed here; allowed: {allow}",
+                       headers={"Allow": allow})
+
+
+def _match_segments(pattern, segments):
+    params = {}
+    for want, got in zip(pattern, segments):
+        if want.startswith("{") and want.endswith("}"):
+            if not got:
+                return None
+            try:
+                params[want[1:-1]] = unquote(got, errors="strict")
+            except UnicodeDecodeError:
+                return None
+        elif want != got:
+            return None
+    return params
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+class AdminDispatcher:
+    """Runs the DESIGN §3 checks, then the handler; turns errors into JSON bodies."""
+
+    def __init__(self, app, table: RouteTable):
+        self.app = app
+        self.table = table
+
+    def __call__(self, req) -> Response:
+        req.app = self.app
+        try:
+            self._check_and_run(req)
+            response = self._run(req)
+        except ApiError as error:
+            response = json_response(error.body(), error.status, error.headers)
+            if (req.content_length or 0) > 0 and not req.raw_body or req.chunked:
+                req.close_after()  # an unread body would be parsed as the next request
+        except (ConnectionError, TimeoutError):
+            raise
+        except Exception:
+            log.exception("handler failed: %s %s", req.method, req.raw_path)
+            response = json_response({"error": {"code": "internal", "message": "internal error"}}, 500)
+        for name, value in SECURITY_HEADERS:
+            if response.header(name) is None:
+                response.headers.append((name, value))
+        return response
+
+    def _check_and_run(self, req) -> None:
+        route, params = self.table.match(req.method, req.raw_path)
+        req.route, req.params = route, params
+        self._check_host(req)
+        self._check_origin(req)
+        self.app.network_check(req)
+        self._check_body_headers(req)
+        self.app.sessions.attach(req)
+        if route.access != PUBLIC:
+            if req.user is None:
+                raise ApiError(401, "unauthenticated", "log in first")
+            if not route.enrolment_exempt and self.app.sessions.must_enrol(req.user):
+                raise ApiError(403, "two_factor_enrollment_required",
+                               "two-factor authentication must be set up before using this endpoint")
+            if route.access != LOGIN and not self.app.scopes.allows(req.user, route.access):
+                raise ApiError(403, "forbidden", f"this needs the {route.access} scope")
+        self._parse_body(req)
+
+    def _run(self, req) -> Response:
+        result = req.route.handler(req)
+        return result if isinstance(result, Response) else json_response(result)
+
+    def _check_host(self, req) -> None:
+        name = req.host_name()
+        if name in LOOPBACK_HOSTS or (name and name == self.app.admin_host()):
+            return
+        raise ApiError(403, "host_not_allowed", "this Host is not allowed on the admin API")
+
+    def _check_origin(self, req) -> None:
+        origin = req.headers.get("Origin")
+        if origin is None or req.method not in STATE_CHANGING:
+            return
+        expected = {f"http://{req.host}", f"https://{req.host}"}
+        if origin.strip().lower() not in expected:
+            raise ApiError(403, "cross_origin", "the Origin of this request does not match its Host")
+
+    def _check_body_headers(self, req) -> None:
+        length = req.content_length
+        if length == -1:
+            raise ApiError(400, "invalid", "Content-Length is malformed")
+        if length is not None and length > MAX_BODY:
+            raise ApiError(413, "payload_too_large", f"the body is larger than {MAX_BODY} bytes")
+        if req.chunked:
+            raise ApiError(411, "length_required", "chunked bodies are not accepted; send Content-Length")
+        content_type = req.headers.get("Content-Type")
+        if (length or 0) > 0 or content_type is not None:
+            if not _is_json(content_type or ""):
+                raise ApiError(415, "unsupported_media_type", "bodies must be sent as Content-Type: application/json")
+
+    def _parse_body(self, req) -> None:
+        data = req.read_body()
+        if not data:
+            return
+        try:
+            req.body = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ApiError(400, "bad_json", f"the body is not valid JSON: {exc}") from None
+
+
+SECURITY_HEADERS = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+)

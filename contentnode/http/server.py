@@ -1,0 +1,345 @@
+"""A bounded, time-limited HTTP/1.1 server on top of http.server.
+
+CPython's http.server is a good parser but a poor front door: HTTP/1.0 by
+default, no timeouts, a thread for every connection without limit, and an
+automatic `100 Continue`. This module keeps its parser and fixes the rest:
+
+- HTTP/1.1 keep-alive; one write path that always sets Content-Length;
+- a cap on connections (over it: 503 and close, never an unbounded thread);
+- an idle timeout between requests and a total deadline for reading one
+  request (a watchdog shuts the socket of a client that sends one byte a second);
+- TLS handshakes in the worker thread, not in the accept loop;
+- graceful shutdown: stop accepting, drop idle connections, let in-flight
+  requests finish.
+"""
+
+import email.utils
+import logging
+import os
+import socket
+import ssl
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from contentnode.http.errors import ApiError
+from contentnode.http.response import FileBody, Response, StreamBody, json_response
+
+log = logging.getLogger("contentnode.http")
+
+_REASONS = {s.value: s.phrase for s in HTTPStatus}
+
+
+class ConnectionWatchdog(threading.Thread):
+    """Shuts down sockets whose request-reading deadline has passed."""
+
+    def __init__(self, interval: float = 0.25):
+        super().__init__(name="http-watchdog", daemon=True)
+        self._deadlines = {}
+        self._lock = threading.Lock()
+        self._interval = interval
+        self._stopped = threading.Event()
+
+    def arm(self, sock, deadline: float) -> None:
+        with self._lock:
+            self._deadlines[sock] = deadline
+
+    def disarm(self, sock) -> None:
+        with self._lock:
+            self._deadlines.pop(sock, None)
+
+    def run(self) -> None:
+        while not self._stopped.wait(self._interval):
+            now = time.monotonic()
+            with self._lock:
+                late = [s for s, d in self._deadlines.items() if d <= now]
+                for sock in late:
+                    del self._deadlines[sock]
+            for sock in late:
+                _shutdown(sock)
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+def _shutdown(sock) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def check_header(name: str, value: str) -> None:
+    """Refuse header injection: no CR, LF or NUL in names or values."""
+    if any(c in name for c in "\r\n\0:") or any(c in value for c in "\r\n\0"):
+        raise ValueError(f"unsafe header {name!r}")
+
+
+class RequestHandler(BaseHTTPRequestHandler):
+    """Parses requests with http.server and hands them to the server's dispatcher."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "contentnode"
+    sys_version = ""
+
+    def setup(self):
+        server = self.server
+        if server.tls_context is not None:
+            self.request.settimeout(server.request_timeout)
+            try:
+                tls = server.tls_context.wrap_socket(self.request, server_side=True,
+                                                     do_handshake_on_connect=False)
+                server.watchdog.arm(tls, time.monotonic() + server.request_timeout)
+                try:
+                    tls.do_handshake()
+                finally:
+                    server.watchdog.disarm(tls)
+            except (ssl.SSLError, OSError) as exc:
+                log.debug("TLS handshake with %s failed: %s", self.client_address[0], exc)
+                raise ConnectionAbortedError from None
+            self.request = tls
+        self.connection = self.request
+        self.rfile = self.connection.makefile("rb", -1)
+        self.wfile = self.connection.makefile("wb", 0)
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle(self):
+        self.close_connection = True
+        self.handle_one_request()
+        while not self.close_connection:
+            self.handle_one_request()
+
+    def handle_one_request(self):
+        server = self.server
+        self.close_connection = True
+        if server.closing:
+            return
+        self.connection.settimeout(server.idle_timeout)
+        server.set_idle(self, True)
+        try:
+            first = self.rfile.peek(1)
+        except (OSError, ValueError):
+            return
+        finally:
+            server.set_idle(self, False)
+        if not first or server.closing:
+            return
+        self.connection.settimeout(server.request_timeout)
+        server.watchdog.arm(self.connection, time.monotonic() + server.request_timeout)
+        try:
+            self.raw_requestline = self.rfile.readline(65537)
+            if len(self.raw_requestline) > 65536:
+                self.requestline = self.request_version = self.command = ""
+                self.send_error(414)
+                return
+            if not self.raw_requestline or not self.parse_request():
+                return
+            self.close_connection = self.close_connection or server.closing
+            server.serve_request(self)
+        except (OSError, ValueError):
+            self.close_connection = True
+        finally:
+            server.watchdog.disarm(self.connection)
+
+    def handle_expect_100(self):
+        """Never continue automatically: the router sends it after its checks pass."""
+        return True
+
+    def send_continue(self):
+        self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def body_read(self):
+        """The request is fully read; the handler may now take its time."""
+        self.server.watchdog.disarm(self.connection)
+
+    def send_error(self, code, message=None, explain=None):
+        """Parser-level errors (bad request line, huge headers) as JSON, then close."""
+        self.close_connection = True
+        codes = {400: "bad_request", 414: "uri_too_long", 431: "headers_too_large",
+                 505: "http_version_not_supported"}
+        error = ApiError(code, codes.get(code, "bad_request"), message or _REASONS.get(code, "error"))
+        if not getattr(self, "command", None):
+            self.command = "GET"
+        self.server.write(self, json_response(error.body(), code))
+
+    def log_message(self, format, *args):
+        """Request lines are logged once by the server, not by http.server."""
+
+
+class Server(ThreadingHTTPServer):
+    """One listener (admin, public or TLS) with bounded workers and timeouts.
+
+    `dispatch(request_handler) -> Response` is supplied by the caller; it builds
+    the Request and runs the router or public dispatcher.
+    """
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address, dispatch, name: str, max_connections: int = 256,
+                 request_timeout: float = 10.0, idle_timeout: float = 60.0,
+                 tls_context: ssl.SSLContext | None = None, on_request=None):
+        self.name = name
+        self.dispatch = dispatch
+        self.on_request = on_request
+        self.request_timeout = request_timeout
+        self.idle_timeout = idle_timeout
+        self.tls_context = tls_context
+        self.closing = False
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._lock = threading.Lock()
+        self._handlers = {}  # handler -> idle flag
+        self.watchdog = ConnectionWatchdog()
+        self.watchdog.start()
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, RequestHandler)
+
+    # --- connections -------------------------------------------------------
+
+    def process_request(self, request, client_address):
+        if self.closing or not self._slots.acquire(blocking=False):
+            self._refuse_overloaded(request)
+            return
+        thread = threading.Thread(target=self._work, args=(request, client_address),
+                                  name=f"{self.name}-worker", daemon=True)
+        thread.start()
+
+    def _refuse_overloaded(self, request):
+        if self.tls_context is None:
+            body = b'{"error":{"code":"overloaded","message":"too many connections; try again"}}\n'
+            head = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                    b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
+            try:
+                request.settimeout(1.0)
+                request.sendall(head + body)
+            except OSError:
+                pass
+        self.shutdown_request(request)
+
+    def _work(self, request, client_address):
+        try:
+            handler = None
+            try:
+                handler = self.RequestHandlerClass.__new__(self.RequestHandlerClass)
+                with self._lock:
+                    self._handlers[handler] = False
+                handler.__init__(request, client_address, self)
+            except (ConnectionAbortedError, ConnectionResetError, BrokenPipeError, TimeoutError):
+                pass
+            except Exception:
+                log.exception("%s: connection from %s failed", self.name, client_address[0])
+            finally:
+                with self._lock:
+                    self._handlers.pop(handler, None)
+            self.shutdown_request(getattr(handler, "request", request) if handler else request)
+        finally:
+            self._slots.release()
+
+    def set_idle(self, handler, idle: bool):
+        with self._lock:
+            self._handlers[handler] = idle
+        if idle and self.closing:
+            _shutdown(handler.connection)
+
+    def active_requests(self) -> int:
+        with self._lock:
+            return sum(1 for idle in self._handlers.values() if not idle)
+
+    def close_gracefully(self, grace: float = 30.0) -> None:
+        """Stop accepting, close idle keep-alive connections, wait for in-flight requests."""
+        self.closing = True
+        self.shutdown()
+        self.server_close()
+        with self._lock:
+            idle = [h.connection for h, is_idle in self._handlers.items() if is_idle]
+        for sock in idle:
+            _shutdown(sock)
+        deadline = time.monotonic() + grace
+        while self.active_requests() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.watchdog.stop()
+
+    # --- requests ------------------------------------------------------------
+
+    def serve_request(self, handler) -> None:
+        started = time.monotonic()
+        try:
+            response = self.dispatch(handler)
+        except (ConnectionError, TimeoutError, socket.timeout):
+            handler.close_connection = True
+            return
+        if response is None:
+            return
+        self.write(handler, response)
+        if self.on_request is not None:
+            self.on_request(self.name, handler, response, time.monotonic() - started)
+
+    def write(self, handler, response: Response) -> None:
+        """The one write path: status line, safe headers, Content-Length, body."""
+        status = response.status
+        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+                 "Server: contentnode",
+                 f"Date: {email.utils.formatdate(usegmt=True)}"]
+        for name, value in response.headers:
+            check_header(name, str(value))
+            lines.append(f"{name}: {value}")
+        bodyless = status in (204, 304) or 100 <= status < 200
+        if not bodyless:
+            lines.append(f"Content-Length: {response.length}")
+        if handler.close_connection or self.closing:
+            handler.close_connection = True
+            lines.append("Connection: close")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        body = response.body
+        send_body = not bodyless and handler.command != "HEAD" and not response.head_only
+        try:
+            if isinstance(body, bytes):
+                handler.wfile.write(head + body if send_body else head)
+            elif isinstance(body, FileBody):
+                handler.wfile.write(head)
+                if send_body:
+                    self._send_file(handler, body)
+            elif isinstance(body, StreamBody):
+                handler.wfile.write(head)
+                if send_body:
+                    self._send_stream(handler, body)
+        finally:
+            if not isinstance(body, bytes):
+                body.close()
+        handler.bytes_sent = len(head) + (response.length if send_body else 0)
+
+    def _send_file(self, handler, body: FileBody) -> None:
+        sock, offset, left = handler.connection, body.offset, body.length
+        if isinstance(sock, ssl.SSLSocket):
+            while left > 0:
+                chunk = os.pread(body.fd, min(left, 65536), offset)
+                if not chunk:
+                    break
+                sock.sendall(chunk)
+                offset += len(chunk)
+                left -= len(chunk)
+        else:
+            while left > 0:
+                sent = os.sendfile(sock.fileno(), body.fd, offset, left)
+                if sent == 0:
+                    break
+                offset += sent
+                left -= sent
+        if left:
+            handler.close_connection = True
+
+    def _send_stream(self, handler, body: StreamBody) -> None:
+        sent = 0
+        try:
+            for chunk in body.chunks:
+                chunk = chunk[: body.length - sent]
+                if chunk:
+                    handler.wfile.write(chunk)
+                    sent += len(chunk)
+        except Exception:
+            log.exception("%s: streaming a response failed", self.name)
+        if sent != body.length:
+            handler.close_connection = True
