@@ -107,9 +107,9 @@ def test_rotation_keeps_the_previous_key_for_the_grace_period(ring):
 def test_rotation_prunes_retired_keys_and_grace_zero_retires_at_once(ring):
     r1, k1, _ = signing.rotate(ring, NOW, grace=10)
     r2, k2, prev = signing.rotate(r1, NOW + 20, grace=10)
-    assert prev == k1 and set(r2["keys"]) == {k1, k2}  # the first key is gone
+    assert prev == k1 and set(r2["keys"]) == {k1, k2}  # the very first key retired at NOW + 10
     r3, k3, _ = signing.rotate(r2, NOW + 21, grace=0)
-    assert set(r3["keys"]) == {k3}  # k1 retired at NOW + 10, k2 at once
+    assert set(r3["keys"]) == {k1, k3}  # k1 verifies until NOW + 30, k2 retired at once
     old = signing.sign(r2, HOST, PATH, int(NOW) + 99)
     assert signing.verify(r3, HOST, PATH, old, NOW + 22) == (False, "unknown_key")
 
