@@ -60,6 +60,14 @@ def main(argv=None) -> int:
 OFFLINE_COMMANDS = []
 
 
+def _register_backup(sub) -> None:
+    from contentnode.backup_cli import register
+    register(sub)
+
+
+OFFLINE_COMMANDS.append(_register_backup)
+
+
 def add_data_dir_flags(parser) -> None:
     parser.add_argument("--config", help="TOML config file")
     parser.add_argument("--data-dir", help="the node's data dir")

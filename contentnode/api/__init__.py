@@ -11,6 +11,10 @@ MODULES = [
     "session",
     "me",
     "panel",
+    "settings",
+    "notifications",
+    "updates",
+    "backup",
 ]
 
 

@@ -265,3 +265,18 @@ def write_files(data_dir, files):
                 os.unlink(os.path.join(path, name))
     for rel, text in files.items():
         atomic_write(os.path.join(data_dir, rel), text.encode("utf-8"))
+
+
+def apply_restore(store_, data_dir, opened):
+    """Keep the current state as a file, then swap in the backup; returns that file's path.
+
+    The pre-restore copy is written first, so the node can always be put back.
+    """
+    current = json.loads(json.dumps(store_.data))
+    path = save_pre_restore(data_dir, current, read_files(data_dir))
+    if opened.files is not None:
+        write_files(data_dir, opened.files)
+    with store_.transaction() as doc:
+        doc.clear()
+        doc.update(copy.deepcopy(opened.doc))
+    return path

@@ -98,11 +98,12 @@ def merge(current, body):
             new[part][key] = check(field, item)
     for part in CHANNELS:
         if new[part]["enabled"]:
-            _require_complete(part, new[part])
+            require_complete(part, new[part])
     return new
 
 
-def _require_complete(part, cfg):
+def require_complete(part, cfg):
+    """A channel can only be enabled (or tested) with everything it needs to send."""
     needed = {"email": ("host", "from", "to"), "telegram": ("bot_token", "chat_id")}[part]
     for key in needed:
         if not cfg.get(key):

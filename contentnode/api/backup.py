@@ -1,0 +1,77 @@
+"""Backups (users:manage): POST /api/backup/export and /api/backup/restore.
+
+The export answers the backup document itself, so `curl -o backup.json`
+works. A restore validates the whole backup first; a refused one changes
+nothing. Backups larger than the 64 KB request limit go through the offline
+`contentnode backup` command (contentnode/backup_cli.py).
+"""
+
+import os
+import threading
+
+from contentnode.core import backup
+from contentnode.core import settings as st
+from contentnode.http.errors import invalid
+from contentnode.http.response import json_response
+from contentnode.http.router import Route
+
+_restore_lock = threading.Lock()
+
+
+def make_export(app, passphrase):
+    """The backup document of this node: encrypted and complete with a passphrase, else plain."""
+    doc = app.store.data
+    name = st.effective(doc)["node_name"]
+    if passphrase is None:
+        return backup.export_plain(doc, name)
+    return backup.export_encrypted(doc, backup.read_files(app.data_dir), passphrase, name)
+
+
+def _passphrase(body):
+    value = body.get("passphrase")
+    try:
+        return None if value is None else backup.check_passphrase(value)
+    except backup.BackupError as exc:
+        raise invalid(str(exc), exc.field) from None
+
+
+def export(req):
+    body = req.body if req.body is not None else {}
+    if not isinstance(body, dict) or not set(body) <= {"passphrase"}:
+        raise invalid('the body must be {} or {"passphrase": "..."}', "passphrase")
+    document = make_export(req.app, _passphrase(body))
+    req.audit("backup.export", detail={"kind": document["kind"]})
+    stamp = document["created_at"].replace(":", "").replace("-", "")
+    return json_response(document, headers={
+        "Content-Disposition": f'attachment; filename="contentnode-{document["kind"]}-{stamp}.json"'})
+
+
+def restore_into(app, document, passphrase, by, ip=None):
+    """Validate, keep the current state as a file, swap, audit, announce. BackupError when refused."""
+    with _restore_lock:
+        opened = backup.open_backup(document, passphrase, app.store.data)
+        saved = backup.apply_restore(app.store, app.data_dir, opened)
+    app.apply_policy()
+    detail = {"kind": opened.kind, "created_at": opened.created_at, "pre_restore": os.path.basename(saved)}
+    app.audit.record("backup.restore", detail=detail, user=by, ip=ip)
+    app.events.emit("backup_restored", kind=opened.kind, created_at=opened.created_at,
+                    by=(by or {}).get("username", "the offline command"))
+    return detail
+
+
+def restore(req):
+    body = req.body
+    if not isinstance(body, dict) or "backup" not in body or not set(body) <= {"backup", "passphrase"}:
+        raise invalid('the body must be {"backup": <document>, "passphrase"?: "..."}', "backup")
+    try:
+        detail = restore_into(req.app, body["backup"], body.get("passphrase"), req.user, req.client_ip)
+    except backup.BackupError as exc:
+        req.audit("backup.restore", ok=False, detail={"error": str(exc)})
+        raise invalid(str(exc), exc.field) from None
+    return dict(detail, restored=True)
+
+
+ROUTES = [
+    Route("POST", "/api/backup/export", "users:manage", export),
+    Route("POST", "/api/backup/restore", "users:manage", restore),
+]

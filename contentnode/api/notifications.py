@@ -1,0 +1,76 @@
+"""Notification channels (notifications:manage): GET/PUT /api/notifications and
+POST /api/notifications/test. The notifier subscribes to the event bus at
+start; deliveries run on its background queue, and a final failure is audited."""
+
+from contentnode.api.panel import panel_section
+from contentnode.core import notify
+from contentnode.core import settings as st
+from contentnode.daemon import on_start
+from contentnode.http.errors import invalid
+from contentnode.http.router import Route
+from contentnode.store import register_section
+
+register_section("notifications", dict)
+
+
+def config(app) -> dict:
+    return notify.effective(app.store.data)
+
+
+def get_notifications(req):
+    return notify.public_view(config(req.app))
+
+
+def put_notifications(req):
+    try:
+        new = notify.merge(config(req.app), req.body)
+    except st.SettingsError as exc:
+        raise invalid(str(exc), exc.field) from None
+    with req.app.store.transaction() as doc:
+        doc["notifications"] = new
+    changed = sorted(f"{part}.{key}" for part, values in req.body.items() for key in values)
+    req.audit("notifications.update", detail={"changed": changed})
+    return notify.public_view(new)
+
+
+def test_notification(req):
+    body = req.body if isinstance(req.body, dict) else None
+    if body is None or set(body) != {"channel"}:
+        raise invalid('the body must be {"channel": "email"|"telegram"}', "channel")
+    channel = body["channel"]
+    if channel not in notify.CHANNELS:
+        raise invalid("channel must be email or telegram", "channel")
+    try:
+        notify.require_complete(channel, config(req.app)[channel])
+    except st.SettingsError as exc:
+        raise invalid(f"{exc}; configure {channel} first", exc.field) from None
+    ok, detail = req.app.notifier.test(channel)
+    req.audit("notifications.test", target=channel, ok=ok, detail={"detail": detail})
+    return {"ok": ok, "detail": detail}
+
+
+@panel_section("notifications", "notifications:manage")
+def _panel_notifications(req):
+    return notify.public_view(config(req.app))
+
+
+@on_start
+def _start(app):
+    def on_result(channel, event, ok, detail):
+        if not ok:
+            app.audit.record("notification.failed", target=channel, ok=False,
+                             detail={"event": event, "detail": detail})
+
+    app.notifier = notify.Notifier(
+        get_config=lambda: config(app), get_policy=lambda: app.outbound,
+        get_node_name=lambda: st.effective(app.store.data)["node_name"], on_result=on_result)
+    app.notifier.start()
+    app.events.subscribe(app.notifier.handle_event)
+    app.on_shutdown(app.notifier.stop)
+
+
+ROUTES = [
+    Route("GET", "/api/notifications", "notifications:manage", get_notifications),
+    Route("PUT", "/api/notifications", "notifications:manage", put_notifications),
+    Route("POST", "/api/notifications/test", "notifications:manage", test_notification),
+]

@@ -1,0 +1,107 @@
+"""Node settings (settings:write): GET/PUT /api/settings, PUT /api/admin-host,
+PUT /api/admin-allow. Every answer is the whole settings object."""
+
+import logging
+import os
+
+from contentnode import clock
+from contentnode.api.panel import panel_section
+from contentnode.core import settings as st
+from contentnode.core.certs import CertStore
+from contentnode.daemon import on_start
+from contentnode.http.errors import ApiError, conflict, invalid
+from contentnode.http.router import Route
+
+
+def as_invalid(exc: st.SettingsError) -> ApiError:
+    return invalid(str(exc), exc.field)
+
+
+def current(app) -> dict:
+    return st.effective(app.store.data)
+
+
+def store_settings(req, changes: dict, action: str) -> dict:
+    """Write changed keys durably, audit which keys changed (values may be addresses, never secrets)."""
+    with req.app.store.transaction() as doc:
+        doc.setdefault("settings", {}).update(changes)
+    req.audit(action, detail={"changed": sorted(changes)})
+    return current(req.app)
+
+
+def apply_log_level(app) -> None:
+    """A log level set through the API overrides the start-up config's."""
+    level = app.store.data.get("settings", {}).get("log_level")
+    if level:
+        logging.getLogger().setLevel(level.upper())
+
+
+def get_settings(req):
+    return current(req.app)
+
+
+def put_settings(req):
+    try:
+        changes = st.validate(req.body)
+    except st.SettingsError as exc:
+        raise as_invalid(exc) from None
+    if not changes:
+        raise invalid("no setting given")
+    answer = store_settings(req, changes, "settings.update")
+    apply_log_level(req.app)
+    return answer
+
+
+def _valid_certificate(app, host: str) -> bool:
+    leaf = CertStore(os.path.join(app.data_dir, "certs")).leaf(host)
+    return leaf is not None and leaf.not_valid_after_utc.timestamp() > clock.now()
+
+
+def put_admin_host(req):
+    body = req.body if isinstance(req.body, dict) else None
+    if body is None or set(body) != {"host"}:
+        raise invalid('the body must be {"host": "<name>"} or {"host": null}', "host")
+    host = body["host"]
+    if host is not None:
+        try:
+            host = st.hostname("host", host)
+        except st.SettingsError as exc:
+            raise as_invalid(exc) from None
+        if not _valid_certificate(req.app, host):
+            raise invalid(f"no valid certificate for {host}: issue or upload one first "
+                          "(the admin host is served over HTTPS only)", "host")
+    return store_settings(req, {"admin_host": host}, "settings.admin_host")
+
+
+def put_admin_allow(req):
+    body = req.body if isinstance(req.body, dict) else None
+    if body is None or "cidrs" not in body or not set(body) <= {"cidrs", "confirm"}:
+        raise invalid('the body must be {"cidrs": [...], "confirm"?: bool}', "cidrs")
+    if not isinstance(body.get("confirm", False), bool):
+        raise invalid("confirm must be true or false", "confirm")
+    try:
+        cidrs = st.cidr_list("cidrs", body["cidrs"])
+    except st.SettingsError as exc:
+        raise as_invalid(exc) from None
+    if req.via_admin_host and not st.address_in(req.client_ip, cidrs) and not body.get("confirm"):
+        raise conflict("conflict", f"this list shuts out your own address {req.client_ip}; "
+                       'send "confirm": true to apply it anyway', "cidrs")
+    return store_settings(req, {"admin_allow": cidrs}, "settings.admin_allow")
+
+
+@panel_section("settings", "settings:write")
+def _panel_settings(req):
+    return current(req.app)
+
+
+@on_start
+def _start(app):
+    apply_log_level(app)
+
+
+ROUTES = [
+    Route("GET", "/api/settings", "settings:write", get_settings),
+    Route("PUT", "/api/settings", "settings:write", put_settings),
+    Route("PUT", "/api/admin-host", "settings:write", put_admin_host),
+    Route("PUT", "/api/admin-allow", "settings:write", put_admin_allow),
+]

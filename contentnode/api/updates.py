@@ -1,0 +1,126 @@
+"""The update check (settings:write): PUT /api/updates, POST /api/update/check.
+
+It only tells: nothing is downloaded or installed. With auto_check on, a
+background job checks once a day (and right after auto_check is switched on)
+and raises update_available once per new version.
+"""
+
+import logging
+import threading
+
+from contentnode import __version__, clock
+from contentnode.api.panel import panel_section
+from contentnode.api.settings import as_invalid, current, store_settings
+from contentnode.core import settings as st
+from contentnode.core import updates
+from contentnode.daemon import on_start
+from contentnode.http.errors import ApiError, invalid
+from contentnode.http.router import Route
+from contentnode.store import register_section
+
+log = logging.getLogger("contentnode.updates")
+register_section("update_status", dict)
+
+DAY = 86400
+_kick = threading.Event()
+
+
+def _public_key(app):
+    configured = app.config.update_public_key
+    return updates.load_public_key(configured) if configured else updates.shipped_public_key()
+
+
+def run_check(app) -> dict:
+    """Check now, remember the outcome, raise update_available once per new version."""
+    cfg = current(app)["updates"]
+    try:
+        key = _public_key(app)
+    except ValueError as exc:
+        raise updates.UpdateError(f"the configured update key is unusable: {exc}") from None
+    try:
+        result = updates.check(cfg["url"], cfg["channel"], __version__, key, app.outbound)
+    except updates.UpdateError as exc:
+        with app.store.transaction() as doc:
+            doc["update_status"].update(error=str(exc), checked_at=clock.rfc3339(clock.now()))
+        raise
+    with app.store.transaction() as doc:
+        status = doc["update_status"]
+        notify = result["available"] and status.get("notified_version") != result["latest"]
+        status.update(result, error=None)
+        if notify:
+            status["notified_version"] = result["latest"]
+    if notify:
+        app.events.emit("update_available", current=result["current"], latest=result["latest"],
+                        channel=result["channel"], notes=result["notes"])
+    return result
+
+
+def put_updates(req):
+    try:
+        changes = st.validate_updates(req.body)
+    except st.SettingsError as exc:
+        raise as_invalid(exc) from None
+    merged = dict(current(req.app)["updates"], **changes)
+    answer = store_settings(req, {"updates": merged}, "settings.updates")
+    if changes.get("auto_check"):
+        _kick.set()
+    return answer["updates"]
+
+
+def check_now(req):
+    if not current(req.app)["updates"]["url"]:
+        raise invalid('no update URL is set: PUT /api/updates {"url": ...} first', "url")
+    try:
+        result = run_check(req.app)
+    except updates.UpdateError as exc:
+        req.audit("update.check", ok=False, detail={"error": str(exc)})
+        raise ApiError(502, "update_check_failed", str(exc)) from None
+    req.audit("update.check", detail={"latest": result["latest"], "available": result["available"]})
+    return result
+
+
+def _due(app) -> bool:
+    cfg = current(app)["updates"]
+    if not (cfg["auto_check"] and cfg["url"]):
+        return False
+    last = app.store.data["update_status"].get("checked_at")
+    return last is None or clock.now() - clock.parse_rfc3339(last) >= DAY
+
+
+def _auto_loop(app, stopping):
+    while not stopping.is_set():
+        _kick.wait(600)
+        _kick.clear()
+        if stopping.is_set() or not _due(app):
+            continue
+        try:
+            run_check(app)
+        except updates.UpdateError as exc:
+            log.warning("automatic update check failed: %s", exc)
+        except Exception:
+            log.exception("automatic update check failed")
+
+
+@panel_section("updates", "settings:write")
+def _panel_updates(req):
+    status = {k: v for k, v in req.app.store.data["update_status"].items() if k != "notified_version"}
+    return dict(current(req.app)["updates"], current=__version__, status=status or None)
+
+
+@on_start
+def _start(app):
+    stopping = threading.Event()
+
+    def stop():
+        stopping.set()
+        _kick.set()
+
+    threading.Thread(target=_auto_loop, args=(app, stopping), name="update-check", daemon=True).start()
+    app.on_shutdown(stop)
+    _kick.set()
+
+
+ROUTES = [
+    Route("PUT", "/api/updates", "settings:write", put_updates),
+    Route("POST", "/api/update/check", "settings:write", check_now),
+]
