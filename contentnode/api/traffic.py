@@ -1,0 +1,349 @@
+"""Traffic endpoints (purge, warm, probe, diagnose, metrics) and the content path's wiring.
+
+At start the content path gets its Delivery (cache, traffic series), its
+public hook, a job that saves the series and follows the cache size setting,
+a save at shutdown, and its Prometheus counters (port="public", one bounded
+domain label).
+"""
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import parse_qsl, urlsplit
+
+from contentnode import clock, content
+from contentnode.api import validate as v
+from contentnode.api.panel import panel_section
+from contentnode.core import domaincheck, signing
+from contentnode.core.certs import CertStore, covers
+from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.core.metrics import Gauge
+from contentnode.core.s3 import S3Error
+from contentnode.core.traffic import COUNTERS, RANGES
+from contentnode.daemon import on_start
+from contentnode.http.errors import ApiError, invalid
+from contentnode.http.router import Route
+from contentnode.public import register_public_hook
+
+FLUSH_SECONDS = 60
+WARM_MAX_URLS = 100
+WARM_WORKERS = 4
+PURGE_MAX_URLS = 1000
+
+
+class _CounterView(Gauge):
+    """A counter whose values are read from the traffic totals at scrape time."""
+
+    kind = "counter"
+
+
+@on_start
+def _start(app):
+    app.delivery = content.Delivery(app)
+    traffic = app.delivery.traffic
+
+    def flush():
+        traffic.save()
+        app.delivery.sync_settings()
+
+    app.every(FLUSH_SECONDS, flush, "traffic-flush")
+    app.on_shutdown(traffic.save)
+    for name in COUNTERS:
+        app.metrics.registry.add(_CounterView(
+            f"contentnode_traffic_{name}_total", f"Public content traffic: {name.replace('_', ' ')}",
+            lambda name=name: [(("public", label), values[name])
+                               for label, values in sorted(traffic.totals().items())],
+            ("port", "domain")))
+    cache = app.delivery.cache
+    app.metrics.registry.gauge("contentnode_cache_bytes", "Bytes held by the content cache",
+                               lambda: cache.stats()["bytes"])
+    app.metrics.registry.gauge("contentnode_cache_entries", "Entries in the content cache",
+                               lambda: cache.stats()["entries"])
+
+
+register_public_hook(content.content_hook, content.HOOK_ORDER)
+
+
+# ---------------------------------------------------------------- URLs in bodies
+
+
+def parse_url(value, field: str):
+    """(scheme, host, decoded path, query pairs) of an http(s) URL given in a body."""
+    if not isinstance(value, str) or not value.strip() or len(value) > 4096:
+        raise invalid(f"{field} must be an http or https URL", field)
+    try:
+        parts = urlsplit(value.strip())
+        host = normalize_host(parts.hostname or "")
+    except (ValueError, HostnameError):
+        raise invalid(f"{field}: {value[:200]!r} is not a valid http or https URL", field) from None
+    if parts.scheme not in ("http", "https"):
+        raise invalid(f"{field} must be an http or https URL", field)
+    try:
+        path = content.clean_path(parts.path or "/")
+    except ApiError as exc:
+        raise invalid(f"{field}: {exc.message}", field) from None
+    return parts.scheme, host, path, parse_qsl(parts.query, keep_blank_values=True)
+
+
+def _ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 1)
+
+
+# ---------------------------------------------------------------- purge and warm
+
+
+def purge(req):
+    body = v.require_object(req.body)
+    v.only(body, {"urls", "domain", "prefix", "all"})
+    forms = [name for name in ("urls", "domain", "all") if name in body]
+    if len(forms) != 1 or ("prefix" in body) != (forms == ["domain"]):
+        raise invalid('give exactly one of {"urls"}, {"domain","prefix"} or {"all": true}')
+    cache = req.app.delivery.cache
+    if forms == ["all"]:
+        if body["all"] is not True:
+            raise invalid("all must be true", "all")
+        purged, detail = cache.purge_all(), {"all": True}
+    elif forms == ["urls"]:
+        urls = v.string_list(body, "urls", required=True, max_items=PURGE_MAX_URLS, max_len=4096)
+        if not urls:
+            raise invalid("urls must not be empty", "urls")
+        targets = {parse_url(url, "urls")[1:3] for url in urls}
+        purged = sum(cache.purge_url(host, path) for host, path in targets)
+        detail = {"urls": len(urls)}
+    else:
+        try:
+            host = normalize_host(body["domain"])
+        except HostnameError as exc:
+            raise invalid(f"domain: {exc}", "domain") from None
+        prefix = v.text(body, "prefix", max_len=1024, strip=False)
+        if not prefix.startswith("/"):
+            raise invalid('prefix must start with "/"', "prefix")
+        purged, detail = cache.purge_prefix(host, prefix), {"domain": host, "prefix": prefix}
+    req.audit("cache.purge", detail=dict(detail, purged=purged))
+    return {"purged": purged}
+
+
+def _warm_one(delivery, url: str, parsed) -> dict:
+    started = time.monotonic()
+    _, host, path, query = parsed
+    try:
+        target = content.resolve(delivery, host, path, query, None, check_signature=False)
+        result = content.fetch(delivery, target)
+    except ApiError as exc:
+        return {"url": url, "ok": False, "status": exc.status, "bytes": 0, "ms": _ms(started),
+                "error": exc.body()["error"]}
+    try:
+        if not result.hit:
+            for _ in result.chunks():
+                pass
+            result.wait_stored()
+    except Exception as exc:  # a failed fill: the origin's cause stays in the log
+        return {"url": url, "ok": False, "status": content.origin_error(exc).status, "bytes": 0,
+                "ms": _ms(started)}
+    finally:
+        result.close()
+    return {"url": url, "ok": True, "status": 200, "bytes": result.size, "ms": _ms(started),
+            "cache": "hit" if result.hit else "miss"}
+
+
+def warm(req):
+    body = v.require_object(req.body)
+    v.only(body, {"urls"})
+    urls = v.string_list(body, "urls", required=True, max_items=WARM_MAX_URLS, max_len=4096)
+    if not urls:
+        raise invalid("urls must not be empty", "urls")
+    parsed = [parse_url(url, "urls") for url in urls]
+    with ThreadPoolExecutor(max_workers=WARM_WORKERS, thread_name_prefix="warm") as pool:
+        results = list(pool.map(lambda pair: _warm_one(req.app.delivery, *pair), zip(urls, parsed)))
+    req.audit("cache.warm", detail={"urls": len(urls), "ok": sum(r["ok"] for r in results)})
+    return {"results": results}
+
+
+# ---------------------------------------------------------------- probe and diagnose
+
+
+def _origin(app, target) -> dict:
+    started = time.monotonic()
+    if target.bucket is None:
+        return {"ok": False, "status": None, "error": "the rule's bucket no longer exists",
+                "ms": _ms(started)}
+    try:
+        info = content.s3_client(app, target.bucket).head_object(target.key)
+    except S3Error as exc:
+        return {"ok": False, "status": exc.status, "error": exc.message, "code": exc.code,
+                "ms": _ms(started)}
+    return {"ok": True, "status": info.status, "size": info.size, "content_type": info.content_type,
+            "etag": info.etag, "last_modified": info.last_modified, "ms": _ms(started)}
+
+
+def _rule_view(rule_id, rule) -> dict:
+    return {"id": rule_id, "path": rule["path"], "enabled": rule.get("enabled", True),
+            "signed": bool(rule.get("signed")), "images": bool(rule.get("images")),
+            "cache_ttl": rule.get("cache_ttl")}
+
+
+def probe(req):
+    body = v.require_object(req.body)
+    v.only(body, {"url"})
+    _, host, path, query = parse_url(body.get("url"), "url")
+    doc, delivery = req.app.store.data, req.app.delivery
+    domain = doc["domains"].get(host)
+    answer = {"url": body["url"], "host": host, "path": path, "domain": None, "redirect": None,
+              "rule": None, "bucket": None, "key": None, "signature_required": None,
+              "origin": None, "cache": None}
+    if domain is None:
+        return answer
+    answer["domain"] = {"host": host, "status": domain.get("status")}
+    answer["redirect"] = domain.get("redirect")
+    match = delivery.rule_index(doc).match(host, path)
+    if match is None:
+        return answer
+    rule = match.rule
+    answer.update(rule=_rule_view(rule["id"], rule), key=match.key,
+                  signature_required=bool(rule.get("signed")))
+    bucket = doc.get("buckets", {}).get(rule.get("bucket"))
+    answer["bucket"] = {"id": rule.get("bucket"), "name": bucket.get("name") if bucket else None}
+    try:
+        target = content.resolve(delivery, host, path, query, None, check_signature=False)
+    except ApiError as exc:
+        answer["origin"] = {"ok": False, "status": exc.status, "error": exc.message}
+        return answer
+    answer["origin"] = _origin(req.app, target)
+    answer["cache"] = delivery.cache.state(target.cache_key)
+    return answer
+
+
+class _Steps:
+    """The diagnose report: each step with ok, detail and milliseconds."""
+
+    def __init__(self):
+        self.steps = []
+
+    def add(self, name, ok, detail, started):
+        self.steps.append({"name": name, "ok": bool(ok), "detail": detail, "ms": _ms(started)})
+        return ok
+
+    def answer(self):
+        return {"ok": all(s["ok"] for s in self.steps), "steps": self.steps}
+
+
+def _dns_step(steps, host):
+    started = time.monotonic()
+    try:
+        found = domaincheck.resolve(host)
+    except domaincheck.ResolveError as exc:
+        return steps.add("dns", False, str(exc), started)
+    addresses = found["A"] + found["AAAA"]
+    detail = f"{host} resolves to {', '.join(addresses)}" if addresses else f"{host} does not resolve"
+    return steps.add("dns", addresses, detail, started)
+
+
+def _tls_step(steps, app, host):
+    started = time.monotonic()
+    leaf = CertStore(os.path.join(app.data_dir, "certs")).leaf(host)
+    if leaf is None:
+        return steps.add("tls", False, f"no certificate is installed for {host}", started)
+    now = clock.now()
+    if not covers(leaf, host):
+        return steps.add("tls", False, f"the installed certificate does not cover {host}", started)
+    if not leaf.not_valid_before_utc.timestamp() <= now < leaf.not_valid_after_utc.timestamp():
+        return steps.add("tls", False, "the installed certificate is expired or not yet valid", started)
+    return steps.add("tls", True, f"certificate valid until {clock.rfc3339(leaf.not_valid_after_utc.timestamp())}",
+                     started)
+
+
+def diagnose(req):
+    body = v.require_object(req.body)
+    v.only(body, {"url"})
+    url = body.get("url")
+    steps = _Steps()
+    started = time.monotonic()
+    if not isinstance(url, str) or not url.strip():
+        raise invalid("url must be an http or https URL", "url")
+    try:
+        scheme, host, path, query = parse_url(url, "url")
+    except ApiError as exc:
+        steps.add("parse", False, exc.message, started)
+        return steps.answer()
+    steps.add("parse", True, f"{scheme} request for {path} on {host}", started)
+    _dns_step(steps, host)
+    doc, delivery = req.app.store.data, req.app.delivery
+    started = time.monotonic()
+    domain = doc["domains"].get(host)
+    if domain is None:
+        steps.add("domain", False, f"{host} is not a domain of this node", started)
+        return steps.answer()
+    status = domain.get("status")
+    steps.add("domain", status == "verified", f"{host} is configured, status {status}", started)
+    started = time.monotonic()
+    redirect = domain.get("redirect")
+    if redirect:
+        steps.add("redirect", True, f"answered with a {redirect['code']} redirect to {redirect['to']}", started)
+        return steps.answer()
+    steps.add("redirect", True, "no redirect", started)
+    if scheme == "https":
+        _tls_step(steps, req.app, host)
+    started = time.monotonic()
+    match = delivery.rule_index(doc).match(host, path)
+    if match is None or not match.rule.get("enabled", True):
+        steps.add("rule", False, "no enabled rule covers this path (visitors get 404)", started)
+        return steps.answer()
+    steps.add("rule", True, f"rule {match.rule['id']} ({match.rule['path']}) maps it to key {match.key!r}",
+              started)
+    started = time.monotonic()
+    if match.rule.get("signed"):
+        ok, reason = signing.verify(content.keyring(doc), host, path, dict(reversed(query)),
+                                    clock.now(), None)
+        steps.add("signature", ok, "the link's signature is valid" if ok else
+                  content.SIGNATURE_MESSAGES.get(reason, reason), started)
+    else:
+        steps.add("signature", True, "this rule needs no signature", started)
+    try:
+        target = content.resolve(delivery, host, path, query, None, check_signature=False)
+    except ApiError as exc:
+        steps.add("origin", False, exc.message, time.monotonic())
+        return steps.answer()
+    origin = _origin(req.app, target)
+    detail = (f"{origin['status']}, {origin['size']} bytes, {origin['content_type']}" if origin["ok"]
+              else f"the origin failed: {origin['error']}")
+    steps.steps.append({"name": "origin", "ok": origin["ok"], "detail": detail, "ms": origin["ms"]})
+    started = time.monotonic()
+    state = delivery.cache.state(target.cache_key)
+    steps.add("cache", True, f"cached {state['age']} s ago, {state['size']} bytes" if state["cached"]
+              else "not cached: the next request fetches from the origin", started)
+    return steps.answer()
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def metrics(req):
+    name = req.query.get("range")
+    if name not in RANGES:
+        raise invalid(f"range must be one of {', '.join(RANGES)}", "range")
+    domain = req.query.get("domain")
+    if domain is not None:
+        try:
+            domain = normalize_host(domain)
+        except HostnameError as exc:
+            raise invalid(f"domain: {exc}", "domain") from None
+    answer = req.app.delivery.traffic.points(name, domain)
+    if domain is not None:
+        answer["domain"] = domain
+    return answer
+
+
+@panel_section("metrics", "metrics:read")
+def _panel_metrics(req):
+    points = req.app.delivery.traffic.points("24h")["points"]
+    return {"last_24h": {name: sum(p[name] for p in points) for name in COUNTERS},
+            "cache": req.app.delivery.cache.stats()}
+
+
+ROUTES = [
+    Route("POST", "/api/purge", "routes:write", purge),
+    Route("POST", "/api/warm", "routes:write", warm),
+    Route("POST", "/api/probe", "routes:read", probe),
+    Route("POST", "/api/diagnose", "routes:read", diagnose),
+    Route("GET", "/api/metrics", "metrics:read", metrics),
+]
