@@ -71,6 +71,16 @@ def _log_level(value):
     return level
 
 
+def _dns_server(value):
+    text = str(value).strip()
+    if text:
+        host, port = (text[1:].split("]:") if text.startswith("[") else
+                      text.split(":") if text.count(":") == 1 else (text, "53"))
+        ipaddress.ip_address(host)
+        _port(port)
+    return text
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -93,6 +103,7 @@ OPTIONS = (
     Option("hash_time_cost", _positive_int, 2, "argon2id iterations"),
     Option("max_concurrent_hashes", _positive_int, 2, "password hashes computed at once"),
     Option("update_public_key", _text, "", "Ed25519 public key (base64) for update manifests; empty: the shipped key"),
+    Option("dns_resolver", _dns_server, "", "DNS server (ip or ip:port) for domain checks; empty: the system resolver"),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}
 

@@ -15,6 +15,13 @@ MODULES = [
     "notifications",
     "updates",
     "backup",
+    "domains",
+    "buckets",
+    "rules",
+    "links",
+    "certs",
+    "https",
+    "traffic",
 ]
 
 

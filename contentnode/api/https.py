@@ -1,0 +1,65 @@
+"""PUT /api/https: serve TLS on a port, upgrade plain HTTP, send HSTS; no restart needed.
+
+The listener is (re)started before the new settings are stored, so a port
+that cannot be bound is refused (409 port_in_use) and changes nothing.
+"""
+
+from contentnode.api import validate as v
+from contentnode.api.panel import panel_section
+from contentnode.https import HTTPS_DEFAULTS
+from contentnode.http.errors import conflict
+from contentnode.http.router import Route
+
+
+def https_view(app) -> dict:
+    tls = app.tls
+    wanted = tls.https_settings()
+    hosts = sorted(h for h, d in app.store.data["domains"].items() if d.get("certificate"))
+    return dict(wanted, listening_port=tls.listening_port(), hosts_with_certificates=hosts)
+
+
+def get_https(req):
+    return https_view(req.app)
+
+
+def put_https(req):
+    body = v.require_object(req.body)
+    v.only(body, set(HTTPS_DEFAULTS))
+    current = req.app.tls.https_settings()
+    wanted = {
+        "enabled": v.boolean(body, "enabled", default=current["enabled"]),
+        "port": v.integer(body, "port", 0, 65535, default=current["port"]),
+        "redirect_http": v.boolean(body, "redirect_http", default=current["redirect_http"]),
+        "hsts": v.boolean(body, "hsts", default=current["hsts"]),
+    }
+    app = req.app
+    taken = {app.servers[name].server_address[1] for name in ("admin", "public") if name in app.servers}
+    if wanted["port"] in taken | {app.config.admin_port}:
+        raise conflict("port_in_use", f"port {wanted['port']} is used by this node's admin or public port", "port")
+    tls = app.tls
+    running = tls.listening_port()
+    if wanted["enabled"] and (running is None or wanted["port"] != current["port"]):
+        try:
+            tls.start_listener(wanted["port"])
+        except OSError as exc:
+            if running is not None:
+                tls.start_listener(running)
+            raise conflict("port_in_use", f"port {wanted['port']} cannot be used: {exc.strerror or exc}",
+                           "port") from None
+    elif not wanted["enabled"]:
+        tls.stop_listener()
+    with app.store.transaction() as doc:
+        doc["https"] = wanted
+    req.audit("https.update", detail=wanted)
+    return https_view(app)
+
+
+@panel_section("https", "settings:write")
+def _panel_https(req):
+    return https_view(req.app)
+
+
+ROUTES = [
+    Route("GET", "/api/https", "settings:write", get_https),
+    Route("PUT", "/api/https", "settings:write", put_https),
+]
