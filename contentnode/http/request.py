@@ -19,7 +19,7 @@ class Request:
         self.target = handler.path
         raw_path, _, self.raw_query = self.target.partition("?")
         self.raw_path = raw_path
-        self.path = unquote(raw_path, errors="strict") if "%" in raw_path else raw_path
+        self.path = unquote(raw_path, errors="replace") if "%" in raw_path else raw_path
         self.query_list = parse_qsl(self.raw_query, keep_blank_values=True)
         self.query = {}
         for key, value in self.query_list:
