@@ -124,8 +124,8 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
     if match.rule.get("signed") and check_signature:
         ok, reason = signing.verify(keyring(doc), host, path, params, clock.now(), client_ip)
         if not ok:
-            raise ApiError(403, "signature_" + reason if reason != "expired" else "link_expired",
-                           SIGNATURE_MESSAGES.get(reason, "the link is not valid"))
+            code, message = SIGNATURE_MESSAGES.get(reason, ("signature_invalid", "the link is not valid"))
+            raise ApiError(403, code, message)
     variant = None
     if match.rule.get("images"):
         try:
@@ -139,13 +139,13 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
     return Target(host, path, match.rule["id"], match.rule, bucket, match.key, variant)
 
 
-SIGNATURE_MESSAGES = {
-    "missing": "this path needs a signed link",
-    "malformed": "the link's signature parameters are malformed",
-    "unknown_key": "the link was signed with a key that is no longer valid",
-    "bad_signature": "the link's signature does not match",
-    "expired": "the link has expired",
-    "ip_mismatch": "the link is bound to another client address",
+SIGNATURE_MESSAGES = {   # verify()'s reason -> (error code, message)
+    "missing": ("signature_required", "this path needs a signed link"),
+    "malformed": ("signature_invalid", "the link's signature parameters are malformed"),
+    "unknown_key": ("signature_invalid", "the link was signed with a key that is no longer valid"),
+    "bad_signature": ("signature_invalid", "the link's signature does not match"),
+    "expired": ("link_expired", "the link has expired"),
+    "ip_mismatch": ("signature_invalid", "the link is bound to another client address"),
 }
 
 

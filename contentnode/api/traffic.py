@@ -295,7 +295,7 @@ def diagnose(req):
         ok, reason = signing.verify(content.keyring(doc), host, path, dict(reversed(query)),
                                     clock.now(), None)
         steps.add("signature", ok, "the link's signature is valid" if ok else
-                  content.SIGNATURE_MESSAGES.get(reason, reason), started)
+                  content.SIGNATURE_MESSAGES.get(reason, ("", reason))[1], started)
     else:
         steps.add("signature", True, "this rule needs no signature", started)
     try:
