@@ -50,7 +50,7 @@ class _ChallengeServer:
 def acme_env(tmp_path):
     store = acme.ChallengeStore()
     web = _ChallengeServer(store)
-    pebble = Pebble(web.port, workdir=str(tmp_path))
+    pebble = Pebble(str(tmp_path)).start(web.port)
     yield pebble, store, web
     pebble.stop()
     web.stop()

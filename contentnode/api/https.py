@@ -34,7 +34,7 @@ def put_https(req):
     }
     app = req.app
     taken = {app.servers[name].server_address[1] for name in ("admin", "public") if name in app.servers}
-    if wanted["port"] in taken | {app.config.admin_port}:
+    if wanted["port"] and wanted["port"] in taken | {app.config.admin_port, app.config.public_port}:
         raise conflict("port_in_use", f"port {wanted['port']} is used by this node's admin or public port", "port")
     tls = app.tls
     running = tls.listening_port()

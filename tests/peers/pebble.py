@@ -126,43 +126,51 @@ class ChallTestSrv:
 
 
 class Pebble:
-    """pebble on free loopback ports, validating HTTP-01 on `http_port`."""
+    """pebble on free loopback ports with its own DNS and listener CA.
 
-    def __init__(self, http_port: int, workdir: str | None = None):
-        binary = _require("pebble")
+    Two steps, because each side needs the other's details: the constructor
+    makes the DNS server and the listener CA (the node is started with
+    SSL_CERT_FILE=ca_file and its DNS resolver = dns.dns_address), then
+    `start(http_port)` runs pebble validating HTTP-01 on the node's public port.
+    """
+
+    def __init__(self, workdir: str | None = None):
+        self._binary = _require("pebble")
         self._own_dir = workdir is None
         self.workdir = workdir or tempfile.mkdtemp(prefix="pebble-")
+        self._process = None
         self.dns = ChallTestSrv(self.workdir)
         ca, ca_key = make_ca("pebble listener test CA")
         leaf, leaf_key = make_leaf(["localhost"], ca, ca_key, ips=["127.0.0.1"])
-        self.ca_file = os.path.join(self.workdir, "listener-ca.pem")
-        with open(self.ca_file, "w") as f:
-            f.write(cert_pem(ca))
-        cert_file, key_file = (os.path.join(self.workdir, n) for n in ("listener.pem", "listener.key"))
-        with open(cert_file, "w") as f:
-            f.write(cert_pem(leaf))
-        with open(key_file, "w") as f:
-            f.write(key_pem(leaf_key))
+        self.ca_file, self._cert_file, self._key_file = (
+            os.path.join(self.workdir, n) for n in ("listener-ca.pem", "listener.pem", "listener.key"))
+        for path, text in ((self.ca_file, cert_pem(ca)), (self._cert_file, cert_pem(leaf)),
+                           (self._key_file, key_pem(leaf_key))):
+            with open(path, "w") as f:
+                f.write(text)
         self.port, self.management_port = free_port(), free_port()
+        self.directory_url = f"https://127.0.0.1:{self.port}/dir"
+
+    def start(self, http_port: int) -> "Pebble":
         config = {"pebble": {
             "listenAddress": f"127.0.0.1:{self.port}",
             "managementListenAddress": f"127.0.0.1:{self.management_port}",
-            "certificate": cert_file, "privateKey": key_file,
+            "certificate": self._cert_file, "privateKey": self._key_file,
             "httpPort": http_port, "tlsPort": free_port(),
             "ocspResponderURL": "", "externalAccountBindingRequired": False}}
         config_file = os.path.join(self.workdir, "pebble.json")
         with open(config_file, "w") as f:
             json.dump(config, f)
         env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_VA_ALWAYS_VALID="0")
-        self.directory_url = f"https://127.0.0.1:{self.port}/dir"
         self._process = _Process(self.workdir, "pebble", [
-            binary, "-config", config_file, "-dnsserver", self.dns.dns_address], env=env)
+            self._binary, "-config", config_file, "-dnsserver", self.dns.dns_address], env=env)
         try:
             _wait(lambda: self._get(self.directory_url).startswith(b"{"), "pebble",
                   self._process.proc, self._process.log_path)
         except BaseException:
             self.stop()
             raise
+        return self
 
     def tls_context(self) -> ssl.SSLContext:
         """Trusts pebble's listener (not the certificates it issues)."""
@@ -177,10 +185,11 @@ class Pebble:
         return self._get(f"https://127.0.0.1:{self.management_port}/roots/0").decode()
 
     def log(self) -> str:
-        return _tail(self._process.log_path)
+        return _tail(self._process.log_path) if self._process else ""
 
     def stop(self):
-        self._process.stop()
+        if self._process:
+            self._process.stop()
         self.dns.stop()
         if self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
