@@ -34,6 +34,8 @@ def test_keys_load_from_pem_and_base64_and_the_shipped_one():
     import base64
     raw = base64.b64encode(key.public_key().public_bytes_raw()).decode()
     assert updates.load_public_key(raw).public_bytes_raw() == key.public_key().public_bytes_raw()
+    der = "".join(pem.strip().splitlines()[1:-1])
+    assert updates.load_public_key(der).public_bytes_raw() == key.public_key().public_bytes_raw()
     assert len(updates.shipped_public_key().public_bytes_raw()) == 32
     for bad in ("", "AAAA", "-----BEGIN PUBLIC KEY-----\nxx\n-----END PUBLIC KEY-----"):
         with pytest.raises(ValueError):

@@ -45,15 +45,17 @@ def parse_version(text):
 
 
 def load_public_key(text):
-    """An Ed25519 public key from PEM or from base64 of the raw 32 bytes."""
+    """An Ed25519 public key: PEM, or base64 of the raw 32 bytes or of the DER form."""
     text = text.strip()
     try:
         if text.startswith("-----BEGIN"):
             key = serialization.load_pem_public_key(text.encode())
         else:
-            key = Ed25519PublicKey.from_public_bytes(base64.b64decode(text, validate=True))
+            raw = base64.b64decode(text, validate=True)
+            key = (Ed25519PublicKey.from_public_bytes(raw) if len(raw) == 32
+                   else serialization.load_der_public_key(raw))
     except (ValueError, binascii.Error, TypeError):
-        raise ValueError("not an Ed25519 public key (PEM or base64 of 32 bytes)") from None
+        raise ValueError("not an Ed25519 public key (PEM, or base64 of the raw or DER key)") from None
     if not isinstance(key, Ed25519PublicKey):
         raise ValueError("the update key must be an Ed25519 key")
     return key
