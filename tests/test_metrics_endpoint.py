@@ -1,0 +1,38 @@
+"""GET /metrics parses with the reference Prometheus parser and its counters move."""
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
+
+
+def scrape(node):
+    r = node.client().get("/metrics")
+    assert r.status == 200 and r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return {f.name: f for f in text_string_to_metric_families(r.body.decode())}
+
+
+def sample(families, name, **labels):
+    for family in families.values():
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    return 0
+
+
+def test_metrics_parse_and_move(node, admin):
+    node.client().login(ADMIN_USER, "wrong password here")
+    node.client().login(ADMIN_USER, ADMIN_PASSWORD)
+    node.client("public").get("/.well-known/service/check?nonce=abcdefghijklmnopqrstu")
+    before = scrape(node)
+    assert sample(before, "contentnode_logins_total", result="failure") == 1
+    assert sample(before, "contentnode_logins_total", result="success") == 1
+    assert sample(before, "contentnode_http_requests_total", port="public", method="GET", status="200") == 1
+    assert sample(before, "process_resident_memory_bytes") > 1_000_000
+    assert sample(before, "process_start_time_seconds") > 1_600_000_000
+    for _ in range(3):
+        node.client().get("/healthz")
+    after = scrape(node)
+    get200 = dict(port="admin", method="GET", status="200")
+    assert sample(after, "contentnode_http_requests_total", **get200) >= \
+        sample(before, "contentnode_http_requests_total", **get200) + 3
+    assert sample(after, "contentnode_http_request_duration_seconds_count", port="admin") > 3
