@@ -26,7 +26,7 @@ class EventBus:
         with self._lock:
             self._subscribers.append(callback)
 
-    def emit(self, name: str, **fields) -> None:
+    def emit(self, name: str, /, **fields) -> None:
         if name not in EVENTS:
             raise ValueError(f"unknown event {name!r}")
         log.info("event %s %s", name, fields)
