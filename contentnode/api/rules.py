@@ -1,0 +1,152 @@
+"""Routing rules (routes): which bucket answers a domain's paths.
+
+Matching itself lives in core/rules (the content path builds its index from
+the "rules" section). This module validates and stores rules: the domain and
+the bucket must exist, the path is normalised and unique per domain.
+"""
+
+import secrets
+
+from contentnode.api import validate as v
+from contentnode.api.panel import panel_section
+from contentnode.clock import now, rfc3339
+from contentnode.core import rules
+from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.http.errors import conflict, invalid, not_found
+from contentnode.http.response import created, no_content
+from contentnode.http.router import Route
+from contentnode.store import register_section
+
+register_section("rules", dict)
+
+MAX_RULES = 20_000
+FIELDS = {"domain", "path", "bucket", "prefix", "cache_ttl", "signed", "images", "enabled"}
+DEFAULTS = {"prefix": "", "cache_ttl": rules.DEFAULT_CACHE_TTL, "signed": False, "images": False,
+            "enabled": True}
+
+
+def _fields(body: dict, doc: dict, partial: bool) -> dict:
+    """The validated rule fields present in body (domain, path, bucket required unless partial)."""
+    out = {}
+    if "domain" in body or not partial:
+        value = body.get("domain")
+        if value is None:
+            raise invalid("domain is required", "domain")
+        try:
+            out["domain"] = normalize_host(value)
+        except HostnameError as exc:
+            raise invalid(f"domain: {exc}", "domain") from None
+        if out["domain"] not in doc.get("domains", {}):
+            raise invalid(f"domain {out['domain']} is not configured; add it first", "domain")
+    if "path" in body or not partial:
+        value = body.get("path")
+        if value is None:
+            raise invalid("path is required", "path")
+        try:
+            out["path"] = rules.normalise_path(value)
+        except rules.RuleError as exc:
+            raise invalid(str(exc), "path") from None
+    if "bucket" in body or not partial:
+        out["bucket"] = v.text(body, "bucket", max_len=64)
+        if out["bucket"] not in doc.get("buckets", {}):
+            raise invalid(f"no bucket with id {out['bucket']!r}", "bucket")
+    if "prefix" in body:
+        if not isinstance(body["prefix"], str):
+            raise invalid("prefix must be a string", "prefix")
+        try:
+            out["prefix"] = rules.validate_prefix(body["prefix"])
+        except rules.RuleError as exc:
+            raise invalid(str(exc), "prefix") from None
+    if "cache_ttl" in body:
+        out["cache_ttl"] = v.integer(body, "cache_ttl", 0, rules.MAX_CACHE_TTL, required=True)
+    for flag in ("signed", "images", "enabled"):
+        if flag in body:
+            out[flag] = v.boolean(body, flag, required=True)
+    return out
+
+
+def _unique_path(doc: dict, record: dict, own_id: str | None = None) -> None:
+    for other_id, other in doc["rules"].items():
+        if other_id != own_id and other["domain"] == record["domain"] and other["path"] == record["path"]:
+            raise conflict("conflict", f"rule {other_id} already routes {record['path']} on {record['domain']}",
+                           "path")
+
+
+def existing(doc: dict, rule_id: str) -> dict:
+    record = doc["rules"].get(rule_id)
+    if record is None:
+        raise not_found(f"no rule with id {rule_id!r}")
+    return record
+
+
+def list_rules(req):
+    """All rules, or those of one domain (?domain=), sorted by domain then path."""
+    records = req.app.store.data["rules"].values()
+    wanted = req.query.get("domain")
+    if wanted is not None:
+        try:
+            wanted = normalize_host(wanted)
+        except HostnameError as exc:
+            raise invalid(f"domain: {exc}", "domain") from None
+        records = [r for r in records if r["domain"] == wanted]
+    return {"rules": sorted(records, key=lambda r: (r["domain"], r["path"]))}
+
+
+def get_rule(req):
+    return existing(req.app.store.data, req.params["id"])
+
+
+def create_rule(req):
+    body = v.require_object(req.body)
+    v.only(body, FIELDS)
+    stamp = rfc3339(now())
+    with req.app.store.transaction() as doc:
+        if len(doc["rules"]) >= MAX_RULES:
+            raise conflict("conflict", f"a node holds at most {MAX_RULES} rules")
+        record = {"id": secrets.token_hex(6), **DEFAULTS, **_fields(body, doc, partial=False),
+                  "created_at": stamp, "updated_at": stamp}
+        _unique_path(doc, record)
+        doc["rules"][record["id"]] = record
+    req.audit("rule.create", target=record["id"], detail=_summary(record))
+    return created(record)
+
+
+def update_rule(req):
+    body = v.require_object(req.body)
+    v.only(body, FIELDS)
+    rule_id = req.params["id"]
+    with req.app.store.transaction() as doc:
+        record = existing(doc, rule_id)
+        changes = _fields(body, doc, partial=True)
+        record.update(changes)
+        _unique_path(doc, record, rule_id)
+        record["updated_at"] = rfc3339(now())
+    req.audit("rule.update", target=rule_id, detail={**_summary(record), "fields": sorted(changes)})
+    return record
+
+
+def delete_rule(req):
+    rule_id = req.params["id"]
+    with req.app.store.transaction() as doc:
+        record = existing(doc, rule_id)
+        del doc["rules"][rule_id]
+    req.audit("rule.delete", target=rule_id, detail=_summary(record))
+    return no_content()
+
+
+def _summary(record: dict) -> dict:
+    return {"domain": record["domain"], "path": record["path"], "bucket": record["bucket"]}
+
+
+@panel_section("rules", "routes:read")
+def _panel_rules(req):
+    return list_rules(req)["rules"]
+
+
+ROUTES = [
+    Route("GET", "/api/rules", "routes:read", list_rules),
+    Route("POST", "/api/rules", "routes:write", create_rule),
+    Route("GET", "/api/rules/{id}", "routes:read", get_rule),
+    Route("PUT", "/api/rules/{id}", "routes:write", update_rule),
+    Route("DELETE", "/api/rules/{id}", "routes:write", delete_rule),
+]
