@@ -2,12 +2,11 @@
 PUT /api/admin-allow. Every answer is the whole settings object."""
 
 import logging
-import os
 
+from contentnode import adminhost  # noqa: F401 (registers the admin host's public hook)
 from contentnode import clock
 from contentnode.api.panel import panel_section
 from contentnode.core import settings as st
-from contentnode.core.certs import CertStore
 from contentnode.daemon import on_start
 from contentnode.http.errors import ApiError, conflict, invalid
 from contentnode.http.router import Route
@@ -53,7 +52,7 @@ def put_settings(req):
 
 
 def _valid_certificate(app, host: str) -> bool:
-    leaf = CertStore(os.path.join(app.data_dir, "certs")).leaf(host)
+    leaf = app.tls.certs.leaf(host)
     return leaf is not None and leaf.not_valid_after_utc.timestamp() > clock.now()
 
 
