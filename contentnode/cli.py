@@ -68,6 +68,14 @@ def _register_backup(sub) -> None:
 OFFLINE_COMMANDS.append(_register_backup)
 
 
+def _register_users(sub) -> None:
+    from contentnode.cli_users import register
+    register(sub)
+
+
+OFFLINE_COMMANDS.append(_register_users)
+
+
 def add_data_dir_flags(parser) -> None:
     parser.add_argument("--config", help="TOML config file")
     parser.add_argument("--data-dir", help="the node's data dir")

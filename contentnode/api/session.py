@@ -66,7 +66,7 @@ def _cookie(req, token: str, max_age: int | None = None) -> dict:
     return {"Set-Cookie": cookie_header(token, _secure(req), age)}
 
 
-def _limiter_keys(req, username: str) -> tuple:
+def limiter_keys(req, username: str) -> tuple:
     return f"ip:{req.client_ip}", f"user:{username.strip().lower()}"
 
 
@@ -98,7 +98,7 @@ def login(req):
     password = body.get("password")
     if not isinstance(password, str) or not password:
         raise invalid("password is required", "password")
-    keys = _limiter_keys(req, username)
+    keys = limiter_keys(req, username)
     check_rate_limit(req, keys)
     user = find_by_username(req.app.store.data["users"], username)
     matched = req.app.hasher.verify(user["password_hash"] if user else None, password[:4096])

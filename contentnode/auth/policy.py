@@ -14,6 +14,12 @@ DEFAULT_POLICY = {
 }
 
 
+def requires_two_factor(policy: dict, user: dict) -> bool:
+    """Whether the policy's two_factor mode demands 2FA of this user (enrolled or not)."""
+    mode = policy.get("two_factor", "optional")
+    return mode == "all" or (mode == "admins" and user.get("role") == "admin")
+
+
 def _default_policy() -> dict:
     return dict(DEFAULT_POLICY)
 

@@ -16,6 +16,7 @@ import threading
 from http.cookies import CookieError, SimpleCookie
 
 from contentnode import clock
+from contentnode.auth.policy import requires_two_factor
 from contentnode.fileio import atomic_write
 
 log = logging.getLogger("contentnode.sessions")
@@ -172,5 +173,4 @@ class SessionManager:
         """True when the 2FA policy requires 2FA of this user and they have none yet."""
         if (user.get("totp") or {}).get("enabled"):
             return False
-        policy = self._policy().get("two_factor", "optional")
-        return policy == "all" or (policy == "admins" and user.get("role") == "admin")
+        return requires_two_factor(self._policy(), user)

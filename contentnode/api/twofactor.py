@@ -1,0 +1,171 @@
+"""Two-factor authentication: the second login step, and each user's own TOTP set-up.
+
+Set-up, disabling and new recovery codes need the password (DESIGN §6), and
+wrong passwords count towards the account's login lockout, so a stolen
+session cannot guess the password here. Second-step failures count on their
+own key ("2fa:<name>"), which a correct password does not clear.
+"""
+
+from contentnode import clock
+from contentnode.api import validate as v
+from contentnode.api.session import check_rate_limit, complete_login, count_failure, limiter_keys
+from contentnode.auth import totp
+from contentnode.auth.policy import requires_two_factor
+from contentnode.auth.users import public_user
+from contentnode.http.errors import ApiError, conflict, invalid
+from contentnode.http.router import Route
+
+
+def two_factor_keys(req, username: str) -> tuple:
+    return f"ip:{req.client_ip}", f"2fa:{username.strip().lower()}"
+
+
+def _check_second_factor(state: dict, code: str) -> str | None:
+    """Consume `code` in `state` (a user's "totp" member being changed); which kind it was."""
+    if not state.get("enabled"):
+        return None
+    if totp.is_totp_code(code):
+        step = totp.matching_step(state["secret"], code, clock.now(), state.get("last_step"))
+        if step is None:
+            return None
+        state["last_step"] = step
+        return "totp"
+    remaining = totp.remaining_after_recovery(state.get("recovery") or [], code)
+    if remaining is None:
+        return None
+    state["recovery"] = remaining
+    return "recovery"
+
+
+def login_second_step(req):
+    """POST /api/login/2fa {"code"}: a TOTP code or one recovery code completes a pending login."""
+    user = req.pending_user
+    if req.pending_session is None or user is None:
+        raise ApiError(401, "unauthenticated",
+                       "no login is waiting for a code (it expires after 5 minutes); log in with the password first")
+    body = v.require_object(req.body)
+    v.only(body, {"code"})
+    code = v.text(body, "code", max_len=64)
+    keys = two_factor_keys(req, user["username"])
+    check_rate_limit(req, keys)
+    with req.app.store.transaction() as doc:
+        record = doc["users"].get(user["id"])
+        kind = _check_second_factor(record.get("totp") or {}, code) if record else None
+        left = len(record["totp"].get("recovery") or []) if kind else 0
+    if kind is None:
+        count_failure(req, keys, user["username"], "login.2fa_failure")
+        raise ApiError(401, "bad_credentials", "the code is wrong, expired or was already used", "code")
+    req.app.login_limiter.clear(keys[1])
+    if kind == "recovery":
+        req.user = user
+        req.audit("2fa.recovery_used", target=user["username"], detail={"codes_left": left})
+    return complete_login(req, user)
+
+
+def _confirm_password(req, body: dict) -> None:
+    """The caller's own password, counted like a login attempt when wrong."""
+    password = body.get("password")
+    if not isinstance(password, str) or not password:
+        raise invalid("password is required", "password")
+    keys = limiter_keys(req, req.user["username"])
+    check_rate_limit(req, keys)
+    if not req.app.hasher.verify(req.user["password_hash"], password[:4096]):
+        count_failure(req, keys, req.user["username"], "2fa.password_failure")
+        raise invalid("the password is wrong", "password")
+
+
+def _state(user: dict) -> dict:
+    return user.get("totp") or {}
+
+
+def status(req):
+    """GET /api/me/2fa: what the panel needs to show the 2FA card."""
+    state = _state(req.user)
+    policy = req.app.store.data["policy"]
+    return {
+        "enabled": bool(state.get("enabled")),
+        "setup_pending": bool(state.get("pending_secret")),
+        "required": requires_two_factor(policy, req.user),
+        "policy": policy["two_factor"],
+        "recovery_codes_left": len(state.get("recovery") or []) if state.get("enabled") else 0,
+    }
+
+
+def setup(req):
+    """A new secret, not active until /enable confirms a code from it (replaces 2FA when already on)."""
+    body = v.require_object(req.body or {})
+    v.only(body, {"password"})
+    if req.app.store.data["policy"]["two_factor"] == "off" and not _state(req.user).get("enabled"):
+        raise conflict("conflict", "the policy turns two-factor authentication off on this node")
+    _confirm_password(req, body)
+    secret = totp.new_secret()
+    with req.app.store.transaction() as doc:
+        record = doc["users"][req.user["id"]]
+        record["totp"] = dict(record.get("totp") or {"enabled": False}, pending_secret=secret)
+    req.audit("2fa.setup", target=req.user["username"])
+    return {"secret": secret, "otpauth_uri": totp.provisioning_uri(secret, req.user["username"]),
+            "enabled": bool(_state(req.user).get("enabled"))}
+
+
+def enable(req):
+    """Confirm the set-up secret with a code: 2FA is on, ten recovery codes are shown once."""
+    body = v.require_object(req.body)
+    v.only(body, {"code"})
+    code = v.text(body, "code", max_len=16)
+    codes, hashes = totp.new_recovery_codes()
+    with req.app.store.transaction() as doc:
+        record = doc["users"][req.user["id"]]
+        secret = (record.get("totp") or {}).get("pending_secret")
+        if not secret:
+            raise conflict("conflict", "no set-up is waiting; POST /api/me/2fa/setup first")
+        step = totp.matching_step(secret, code, clock.now())
+        if step is None:
+            raise invalid("the code does not match; check the authenticator app and its clock", "code")
+        record["totp"] = totp.enabled_state(secret, step, hashes, clock.now())
+        user = record
+    ended = req.app.sessions.end_user_sessions(user["id"], keep_id=req.session["id"])
+    req.audit("2fa.enable", target=user["username"], detail={"other_sessions_ended": ended})
+    return {"user": public_user(user), "recovery_codes": codes}
+
+
+def _require_enabled(req) -> None:
+    if not _state(req.user).get("enabled"):
+        raise conflict("conflict", "two-factor authentication is not enabled for this account")
+
+
+def disable(req):
+    body = v.require_object(req.body)
+    v.only(body, {"password"})
+    _require_enabled(req)
+    if requires_two_factor(req.app.store.data["policy"], req.user):
+        raise conflict("conflict", "the policy requires two-factor authentication for this account")
+    _confirm_password(req, body)
+    with req.app.store.transaction() as doc:
+        record = doc["users"][req.user["id"]]
+        record["totp"] = {"enabled": False}
+        user = record
+    req.audit("2fa.disable", target=user["username"])
+    return {"user": public_user(user)}
+
+
+def regenerate_recovery_codes(req):
+    """Ten new recovery codes; every earlier one stops working."""
+    body = v.require_object(req.body)
+    v.only(body, {"password"})
+    _require_enabled(req)
+    _confirm_password(req, body)
+    codes, hashes = totp.new_recovery_codes()
+    with req.app.store.transaction() as doc:
+        doc["users"][req.user["id"]]["totp"]["recovery"] = hashes
+    req.audit("2fa.recovery_regenerate", target=req.user["username"])
+    return {"recovery_codes": codes}
+
+
+ROUTES = [
+    Route("POST", "/api/login/2fa", "public", login_second_step),
+    Route("GET", "/api/me/2fa", "login", status, enrolment_exempt=True),
+    Route("POST", "/api/me/2fa/setup", "login", setup, enrolment_exempt=True),
+    Route("POST", "/api/me/2fa/enable", "login", enable, enrolment_exempt=True),
+    Route("POST", "/api/me/2fa/disable", "login", disable, enrolment_exempt=True),
+    Route("POST", "/api/me/2fa/recovery-codes", "login", regenerate_recovery_codes, enrolment_exempt=True),
+]

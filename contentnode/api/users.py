@@ -1,0 +1,231 @@
+"""User management (users:manage): accounts, roles and scopes, and the recovery actions.
+
+Two guards hold on every change. The last enabled administrator can be
+neither deleted, disabled nor demoted (409 last_admin), so the node always
+has someone who can manage it. A users:manage holder who is not an
+administrator may only create or touch accounts whose scopes they hold
+themselves, and never an administrator, so the scope cannot be turned into
+more power. Sessions re-read the user on every request, so a role or scope
+change applies on the very next request; disable, delete and a password
+reset end the account's sessions.
+"""
+
+from contentnode import clock
+from contentnode.api import validate as v
+from contentnode.api.panel import panel_section
+from contentnode.api.session import USERNAME_PATTERN, checked_new_password
+from contentnode.api.twofactor import two_factor_keys
+from contentnode.auth.scopes import ROLES, SCOPES, effective_scopes, invalid_scopes
+from contentnode.auth.users import enabled_admins, find_by_username, new_user, public_user
+from contentnode.http.errors import conflict, forbidden, invalid, not_found
+from contentnode.http.response import created, no_content
+from contentnode.http.router import Route
+
+MANAGE = "users:manage"
+
+
+def _lockout_keys(user: dict) -> list:
+    name = user["username"].lower()
+    return [f"user:{name}", f"2fa:{name}"]
+
+
+def admin_view(req, user: dict) -> dict:
+    """The user object plus what an administrator needs to help the user."""
+    now = clock.now()
+    view = public_user(user)
+    view["password_changed_at"] = clock.rfc3339(user.get("password_changed_at"))
+    view["locked"] = any(req.app.login_limiter.retry_after(k, now) > 0 for k in _lockout_keys(user))
+    view["sessions"] = len(req.app.sessions.for_user(user["id"]))
+    return view
+
+
+def _find(req) -> dict:
+    """The user named by the {id} path parameter: an id, or else a username."""
+    users = req.app.store.data["users"]
+    ident = req.params["id"]
+    user = users.get(ident) or find_by_username(users, ident)
+    if user is None:
+        raise not_found("no such user")
+    return user
+
+
+def _may_manage(req, role: str, scopes) -> None:
+    """No privilege escalation: a non-admin manager stays within the scopes they hold."""
+    if req.user["role"] == "admin":
+        return
+    if role == "admin":
+        raise forbidden("forbidden", "only an administrator may create or change an administrator")
+    held = set(effective_scopes(req.user["role"], req.user.get("scopes") or ()))
+    missing = [s for s in effective_scopes(role, scopes) if s not in held]
+    if missing:
+        raise forbidden("forbidden", f"you cannot grant or manage scopes you do not hold: {', '.join(missing)}")
+
+
+def _role_and_scopes(body: dict, current: dict | None = None) -> tuple:
+    """The (role, chosen scopes) a create or update asks for; scopes belong to the custom role only."""
+    role = v.choice(body, "role", tuple(ROLES), required=current is None,
+                    default=current["role"] if current else None)
+    scopes = v.string_list(body, "scopes", max_items=len(SCOPES), max_len=100)
+    if scopes is not None:
+        unknown = invalid_scopes(scopes)
+        if unknown:
+            raise invalid(f"unknown scope {unknown[0]!r}; scopes are: {', '.join(SCOPES)}", "scopes")
+        if role != "custom":
+            raise invalid("scopes are chosen only for the custom role; other roles have fixed scopes", "scopes")
+    elif role == "custom" and current and current["role"] == "custom":
+        scopes = current.get("scopes") or []
+    return role, [s for s in SCOPES if s in set(scopes or ())]
+
+
+def _is_enabled_admin(user: dict) -> bool:
+    return user["role"] == "admin" and not user.get("disabled")
+
+
+def _keep_an_admin(before: dict, users: dict) -> None:
+    if _is_enabled_admin(before) and not enabled_admins(users):
+        raise conflict("last_admin", "this is the last enabled administrator; "
+                       "make another user an administrator first")
+
+
+def _record(doc: dict, user: dict) -> dict:
+    record = doc["users"].get(user["id"])
+    if record is None:
+        raise not_found("no such user")
+    return record
+
+
+def _own_session_kept(req, user: dict) -> str | None:
+    """Acting on one's own account keeps the calling session, as /api/me/password does."""
+    return req.session["id"] if user["id"] == req.user["id"] else None
+
+
+def list_users(req):
+    users = sorted(req.app.store.data["users"].values(), key=lambda u: u["username"].lower())
+    return {"users": [admin_view(req, u) for u in users]}
+
+
+def get_user(req):
+    return admin_view(req, _find(req))
+
+
+def create_user(req):
+    body = v.require_object(req.body)
+    v.only(body, {"username", "password", "role", "scopes", "disabled"})
+    username = v.text(body, "username", max_len=64, pattern=USERNAME_PATTERN)
+    role, scopes = _role_and_scopes(body)
+    disabled = v.boolean(body, "disabled", default=False)
+    _may_manage(req, role, scopes)
+    password = checked_new_password(req, body.get("password"), username)
+    taken = conflict("conflict", f"a user named {username!r} already exists", "username")
+    if find_by_username(req.app.store.data["users"], username):
+        raise taken
+    password_hash = req.app.hasher.hash(password)
+    with req.app.store.transaction() as doc:
+        if find_by_username(doc["users"], username):
+            raise taken
+        user = new_user(username, password_hash, role, scopes)
+        user["disabled"] = disabled
+        doc["users"][user["id"]] = user
+    req.audit("user.create", target=username, detail={"role": role, "scopes": scopes, "disabled": disabled})
+    req.app.events.emit("user_created", username=username, role=role, by=req.user["username"])
+    return created(admin_view(req, user))
+
+
+def update_user(req):
+    """PUT {"role"?, "scopes"?, "disabled"?}: a partial update."""
+    body = v.require_object(req.body)
+    v.only(body, {"role", "scopes", "disabled"})
+    target = _find(req)
+    _may_manage(req, target["role"], target.get("scopes"))
+    role, scopes = _role_and_scopes(body, target)
+    disabled = v.boolean(body, "disabled", default=bool(target.get("disabled")))
+    _may_manage(req, role, scopes)
+    with req.app.store.transaction() as doc:
+        record = _record(doc, target)
+        before = dict(record)
+        record.update(role=role, scopes=scopes, disabled=disabled)
+        _keep_an_admin(before, doc["users"])
+    changes = {k: [before.get(k), record[k]] for k in ("role", "scopes", "disabled") if before.get(k) != record[k]}
+    detail = {"changes": changes}
+    if disabled and not before.get("disabled"):
+        detail["sessions_ended"] = req.app.sessions.end_user_sessions(record["id"])
+    req.audit("user.update", target=record["username"], detail=detail)
+    return admin_view(req, record)
+
+
+def delete_user(req):
+    target = _find(req)
+    _may_manage(req, target["role"], target.get("scopes"))
+    with req.app.store.transaction() as doc:
+        before = doc["users"].pop(_record(doc, target)["id"])
+        _keep_an_admin(before, doc["users"])
+    ended = req.app.sessions.end_user_sessions(target["id"])
+    req.audit("user.delete", target=target["username"], detail={"role": target["role"], "sessions_ended": ended})
+    req.app.events.emit("user_deleted", username=target["username"], by=req.user["username"])
+    return no_content()
+
+
+def reset_password(req):
+    """PUT {"password"}: sets a new password for another user and ends their sessions."""
+    body = v.require_object(req.body)
+    v.only(body, {"password"})
+    target = _find(req)
+    _may_manage(req, target["role"], target.get("scopes"))
+    password = checked_new_password(req, body.get("password"), target["username"])
+    password_hash = req.app.hasher.hash(password)
+    with req.app.store.transaction() as doc:
+        record = _record(doc, target)
+        record["password_hash"] = password_hash
+        record["password_changed_at"] = clock.now()
+    ended = req.app.sessions.end_user_sessions(record["id"], keep_id=_own_session_kept(req, record))
+    req.audit("user.password_reset", target=record["username"], detail={"sessions_ended": ended})
+    return admin_view(req, record)
+
+
+def reset_two_factor(req):
+    """DELETE .../2fa: for a user who lost their authenticator and recovery codes."""
+    target = _find(req)
+    _may_manage(req, target["role"], target.get("scopes"))
+    with req.app.store.transaction() as doc:
+        record = _record(doc, target)
+        was_enabled = bool((record.get("totp") or {}).get("enabled"))
+        record["totp"] = {"enabled": False}
+    req.app.login_limiter.clear(two_factor_keys(req, record["username"])[1])
+    req.audit("user.2fa_reset", target=record["username"], detail={"was_enabled": was_enabled})
+    return no_content()
+
+
+def end_sessions(req):
+    target = _find(req)
+    _may_manage(req, target["role"], target.get("scopes"))
+    ended = req.app.sessions.end_user_sessions(target["id"], keep_id=_own_session_kept(req, target))
+    req.audit("user.sessions_end", target=target["username"], detail={"sessions_ended": ended})
+    return no_content()
+
+
+def clear_lockout(req):
+    """Clears the account's failure counts and those of the addresses it logged in from."""
+    target = _find(req)
+    _may_manage(req, target["role"], target.get("scopes"))
+    keys = _lockout_keys(target) + [f"ip:{a}" for a in target.get("known_addresses") or ()]
+    cleared = [k for k in keys if req.app.login_limiter.clear(k)]
+    req.audit("user.lockout_clear", target=target["username"], detail={"cleared": cleared})
+    return no_content()
+
+
+@panel_section("users", MANAGE)
+def _panel_users(req):
+    return list_users(req)["users"]
+
+
+ROUTES = [
+    Route("GET", "/api/users", MANAGE, list_users),
+    Route("POST", "/api/users", MANAGE, create_user),
+    Route("GET", "/api/users/{id}", MANAGE, get_user),
+    Route("PUT", "/api/users/{id}", MANAGE, update_user),
+    Route("DELETE", "/api/users/{id}", MANAGE, delete_user),
+    Route("PUT", "/api/users/{id}/password", MANAGE, reset_password),
+    Route("DELETE", "/api/users/{id}/2fa", MANAGE, reset_two_factor),
+    Route("DELETE", "/api/users/{id}/sessions", MANAGE, end_sessions),
+    Route("DELETE", "/api/users/{id}/lockout", MANAGE, clear_lockout),
+]

@@ -1,0 +1,183 @@
+"""Offline account recovery: `contentnode user create|reset-password|reset-2fa|list`, `audit verify`.
+
+The way back for an operator locked out of the only administrator account
+(forgotten password, lost authenticator): stop the daemon, run one of these
+on its data dir, start it again. They take the data-dir lock, so they refuse
+to run beside a running daemon, whose copy of the state would overwrite
+theirs. A password is read from a prompt or standard input, never from a
+flag, where `ps` and shell history would show it.
+"""
+
+import getpass
+import os
+import re
+import sys
+from contextlib import contextmanager
+
+from contentnode import clock
+from contentnode.api.session import USERNAME_PATTERN
+from contentnode.auth.passwords import password_problem
+from contentnode.auth.scopes import ROLES, SCOPES, invalid_scopes
+from contentnode.auth.users import find_by_username, new_user
+from contentnode.core.audit import verify_chain
+from contentnode.fileio import DataDirLock, ensure_private_dir
+from contentnode.store import STATE_FILE, StoreError
+
+AGENT = "contentnode command line"
+
+
+class Refused(Exception):
+    """A clear reason to stop with exit code 1, nothing changed."""
+
+
+@contextmanager
+def offline_app(config, create: bool = False):
+    """The App on the data dir, loaded under the data-dir lock."""
+    from contentnode.daemon import App
+
+    if not create and not os.path.exists(os.path.join(config.data_dir, STATE_FILE)):
+        raise Refused(f"no node data in {config.data_dir} (pass --data-dir)")
+    ensure_private_dir(config.data_dir)
+    lock = DataDirLock(config.data_dir)
+    try:
+        lock.acquire()
+    except RuntimeError as exc:
+        raise Refused(str(exc)) from None
+    try:
+        app = App(config)
+        app.load()
+        yield app
+        app.sessions.flush()
+    except StoreError as exc:
+        raise Refused(str(exc)) from None
+    finally:
+        lock.release()
+
+
+def read_password(username: str, min_length: int, stdin=None) -> str:
+    """Twice from a prompt on a terminal; else the first line of standard input."""
+    stdin = stdin or sys.stdin
+    if stdin.isatty():
+        password = getpass.getpass(f"new password for {username}: ")
+        if getpass.getpass("the same again: ") != password:
+            raise Refused("the two passwords differ")
+    else:
+        password = stdin.readline().rstrip("\r\n")
+    problem = password_problem(password, username, min_length)
+    if problem:
+        raise Refused(problem)
+    return password
+
+
+def _user(app, username: str) -> dict:
+    user = find_by_username(app.store.data["users"], username)
+    if user is None:
+        raise Refused(f"no user named {username!r}")
+    return user
+
+
+def _audit(app, action: str, username: str, **detail) -> None:
+    app.audit.record(action, target=username, detail=dict(detail, offline=True), user_agent=AGENT)
+
+
+def create(app, args) -> str:
+    username = args.username.strip()
+    if not re.fullmatch(USERNAME_PATTERN, username):
+        raise Refused("a username is 1-64 characters of A-Z a-z 0-9 . _ @ -, starting with a letter or digit")
+    scopes = [s for s in (args.scopes or "").split(",") if s]
+    if invalid_scopes(scopes):
+        raise Refused(f"unknown scope {invalid_scopes(scopes)[0]!r}; scopes are: {', '.join(SCOPES)}")
+    if scopes and args.role != "custom":
+        raise Refused("--scopes is only for --role custom")
+    if find_by_username(app.store.data["users"], username):
+        raise Refused(f"a user named {username!r} already exists")
+    password = read_password(username, app.store.data["policy"]["password_min_length"])
+    password_hash = app.hasher.hash(password)
+    with app.store.transaction() as doc:
+        user = new_user(username, password_hash, args.role, scopes)
+        doc["users"][user["id"]] = user
+    _audit(app, "user.create", username, role=args.role, scopes=scopes)
+    return f"created {args.role} {username}"
+
+
+def reset_password(app, args) -> str:
+    user = _user(app, args.username)
+    password = read_password(user["username"], app.store.data["policy"]["password_min_length"])
+    password_hash = app.hasher.hash(password)
+    with app.store.transaction() as doc:
+        record = doc["users"][user["id"]]
+        record["password_hash"] = password_hash
+        record["password_changed_at"] = clock.now()
+        if args.enable:
+            record["disabled"] = False
+    ended = app.sessions.end_user_sessions(user["id"])
+    _audit(app, "user.password_reset", user["username"], sessions_ended=ended, enabled=args.enable)
+    return f"new password set for {user['username']}; {ended} session(s) ended"
+
+
+def reset_two_factor(app, args) -> str:
+    user = _user(app, args.username)
+    with app.store.transaction() as doc:
+        doc["users"][user["id"]]["totp"] = {"enabled": False}
+    _audit(app, "user.2fa_reset", user["username"])
+    return f"two-factor authentication removed for {user['username']}; they may set it up again after login"
+
+
+def list_users(app, args) -> str:
+    lines = [f"{'username':24} {'role':9} {'2fa':4} {'disabled':9} last login"]
+    for user in sorted(app.store.data["users"].values(), key=lambda u: u["username"].lower()):
+        two_factor = "yes" if (user.get("totp") or {}).get("enabled") else "no"
+        lines.append(f"{user['username']:24} {user['role']:9} {two_factor:4} "
+                     f"{'yes' if user.get('disabled') else 'no':9} {clock.rfc3339(user.get('last_login_at')) or '-'}")
+    return "\n".join(lines)
+
+
+def verify_audit(app, args) -> str:
+    result = verify_chain(app.data_dir)
+    if not result["ok"]:
+        raise Refused(f"audit log broken at {result['file']} line {result['line']}: {result['reason']} "
+                      f"({result['checked']} entries before it are intact)")
+    return f"audit log intact: {result['checked']} entries checked"
+
+
+def _runner(action, create_data_dir: bool = False):
+    def run(config, args) -> int:
+        try:
+            with offline_app(config, create=create_data_dir) as app:
+                print(action(app, args))
+        except Refused as exc:
+            print(f"contentnode: {exc}; nothing changed", file=sys.stderr)
+            return 1
+        return 0
+    return run
+
+
+def register(sub) -> None:
+    from contentnode.cli import add_data_dir_flags
+
+    user = sub.add_parser("user", help="manage accounts offline (the daemon must be stopped)")
+    actions = user.add_subparsers(dest="action", required=True)
+    p = actions.add_parser("create", help="create a user; the password is read from a prompt or stdin")
+    p.add_argument("username")
+    p.add_argument("--role", choices=tuple(ROLES), default="admin")
+    p.add_argument("--scopes", help="comma-separated scopes for --role custom")
+    p.set_defaults(run=_runner(create, create_data_dir=True))
+    add_data_dir_flags(p)
+    p = actions.add_parser("reset-password", help="set a new password (prompt or stdin); ends the user's sessions")
+    p.add_argument("username")
+    p.add_argument("--enable", action="store_true", help="also re-enable a disabled account")
+    p.set_defaults(run=_runner(reset_password))
+    add_data_dir_flags(p)
+    p = actions.add_parser("reset-2fa", help="turn the user's two-factor authentication off")
+    p.add_argument("username")
+    p.set_defaults(run=_runner(reset_two_factor))
+    add_data_dir_flags(p)
+    p = actions.add_parser("list", help="list the users")
+    p.set_defaults(run=_runner(list_users))
+    add_data_dir_flags(p)
+
+    audit = sub.add_parser("audit", help="check the activity log")
+    audit_actions = audit.add_subparsers(dest="action", required=True)
+    p = audit_actions.add_parser("verify", help="check the hash chain; names the first broken line")
+    p.set_defaults(run=_runner(verify_audit))
+    add_data_dir_flags(p)
