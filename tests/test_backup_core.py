@@ -19,7 +19,7 @@ def node_doc():
         "users": {"u1": {"id": "u1", "username": "root", "role": "admin",
                          "password_hash": "$argon2id$HASH", "totp": {"enabled": True, "secret": "TOTPSECRET"}}},
         "buckets": {"b1": {"id": "b1", "name": "media", "access_key": "AK", "secret_key": "SK-b1"}},
-        "notifications": {"telegram": {"bot_token": "1:TOKEN", "chat_id": "42"}},
+        "notifications": {"telegram": {"bot_token": "1:TOKEN", "chat_id": "42"}, "email": {"password": None}},
         "node": {"id": "n1", "secret": "NODESECRET"},
         "sessions": {"s": {"token_hash": "x"}},
         "rules": [{"id": "r1", "domain": "a.example", "path": "/"}],
@@ -35,6 +35,7 @@ def test_plain_export_has_no_secret_and_lists_omissions():
     assert ["buckets", "b1", "secret_key"] in exported["secrets_omitted"]
     assert exported["data"]["buckets"]["b1"]["access_key"] == "AK"
     assert exported["data"]["rules"][0]["domain"] == "a.example"
+    assert exported["data"]["notifications"]["email"] == {"password": None}  # nothing secret in a null
 
 
 def test_plain_restore_keeps_users_and_puts_secrets_back():
@@ -50,11 +51,18 @@ def test_plain_restore_keeps_users_and_puts_secrets_back():
     assert opened.doc["notifications"]["telegram"]["bot_token"] == "1:TOKEN"
 
 
+def test_plain_restore_onto_another_node_keeps_its_identity():
+    other = node_doc()
+    other["node"] = {"id": "n2", "secret": "OTHER"}
+    opened = backup.open_backup(backup.export_plain(node_doc(), "edge-1"), None, other)
+    assert opened.doc["node"] == {"id": "n2", "secret": "OTHER"}
+
+
 def test_plain_restore_refuses_a_record_whose_secret_the_node_lacks():
     exported = backup.export_plain(node_doc(), "edge-1")
     other = node_doc()
     del other["buckets"]["b1"]
-    with pytest.raises(backup.BackupError, match="buckets/b1/secret_key is a secret this node does not have"):
+    with pytest.raises(backup.BackupError, match="secrets this node does not have \\(buckets/b1/secret_key\\)"):
         backup.open_backup(exported, None, other)
 
 

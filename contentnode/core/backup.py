@@ -29,7 +29,9 @@ FORMAT = "contentnode-backup"
 VERSION = 1
 FILE_FOLDERS = ("certs",)          # data-dir folders whose files belong to a complete backup
 EXCLUDED_SECTIONS = {"sessions"}   # never exported: restoring them would revive old logins
-KEEP_ON_PLAIN_RESTORE = {"users"}  # a plain restore keeps the node's own users
+# A plain restore keeps these of the node's own: its users, its identity and
+# verification secret, and its link signing keys (all secret, or tied to secrets).
+KEEP_ON_PLAIN_RESTORE = {"users", "node", "links"}
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1
 MAX_SCRYPT_N = 1 << 17             # 128 MiB of scrypt memory at most, even for a crafted file
 KEEP_PRE_RESTORE = 5
@@ -59,7 +61,7 @@ def _scrub(value, path, omitted):
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            if _SECRET_KEY.search(str(key)):
+            if _SECRET_KEY.search(str(key)) and item not in (None, "", [], {}):
                 omitted.append(path + [key])
             else:
                 out[key] = _scrub(item, path + [key], omitted)
@@ -229,6 +231,7 @@ def _plain_restore(current, doc, omitted):
     for name in KEEP_ON_PLAIN_RESTORE | EXCLUDED_SECTIONS:
         if name in current:
             doc[name] = copy.deepcopy(current[name])
+    missing = []
     for path in omitted:
         if path[0] in KEEP_ON_PLAIN_RESTORE:
             continue
@@ -236,9 +239,11 @@ def _plain_restore(current, doc, omitted):
             parent = _lookup(doc, path[:-1])
             parent[path[-1]] = copy.deepcopy(_lookup(current, path))
         except (KeyError, TypeError, IndexError):
-            where = "/".join(str(p) for p in path)
-            raise BackupError(f"{where} is a secret this node does not have; restore an "
-                              f"encrypted backup to bring it along") from None
+            missing.append("/".join(str(p) for p in path))
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise BackupError(f"the backup needs secrets this node does not have ({shown}); "
+                          "restore an encrypted backup to bring them along")
     return doc
 
 
