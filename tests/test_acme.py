@@ -2,7 +2,12 @@
 public port, installs the chain, serves it over HTTPS (verified against pebble's root),
 picks up a re-issue without a restart, and stops the TLS listener when HTTPS is turned off."""
 
+import os
+import time
+
 import pytest
+
+from contentnode.clock import parse_rfc3339
 
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 from tests.peers.pebble import Pebble, free_port
@@ -85,3 +90,25 @@ def test_issue_for_unknown_domain_is_404(acme_node):
     _, admin, _ = acme_node
     assert admin.post("/api/certs/issue", {"host": "unknown.example.test"}).status == 404
     assert admin.post("/api/certs/issue", {"host": "bad host"}).status == 400
+
+
+def test_renewal_close_to_expiry(acme_node):
+    node, admin, pebble = acme_node
+    assert admin.post("/api/domains", {"host": HOST}).status == 201
+    first = admin.post("/api/certs/issue", {"host": HOST}).json
+    # move the node's clock to 20 days before expiry and restart it on the same public port
+    node.set_clock_offset(parse_rfc3339(first["not_after"]) - time.time() - 20 * 86400)
+    node.args = ["--public-port", str(node.public_port)]
+    node.restart()
+    deadline = time.monotonic() + 60
+    renewed = None
+    while time.monotonic() < deadline and renewed is None:
+        time.sleep(0.5)
+        if admin.login(ADMIN_USER, ADMIN_PASSWORD).status == 200:
+            current = admin.get(f"/api/domains/{HOST}").json["certificate"]
+            if current["fingerprint"] != first["fingerprint"]:
+                renewed = current
+    assert renewed is not None, node.log()[-3000:]
+    assert renewed["source"] == "acme" and renewed["installed_at"] > first["installed_at"]
+    with open(os.path.join(node.data_dir, "audit.jsonl")) as f:
+        assert '"cert.renew"' in f.read()

@@ -126,3 +126,22 @@ def test_uploaded_certificate_served_and_replaced_live(domain, ca):
     assert domain.delete(f"/api/domains/{HOST}").status == 204
     with pytest.raises(ssl.SSLError):
         fetch_over_tls(port, HOST, cadata=root)
+
+
+def _wait_for_log(node, text, seconds=15.0):
+    import time
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if text in node.log():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_expiry_warning_raised_by_the_renewal_job(domain, node, ca):
+    assert _upload(domain, *_bundle(ca)).status == 200  # valid for 90 more days
+    node.set_clock_offset(80 * 86400)
+    node.restart()  # the renewal job makes a first pass at start
+    assert _wait_for_log(node, f"event cert_expiring {{'host': '{HOST}', 'days_left': 9"), node.log()[-3000:]
+    # an uploaded certificate is never renewed by ACME
+    assert "cert_renewal_failed" not in node.log()

@@ -8,7 +8,9 @@ instead of burning an ACME order.
 """
 
 import functools
+import logging
 import os
+import threading
 
 from contentnode.api import validate as v
 from contentnode.api.domains import existing, host_field, run_check
@@ -20,6 +22,8 @@ from contentnode.daemon import on_start
 from contentnode.http.errors import ApiError, conflict, invalid, not_found
 from contentnode.http.response import json_response
 from contentnode.http.router import Route
+
+log = logging.getLogger("contentnode.certs")
 
 RENEWAL_INTERVAL = 3600
 ACME_TIMEOUT = 30
@@ -133,7 +137,16 @@ def _renew(app, host):
 @on_start
 def _start_renewal(app):
     renewer = Renewer(functools.partial(_certificates, app), functools.partial(_renew, app), app.events.emit)
-    app.every(RENEWAL_INTERVAL, lambda: renewer.run_once(now()), "cert-renewal")
+
+    def run():
+        try:
+            renewer.run_once(now())
+        except Exception:
+            log.exception("certificate renewal pass failed")
+
+    # a first pass right away (a node that was down may be late), off the start-up path
+    threading.Thread(target=run, name="cert-renewal-first", daemon=True).start()
+    app.every(RENEWAL_INTERVAL, run, "cert-renewal")
 
 
 ROUTES = [

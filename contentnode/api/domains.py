@@ -10,7 +10,6 @@ import json
 from urllib.parse import urlsplit
 
 from contentnode.api import validate as v
-from contentnode import https as _tls_runtime  # noqa: F401 (starts app.tls)
 from contentnode.api.panel import panel_section
 from contentnode.clock import now, rfc3339
 from contentnode.core import domaincheck, settings
