@@ -167,3 +167,18 @@ def test_bad_redirects_refused(admin, body, field):
 
 def test_redirect_for_unknown_domain_is_404(admin):
     assert admin.post("/api/domains/redirect", {"host": "x.example", "to": "https://y.example/"}).status == 404
+
+
+def test_delete_refused_while_rules_use_it(admin):
+    _add(admin, "cdn.example.com")
+    bucket = admin.post("/api/buckets", {"name": "b", "endpoint": "http://127.0.0.1:9", "region": "us-east-1",
+                                         "bucket": "media-bucket", "access_key": "a", "secret_key": "s"})
+    assert bucket.status == 201, bucket.body
+    rule = admin.post("/api/rules", {"domain": "cdn.example.com", "path": "/", "bucket": bucket.json["id"]})
+    assert rule.status == 201, rule.body
+    refused = admin.delete("/api/domains/cdn.example.com")
+    assert refused.status == 409 and refused.error_code == "in_use"
+    assert rule.json["id"] in refused.json["error"]["message"]
+    assert admin.get("/api/domains/cdn.example.com").status == 200
+    assert admin.delete(f"/api/rules/{rule.json['id']}").status == 204
+    assert admin.delete("/api/domains/cdn.example.com").status == 204
