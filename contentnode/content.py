@@ -33,6 +33,7 @@ ORIGIN_TIMEOUT = 30.0        # a whole origin GET, headers to last byte
 MAX_IMAGE_SOURCE = 64 << 20  # bytes of a source image read into memory for a transform
 MAX_PATH_BYTES = 4096
 READ_CHUNK = 256 * 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
 
 
@@ -99,7 +100,7 @@ def clean_path(raw_path: str) -> str:
         path = unquote(raw_path, errors="strict")
     except UnicodeDecodeError:
         raise ApiError(400, "invalid", "the path is not valid UTF-8") from None
-    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+    if _CONTROL.search(path):
         raise ApiError(400, "invalid", "control characters (NUL included) are not allowed in paths")
     if rules.has_dot_segment(path):
         raise ApiError(400, "invalid", '"." and ".." segments are not allowed in paths')
@@ -245,8 +246,11 @@ def not_modified(headers, meta: dict) -> bool:
     inm = headers.get("If-None-Match")
     if inm is not None:
         return _etag_list_matches(inm, meta.get("etag"))
-    since, modified = _http_time(headers.get("If-Modified-Since")), _http_time(meta.get("last_modified"))
-    return since is not None and modified is not None and modified <= since
+    since = _http_time(headers.get("If-Modified-Since"))
+    if since is None:
+        return False
+    modified = _http_time(meta.get("last_modified"))
+    return modified is not None and modified <= since
 
 
 def _unsatisfiable(size: int) -> ApiError:
@@ -320,22 +324,36 @@ def answer(req, result, target: Target) -> Response:
     return Response(status, headers, body, head_only=req.method == "HEAD")
 
 
-def serve(req, delivery) -> Response:
+_HOSTS = {}        # Host header -> normalised host or None: parsing it costs more than the rest
+_HOSTS_MAX = 4096  # of a cache hit, and the set of Host headers seen is cleared when it grows
+
+
+def request_host(req) -> str | None:
+    raw = req.headers.get("Host")
+    host = _HOSTS.get(raw, False)
+    if host is False:
+        if len(_HOSTS) >= _HOSTS_MAX:
+            _HOSTS.clear()
+        host = _HOSTS[raw] = host_from_header(raw)
+    return host
+
+
+def serve(req, delivery, host) -> Response:
     if req.method not in ("GET", "HEAD"):
         raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
                        headers={"Allow": "GET, HEAD"})
     path = clean_path(req.raw_path)
-    target = resolve(delivery, host_from_header(req.headers.get("Host")), path, req.query_list, req.client_ip)
+    target = resolve(delivery, host, path, req.query_list, req.client_ip)
     return answer(req, fetch(delivery, target), target)
 
 
 def content_hook(req) -> Response:
     """The public hook: serve, then count the request for its domain."""
     delivery = req.app.delivery
-    host = host_from_header(req.headers.get("Host"))
+    host = request_host(req)
     known = host in req.app.store.data.get("domains", {})
     try:
-        response = serve(req, delivery)
+        response = serve(req, delivery, host)
     except ApiError as error:
         response = json_response(error.body(), error.status, error.headers)
     except Exception:

@@ -23,6 +23,7 @@ RANGES = {"1h": (60, 60), "24h": (300, 288), "7d": (3600, 168)}   # name: (step 
 TOTAL = ""          # the series label for all domains together
 OTHER = "other"     # the label for domains past the bound
 FORMAT_VERSION = 1
+MAX_PENDING = 1000  # (label, minute) rows kept before folding into the series
 
 
 def _empty():
@@ -39,43 +40,65 @@ class Traffic:
         self._lock = threading.Lock()
         self._totals: dict[str, list] = {}                    # label -> counters since start
         self._series: dict[str, dict[int, dict[int, list]]] = {}  # label -> step -> start -> counters
+        self._pending: dict[tuple, list] = {}                  # (label, minute) -> counters
+        self._labels: set = set()                               # domains with their own label
         self._dirty = False
         self._load()
 
     def label(self, domain: str | None) -> str:
         """The label a domain is counted under (lock held)."""
-        if not domain or domain == TOTAL:
+        if not domain or domain in (TOTAL, OTHER):
             return OTHER
-        if domain in self._series:
+        if domain in self._labels:
             return domain
-        tracked = len(self._series) - (TOTAL in self._series) - (OTHER in self._series)
-        return domain if tracked < self.max_domains else OTHER
+        if len(self._labels) >= self.max_domains:
+            return OTHER
+        self._labels.add(domain)
+        return domain
 
     def record(self, domain: str | None, status: int, bytes_out: int, cache: str | None = None):
-        """Count one public request; cache is "hit", "miss" or None (not a cacheable answer)."""
-        delta = _empty()
-        delta[0] = 1
-        delta[1] = max(0, int(bytes_out))
-        delta[2] = 1 if cache == "hit" else 0
-        delta[3] = 1 if cache == "miss" else 0
-        delta[4] = 1 if 400 <= status < 500 else 0
-        delta[5] = 1 if status >= 500 else 0
-        now = int(self.clock())
+        """Count one public request; cache is "hit", "miss" or None (not a cacheable answer).
+
+        This runs on every public request, so it only adds to a per-minute row;
+        the rows are folded into the series when they are read or saved.
+        """
+        minute = int(self.clock()) // 60 * 60
         with self._lock:
-            name = self.label(domain)
-            for label in (TOTAL, name):
-                totals = self._totals.setdefault(label, _empty())
-                per_step = self._series.setdefault(label, {})
+            key = (self.label(domain), minute)
+            row = self._pending.get(key)
+            if row is None:
+                row = self._pending[key] = _empty()
+            row[0] += 1
+            row[1] += bytes_out
+            if cache == "hit":
+                row[2] += 1
+            elif cache == "miss":
+                row[3] += 1
+            if status >= 500:
+                row[5] += 1
+            elif status >= 400:
+                row[4] += 1
+            self._dirty = True
+            if len(self._pending) > MAX_PENDING:
+                self._fold()
+
+    def _fold(self):
+        """Add the pending per-minute rows to the totals and every resolution (lock held)."""
+        now = int(self.clock())
+        for (label, minute), row in self._pending.items():
+            for name in (TOTAL, label):
+                totals = self._totals.setdefault(name, _empty())
+                per_step = self._series.setdefault(name, {})
+                for i, value in enumerate(row):
+                    totals[i] += value
                 for step, count in RANGES.values():
                     buckets = per_step.setdefault(step, {})
-                    counters = buckets.setdefault(now - now % step, _empty())
-                    for i, value in enumerate(delta):
+                    counters = buckets.setdefault(minute - minute % step, _empty())
+                    for i, value in enumerate(row):
                         counters[i] += value
                     if len(buckets) > count + 1:
                         self._prune(buckets, step, count, now)
-                for i, value in enumerate(delta):
-                    totals[i] += value
-            self._dirty = True
+        self._pending.clear()
 
     @staticmethod
     def _prune(buckets, step, count, now):
@@ -92,6 +115,7 @@ class Traffic:
         now = int(self.clock())
         last = now - now % step
         with self._lock:
+            self._fold()
             buckets = self._series.get(TOTAL if domain is None else domain, {}).get(step, {})
             rows = [(start, list(buckets.get(start, _empty())))
                     for start in range(last - (count - 1) * step, last + step, step)]
@@ -101,11 +125,13 @@ class Traffic:
     def totals(self) -> dict:
         """Counters per label since this process started (Prometheus counters), TOTAL excluded."""
         with self._lock:
+            self._fold()
             return {label: dict(zip(COUNTERS, values))
                     for label, values in self._totals.items() if label != TOTAL}
 
     def domains(self) -> list:
         with self._lock:
+            self._fold()
             return sorted(label for label in self._series if label != TOTAL)
 
     # -- persistence ------------------------------------------------------------
@@ -127,6 +153,8 @@ class Traffic:
             for step_text, buckets in per_step.items():
                 if int(step_text) not in steps:
                     continue
+                if label not in (TOTAL, OTHER):
+                    self._labels.add(label)
                 self._series.setdefault(label, {})[int(step_text)] = {
                     int(start): [int(x) for x in values][: len(COUNTERS)]
                     for start, values in buckets.items() if len(values) == len(COUNTERS)}
@@ -136,6 +164,7 @@ class Traffic:
         with self._lock:
             if not (self._dirty or force):
                 return False
+            self._fold()
             now = int(self.clock())
             for per_step in self._series.values():
                 for step, count in RANGES.values():
