@@ -26,7 +26,7 @@ from contentnode.core.events import EventBus
 from contentnode.core.metrics import NodeMetrics
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.verify import new_secret
-from contentnode.fileio import DataDirLock, ensure_private_dir
+from contentnode.fileio import DataDirLock, ensure_private_dir, remove_stale_temps
 from contentnode.http.errors import forbidden
 from contentnode.http.request import Request
 from contentnode.http.router import AdminDispatcher, RouteTable
@@ -193,6 +193,8 @@ def serve(config) -> int:
     ensure_private_dir(config.data_dir)
     lock = DataDirLock(config.data_dir)
     lock.acquire()
+    if remove_stale_temps(config.data_dir):
+        log.info("removed temp files left by an interrupted write")
     app = App(config)
     app.load()
     admin = app.start_server("admin", config.admin_bind, config.admin_port, AdminDispatcher(app, app.routes))

@@ -41,6 +41,16 @@ def atomic_write(path: str, data: bytes, mode: int = 0o600) -> None:
     fsync_dir(folder)
 
 
+def remove_stale_temps(folder: str) -> int:
+    """Delete temp files a killed writer left behind (call only while holding the data dir lock)."""
+    removed = 0
+    for name in os.listdir(folder):
+        if name.startswith(".") and name.endswith(".tmp"):
+            os.unlink(os.path.join(folder, name))
+            removed += 1
+    return removed
+
+
 def ensure_private_dir(path: str) -> None:
     """Create `path` (and parents) and make it 0700: it holds keys and password hashes."""
     os.makedirs(path, mode=0o700, exist_ok=True)
