@@ -22,6 +22,10 @@ def _passphrase(args):
     return os.environ.get("CONTENTNODE_BACKUP_PASSPHRASE") or None
 
 
+def _article(kind):
+    return "an" if kind == "encrypted" else "a"
+
+
 def run(config, args) -> int:
     from contentnode.api.backup import make_export, restore_into
     from contentnode.daemon import App
@@ -41,7 +45,7 @@ def run(config, args) -> int:
             document = make_export(app, passphrase)
             atomic_write(os.path.abspath(args.file), json.dumps(document, indent=1).encode() + b"\n")
             app.audit.record("backup.export", detail={"kind": document["kind"], "offline": True})
-            print(f"wrote a {document['kind']} backup to {args.file}")
+            print(f"wrote {_article(document['kind'])} {document['kind']} backup to {args.file}")
             return 0
         try:
             with open(args.file, "rb") as f:
@@ -54,7 +58,8 @@ def run(config, args) -> int:
         except backup.BackupError as exc:
             print(f"contentnode: restore refused, nothing changed: {exc}", file=sys.stderr)
             return 1
-        print(f"restored a {detail['kind']} backup; the previous state is in {detail['pre_restore']}")
+        print(f"restored {_article(detail['kind'])} {detail['kind']} backup; "
+              f"the previous state is in {detail['pre_restore']}")
         return 0
     finally:
         lock.release()

@@ -104,9 +104,8 @@ def _documented():
     sections = {}
     for block in re.split(r"^### ", text, flags=re.M)[1:]:
         heading, _, body = block.partition("\n")
-        match = re.match(r"([A-Z]+) (\S+)", heading)
-        if match:
-            sections[(match[1], match[2].split("?")[0])] = body
+        for method, path in re.findall(r"\b(GET|POST|PUT|PATCH|DELETE) (/[^\s,?]*)", heading):
+            sections[(method, path)] = body
     return sections
 
 
