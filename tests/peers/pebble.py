@@ -93,14 +93,26 @@ class ChallTestSrv:
 
     def __init__(self, workdir, default_ipv4="127.0.0.1", default_ipv6=""):
         binary = _require("pebble-challtestsrv")
-        self.dns_port = free_port(udp_too=True)
-        self.management_port = free_port()
-        self.dns_address = f"127.0.0.1:{self.dns_port}"
-        self._process = _Process(workdir, f"challtestsrv-{self.dns_port}", [
-            binary, "-defaultIPv4", default_ipv4, "-defaultIPv6", default_ipv6,
-            "-dns01", self.dns_address, "-http01", "", "-https01", "", "-tlsalpn01", "",
-            "-management", f"127.0.0.1:{self.management_port}"])
-        _wait(self._answers_dns, "pebble-challtestsrv", self._process.proc, self._process.log_path)
+        for attempt in range(3):  # another test run may grab a port between probe and bind
+            self.dns_port = free_port(udp_too=True)
+            self.management_port = free_port()
+            self.dns_address = f"127.0.0.1:{self.dns_port}"
+            self._process = _Process(workdir, f"challtestsrv-{self.dns_port}", [
+                binary, "-defaultIPv4", default_ipv4, "-defaultIPv6", default_ipv6,
+                "-dns01", self.dns_address, "-http01", "", "-https01", "", "-tlsalpn01", "",
+                "-management", f"127.0.0.1:{self.management_port}"])
+            try:
+                _wait(self._ready, "pebble-challtestsrv", self._process.proc, self._process.log_path)
+                return
+            except RuntimeError:
+                self._process.stop()
+                if attempt == 2:
+                    raise
+
+    def _ready(self):
+        with socket.create_connection(("127.0.0.1", self.management_port), timeout=0.5):
+            pass
+        return self._answers_dns()
 
     def _answers_dns(self):
         query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x04test\x00\x00\x01\x00\x01"
