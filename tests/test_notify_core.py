@@ -74,11 +74,27 @@ def test_merge_rejects_bad_input(body, field):
 
 
 def test_format_message_names_node_and_hides_secrets():
-    subject, text = notify.format_message("cert_expiring", {"host": "a.example", "days": 3,
-                                                            "not_after": "2030-01-01T00:00:00Z",
-                                                            "private_key": "SECRET"}, "edge-1")
+    subject, text = notify.format_message("cert_expiring", {"host": "a.example", "days_left": 3,
+                                                            "expired": False, "private_key": "SECRET"}, "edge-1")
     assert subject == "[edge-1] Certificate for a.example expires in 3 days"
-    assert "2030-01-01T00:00:00Z" in text and "SECRET" not in text
+    assert "expires in 3 days. Check" in text and "expired: False" in text and "SECRET" not in text
+
+
+@pytest.mark.parametrize("event", sorted(notify.EVENTS))
+def test_every_event_the_daemon_emits_formats_without_gaps(event):
+    # the fields each emitter in the daemon passes (see the events.emit calls)
+    fields = {"cert_expiring": dict(host="h", days_left=3, expired=False),
+              "cert_renewal_failed": dict(host="h", error="e", attempts=2, retry_in_seconds=60),
+              "domain_check_failed": dict(host="h", step="fetch", detail="d"),
+              "bucket_check_failed": dict(id="b1", name="n", step="list", detail="d"),
+              "login_failures_burst": dict(key="ip:192.0.2.1", ip="192.0.2.1"),
+              "admin_login_new_address": dict(username="u", ip="192.0.2.1"),
+              "backup_restored": dict(kind="plain", created_at="t", by="u"),
+              "update_available": dict(current="1.0.0", latest="1.1.0", channel="stable", notes=""),
+              "user_created": dict(username="u", role="viewer", by="root"),
+              "user_deleted": dict(username="u", by="root")}[event]
+    subject, text = notify.format_message(event, fields, "n")
+    assert "?" not in subject and "?" not in text.split("\n\n")[0]
     subject, _ = notify.format_message("user_deleted", {}, "n")
     assert subject == "[n] User deleted: ?"
 
@@ -302,3 +318,8 @@ def test_test_message_reports_transport_answer():
         assert n.test("telegram") == (True, "sent (message_id 1)")
         cfg["telegram"]["chat_id"] = "9"
         assert n.test("telegram") == (False, "Telegram answered 400: Bad Request: chat not found")
+
+
+def test_every_bus_event_has_a_message_and_a_switch():
+    from contentnode.core import events
+    assert set(notify.EVENTS) == set(events.EVENTS) == set(notify.DEFAULT_CONFIG["events"])

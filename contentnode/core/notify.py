@@ -27,16 +27,18 @@ MAX_RECIPIENTS = 20
 
 # Event name -> (subject template, body template). Missing fields print as "?".
 EVENTS = {
-    "cert_expiring": ("Certificate for {host} expires in {days} days",
-                      "The certificate for {host} expires on {not_after}. Renew it or check automatic renewal."),
+    "cert_expiring": ("Certificate for {host} expires in {days_left} days",
+                      "The certificate for {host} expires in {days_left} days. "
+                      "Check automatic renewal or upload a new one."),
     "cert_renewal_failed": ("Certificate renewal failed for {host}",
-                            "Renewing the certificate for {host} failed: {error}"),
+                            "Renewing the certificate for {host} failed (attempt {attempts}, "
+                            "next try in {retry_in_seconds} s): {error}"),
     "domain_check_failed": ("Domain check failed for {host}",
-                            "The check of {host} failed: {detail}"),
+                            "The check of {host} failed at step {step}: {detail}"),
     "bucket_check_failed": ("Bucket check failed for {name}",
-                            "The check of bucket {name} ({id}) failed: {detail}"),
+                            "The check of bucket {name} ({id}) failed at step {step}: {detail}"),
     "login_failures_burst": ("Burst of failed logins",
-                             "{count} failed logins in a short time (address {ip}, user {username})."),
+                             "Logins were locked for {key} after repeated failures (last from {ip})."),
     "admin_login_new_address": ("Administrator login from a new address",
                                 "User {username} logged in from {ip}, an address not seen before for this user."),
     "backup_restored": ("Backup restored",
