@@ -282,9 +282,20 @@ class SeaweedS3:
             self.proxy.log.clear()
 
 
+_SHARED = {}
+
+
 @pytest.fixture(scope="session")
 def seaweed(tmp_path_factory):
-    """One SeaweedFS for the whole session (fails, never skips, when `weed` is missing)."""
-    server = SeaweedS3(str(tmp_path_factory.mktemp("seaweed"))).start()
+    """One SeaweedFS for the whole session (fails, never skips, when `weed` is missing).
+
+    Test modules import this fixture; pytest then makes one definition per
+    module, so the server itself is shared here and closed at the first teardown
+    (all session teardowns run at the end of the session).
+    """
+    server = _SHARED.get("server")
+    if server is None:
+        server = _SHARED["server"] = SeaweedS3(str(tmp_path_factory.mktemp("seaweed"))).start()
     yield server
-    server.close()
+    if _SHARED.pop("server", None) is not None:
+        server.close()
