@@ -144,3 +144,40 @@ def test_signing_keys_never_leave_the_state_file(site):
     for secret in secrets:
         assert all(secret.encode() not in blob for blob in exposed)
     assert '"action":"links.rotate"' in audit.replace(" ", "") and '"action":"link.create"' in audit.replace(" ", "")
+
+
+def test_scopes_of_buckets_rules_and_links(site):
+    """viewer reads, operator writes buckets, rules and links, only settings:write rotates keys."""
+    password = "a long enough passphrase 42"
+    clients = {}
+    for role in ("viewer", "operator"):
+        made = site.admin.post("/api/users", {"username": role, "password": password, "role": role})
+        assert made.status == 201, made.body
+        clients[role] = site.node.client()
+        assert clients[role].login(role, password).status == 200
+    made = site.admin.post("/api/users", {"username": "counter", "password": password, "role": "custom",
+                                          "scopes": ["metrics:read"]})
+    assert made.status == 201, made.body
+    counter = site.node.client()
+    assert counter.login("counter", password).status == 200
+    viewer, operator = clients["viewer"], clients["operator"]
+    link = {"url": f"http://{site.host}/private/doc.txt", "expires_in": 60}
+    bucket = site.seaweed.bucket_definition(site.bucket, name="scoped")
+
+    assert viewer.get("/api/buckets").status == 200 and viewer.get("/api/rules").status == 200
+    for path, body in (("/api/buckets", bucket), ("/api/rules", {"path": "/x"}), ("/api/links", link),
+                       ("/api/buckets/check", {"id": site.bucket_id}), ("/api/links/rotate", {})):
+        assert viewer.post(path, body).error_code == "forbidden"
+    assert viewer.delete(f"/api/buckets/{site.bucket_id}").error_code == "forbidden"
+    panel = viewer.get("/api/panel").json
+    assert "buckets" in panel and "rules" in panel
+
+    assert operator.post("/api/buckets", bucket).status == 201
+    assert operator.post("/api/links", link).status == 200
+    assert operator.post("/api/links/rotate", {}).error_code == "forbidden"
+    assert operator.get("/api/links/keys").error_code == "forbidden"
+
+    assert counter.get("/api/buckets").error_code == "forbidden"
+    assert counter.get("/api/rules").error_code == "forbidden"
+    panel = counter.get("/api/panel").json
+    assert "buckets" not in panel and "rules" not in panel
