@@ -2,12 +2,17 @@
 
 import calendar
 import hashlib
+import select
+import socket
+import ssl
+import threading
 import time
 import uuid
 
 import pytest
 
 from contentnode.core import netguard, s3
+from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 # --- AWS Signature Version 4 test suite (AKIDEXAMPLE, 2015-08-30T12:36:00Z, us-east-1, "service")
@@ -271,3 +276,90 @@ def test_probe_existing_missing_and_empty_objects(seaweed, bucket):
     assert missing["error"]["code"] == "no_such_key"
     empty = s3.probe_object(client, "empty.txt")
     assert empty["ok"] and empty["size"] == 0 and empty["first_bytes"] == ""
+
+
+# --- https endpoints: a TLS front (certificate from a test CA) before the same SeaweedFS
+
+
+class TlsFront:
+    """Terminates TLS on a loopback port and relays the bytes to an upstream port."""
+
+    def __init__(self, upstream_port: int, workdir):
+        ca, ca_key = make_ca()
+        leaf, leaf_key = make_leaf(["localhost"], ca, ca_key, ips=["127.0.0.1"])
+        (workdir / "leaf.pem").write_text(cert_pem(leaf))
+        (workdir / "leaf.key").write_text(key_pem(leaf_key))
+        self.ca_pem = cert_pem(ca)
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(workdir / "leaf.pem", workdir / "leaf.key")
+        self.upstream_port = upstream_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                raw, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(raw,), daemon=True).start()
+
+    def _relay(self, raw):
+        raw.settimeout(10)
+        try:
+            client = self.context.wrap_socket(raw, server_side=True)
+        except (ssl.SSLError, OSError):
+            raw.close()
+            return
+        upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=10)
+        try:
+            while True:
+                ready = [client] if client.pending() else select.select([client, upstream], [], [], 10)[0]
+                if not ready:
+                    return
+                for sock in ready:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    (upstream if sock is client else client).sendall(data)
+        except OSError:
+            return
+        finally:
+            client.close()
+            upstream.close()
+
+    def close(self):
+        self.listener.close()
+
+
+@pytest.fixture(scope="module")
+def tls_front(seaweed, tmp_path_factory):
+    front = TlsFront(seaweed.ports["s3"], tmp_path_factory.mktemp("tls"))
+    yield front
+    front.close()
+
+
+def test_https_endpoint_with_a_trusted_certificate(seaweed, bucket, tls_front):
+    client = _client(seaweed, bucket, endpoint=f"https://localhost:{tls_front.port}")
+    client.ssl_context = ssl.create_default_context(cadata=tls_front.ca_pem)
+    report = s3.check_bucket(client)
+    assert report["ok"] is True, report
+    assert "TLS" in report["steps"][1]["detail"] and "verified" in report["steps"][1]["detail"]
+    assert s3.probe_object(client, "docs/hello.txt")["first_bytes"] == "aGVsbG8gd29ybGQ="
+
+
+def test_https_endpoint_with_an_untrusted_certificate_names_tls(seaweed, bucket, tls_front):
+    report = s3.check_bucket(_client(seaweed, bucket, endpoint=f"https://localhost:{tls_front.port}"))
+    assert report["ok"] is False
+    last = report["steps"][-1]
+    assert (last["name"], last["code"]) == ("connect", "tls") and "not trusted" in last["detail"]
+
+
+def test_a_silent_server_is_a_timeout(seaweed, bucket):
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (backlog), never answers
+        client = _client(seaweed, bucket, endpoint=f"http://127.0.0.1:{silent.getsockname()[1]}")
+        client.timeout = 0.5
+        report = s3.check_bucket(client)
+    assert report["ok"] is False
+    assert (report["steps"][-1]["name"], report["steps"][-1]["code"]) == ("authenticate", "timeout")
