@@ -151,9 +151,9 @@ class App:
 
     def on_request(self, port_name, handler, response, seconds) -> None:
         self.metrics.observe_request(port_name, handler.command, response.status, seconds)
-        log.info('%s %s "%s %s" %d %d %.1fms', port_name, handler.client_address[0], handler.command,
-                 handler.path.split("?", 1)[0][:300], response.status, getattr(handler, "bytes_sent", 0),
-                 seconds * 1000)
+        if access_log.isEnabledFor(logging.INFO):
+            write_access_line(port_name, handler.client_address[0], handler.command, handler.path,
+                              response.status, getattr(handler, "bytes_sent", 0), seconds)
 
     def start_server(self, name: str, bind: str, port: int, dispatcher, tls_context=None) -> Server:
         server = Server((bind, port), self.make_dispatch(name, dispatcher, "https" if tls_context else "http"),
@@ -183,9 +183,31 @@ class App:
         self.sessions.flush()
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
+access_log = logging.getLogger("contentnode.access")
+_stamp = [0, ""]
+
+
+def write_access_line(port, client, method, target, status, size, seconds) -> None:
+    """One line per request, in the logging format but without its per-record cost.
+
+    The query string is left out (it may carry signatures); control characters are escaped.
+    """
+    now = int(time.time())
+    if _stamp[0] != now:
+        _stamp[1] = time.strftime(LOG_DATE_FORMAT, time.localtime(now))
+        _stamp[0] = now
+    path = target.split("?", 1)[0][:300]
+    if not path.isprintable():
+        path = path.encode("unicode_escape").decode("ascii")
+    sys.stderr.write(f'{_stamp[1]} INFO contentnode.access: {port} {client} "{method} {path}" '
+                     f"{status} {size} {seconds * 1000:.1f}ms\n")
+
+
 def setup_logging(level: str) -> None:
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper()),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        format=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
 
 
 def serve(config) -> int:

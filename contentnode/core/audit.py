@@ -15,14 +15,16 @@ import threading
 from contentnode import clock
 
 GENESIS = "0" * 64
-_SECRET_KEY = re.compile(r"pass|secret|token|private|key_pem|hash|recovery|otp|cookie|authorization",
-                         re.IGNORECASE)
+# Member names that hold secrets: passwords and passphrases, secrets and secret keys, tokens,
+# hashes, private keys, recovery codes, TOTP material, cookies. "password_min_length" is not one.
+SECRET_KEY = re.compile(r"secret|passw(or)?d$|passphrase|token$|(^|_)hash$|key_pem|private_key|recovery|totp|"
+                        r"cookie|authorization", re.IGNORECASE)
 
 
 def scrub(value):
     """Drop members whose name says they hold a secret, at any depth."""
     if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items() if not _SECRET_KEY.search(str(k))}
+        return {k: scrub(v) for k, v in value.items() if not SECRET_KEY.search(str(k))}
     if isinstance(value, list):
         return [scrub(v) for v in value]
     return value

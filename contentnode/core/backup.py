@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from contentnode import clock, store
-from contentnode.core.audit import _SECRET_KEY
+from contentnode.core.audit import SECRET_KEY
 from contentnode.fileio import atomic_write, ensure_private_dir
 
 FORMAT = "contentnode-backup"
@@ -61,7 +61,7 @@ def _scrub(value, path, omitted):
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            if _SECRET_KEY.search(str(key)) and item not in (None, "", [], {}):
+            if SECRET_KEY.search(str(key)) and item not in (None, "", [], {}):
                 omitted.append(path + [key])
             else:
                 out[key] = _scrub(item, path + [key], omitted)

@@ -51,13 +51,20 @@ class RouteTable:
         self._patterned = {}
         for route in self.routes:
             if _PARAM.search(route.pattern):
+                if _PARAM.search("/".join(route.pattern.strip("/").split("/")[:2])):
+                    raise ValueError(f"{route.pattern}: the first two segments must be literal")
                 segments = route.pattern.strip("/").split("/")
-                self._patterned.setdefault(len(segments), []).append((segments, route))
+                self._patterned.setdefault(self._key(segments), []).append((segments, route))
             else:
                 self._static.setdefault(route.pattern, {})
                 if route.method in self._static[route.pattern]:
                     raise ValueError(f"duplicate route {route.method} {route.pattern}")
                 self._static[route.pattern][route.method] = route
+
+    @staticmethod
+    def _key(segments) -> tuple:
+        """Patterned rows are indexed by segment count and their first two (literal) segments."""
+        return len(segments), segments[0], segments[1] if len(segments) > 1 else ""
 
     def match(self, method: str, raw_path: str):
         """(route, params) for the request, or raise 404 / 405 with Allow."""
@@ -66,7 +73,7 @@ class RouteTable:
         if methods is None:
             methods = {}
             segments = raw_path.strip("/").split("/")
-            for pattern, route in self._patterned.get(len(segments), ()):
+            for pattern, route in self._patterned.get(self._key(segments), ()):
                 found = _match_segments(pattern, segments)
                 if found is not None and route.method not in methods:
                     methods[route.method] = (route, found)

@@ -16,6 +16,7 @@ automatic `100 Continue`. This module keeps its parser and fixes the rest:
 import email.utils
 import logging
 import os
+import re
 import socket
 import ssl
 import threading
@@ -74,6 +75,46 @@ def check_header(name: str, value: str) -> None:
     """Refuse header injection: no CR, LF or NUL in names or values."""
     if any(c in name for c in "\r\n\0:") or any(c in value for c in "\r\n\0"):
         raise ValueError(f"unsafe header {name!r}")
+
+
+MAX_HEADERS = 100
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+class Headers(dict):
+    """Request headers by lower-case name; a repeated header is joined as RFC 9110 allows."""
+
+    def get(self, name, default=None):
+        return dict.get(self, name.lower(), default)
+
+    def __getitem__(self, name):
+        return dict.__getitem__(self, name.lower())
+
+    def __contains__(self, name):
+        return dict.__contains__(self, name.lower())
+
+    def add(self, name: str, value: str) -> bool:
+        """Add one header line; False when a repeat is not allowed (Host, differing Content-Length)."""
+        if not dict.__contains__(self, name):
+            dict.__setitem__(self, name, value)
+            return True
+        if name == "host" or name == "content-length":
+            return name == "content-length" and dict.__getitem__(self, name) == value
+        joiner = "; " if name == "cookie" else ", "
+        dict.__setitem__(self, name, dict.__getitem__(self, name) + joiner + value)
+        return True
+
+
+_date = [0, ""]
+
+
+def http_date() -> str:
+    """The Date header, formatted once a second rather than once a request."""
+    now = int(time.time())
+    if _date[0] != now:
+        _date[1] = email.utils.formatdate(now, usegmt=True)
+        _date[0] = now
+    return _date[1]
 
 
 class RequestHandler(BaseHTTPRequestHandler):
@@ -141,6 +182,50 @@ class RequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
         finally:
             server.watchdog.disarm(self.connection)
+
+    def parse_request(self):
+        """Request line and headers, strictly: http.server's email-based parser is slow and lenient.
+
+        Obsolete line folding, malformed names, duplicate Host and conflicting
+        Content-Length are refused (request smuggling defence).
+        """
+        self.command, self.request_version = None, "HTTP/1.1"
+        self.close_connection = True
+        self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        words = self.requestline.split(" ")
+        if len(words) != 3 or not _TOKEN.fullmatch(words[0]) or not words[1].startswith("/"):
+            self.send_error(400, "malformed request line")
+            return False
+        self.command, self.path, version = words
+        if version not in ("HTTP/1.1", "HTTP/1.0"):
+            self.send_error(505 if version.startswith("HTTP/") else 400)
+            return False
+        self.request_version = version
+        headers = Headers()
+        for _ in range(MAX_HEADERS + 1):
+            line = self.rfile.readline(65537)
+            if len(line) > 65536:
+                self.send_error(431)
+                return False
+            if line in (b"\r\n", b"\n"):
+                break
+            if not line:
+                return False
+            name, colon, value = line.partition(b":")
+            if not colon or not _TOKEN.fullmatch(name.decode("latin-1")):
+                self.send_error(400, "malformed header line")
+                return False
+            if not headers.add(name.decode("ascii").lower(), value.strip().decode("latin-1")):
+                self.send_error(400, "conflicting repeated header")
+                return False
+        else:
+            self.send_error(431, "too many headers")
+            return False
+        self.headers = headers
+        connection = headers.get("connection", "").lower()
+        self.close_connection = ("close" in connection if version == "HTTP/1.1"
+                                 else "keep-alive" not in connection)
+        return True
 
     def handle_expect_100(self):
         """Never continue automatically: the router sends it after its checks pass."""
@@ -282,7 +367,7 @@ class Server(ThreadingHTTPServer):
         status = response.status
         lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
                  "Server: contentnode",
-                 f"Date: {email.utils.formatdate(usegmt=True)}"]
+                 f"Date: {http_date()}"]
         for name, value in response.headers:
             check_header(name, str(value))
             lines.append(f"{name}: {value}")
