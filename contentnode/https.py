@@ -108,10 +108,20 @@ def upgrade_hook(req):
     return json_response({"redirect": location}, 301, {"Location": location})
 
 
+_runtime_lock = threading.Lock()
+
+
+def runtime(app) -> TlsRuntime:
+    """The app's TlsRuntime (app.tls), made on first use whichever starter asks first."""
+    with _runtime_lock:
+        if getattr(app, "tls", None) is None:
+            app.tls = TlsRuntime(app)
+        return app.tls
+
+
 @on_start
 def _start(app):
-    app.tls = TlsRuntime(app)
-    wanted = app.tls.https_settings()
+    wanted = runtime(app).https_settings()
     if wanted["enabled"]:
         try:
             app.tls.start_listener(wanted["port"])

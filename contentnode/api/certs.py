@@ -22,6 +22,7 @@ from contentnode.daemon import on_start
 from contentnode.http.errors import ApiError, conflict, invalid, not_found
 from contentnode.http.response import json_response
 from contentnode.http.router import Route
+from contentnode.https import runtime
 
 log = logging.getLogger("contentnode.certs")
 
@@ -136,6 +137,7 @@ def _renew(app, host):
 
 @on_start
 def _start_renewal(app):
+    runtime(app)  # the renewal thread needs app.tls, whichever starter runs first
     renewer = Renewer(functools.partial(_certificates, app), functools.partial(_renew, app), app.events.emit)
 
     def run():
