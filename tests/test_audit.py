@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tests.accounts import PASSWORD, audit_lines, code, create_user, enrol, logged_in, mid_step_offset
+from tests.accounts import PASSWORD, audit_lines, create_user, enrol, logged_in, mid_step_offset
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 
 
