@@ -133,7 +133,6 @@ def create_bucket(req):
     body = v.require_object(req.body)
     v.only(body, FIELDS)
     record = _fields(body, partial=False)
-    record.setdefault("path_style", False)
     _check_record(record)
     stamp = rfc3339(now())
     record = {"id": secrets.token_hex(6), **record, "created_at": stamp, "updated_at": stamp,
@@ -193,7 +192,6 @@ def _target(req, allowed: set) -> tuple[str | None, dict]:
     definition = {k: val for k, val in body.items() if k in FIELDS}
     if bucket_id is None:
         record = _fields(dict(definition, name=definition.get("name", "unsaved")), partial=False)
-        record.setdefault("path_style", False)
     else:
         record = dict(existing(req.app.store.data, bucket_id))
         record.update(_fields(definition, partial=True))

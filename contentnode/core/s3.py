@@ -217,7 +217,7 @@ def error_from_response(status: int, headers: dict, body: bytes, what: str) -> S
     if region:
         meaning += f" (the bucket's region is {region})"
     message = f"{meaning}: {s3_code} {detail}".strip() if s3_code else meaning
-    return S3Error(code, message.rstrip(": "), status, s3_code)
+    return S3Error(code, message, status, s3_code)
 
 
 def _transport_error(exc: BaseException, timeout: float) -> S3Error:
@@ -233,11 +233,13 @@ def _transport_error(exc: BaseException, timeout: float) -> S3Error:
 
 
 class ObjectStream:
-    """A streamed GET answer: read it in chunks, then close (or use `with`)."""
+    """A streamed GET answer: read it in chunks, then close (or use `with`).
 
-    def __init__(self, conn, response, info: ObjectInfo, deadline: float, max_bytes: int):
+    The client's timeout bounds the whole GET, headers to last byte."""
+
+    def __init__(self, conn, response, info: ObjectInfo, deadline: float, max_bytes: int, timeout: float):
         self._conn, self._response, self.info = conn, response, info
-        self._deadline, self._left = deadline, max_bytes
+        self._deadline, self._left, self._timeout = deadline, max_bytes, timeout
 
     def read(self, size: int = 65536) -> bytes:
         if time.monotonic() > self._deadline:
@@ -245,7 +247,7 @@ class ObjectStream:
         try:
             chunk = self._response.read(size)
         except (OSError, http.client.HTTPException) as exc:
-            raise _transport_error(exc, 0) from None
+            raise _transport_error(exc, self._timeout) from None
         self._left -= len(chunk)
         if self._left < 0:
             raise S3Error("too_large", "the object is larger than the cap")
@@ -362,7 +364,8 @@ class S3Client:
         if length.isdigit() and int(length) > max_bytes:
             conn.close()
             raise S3Error("too_large", f"the object's {length} bytes exceed the {max_bytes} byte cap")
-        return ObjectStream(conn, response, _object_info(response.status, headers), deadline, max_bytes)
+        return ObjectStream(conn, response, _object_info(response.status, headers), deadline, max_bytes,
+                            self.timeout)
 
     def list_objects(self, prefix: str = "", max_keys: int = 1000, token: str | None = None,
                      conn=None) -> ListPage:
