@@ -53,7 +53,8 @@ class Node:
         if os.path.exists(self.ready_file):
             os.unlink(self.ready_file)
         env = dict(os.environ, PYTHONPATH=ROOT, CONTENTNODE_TEST_CLOCK_FILE=self.clock_file,
-                   CONTENTNODE_READY_FILE=self.ready_file, **self.extra_env)
+                   CONTENTNODE_READY_FILE=self.ready_file)
+        env.update(self.extra_env)
         cmd = [sys.executable, "-m", "contentnode", "serve", "--data-dir", self.data_dir,
                "--admin-port", "0", "--public-port", "0", "--public-bind", "127.0.0.1", *self.args]
         self._log = open(self.log_path, "ab")

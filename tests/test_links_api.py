@@ -131,6 +131,17 @@ def test_rotation_defaults_and_validation(site):
         assert site.admin.post("/api/links/rotate", bad).status == 400
 
 
+def test_grace_default_comes_from_settings_and_panel_lists_keys(site):
+    assert site.admin.put("/api/settings", {"link_grace_seconds": 600}).status == 200
+    site.admin.post("/api/links/rotate")
+    second = site.admin.post("/api/links/rotate").json
+    until = parse_rfc3339(second["previous_valid_until"])
+    assert abs(until - parse_rfc3339(second["keys"][-1]["created_at"]) - 600) <= 1
+    panel = site.admin.get("/api/panel").json["links"]
+    assert [k["kid"] for k in panel["keys"]] == [k["kid"] for k in second["keys"]]
+    assert all(set(k) == {"kid", "current", "created_at", "retires_at"} for k in panel["keys"])
+
+
 def test_signing_keys_never_leave_the_state_file(site):
     sign(site, "/private/doc.txt")
     site.admin.post("/api/links/rotate", {})

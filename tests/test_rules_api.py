@@ -138,3 +138,26 @@ def test_longest_rule_wins_on_the_public_port(tmp_path, seaweed):
         assert site.get("/assets/big/page.txt").status == 404  # a disabled rule never falls back
     finally:
         site.close()
+
+
+def test_images_need_the_pillow_extra(tmp_path, seaweed):
+    """On a node where Pillow cannot be imported, enabling images is a 400 naming the extra."""
+    blocker = tmp_path / "no-pillow" / "PIL"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text('raise ImportError("Pillow hidden for this test")\n')
+    from tests.node import ROOT, Node
+    node = Node(str(tmp_path), env={"PYTHONPATH": f"{blocker.parent}:{ROOT}"}).start()
+    try:
+        admin = node.client()
+        assert admin.post("/api/setup", {"username": "admin", "password": "correct horse battery staple"}).status == 201
+        assert admin.post("/api/domains", {"host": DOMAIN}).status == 201
+        bucket = admin.post("/api/buckets", seaweed.bucket_definition("rules-bucket")).json["id"]
+        refused = admin.post("/api/rules", {"domain": DOMAIN, "path": "/img", "bucket": bucket, "images": True})
+        assert refused.status == 400 and refused.json["error"]["field"] == "images"
+        assert "contentnode[images]" in refused.json["error"]["message"]
+        assert admin.get("/api/rules").json == {"rules": []}
+        plain = admin.post("/api/rules", {"domain": DOMAIN, "path": "/img", "bucket": bucket})
+        assert plain.status == 201
+        assert admin.put(f"/api/rules/{plain.json['id']}", {"images": True}).status == 400
+    finally:
+        node.kill()

@@ -10,7 +10,9 @@ from urllib.parse import unquote, urlsplit
 
 from contentnode.api import validate as v
 from contentnode.clock import now, rfc3339
+from contentnode.api.panel import panel_section
 from contentnode.core import rules, signing
+from contentnode.core.settings import effective
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.http.errors import invalid
 from contentnode.http.router import Route
@@ -75,7 +77,8 @@ def create_link(req):
 def rotate_key(req):
     body = v.require_object(req.body if req.body is not None else {})
     v.only(body, {"grace_seconds"})
-    grace = v.integer(body, "grace_seconds", 0, signing.MAX_GRACE, default=signing.DEFAULT_GRACE)
+    grace = v.integer(body, "grace_seconds", 0, signing.MAX_GRACE,
+                      default=effective(req.app.store.data)["link_grace_seconds"])
     stamp = now()
     with req.app.store.transaction() as doc:
         doc["links"], kid, previous = signing.rotate(doc["links"], stamp, grace)
@@ -93,6 +96,12 @@ def _keys(ring: dict, stamp: float) -> list:
 
 
 def list_keys(req):
+    return {"keys": _keys(req.app.store.data["links"], now())}
+
+
+@panel_section("links", "settings:write")
+def _panel_links(req):
+    """Signing key ids and their rotation times, never the keys."""
     return {"keys": _keys(req.app.store.data["links"], now())}
 
 

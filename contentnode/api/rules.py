@@ -10,7 +10,7 @@ import secrets
 from contentnode.api import validate as v
 from contentnode.api.panel import panel_section
 from contentnode.clock import now, rfc3339
-from contentnode.core import rules
+from contentnode.core import images, rules
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
@@ -62,6 +62,8 @@ def _fields(body: dict, doc: dict, partial: bool) -> dict:
     for flag in ("signed", "images", "enabled"):
         if flag in body:
             out[flag] = v.boolean(body, flag, required=True)
+    if out.get("images") and not images.available():
+        raise invalid(f"images on the fly need Pillow: install the {images.EXTRA} extra", "images")
     return out
 
 

@@ -8,7 +8,7 @@ any pixel is decoded, so decompression bombs never expand) and the output at
 most 4096 pixels a side.
 """
 
-import importlib.util
+import importlib
 import io
 from dataclasses import dataclass
 
@@ -44,8 +44,12 @@ class Variant:
 
 
 def available() -> bool:
-    """Pillow is installed (the images extra)."""
-    return importlib.util.find_spec("PIL") is not None
+    """Pillow is installed and importable (the images extra)."""
+    try:
+        importlib.import_module("PIL.Image")
+    except ImportError:
+        return False
+    return True
 
 
 def _int_param(query, name, low, high):
