@@ -32,6 +32,11 @@ def register_section(name: str, default_factory) -> None:
     _SECTIONS.setdefault(name, default_factory)
 
 
+def section_defaults() -> dict:
+    """{name: default value} of every registered section, fresh copies."""
+    return {name: factory() for name, factory in _SECTIONS.items()}
+
+
 def migrate(doc: dict, path: str) -> dict:
     version = doc.get("schema")
     if not isinstance(version, int):

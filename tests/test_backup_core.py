@@ -22,7 +22,7 @@ def node_doc():
         "notifications": {"telegram": {"bot_token": "1:TOKEN", "chat_id": "42"}, "email": {"password": None}},
         "node": {"id": "n1", "secret": "NODESECRET"},
         "sessions": {"s": {"token_hash": "x"}},
-        "rules": [{"id": "r1", "domain": "a.example", "path": "/"}],
+        "rules": {"r1": {"id": "r1", "domain": "a.example", "path": "/"}},
     }
 
 
@@ -34,7 +34,7 @@ def test_plain_export_has_no_secret_and_lists_omissions():
     assert exported["kind"] == "plain" and exported["node"] == "edge-1" and "sessions" not in exported["data"]
     assert ["buckets", "b1", "secret_key"] in exported["secrets_omitted"]
     assert exported["data"]["buckets"]["b1"]["access_key"] == "AK"
-    assert exported["data"]["rules"][0]["domain"] == "a.example"
+    assert exported["data"]["rules"]["r1"]["domain"] == "a.example"
     assert exported["data"]["notifications"]["email"] == {"password": None}  # nothing secret in a null
 
 

@@ -54,6 +54,7 @@ def setup(req):
             raise conflict("setup_done", "the first administrator already exists; log in instead")
         user = new_user(username, password_hash, "admin")
         user["last_login_at"] = clock.now()
+        user["known_addresses"] = [req.client_ip]
         doc["users"][user["id"]] = user
     req.user = user
     req.audit("setup", target=username)

@@ -196,8 +196,7 @@ def _check_document(data, schema):
         doc = store.migrate(doc, "backup")
     except (store.StoreError, KeyError, TypeError, ValueError) as exc:
         raise BackupError(f"the backup cannot be migrated: {exc}") from None
-    for name, factory in store._SECTIONS.items():
-        default = factory()
+    for name, default in store.section_defaults().items():
         doc.setdefault(name, default)
         if type(doc[name]) is not type(default):
             raise BackupError(f"section {name!r} of the backup has the wrong type")
