@@ -23,6 +23,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
@@ -72,6 +73,24 @@ def bench_startup(workdir: str, starts: int) -> dict:
 
 
 # --- HTTP throughput ----------------------------------------------------------------------
+
+def _parallel_logins(daemon: Daemon, rounds: int, at_once: int) -> int:
+    """`rounds` bursts of `at_once` simultaneous good logins; returns how many answered 200."""
+    ok = []
+
+    def one():
+        status, _, _ = http_request(daemon.admin_port, "POST", "/api/login",
+                                    {"username": "admin", "password": daemon.password}, timeout=60)
+        ok.append(status == 200)
+
+    for _ in range(rounds):
+        threads = [threading.Thread(target=one) for _ in range(at_once)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+    return sum(ok)
+
 
 def bench_http(workdir: str, args) -> dict:
     quiet = Daemon(os.path.join(workdir, "daemon"), log_level="warning")
@@ -150,10 +169,13 @@ def bench_http(workdir: str, args) -> dict:
             "bare": rss_kib(bare.pid, "VmHWM")}
     threads = {"daemon": rss_kib(quiet.pid, "Threads")}
     log_bytes = loud.log_size() - log_before
+    # Memory after logins: each argon2id hash allocates hash_memory_kib (19 MiB by default).
+    logins = _parallel_logins(quiet, rounds=3, at_once=8)
+    after_logins = rss_kib(quiet.pid)
     for proc in (bare, quiet, loud):
         proc.stop()
     return {"results": results, "idle_rss_kib": idle, "after_setup_rss_kib": after_setup,
-            "after_load_rss_kib": after_load, "peak_rss_kib": peak, "threads_after_load": threads,
+            "after_load_rss_kib": after_load, "after_logins_rss_kib": after_logins, "logins": logins, "peak_rss_kib": peak, "threads_after_load": threads,
             "info_log_bytes": log_bytes, "healthz_body": healthz_body.decode(), "me_body_bytes": len(me_body)}
 
 
@@ -297,6 +319,8 @@ def report(args, startup, http, store, load_before, load_after) -> list:
         line("  after /api/setup (one argon2id hash)", f"{mb(http['after_setup_rss_kib']['daemon']):.1f} MB")
         line("  after the load runs / peak (VmHWM)",
              f"{mb(http['after_load_rss_kib']['daemon']):.1f}/{mb(http['peak_rss_kib']['daemon']):.1f} MB")
+        line(f"  after {http['logins']} more logins (8 at once, 3 rounds)",
+             f"{mb(http['after_logins_rss_kib']):.1f} MB")
         line("  the bare server idle, for scale", f"{mb(http['idle_rss_kib']['bare']):.1f} MB")
     if startup:
         med = startup["median_s"]

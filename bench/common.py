@@ -35,12 +35,15 @@ HOST = "127.0.0.1"
 
 _PROCESSES = []   # every Popen started here, ended by cleanup()
 _TEMP_DIRS = []
+_OWNER = os.getpid()  # forked load workers inherit the lists; only this process cleans up
 
 
 # --- house-keeping ---------------------------------------------------------------
 
 def cleanup() -> None:
     """End every process started here (SIGTERM, then SIGKILL) and remove temp dirs."""
+    if os.getpid() != _OWNER:
+        return
     while _PROCESSES:
         proc = _PROCESSES.pop()
         if proc.poll() is None:
@@ -185,6 +188,7 @@ class Daemon:
         self.proc = None
         self.admin_port = self.public_port = None
         self.cookie = None
+        self.password = None
 
     def _env(self) -> dict:
         env = dict(os.environ, PYTHONPATH=ROOT, CONTENTNODE_READY_FILE=self.ready_file, **self.extra_env)
@@ -262,6 +266,7 @@ class Daemon:
         if status != 201:
             raise RuntimeError(f"/api/setup answered {status}: {body[:300]!r}")
         self.cookie = headers["set-cookie"].split(";", 1)[0]
+        self.password = password
         return self.cookie
 
 
@@ -397,6 +402,8 @@ def wrk_load(port: int, path: str, connections: int, duration: float, headers: d
 
 def _load_worker(port: int, request: bytes, connections: int, duration: float) -> tuple:
     """One process: `connections` keep-alive sockets in a selector loop until the deadline."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     sel = selectors.DefaultSelector()
     latencies, errors = [], 0
     start = time.monotonic()
