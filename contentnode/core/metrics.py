@@ -5,6 +5,7 @@ at scrape time. Label sets must be bounded by their callers (methods, status
 codes, a capped list of domains).
 """
 
+import bisect
 import os
 import threading
 
@@ -62,9 +63,7 @@ class Histogram:
             series = self._series.get(labels)
             if series is None:
                 series = self._series[labels] = [0] * len(self.buckets) + [0.0, 0]
-            for i, bound in enumerate(self.buckets):
-                if value <= bound:
-                    series[i] += 1
+            series[bisect.bisect_left(self.buckets, value)] += 1  # cumulated at scrape time
             series[-2] += value
             series[-1] += 1
 
@@ -73,9 +72,11 @@ class Histogram:
             items = sorted((k, list(v)) for k, v in self._series.items())
         out = []
         for labels, series in items:
+            cumulated = 0
             for bound, count in zip(self.buckets, series):
+                cumulated += count
                 le = f'le="{_number(bound)}"'
-                out.append((self.name + "_bucket", _labels(self.labelnames, labels, [le]), count))
+                out.append((self.name + "_bucket", _labels(self.labelnames, labels, [le]), cumulated))
             out.append((self.name + "_sum", _labels(self.labelnames, labels), series[-2]))
             out.append((self.name + "_count", _labels(self.labelnames, labels), series[-1]))
         return out

@@ -20,7 +20,7 @@ class Request:
         raw_path, _, self.raw_query = self.target.partition("?")
         self.raw_path = raw_path
         self.path = unquote(raw_path, errors="replace") if "%" in raw_path else raw_path
-        self.query_list = parse_qsl(self.raw_query, keep_blank_values=True)
+        self.query_list = parse_qsl(self.raw_query, keep_blank_values=True) if self.raw_query else []
         self.query = {}
         for key, value in self.query_list:
             self.query.setdefault(key, value)

@@ -130,9 +130,7 @@ class AdminDispatcher:
         except Exception:
             log.exception("handler failed: %s %s", req.method, req.raw_path)
             response = json_response({"error": {"code": "internal", "message": "internal error"}}, 500)
-        for name, value in SECURITY_HEADERS:
-            if response.header(name) is None:
-                response.headers.append((name, value))
+        response.headers.extend(SECURITY_HEADERS)
         return response
 
     def _check_and_run(self, req) -> None:
