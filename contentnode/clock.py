@@ -8,7 +8,7 @@ added to the real time. Production never sets it.
 
 import os
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 
 _CLOCK_FILE = os.environ.get("CONTENTNODE_TEST_CLOCK_FILE")
 
@@ -33,7 +33,7 @@ def rfc3339(ts: float | None) -> str | None:
     """RFC 3339 UTC with a Z suffix and whole seconds, or None."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def parse_rfc3339(text: str) -> float:

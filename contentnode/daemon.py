@@ -18,7 +18,7 @@ from contentnode import __version__, clock
 from contentnode.api import all_routes
 from contentnode.auth import policy as _policy_sections  # noqa: F401 (registers sections)
 from contentnode.auth import scopes
-from contentnode.auth.passwords import PasswordHasher
+from contentnode.auth.passwords import PasswordHasher, return_hash_memory_to_os
 from contentnode.auth.ratelimit import FailureLimiter
 from contentnode.auth.sessions import SessionManager
 from contentnode.core.audit import AuditLog
@@ -212,6 +212,7 @@ def setup_logging(level: str) -> None:
 
 def serve(config) -> int:
     setup_logging(config.log_level)
+    return_hash_memory_to_os()
     ensure_private_dir(config.data_dir)
     lock = DataDirLock(config.data_dir)
     lock.acquire()

@@ -10,6 +10,7 @@ disk as they were. Append-heavy data (audit, traffic, cache) lives elsewhere.
 import json
 import os
 import threading
+from collections.abc import MutableMapping
 from contextlib import contextmanager
 
 from contentnode.fileio import atomic_write
@@ -51,15 +52,63 @@ def migrate(doc: dict, path: str) -> dict:
     return doc
 
 
-def _encode(doc: dict) -> bytes:
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+def _encode(value) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _join(encoded: dict) -> bytes:
+    """The document's bytes from its sections' encodings, in order."""
+    return b"{" + b",".join(_encode(name) + b":" + data for name, data in encoded.items()) + b"}"
+
+
+class Transaction(MutableMapping):
+    """A private, copy-on-access view of the document for one transaction.
+
+    A section is decoded from its cached encoding the first time it is read
+    or replaced here, so a write costs the sections it touches, not the whole
+    document; untouched sections keep their bytes and their snapshot objects.
+    """
+
+    def __init__(self, snapshot: dict, encoded: dict):
+        self._snapshot = snapshot
+        self._encoded = encoded
+        self.copies = {}      # name -> this transaction's own value
+        self.deleted = set()
+
+    def __getitem__(self, name):
+        if name in self.copies:
+            return self.copies[name]
+        if name in self.deleted or name not in self._snapshot:
+            raise KeyError(name)
+        value = self.copies[name] = json.loads(self._encoded[name])
+        return value
+
+    def __setitem__(self, name, value):
+        self.deleted.discard(name)
+        self.copies[name] = value
+
+    def __delitem__(self, name):
+        if name not in self:
+            raise KeyError(name)
+        self.copies.pop(name, None)
+        self.deleted.add(name)
+
+    def __contains__(self, name):
+        return name in self.copies or (name in self._snapshot and name not in self.deleted)
+
+    def __iter__(self):
+        names = [n for n in self._snapshot if n not in self.deleted]
+        return iter(names + [n for n in self.copies if n not in self._snapshot])
+
+    def __len__(self):
+        return sum(1 for _ in self)
 
 
 class Store:
     def __init__(self, data_dir: str):
         self.path = os.path.join(data_dir, STATE_FILE)
         self._lock = threading.RLock()
-        self._raw = b""
+        self._encoded = {}  # section name -> its JSON bytes, as on disk
         self._data = {}
 
     def load(self) -> None:
@@ -84,10 +133,10 @@ class Store:
             doc = migrate(doc, self.path)
         for name, factory in _SECTIONS.items():
             doc.setdefault(name, factory())
-        self._raw = _encode(doc)
+        self._encoded = {name: _encode(value) for name, value in doc.items()}
         self._data = doc
         if raw is None:
-            atomic_write(self.path, self._raw)
+            atomic_write(self.path, _join(self._encoded))
 
     @property
     def data(self) -> dict:
@@ -96,12 +145,18 @@ class Store:
 
     @contextmanager
     def transaction(self):
-        """A private copy to mutate; written durably on a clean exit, discarded otherwise."""
+        """A private view to mutate; written durably on a clean exit, discarded otherwise."""
         with self._lock:
-            doc = json.loads(self._raw)
-            yield doc
-            raw = _encode(doc)
-            if raw != self._raw:
-                atomic_write(self.path, raw)
-                self._raw = raw
-                self._data = doc
+            tx = Transaction(self._data, self._encoded)
+            yield tx
+            data, encoded, changed = {}, {}, bool(tx.deleted & self._data.keys())
+            for name in tx:
+                if name in tx.copies:
+                    data[name] = tx.copies[name]
+                    encoded[name] = _encode(data[name])
+                    changed = changed or encoded[name] != self._encoded.get(name)
+                else:
+                    data[name], encoded[name] = self._data[name], self._encoded[name]
+            if changed:
+                atomic_write(self.path, _join(encoded))
+                self._data, self._encoded = data, encoded

@@ -5,6 +5,7 @@ An unknown user is verified against a dummy hash so it costs the same time
 as a known one.
 """
 
+import ctypes
 import os
 import threading
 from functools import lru_cache
@@ -13,6 +14,22 @@ from argon2 import PasswordHasher as _Argon2, Type
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
 MAX_LENGTH = 1024
+M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+
+
+def return_hash_memory_to_os() -> None:
+    """Have glibc give each hash's memory back when the hash is done.
+
+    argon2 allocates `memory_kib` per hash. After the first large free glibc
+    raises its mmap threshold and keeps later blocks in per-thread arenas, so
+    resident memory grows by one hash's worth per worker thread that ever
+    hashed (226 MB after 24 logins, measured). A fixed threshold keeps blocks
+    this large mmapped, so they are unmapped on free. No-op off glibc.
+    """
+    try:
+        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 128 * 1024)
+    except (OSError, AttributeError):
+        pass
 
 
 class PasswordHasher:

@@ -1,5 +1,7 @@
 """Scopes and roles exactly as the spec: one function decides, the router asks it."""
 
+from functools import lru_cache
+
 SCOPES = (
     "metrics:read",
     "domains:read", "domains:write",
@@ -30,15 +32,21 @@ def implied(scopes) -> set:
 
 def effective_scopes(role: str, chosen=()) -> list:
     """The scopes a user of this role (and, for custom, these chosen scopes) holds, in spec order."""
+    return list(_effective(role, tuple(chosen) if role == "custom" else ()))
+
+
+@lru_cache(maxsize=256)
+def _effective(role: str, chosen: tuple) -> tuple:
     granted = ROLES.get(role)
     if granted is None:
         granted = chosen if role == "custom" else ()
     held = implied(granted)
-    return [s for s in SCOPES if s in held]
+    return tuple(s for s in SCOPES if s in held)
 
 
 def allows(user: dict, scope: str) -> bool:
-    return scope in effective_scopes(user.get("role", ""), user.get("scopes") or ())
+    role = user.get("role", "")
+    return scope in _effective(role, tuple(user.get("scopes") or ()) if role == "custom" else ())
 
 
 def invalid_scopes(scopes) -> list:

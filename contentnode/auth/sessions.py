@@ -13,7 +13,6 @@ import logging
 import os
 import secrets
 import threading
-from http.cookies import CookieError, SimpleCookie
 
 from contentnode import clock
 from contentnode.auth.policy import requires_two_factor
@@ -43,16 +42,15 @@ def clear_cookie_header(secure: bool) -> str:
 
 
 def read_cookie(headers) -> str | None:
+    """Our cookie's value from the Cookie header (tokens are base64url: no quoting to undo)."""
     raw = headers.get("Cookie")
     if not raw:
         return None
-    try:
-        jar = SimpleCookie()
-        jar.load(raw)
-    except CookieError:
-        return None
-    morsel = jar.get(COOKIE)
-    return morsel.value if morsel and morsel.value else None
+    for pair in raw.split(";"):
+        name, _, value = pair.strip().partition("=")
+        if name == COOKIE:
+            return value.strip() or None
+    return None
 
 
 class SessionManager:

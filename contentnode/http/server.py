@@ -14,11 +14,13 @@ automatic `100 Continue`. This module keeps its parser and fixes the rest:
 """
 
 import email.utils
+import io
 import logging
 import os
 import re
 import socket
 import ssl
+import struct
 import threading
 import time
 from http import HTTPStatus
@@ -117,6 +119,20 @@ def http_date() -> str:
     return _date[1]
 
 
+class SocketWriter(io.BufferedIOBase):
+    """The handler's wfile: every write sends everything (sendall), never a partial write."""
+
+    def __init__(self, sock):
+        self._sock = sock
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        self._sock.sendall(data)
+        return len(data)
+
+
 class RequestHandler(BaseHTTPRequestHandler):
     """Parses requests with http.server and hands them to the server's dispatcher."""
 
@@ -141,9 +157,15 @@ class RequestHandler(BaseHTTPRequestHandler):
                 raise ConnectionAbortedError from None
             self.request = tls
         self.connection = self.request
-        self.rfile = self.connection.makefile("rb", -1)
-        self.wfile = self.connection.makefile("wb", 0)
+        # Blocking sockets: no poll() before every read and write. The watchdog
+        # enforces the idle and request deadlines; the kernel's send timeout
+        # cuts off a client that stops reading.
+        self.connection.settimeout(None)
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                                   struct.pack("ll", int(server.idle_timeout), 0))
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.rfile = self.connection.makefile("rb", -1)
+        self.wfile = SocketWriter(self.connection)
 
     def handle(self):
         self.close_connection = True
@@ -156,7 +178,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         if server.closing:
             return
-        self.connection.settimeout(server.idle_timeout)
+        server.watchdog.arm(self.connection, time.monotonic() + server.idle_timeout)
         server.set_idle(self, True)
         try:
             first = self.rfile.peek(1)
@@ -166,7 +188,6 @@ class RequestHandler(BaseHTTPRequestHandler):
             server.set_idle(self, False)
         if not first or server.closing:
             return
-        self.connection.settimeout(server.request_timeout)
         server.watchdog.arm(self.connection, time.monotonic() + server.request_timeout)
         try:
             self.raw_requestline = self.rfile.readline(65537)
