@@ -10,16 +10,27 @@ that DNS rebinding could change), connect and total timeouts apply, the
 response size is capped and redirects are returned, never followed.
 """
 
+import heapq
 import http.client
 import ipaddress
+import itertools
+import os
 import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_BYTES = 1 << 20
+# Cloud metadata services outside the link-local ranges (AWS over IPv6, Alibaba Cloud).
+METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in ("fd00:ec2::254", "100.100.100.200"))
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# What may stay as it is in a request target; everything else (spaces, controls,
+# non-ASCII) is percent-encoded, so http.client never sees, nor echoes, a bad target.
+_TARGET_SAFE = "/?&=%:@!$'()*+,;~-._[]"
 
 
 class OutboundError(Exception):
@@ -55,17 +66,52 @@ class FetchResult:
     timings: dict = field(default_factory=dict)
 
 
+def _embedded_ipv4(ip) -> list:
+    """IPv4 addresses an IPv6 address carries (mapped, NAT64, 6to4, Teredo, compatible)."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return []
+    found = []
+    if ip.ipv4_mapped:
+        found.append(ip.ipv4_mapped)
+    if ip.sixtofour:
+        found.append(ip.sixtofour)
+    if ip.teredo:
+        found.extend(ip.teredo)
+    if any(ip in net for net in _NAT64) or (ip in _IPV4_COMPATIBLE and int(ip) > 1):
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return found
+
+
+def _is_local_address(ip) -> bool:
+    """True when `ip` is an address of this machine (binding to it succeeds)."""
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((str(ip), 0))
+        return True
+    except OSError:
+        return False
+
+
 def _refusal(ip: ipaddress._BaseAddress, port: int, policy: OutboundPolicy) -> str | None:
     """Why this address may not be contacted, or None when it may."""
+    embedded = _embedded_ipv4(ip)
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
+    for inner in embedded:
+        if inner != ip:
+            why = _refusal(inner, port, policy)
+            if why:
+                return f"{why} (carried inside the IPv6 address)"
     if ip.is_unspecified:
         return f"address {ip} is unspecified: refused"
     if ip.is_multicast:
         return f"address {ip} is multicast: refused"
     if ip.is_link_local:
         return f"address {ip} is link-local (cloud metadata range): refused"
-    if ip.is_loopback and port in policy.admin_ports:
+    if ip in METADATA_ADDRESSES:
+        return f"address {ip} is a cloud metadata service: refused"
+    if port in policy.admin_ports and (ip.is_loopback or _is_local_address(ip)):
         return "the admin port of this node is never a target"
     if not policy.allow_private and (ip.is_loopback or ip.is_private or not ip.is_global):
         return f"address {ip} is private or loopback, and the outbound policy refuses those"
@@ -115,28 +161,139 @@ def _connect_any(addresses: list[str], port: int, timeout: float) -> socket.sock
     raise last
 
 
-class _PinnedHTTPConnection(http.client.HTTPConnection):
-    """An HTTP connection to an already vetted address, Host header naming the host."""
+class _Deadlines:
+    """One thread that shuts down connections whose total time is up.
 
-    def __init__(self, host, port, addresses, timeout):
-        super().__init__(host, port, timeout=timeout)
-        self._addresses = addresses
+    A socket timeout only bounds each single wait: a peer that sends one byte
+    just before every timeout keeps a request alive for ever. Shutting the
+    connection down at its deadline wakes any read in progress (it sees the
+    end of the stream), whatever http.client, ssl or smtplib is doing.
+    The watchdog holds a duplicate of the socket, so it works across the TLS
+    wrap and can never shut down a descriptor that was reused meanwhile.
+    """
 
-    def connect(self):
-        self.sock = _connect_any(self._addresses, self.port, self.timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._heap = []
+        self._seq = itertools.count()
+        self._thread = None
+
+    def arm(self, sock: socket.socket, deadline: float) -> "DeadlineGuard":
+        guard = DeadlineGuard(self, socket.socket(fileno=os.dup(sock.fileno())))
+        self.rearm(guard, deadline)
+        return guard
+
+    def rearm(self, guard: "DeadlineGuard", deadline: float) -> None:
+        with self._cond:
+            guard.deadline = deadline
+            guard.generation += 1
+            heapq.heappush(self._heap, (deadline, next(self._seq), guard, guard.generation))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="outbound-deadlines", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def cancel(self, guard: "DeadlineGuard") -> None:
+        with self._cond:
+            guard.generation += 1
+            sock, guard.sock = guard.sock, None
+        if sock is not None:
+            sock.close()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                _, _, guard, generation = heapq.heappop(self._heap)
+                if generation != guard.generation or guard.sock is None:
+                    continue
+                guard.fired = True
+                sock = guard.sock
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
-class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    """An HTTPS connection to a vetted address; SNI and verification use the host name."""
+@dataclass(eq=False)
+class DeadlineGuard:
+    """A connection's deadline; `fired` once the watchdog cut the connection."""
 
-    def __init__(self, host, port, addresses, timeout, context):
-        super().__init__(host, port, timeout=timeout, context=context)
-        self._addresses = addresses
+    owner: _Deadlines
+    sock: socket.socket | None
+    deadline: float = 0.0
+    generation: int = 0
+    fired: bool = False
 
-    def connect(self):
+    def cancel(self) -> None:
+        self.owner.cancel(self)
+
+
+DEADLINES = _Deadlines()
+
+
+class _Pinned:
+    """Shared by the pinned connections: a vetted address and an optional total deadline."""
+
+    _guard = None
+    _deadline = None
+    _cut = False  # the watchdog cut this connection (kept after close)
+
+    def set_deadline(self, deadline: float | None) -> None:
+        """Cut the connection at `deadline` (time.monotonic()), whatever it is doing then."""
+        self._deadline = deadline
+        if deadline is None:
+            if self._guard is not None:
+                self._cut = self._cut or self._guard.fired
+                self._guard.cancel()
+                self._guard = None
+        elif self._guard is not None:
+            DEADLINES.rearm(self._guard, deadline)
+        elif self.sock is not None:
+            self._guard = DEADLINES.arm(self.sock, deadline)
+
+    def deadline_passed(self) -> bool:
+        return self._cut or (self._guard is not None and self._guard.fired) or (
+            self._deadline is not None and time.monotonic() >= self._deadline)
+
+    def _connect_pinned(self) -> socket.socket:
         sock = _connect_any(self._addresses, self.port, self.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._deadline is not None:
+            self._guard = DEADLINES.arm(sock, self._deadline)
+        return sock
+
+    def close(self):
+        super().close()
+        if self._guard is not None:
+            self._cut = self._cut or self._guard.fired
+            self._guard.cancel()
+            self._guard = None
+
+
+class _PinnedHTTPConnection(_Pinned, http.client.HTTPConnection):
+    """An HTTP connection to an already vetted address, Host header naming the host."""
+
+    def __init__(self, host, port, addresses, timeout, deadline=None):
+        super().__init__(host, port, timeout=timeout)
+        self._addresses = addresses
+        self._deadline = deadline
+
+    def connect(self):
+        self.sock = self._connect_pinned()
+
+
+class _PinnedHTTPSConnection(_Pinned, http.client.HTTPSConnection):
+    """An HTTPS connection to a vetted address; SNI and verification use the host name."""
+
+    def __init__(self, host, port, addresses, timeout, context, deadline=None):
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._addresses = addresses
+        self._deadline = deadline
+
+    def connect(self):
+        sock = self._connect_pinned()
         try:
             self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
         except ssl.SSLCertVerificationError as exc:
@@ -144,6 +301,8 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
             raise OutboundError("tls", f"certificate not trusted: {exc.verify_message}") from None
         except (ssl.SSLError, OSError) as exc:
             sock.close()
+            if self.deadline_passed():
+                raise OutboundError("timeout", "the TLS handshake did not complete in time") from None
             raise OutboundError("tls", f"TLS handshake failed: {exc}") from None
 
 
@@ -155,18 +314,33 @@ def default_tls_context() -> ssl.SSLContext:
 
 
 def open_connection(scheme: str, host: str, port: int | None, policy: OutboundPolicy,
-                    timeout: float = DEFAULT_TIMEOUT, ssl_context: ssl.SSLContext | None = None):
-    """A connected http.client connection to a vetted address of `host`."""
+                    timeout: float = DEFAULT_TIMEOUT, ssl_context: ssl.SSLContext | None = None,
+                    deadline: float | None = None):
+    """A connected http.client connection to a vetted address of `host`.
+
+    With `deadline` (time.monotonic()), the connection is cut when it passes,
+    TLS handshake included; `conn.set_deadline()` moves it for a later request.
+    """
     if scheme not in ("http", "https"):
         raise OutboundError("url", f"scheme {scheme!r} is not allowed: only http and https")
     port = port or (443 if scheme == "https" else 80)
     addresses = vet_address(host, port, policy)
     if scheme == "https":
-        conn = _PinnedHTTPSConnection(host, port, addresses, timeout, ssl_context or default_tls_context())
+        conn = _PinnedHTTPSConnection(host, port, addresses, timeout, ssl_context or default_tls_context(),
+                                      deadline)
     else:
-        conn = _PinnedHTTPConnection(host, port, addresses, timeout)
-    conn.connect()
+        conn = _PinnedHTTPConnection(host, port, addresses, timeout, deadline)
+    try:
+        conn.connect()
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def safe_target(target: str) -> str:
+    """A request target with spaces, control and non-ASCII characters percent-encoded (UTF-8)."""
+    return quote(target, safe=_TARGET_SAFE)
 
 
 def split_url(url: str) -> tuple[str, str, int, str]:
@@ -185,13 +359,13 @@ def split_url(url: str) -> tuple[str, str, int, str]:
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
-    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), path
+    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), safe_target(path)
 
 
 def read_capped(response, max_bytes: int, deadline: float) -> bytes:
     """Read a response body, refusing more than max_bytes or reading past the deadline."""
     length = response.getheader("Content-Length")
-    if length and length.isdigit() and int(length) > max_bytes:
+    if length and length.isascii() and length.isdigit() and int(length) > max_bytes:
         raise OutboundError("response", f"response of {int(length)} bytes is larger than the {max_bytes} byte cap")
     chunks, total = [], 0
     while True:
@@ -209,14 +383,18 @@ def read_capped(response, max_bytes: int, deadline: float) -> bytes:
 def fetch(url: str, policy: OutboundPolicy, method: str = "GET", headers: dict | None = None,
           body: bytes | None = None, timeout: float = DEFAULT_TIMEOUT,
           max_bytes: int = DEFAULT_MAX_BYTES, ssl_context: ssl.SSLContext | None = None) -> FetchResult:
-    """One bounded request; redirects are answered as they are (see `Location`)."""
+    """One bounded request; redirects are answered as they are (see `Location`).
+
+    `timeout` bounds each wait and the whole request (connect to last byte).
+    Error messages never repeat the URL's path or query (a bot token lives there).
+    """
     scheme, host, port, path = split_url(url)
     started = time.monotonic()
     deadline = started + timeout
     timings = {}
     conn = None
     try:
-        conn = open_connection(scheme, host, port, policy, timeout, ssl_context)
+        conn = open_connection(scheme, host, port, policy, timeout, ssl_context, deadline)
         timings["connect_ms"] = round((time.monotonic() - started) * 1000, 1)
         send_headers = {"User-Agent": "contentnode", "Connection": "close"}
         send_headers.update(headers or {})
@@ -224,6 +402,8 @@ def fetch(url: str, policy: OutboundPolicy, method: str = "GET", headers: dict |
         response = conn.getresponse()
         timings["first_byte_ms"] = round((time.monotonic() - started) * 1000, 1)
         data = b"" if method == "HEAD" else read_capped(response, max_bytes, deadline)
+        if conn.deadline_passed():
+            raise OutboundError("timeout", f"the request did not complete within {timeout:g} s")
         merged = {}
         for name, value in response.getheaders():
             key = name.lower()
@@ -237,8 +417,17 @@ def fetch(url: str, policy: OutboundPolicy, method: str = "GET", headers: dict |
         raise
     except socket.timeout:
         raise OutboundError("timeout", f"no answer within {timeout:g} s") from None
-    except (http.client.HTTPException, OSError) as exc:
-        raise OutboundError("response", f"the server's answer could not be read: {exc}") from None
+    except (http.client.HTTPException, OSError, ValueError) as exc:
+        if conn is not None and conn.deadline_passed():
+            raise OutboundError("timeout", f"the request did not complete within {timeout:g} s") from None
+        raise OutboundError("response", f"the server's answer could not be read: {_describe(exc)}") from None
     finally:
         if conn is not None:
             conn.close()
+
+
+def _describe(exc: BaseException) -> str:
+    """A failure's text without the request target or headers (http.client repeats them)."""
+    if isinstance(exc, http.client.InvalidURL) or (isinstance(exc, ValueError) and not isinstance(exc, OSError)):
+        return f"the request could not be sent ({type(exc).__name__})"
+    return str(exc) or type(exc).__name__

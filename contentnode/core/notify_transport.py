@@ -11,6 +11,7 @@ import json
 import smtplib
 import socket
 import ssl
+import time
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
@@ -18,6 +19,8 @@ from contentnode.core import netguard
 
 DEFAULT_TELEGRAM_API = "https://api.telegram.org"
 TELEGRAM_TEXT_LIMIT = 4096
+SMTP_TOTAL_FACTOR = 4          # a whole SMTP session may take this many single-step timeouts
+MAX_SMTP_REPLY = 64 * 1024     # bytes of one (multi-line) SMTP reply
 
 
 class DeliveryError(Exception):
@@ -35,21 +38,59 @@ def _pinned_socket(addresses, port, timeout):
         raise DeliveryError(exc.message) from None
 
 
+class _CappedReplies:
+    """The server's side of the connection, refusing an endless reply (smtplib has no cap)."""
+
+    def __init__(self, inner, limit):
+        self._inner, self._limit, self.count = inner, limit, 0
+
+    def readline(self, size=-1):
+        line = self._inner.readline(size)
+        self.count += len(line)
+        if self.count > self._limit:
+            raise OSError(f"the server's reply is longer than {self._limit} bytes")
+        return line
+
+    def close(self):
+        self._inner.close()
+
+
 class _Pinned:
     """Connects to an already vetted address; TLS still verifies the host name.
 
     The EHLO name is the address literal of our end of the connection, which
-    RFC 5321 allows and which needs no DNS lookup of our own name.
+    RFC 5321 allows and which needs no DNS lookup of our own name. The whole
+    session ends at `deadline` (the watchdog cuts the connection), and each
+    reply is capped.
     """
 
     data_reply = None
+    deadline = None
+    guard = None
 
     def _get_socket(self, host, port, timeout):
         self._host = host
         sock = _pinned_socket(self._addresses, port, timeout)
+        if self.deadline is not None:
+            self.guard = netguard.DEADLINES.arm(sock, self.deadline)
         address = sock.getsockname()[0]
         self.local_hostname = f"[IPv6:{address}]" if ":" in address else f"[{address}]"
         return self._wrap(sock)
+
+    def getreply(self):
+        if self.file is None and self.sock is not None:
+            self.file = _CappedReplies(self.sock.makefile("rb"), MAX_SMTP_REPLY)
+        if isinstance(self.file, _CappedReplies):
+            self.file.count = 0
+        return super().getreply()
+
+    def cut(self) -> bool:
+        """True when the session ran past its deadline and was cut."""
+        return self.guard is not None and self.guard.fired
+
+    def release(self):
+        if self.guard is not None:
+            self.guard.cancel()
 
     def data(self, msg):
         """Keeps the server's reply to DATA: the answer the operator wants to see."""
@@ -94,18 +135,24 @@ def build_email(cfg, subject, text):
 
 
 def send_email(cfg, subject, text, policy, timeout=15.0, ssl_context=None):
-    """Deliver one message; return the server's reply to the end of DATA."""
+    """Deliver one message; return the server's reply to the end of DATA.
+
+    `timeout` bounds each wait; the whole session gets SMTP_TOTAL_FACTOR times that.
+    """
     host, port, security = cfg["host"], cfg["port"], cfg["security"]
     try:
         addresses = netguard.vet_address(host, port, policy)
     except netguard.OutboundError as exc:
         raise DeliveryError(exc.message, retry=exc.step == "dns") from None
     context = ssl_context or netguard.default_tls_context()
+    total = timeout * SMTP_TOTAL_FACTOR
+    client = None
     try:
         if security == "tls":
             client = _PinnedSMTPSSL(addresses, timeout, context)
         else:
             client = _PinnedSMTP(addresses, timeout)
+        client.deadline = time.monotonic() + total
         try:
             client.connect(host, port)
             client.ehlo_or_helo_if_needed()
@@ -130,22 +177,38 @@ def send_email(cfg, subject, text, policy, timeout=15.0, ssl_context=None):
                 client.close()
     except DeliveryError:
         raise
-    except smtplib.SMTPAuthenticationError as exc:
-        raise DeliveryError(f"login refused: {_reply(exc.smtp_code, exc.smtp_error)}", retry=False) from None
-    except smtplib.SMTPRecipientsRefused as exc:
+    except (smtplib.SMTPException, ssl.SSLError, OSError) as exc:
+        if client is not None and client.cut():
+            raise DeliveryError(f"the mail server did not finish within {total:g} s") from None
+        raise _delivery_error(exc, timeout) from None
+    except UnicodeError:
+        # smtplib sends AUTH as ASCII only; its error would quote a character of the password
+        raise DeliveryError("the username or password holds non-ASCII characters, which SMTP login "
+                            "cannot send", retry=False) from None
+    except ValueError as exc:
+        raise DeliveryError(f"the message could not be sent ({type(exc).__name__})", retry=False) from None
+    finally:
+        if client is not None:
+            client.release()
+
+
+def _delivery_error(exc, timeout) -> DeliveryError:
+    """The DeliveryError for an SMTP, TLS or socket failure (never holding a secret)."""
+    if isinstance(exc, smtplib.SMTPAuthenticationError):
+        return DeliveryError(f"login refused: {_reply(exc.smtp_code, exc.smtp_error)}", retry=False)
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
         bad = ", ".join(f"{rcpt}: {_reply(*r)}" for rcpt, r in exc.recipients.items())
-        raise DeliveryError(f"all recipients refused ({bad})", retry=False) from None
-    except smtplib.SMTPResponseException as exc:
-        raise DeliveryError(f"server answered {_reply(exc.smtp_code, exc.smtp_error)}",
-                            retry=exc.smtp_code < 500) from None
-    except ssl.SSLCertVerificationError as exc:
-        raise DeliveryError(f"certificate not trusted: {exc.verify_message}", retry=False) from None
-    except (ssl.SSLError, smtplib.SMTPException) as exc:
-        raise DeliveryError(f"SMTP failed: {exc}") from None
-    except socket.timeout:
-        raise DeliveryError(f"no answer from the mail server within {timeout:g} s") from None
-    except OSError as exc:
-        raise DeliveryError(f"connection to the mail server failed: {exc.strerror or exc}") from None
+        return DeliveryError(f"all recipients refused ({bad})", retry=False)
+    if isinstance(exc, smtplib.SMTPResponseException):
+        return DeliveryError(f"server answered {_reply(exc.smtp_code, exc.smtp_error)}",
+                             retry=exc.smtp_code < 500)
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return DeliveryError(f"certificate not trusted: {exc.verify_message}", retry=False)
+    if isinstance(exc, (ssl.SSLError, smtplib.SMTPException)):
+        return DeliveryError(f"SMTP failed: {exc}")
+    if isinstance(exc, socket.timeout):
+        return DeliveryError(f"no answer from the mail server within {timeout:g} s")
+    return DeliveryError(f"connection to the mail server failed: {exc.strerror or exc}")
 
 
 def send_telegram(cfg, text, policy, timeout=15.0, ssl_context=None):

@@ -188,10 +188,15 @@ def _object_info(status: int, headers: dict) -> ObjectInfo:
     match = re.match(r"bytes \d+-\d+/(\d+)", headers.get("content-range", ""))
     if match:
         size = int(match.group(1))
-    elif headers.get("content-length", "").isdigit():
+    elif _digits(headers.get("content-length", "")):
         size = int(headers["content-length"])
     return ObjectInfo(status, size, headers.get("content-type"), headers.get("etag"),
                       headers.get("last-modified"), headers)
+
+
+def _digits(text: str) -> bool:
+    """Only ASCII digits (str.isdigit also accepts "²", which int() refuses)."""
+    return text.isascii() and text.isdigit()
 
 
 def error_from_response(status: int, headers: dict, body: bytes, what: str) -> S3Error:
@@ -247,7 +252,11 @@ class ObjectStream:
         try:
             chunk = self._response.read(size)
         except (OSError, http.client.HTTPException) as exc:
+            if self._conn.deadline_passed():
+                raise S3Error("timeout", "the object did not arrive in time") from None
             raise _transport_error(exc, self._timeout) from None
+        if self._conn.deadline_passed():
+            raise S3Error("timeout", "the object did not arrive in time")
         self._left -= len(chunk)
         if self._left < 0:
             raise S3Error("too_large", "the object is larger than the cap")
@@ -294,34 +303,60 @@ class S3Client:
         except netguard.OutboundError as exc:
             raise _transport_error(exc, self.timeout) from None
 
-    def connect(self, key: str | None = None):
-        """An open, vetted connection to the bucket's host (the 'connect' step of a check)."""
+    def connect(self, key: str | None = None, deadline: float | None = None):
+        """An open, vetted connection to the bucket's host (the 'connect' step of a check).
+
+        With `deadline` (time.monotonic()), the connection is cut when it passes.
+        """
         scheme, host, port, _, _ = self.config.target(key)
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
         try:
-            return netguard.open_connection(scheme, host, port, self.policy, self.timeout, self.ssl_context)
+            return netguard.open_connection(scheme, host, port, self.policy, self.timeout, self.ssl_context,
+                                            deadline)
         except (netguard.OutboundError, OSError) as exc:
             raise _transport_error(exc, self.timeout) from None
 
-    def _send(self, method: str, key: str | None, params=(), extra: dict | None = None, conn=None):
-        """Send one signed request; returns (conn, response, headers) with the body unread."""
+    def _send(self, method: str, key: str | None, params=(), extra: dict | None = None, conn=None,
+              deadline: float | None = None):
+        """Send one signed request; returns (conn, response, headers) with the body unread.
+
+        The connection is cut at `deadline` (default: the client's timeout from now),
+        so a server that trickles bytes cannot hold the call longer than that.
+        """
         _, _, _, host_header, path = self.config.target(key)
         query = canonical_query(params)
         headers = self.signed_headers(method, host_header, path, query, extra)
-        conn = conn or self.connect(key)
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
+        if conn is None:
+            conn = self.connect(key, deadline)
+        else:
+            conn.set_deadline(deadline)
         try:
             conn.request(method, path + ("?" + query if query else ""), headers=headers)
             response = conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
+            if conn.deadline_passed():
+                raise S3Error("timeout", f"no answer within {self.timeout:g} s") from None
             raise _transport_error(exc, self.timeout) from None
+        if conn.deadline_passed():  # cut while the headers arrived: they may be incomplete
+            conn.close()
+            raise S3Error("timeout", f"no answer within {self.timeout:g} s")
         return conn, response, _headers(response)
 
     def _read_body(self, conn, response, limit: int, deadline: float) -> bytes:
         try:
-            return netguard.read_capped(response, limit, deadline)
+            body = netguard.read_capped(response, limit, deadline)
+            if conn.deadline_passed():  # a cut connection ends a close-delimited body early
+                raise S3Error("timeout", f"the answer did not complete within {self.timeout:g} s")
+            return body
         except netguard.OutboundError as exc:
             raise S3Error("too_large" if exc.step == "response" else exc.step, exc.message) from None
         except (OSError, http.client.HTTPException) as exc:
+            if conn.deadline_passed():
+                raise S3Error("timeout", f"the answer did not complete within {self.timeout:g} s") from None
             raise _transport_error(exc, self.timeout) from None
         finally:
             conn.close()
@@ -335,7 +370,7 @@ class S3Client:
 
     def head_object(self, key: str) -> ObjectInfo:
         deadline = time.monotonic() + self.timeout
-        conn, response, headers = self._send("HEAD", key)
+        conn, response, headers = self._send("HEAD", key, deadline=deadline)
         if response.status >= 300:
             raise self._fail(conn, response, headers, "object", deadline)
         conn.close()
@@ -343,7 +378,7 @@ class S3Client:
 
     def head_bucket(self, conn=None) -> dict:
         deadline = time.monotonic() + self.timeout
-        conn, response, headers = self._send("HEAD", None, conn=conn)
+        conn, response, headers = self._send("HEAD", None, conn=conn, deadline=deadline)
         if response.status >= 300:
             raise self._fail(conn, response, headers, "bucket", deadline)
         conn.close()
@@ -357,11 +392,11 @@ class S3Client:
         if byte_range is not None:
             first, last = byte_range
             extra = {"range": f"bytes={first}-{'' if last is None else last}"}
-        conn, response, headers = self._send("GET", key, extra=extra)
+        conn, response, headers = self._send("GET", key, extra=extra, deadline=deadline)
         if response.status >= 300:
             raise self._fail(conn, response, headers, "object", deadline)
         length = headers.get("content-length", "")
-        if length.isdigit() and int(length) > max_bytes:
+        if _digits(length) and int(length) > max_bytes:
             conn.close()
             raise S3Error("too_large", f"the object's {length} bytes exceed the {max_bytes} byte cap")
         return ObjectStream(conn, response, _object_info(response.status, headers), deadline, max_bytes,
@@ -376,7 +411,7 @@ class S3Client:
             params.append(("prefix", prefix))
         if token:
             params.append(("continuation-token", token))
-        conn, response, headers = self._send("GET", None, params, conn=conn)
+        conn, response, headers = self._send("GET", None, params, conn=conn, deadline=deadline)
         if response.status >= 300:
             raise self._fail(conn, response, headers, "bucket", deadline)
         body = self._read_body(conn, response, LIST_MAX_BYTES, deadline)
@@ -399,7 +434,7 @@ def parse_list(body: bytes) -> ListPage:
     keys = []
     for item in root.findall("Contents"):
         size = item.findtext("Size") or "0"
-        keys.append({"key": item.findtext("Key"), "size": int(size) if size.isdigit() else None,
+        keys.append({"key": item.findtext("Key"), "size": int(size) if _digits(size) else None,
                      "etag": item.findtext("ETag"), "last_modified": item.findtext("LastModified")})
     truncated = (root.findtext("IsTruncated") or "false").lower() == "true"
     return ListPage(keys, truncated, root.findtext("NextContinuationToken"))
