@@ -3,7 +3,6 @@
 import http.client
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +11,18 @@ from dataclasses import dataclass
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "correct horse battery staple"
+
+
+def stop_process(proc, timeout, kill_timeout=None):
+    """SIGTERM a running process and give it `timeout` s to exit; then SIGKILL it and
+    wait `kill_timeout` s (None: until it is gone)."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(kill_timeout)
 
 
 @dataclass
@@ -74,13 +85,7 @@ class Node:
         raise RuntimeError(f"daemon did not become ready in {timeout} s:\n{self.log()}")
 
     def stop(self, timeout: float = 20.0) -> int:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout)
         self._close_log()
         return self.proc.returncode if self.proc else 0
 

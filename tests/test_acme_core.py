@@ -1,10 +1,8 @@
 """The ACME client against a real pebble (with pebble-challtestsrv as its DNS)."""
 
 import functools
-import http.server
 import json
 import os
-import threading
 
 import pytest
 from cryptography import x509
@@ -15,35 +13,23 @@ from contentnode.core import acme, certs
 from contentnode.core.netguard import OutboundPolicy, fetch
 from tests.certgen import new_key
 from tests.peers.pebble import Pebble
+from tests.peers.stub import LoopbackServer, QuietHandler
 
 
-class _ChallengeServer:
+class _ChallengeServer(LoopbackServer):
     """A minimal public port: answers /.well-known/acme-challenge/<token> from a store."""
 
     def __init__(self, store):
         prefix = "/.well-known/acme-challenge/"
-        self.hits = []
+        hits = self.hits = []
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(handler):
                 answer = store.get(handler.path[len(prefix):]) if handler.path.startswith(prefix) else None
-                self.hits.append((handler.headers.get("Host"), handler.path))
-                body = (answer or "not found").encode()
-                handler.send_response(200 if answer else 404)
-                handler.send_header("Content-Length", str(len(body)))
-                handler.end_headers()
-                handler.wfile.write(body)
+                hits.append((handler.headers.get("Host"), handler.path))
+                handler.reply(200 if answer else 404, (answer or "not found").encode())
 
-            def log_message(handler, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ import warnings
 import os
 import socket
 import ssl
-import threading
 import time
 
 import pytest
@@ -13,6 +12,7 @@ from cryptography.hazmat.primitives import serialization
 
 from contentnode.core import certs
 from tests.certgen import DAY, cert_pem, key_pem, make_ca, make_leaf, new_key
+from tests.peers.stub import LoopbackListener
 
 
 @pytest.fixture(scope="module")
@@ -134,31 +134,19 @@ def test_store_file_is_private_and_stamped(tmp_path, ca):
     assert store.stamp("a.example.com") is None
 
 
-class _TlsServer:
+class _TlsServer(LoopbackListener):
     """Accepts TLS connections with the selector's context, one thread per handshake."""
 
     def __init__(self, context):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
         self.context = context
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            try:
-                with self.context.wrap_socket(conn, server_side=True) as tls:
-                    tls.sendall(b"hello")
-            except (ssl.SSLError, OSError):
-                conn.close()
-
-    def close(self):
-        self.sock.close()
+    def handle(self, conn):
+        try:
+            with self.context.wrap_socket(conn, server_side=True) as tls:
+                tls.sendall(b"hello")
+        except (ssl.SSLError, OSError):
+            conn.close()
 
 
 def _peer_serial(port, host, ca_cert, **kw):

@@ -2,9 +2,7 @@
 
 import hashlib
 import hmac
-import http.server
 import json
-import threading
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -12,19 +10,20 @@ import pytest
 from contentnode.core import domaincheck
 from contentnode.core.netguard import OutboundPolicy
 from tests.peers.pebble import ChallTestSrv
+from tests.peers.stub import LoopbackServer, QuietHandler
 
 
 def _proof(secret, nonce):
     return hmac.new(secret, nonce.encode(), hashlib.sha256).hexdigest()
 
 
-class _Page:
+class _Page(LoopbackServer):
     """A public port stand-in answering the verification page under one secret."""
 
     def __init__(self, secret, node="node-a"):
         hosts = self.hosts = []
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(h):
                 hosts.append(h.headers.get("Host"))
                 parts = urlsplit(h.path)
@@ -34,22 +33,9 @@ class _Page:
                 else:
                     status, body = 200, json.dumps({"node": node, "nonce": nonce,
                                                     "proof": _proof(secret, nonce)}).encode()
-                h.send_response(status)
-                h.send_header("Content-Type", "application/json")
-                h.send_header("Content-Length", str(len(body)))
-                h.end_headers()
-                h.wfile.write(body)
+                h.reply(status, body, "application/json")
 
-            def log_message(h, *a):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture

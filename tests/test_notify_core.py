@@ -238,51 +238,29 @@ def test_queue_delivers_event_on_both_channels():
     assert tg["text"].startswith("[edge-1] User created: alice") and "role viewer" in tg["text"]
 
 
-def test_queue_retries_transient_failures_then_delivers():
+@pytest.mark.parametrize("failures, chat_id, event, fields, calls, ok, detail", [
+    # transient failures are retried, then the message goes out
+    (2, "42", "backup_restored", {"kind": "encrypted"}, 3, True, "sent (message_id 1)"),
+    # the retries are bounded: first try + three retries, then it gives up
+    (10, "42", "user_deleted", {"username": "bob"}, 4, False, "Telegram answered 500: Internal Server Error"),
+    # a permanent error is not retried
+    (0, "777", "user_deleted", {"username": "bob"}, 1, False, "Telegram answered 400: Bad Request: chat not found"),
+], ids=["retries_transient_failures_then_delivers", "gives_up_after_bounded_retries",
+        "does_not_retry_permanent_errors"])
+def test_queue_retry_policy(failures, chat_id, event, fields, calls, ok, detail):
     with FakeTelegram([TOKEN], ["42"]) as fake:
-        fake.fail_next(2, 500)
+        fake.fail_next(failures, 500)
         cfg = notify.effective({})
-        cfg["telegram"] = tg_cfg(fake)
+        cfg["telegram"] = tg_cfg(fake, chat_id=chat_id)
         rec = Recorder()
         n = make_notifier(cfg, rec)
         try:
-            n.handle_event("backup_restored", {"kind": "encrypted"})
+            n.handle_event(event, fields)
             results = rec.wait(1)
         finally:
             n.stop()
-        assert fake.calls == 3 and len(fake.messages) == 1
-    assert results == [("telegram", "backup_restored", True, "sent (message_id 1)")]
-
-
-def test_queue_gives_up_after_bounded_retries():
-    with FakeTelegram([TOKEN], ["42"]) as fake:
-        fake.fail_next(10, 500)
-        cfg = notify.effective({})
-        cfg["telegram"] = tg_cfg(fake)
-        rec = Recorder()
-        n = make_notifier(cfg, rec)
-        try:
-            n.handle_event("user_deleted", {"username": "bob"})
-            results = rec.wait(1)
-        finally:
-            n.stop()
-        assert fake.calls == 4  # first try + three retries
-    assert results[0][2] is False and "500" in results[0][3]
-
-
-def test_queue_does_not_retry_permanent_errors():
-    with FakeTelegram([TOKEN], ["42"]) as fake:
-        cfg = notify.effective({})
-        cfg["telegram"] = tg_cfg(fake, chat_id="777")
-        rec = Recorder()
-        n = make_notifier(cfg, rec)
-        try:
-            n.handle_event("user_deleted", {"username": "bob"})
-            results = rec.wait(1)
-        finally:
-            n.stop()
-        assert fake.calls == 1
-    assert results[0][3] == "Telegram answered 400: Bad Request: chat not found"
+        assert fake.calls == calls and len(fake.messages) == (1 if ok else 0)
+    assert results == [("telegram", event, ok, detail)]
 
 
 def test_switched_off_event_and_disabled_channel_queue_nothing():

@@ -5,7 +5,6 @@ import hashlib
 import select
 import socket
 import ssl
-import threading
 import time
 import uuid
 
@@ -14,6 +13,7 @@ import pytest
 from contentnode.core import netguard, s3
 from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+from tests.peers.stub import LoopbackListener
 
 # --- AWS Signature Version 4 test suite (AKIDEXAMPLE, 2015-08-30T12:36:00Z, us-east-1, "service")
 
@@ -281,7 +281,7 @@ def test_probe_existing_missing_and_empty_objects(seaweed, bucket):
 # --- https endpoints: a TLS front (certificate from a test CA) before the same SeaweedFS
 
 
-class TlsFront:
+class TlsFront(LoopbackListener):
     """Terminates TLS on a loopback port and relays the bytes to an upstream port."""
 
     def __init__(self, upstream_port: int, workdir):
@@ -293,19 +293,9 @@ class TlsFront:
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.load_cert_chain(workdir / "leaf.pem", workdir / "leaf.key")
         self.upstream_port = upstream_port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self):
-        while True:
-            try:
-                raw, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._relay, args=(raw,), daemon=True).start()
-
-    def _relay(self, raw):
+    def handle(self, raw):
         raw.settimeout(10)
         try:
             client = self.context.wrap_socket(raw, server_side=True)
@@ -328,9 +318,6 @@ class TlsFront:
         finally:
             client.close()
             upstream.close()
-
-    def close(self):
-        self.listener.close()
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import time
 import urllib.request
 
 from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
+from tests.node import stop_process
 
 START_TIMEOUT = 30.0
 
@@ -78,13 +79,7 @@ class _Process:
                                      stdin=subprocess.DEVNULL, env=env, cwd=workdir)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc, timeout=10, kill_timeout=10)
         self._log.close()
 
 

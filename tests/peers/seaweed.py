@@ -24,7 +24,6 @@ node's S3 client, so a bug in the client cannot hide itself in the setup.
 
 import contextlib
 import http.client
-import http.server
 import json
 import os
 import shutil
@@ -36,6 +35,9 @@ import uuid
 from urllib.parse import quote
 
 import pytest
+
+from tests.node import stop_process
+from tests.peers.stub import LoopbackServer, QuietHandler
 
 START_TIMEOUT = 60.0
 REGION = "us-east-1"
@@ -87,11 +89,8 @@ class _CountingProxy:
     def _handler(self):
         proxy = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
 
             def _forward(self):
                 length = int(self.headers.get("Content-Length") or 0)
@@ -125,16 +124,12 @@ class _CountingProxy:
         return Handler
 
     def start(self):
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port or 0), self._handler())
-        server.daemon_threads = True
-        self.port = server.server_address[1]
-        self._server = server
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+        self._server = LoopbackServer(self._handler(), port=self.port or 0, poll_interval=0.1)
+        self.port = self._server.port
 
     def stop(self):
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
 
 
@@ -214,13 +209,7 @@ class SeaweedS3:
 
     def close(self):
         self.proxy.stop()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        stop_process(self.proc, timeout=15, kill_timeout=5)
 
     @contextlib.contextmanager
     def stopped(self):

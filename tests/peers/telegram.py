@@ -6,7 +6,8 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.peers.stub import LoopbackServer, QuietHandler
 
 _PATH = re.compile(r"^/bot(?P<token>[^/]+)/(?P<method>[A-Za-z]+)$")
 
@@ -28,7 +29,7 @@ class FakeTelegram:
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self._server.url
 
     def fail_next(self, count, status=500):
         with self._cond:
@@ -64,10 +65,7 @@ class FakeTelegram:
     def start(self):
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
@@ -80,20 +78,13 @@ class FakeTelegram:
                     status, answer = 404, {"ok": False, "error_code": 404, "description": "Not Found"}
                 else:
                     status, answer = fake._answer(match["token"], match["method"], body)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.reply(status, json.dumps(answer).encode(), "application/json")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, name="fake-telegram", daemon=True).start()
+        self._server = LoopbackServer(Handler, name="fake-telegram")
         return self
 
     def stop(self):
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.stop()
 
     def wait_for(self, count=1, timeout=20):
         """Wait (bounded) until `count` messages arrived; return them."""

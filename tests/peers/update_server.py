@@ -3,11 +3,11 @@ port, plus the release side's signing helper the tests use to make them."""
 
 import base64
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from tests.peers.stub import LoopbackServer, QuietHandler
 
 
 def new_key():
@@ -52,31 +52,22 @@ class UpdateServer:
         self._server = None
 
     def url(self, path):
-        return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
+        return self._server.url + path
 
     def start(self):
         peer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self):
                 peer.requests.append(self.path)
                 status, body = peer.files.get(self.path, (404, b'{"error": "not found"}'))
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(status, body, "application/json")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, name="update-server", daemon=True).start()
+        self._server = LoopbackServer(Handler, name="update-server")
         return self
 
     def stop(self):
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.stop()
 
     def __enter__(self):
         return self.start()
