@@ -1,5 +1,7 @@
 """GET /metrics parses with the reference Prometheus parser and its counters move."""
 
+import time
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
@@ -19,11 +21,21 @@ def sample(families, name, **labels):
     return 0
 
 
+def settled(node, name, **labels):
+    """A scrape once the request just answered is counted (it is counted after its answer is sent)."""
+    for _ in range(100):
+        families = scrape(node)
+        if sample(families, name, **labels):
+            return families
+        time.sleep(0.02)
+    return families
+
+
 def test_metrics_parse_and_move(node, admin):
     node.client().login(ADMIN_USER, "wrong password here")
     node.client().login(ADMIN_USER, ADMIN_PASSWORD)
     node.client("public").get("/.well-known/service/check?nonce=abcdefghijklmnopqrstu")
-    before = scrape(node)
+    before = settled(node, "contentnode_http_requests_total", port="public", method="GET", status="200")
     assert sample(before, "contentnode_logins_total", result="failure") == 1
     assert sample(before, "contentnode_logins_total", result="success") == 1
     assert sample(before, "contentnode_http_requests_total", port="public", method="GET", status="200") == 1
