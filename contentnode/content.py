@@ -324,20 +324,6 @@ def answer(req, result, target: Target) -> Response:
     return Response(status, headers, body, head_only=req.method == "HEAD")
 
 
-_HOSTS = {}        # Host header -> normalised host or None: parsing it costs more than the rest
-_HOSTS_MAX = 4096  # of a cache hit, and the set of Host headers seen is cleared when it grows
-
-
-def request_host(req) -> str | None:
-    raw = req.headers.get("Host")
-    host = _HOSTS.get(raw, False)
-    if host is False:
-        if len(_HOSTS) >= _HOSTS_MAX:
-            _HOSTS.clear()
-        host = _HOSTS[raw] = host_from_header(raw)
-    return host
-
-
 def serve(req, delivery, host) -> Response:
     if req.method not in ("GET", "HEAD"):
         raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
@@ -350,7 +336,7 @@ def serve(req, delivery, host) -> Response:
 def content_hook(req) -> Response:
     """The public hook: serve, then count the request for its domain."""
     delivery = req.app.delivery
-    host = request_host(req)
+    host = host_from_header(req.headers.get("Host"))
     known = host in req.app.store.data.get("domains", {})
     try:
         response = serve(req, delivery, host)

@@ -7,6 +7,7 @@ later comparison a plain string equality.
 """
 
 import ipaddress
+from functools import lru_cache
 import re
 
 MAX_NAME = 253
@@ -70,8 +71,14 @@ def is_ip_literal(value: str) -> bool:
         return False
 
 
+@lru_cache(maxsize=4096)
 def host_from_header(value: str | None) -> str | None:
-    """The normalised host of a Host header (port dropped), or None when unusable."""
+    """The normalised host of a Host header (port dropped), or None when unusable.
+
+    Cached: every public request asks it several times (ACME, upgrade, admin
+    host, redirect and content hooks), and normalising costs more than serving
+    a cache hit's headers.
+    """
     if not value:
         return None
     value = value.strip()
