@@ -139,3 +139,31 @@ def test_login_and_setup_are_audited_without_secrets(node, admin):
     blob = json.dumps(entries)
     assert ADMIN_PASSWORD not in blob and "wrong password here" not in blob
     assert all(e["prev"] for e in entries)
+
+
+def test_forwarded_for_ignored_without_trusted_proxy(node, admin):
+    c = node.client()
+    for i in range(5):  # each claims another address: all are counted for the real peer
+        c.post("/api/login", {"username": f"guess{i}", "password": "wrong password here"},
+                   headers={"X-Forwarded-For": f"203.0.113.{i}"})
+    r = c.post("/api/login", {"username": ADMIN_USER, "password": ADMIN_PASSWORD},
+               headers={"X-Forwarded-For": "198.51.100.7"})
+    assert r.status == 429
+
+
+def test_forwarded_for_used_behind_a_trusted_proxy(node, admin):
+    assert admin.put("/api/settings", {"trusted_proxies": ["127.0.0.1/32"]}).status == 200
+    proxy = node.client()
+    for i in range(5):
+        proxy.post("/api/login", {"username": f"guess{i}", "password": "wrong password here"},
+                   headers={"X-Forwarded-For": "203.0.113.5"})
+    locked = proxy.post("/api/login", {"username": ADMIN_USER, "password": ADMIN_PASSWORD},
+                        headers={"X-Forwarded-For": "203.0.113.5"})
+    assert locked.status == 429
+    other = proxy.post("/api/login", {"username": ADMIN_USER, "password": ADMIN_PASSWORD},
+                       headers={"X-Forwarded-For": "203.0.113.5, 203.0.113.6"})
+    assert other.status == 200  # the rightmost untrusted hop is the client
+    with open(os.path.join(node.data_dir, "audit.jsonl")) as f:
+        entries = [json.loads(line) for line in f]
+    assert {e["ip"] for e in entries if e["action"] == "login.failure"} == {"203.0.113.5"}
+    assert entries[-1]["action"] == "login.success" and entries[-1]["ip"] == "203.0.113.6"
