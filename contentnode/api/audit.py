@@ -27,7 +27,7 @@ def _whole(query: dict, name: str, lo: int, hi: int, default: int | None) -> int
     text = query.get(name)
     if text is None:
         return default
-    if not text.isdigit() or not lo <= int(text) <= hi:
+    if not (text.isascii() and text.isdigit()) or not lo <= int(text) <= hi:
         raise invalid(f"{name} must be a whole number from {lo} to {hi}", name)
     return int(text)
 

@@ -7,6 +7,15 @@ from contentnode.http.errors import invalid
 _MISSING = object()
 
 
+def _encodable(value: str) -> bool:
+    """False for text holding lone surrogates ("\ud800" in JSON), which no UTF-8 file can store."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def require_object(body) -> dict:
     if not isinstance(body, dict):
         raise invalid("the body must be a JSON object")
@@ -33,8 +42,9 @@ def text(obj: dict, name: str, required: bool = True, default=None, max_len: int
     value = _get(obj, name, required, default)
     if value is _MISSING:
         return default
-    if not isinstance(value, str):
-        raise invalid(f"{name} must be a string", name)
+    if not isinstance(value, str) or not _encodable(value):
+        raise invalid(f"{name} must be a string" if not isinstance(value, str) else
+                      f"{name} holds an unpaired surrogate (not valid Unicode text)", name)
     if strip:
         value = value.strip()
     if len(value) > max_len:
@@ -71,7 +81,8 @@ def choice(obj: dict, name: str, options, required: bool = False, default=None):
     value = _get(obj, name, required, default)
     if value is _MISSING:
         return default
-    if value not in options:
+    # same value and same type: 301.0 is not the redirect code 301, true is not 1
+    if not any(type(value) is type(option) and value == option for option in options):
         raise invalid(f"{name} must be one of {', '.join(map(str, options))}", name)
     return value
 
@@ -81,7 +92,7 @@ def string_list(obj: dict, name: str, required: bool = False, default=None, max_
     value = _get(obj, name, required, default)
     if value is _MISSING:
         return default
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list) or not all(isinstance(v, str) and _encodable(v) for v in value):
         raise invalid(f"{name} must be a list of strings", name)
     if len(value) > max_items:
         raise invalid(f"{name} may hold at most {max_items} items", name)

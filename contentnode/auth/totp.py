@@ -29,7 +29,8 @@ def provisioning_uri(secret: str, username: str, issuer: str = ISSUER) -> str:
 
 
 def is_totp_code(code: str) -> bool:
-    return len(code) == 6 and code.isdigit()
+    """Six ASCII digits (str.isdigit alone also takes "١٢٣٤٥٦", which compare_digest refuses)."""
+    return len(code) == 6 and code.isascii() and code.isdigit()
 
 
 def matching_step(secret: str, code: str, now: float, last_step: int | None = None) -> int | None:

@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 
@@ -28,6 +29,7 @@ BAD_NONCE = "urn:ietf:params:acme:error:badNonce"
 NONCE_RETRIES = 5
 MAX_POLLS = 60
 MAX_RETRY_AFTER = 10.0
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")  # RFC 8555 8.3: a base64url token
 
 
 class AcmeError(Exception):
@@ -223,7 +225,7 @@ class AcmeClient:
             if status not in pending:
                 raise AcmeError(step, self._failure_text(doc, status))
             retry = result.headers.get("retry-after", "")
-            self._sleep(min(float(retry), MAX_RETRY_AFTER) if retry.isdigit() else 1.0)
+            self._sleep(min(float(retry), MAX_RETRY_AFTER) if retry.isascii() and retry.isdigit() else 1.0)
         raise AcmeError(step, f"still not {done} after {MAX_POLLS} polls")
 
     @staticmethod
@@ -241,6 +243,8 @@ class AcmeClient:
         http01 = [c for c in authz.get("challenges", []) if isinstance(c, dict) and c.get("type") == "http-01"]
         if not http01 or not isinstance(http01[0].get("token"), str):
             raise AcmeError("authorization", "the CA offered no http-01 challenge")
+        if not _TOKEN.fullmatch(http01[0]["token"]) or not isinstance(http01[0].get("url"), str):
+            raise AcmeError("authorization", "the CA's http-01 challenge has a malformed token or url")
         token = http01[0]["token"]
         challenges.put(token, f"{token}.{thumbprint(self.key)}")
         try:
@@ -250,7 +254,18 @@ class AcmeClient:
             challenges.remove(token)
 
     def issue(self, hosts: list, challenges: ChallengeStore, cert_key) -> str:
-        """Order, prove and finalize a certificate for hosts; returns the PEM chain."""
+        """Order, prove and finalize a certificate for hosts; returns the PEM chain.
+
+        A CA answer of the wrong shape (a missing member, a list where an object
+        belongs) is an AcmeError("protocol"), never an exception of another kind.
+        """
+        try:
+            return self._issue(hosts, challenges, cert_key)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise AcmeError("protocol", f"the ACME server's answer has an unexpected shape "
+                                        f"({type(exc).__name__})") from None
+
+    def _issue(self, hosts: list, challenges: ChallengeStore, cert_key) -> str:
         self.account()
         identifiers = [{"type": "dns", "value": h} for h in hosts]
         result = self.post("order", self.directory()["newOrder"], {"identifiers": identifiers})

@@ -30,6 +30,15 @@ def scrub(value):
     return value
 
 
+def _parse(line: bytes) -> dict | None:
+    """The entry of one line, or None when the line is not a whole entry."""
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) and "action" in entry and "time" in entry else None
+
+
 def _line_hash(line: bytes) -> str:
     return hashlib.sha256(line.rstrip(b"\n")).hexdigest()
 
@@ -42,6 +51,7 @@ class AuditLog:
         self.keep = keep
         self._lock = threading.Lock()
         self._last_hash, self._next_id = self._tail()
+        self._end_torn_line()
 
     def files(self) -> list:
         """Log files oldest first."""
@@ -49,15 +59,36 @@ class AuditLog:
         return [p for p in rotated + [self.path] if os.path.exists(p)]
 
     def _tail(self):
+        """(hash of the last line, next id). A line torn by a crash does not stop the daemon:
+        the next entry chains to it (so `verify_chain` names it) and ids go on from the
+        last readable entry."""
+        last_hash = None
         for path in reversed(self.files()):
-            last = None
             with open(path, "rb") as f:
-                for line in f:
-                    if line.strip():
-                        last = line
-            if last is not None:
-                return _line_hash(last), json.loads(last)["id"] + 1
-        return GENESIS, 1
+                lines = [line for line in f.read().split(b"\n") if line.strip()]
+            for line in reversed(lines):
+                last_hash = last_hash or _line_hash(line)
+                entry = _parse(line)
+                if entry is not None and isinstance(entry.get("id"), int):
+                    return last_hash, entry["id"] + 1
+        return last_hash or GENESIS, 1
+
+    def _end_torn_line(self) -> None:
+        """A crash mid-append can leave a last line without its newline: end it, so the
+        next entry starts a line of its own."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                torn = f.read(1) != b"\n"
+        except OSError:  # no file yet, or an empty one
+            return
+        if torn:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, b"\n")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def _rotate(self) -> None:
         for n in range(self.keep - 1, 0, -1):
@@ -82,7 +113,10 @@ class AuditLog:
                 "detail": scrub(detail) if detail is not None else None,
                 "prev": self._last_hash,
             }
-            line = json.dumps(entry, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+            # "replace": a lone surrogate some client sent (a JSON "\ud800") is written as "?",
+            # so the line stays valid UTF-8 JSON and the request is still audited
+            line = json.dumps(entry, separators=(",", ":"), ensure_ascii=False).encode(
+                "utf-8", "replace") + b"\n"
             if os.path.exists(self.path) and os.path.getsize(self.path) + len(line) > self.max_bytes:
                 self._rotate()
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -106,9 +140,9 @@ class AuditLog:
             with open(path, "rb") as f:
                 lines = f.readlines()
             for line in reversed(lines):
-                if not line.strip():
-                    continue
-                entry = json.loads(line)
+                entry = _parse(line) if line.strip() else None
+                if entry is None:
+                    continue  # a line torn by a crash (verify_chain reports it)
                 if cursor is not None and entry["id"] >= cursor:
                     continue
                 if user is not None and entry.get("user") != user:

@@ -79,11 +79,16 @@ def load_key(pem):
 
 
 def dns_names(cert) -> list:
-    """The DNS names of a certificate's subjectAltName, lower case."""
+    """The DNS names of a certificate's subjectAltName, lower case.
+
+    CertError when the extensions cannot be parsed (cryptography reads them lazily).
+    """
     try:
         ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
     except x509.ExtensionNotFound:
         return []
+    except (ValueError, x509.DuplicateExtension, x509.UnsupportedGeneralNameType) as exc:
+        raise CertError("cert_pem", f"the certificate's extensions cannot be read ({type(exc).__name__})") from None
     return [name.lower().rstrip(".") for name in ext.value.get_values_for_type(x509.DNSName)]
 
 
@@ -179,8 +184,14 @@ def summary(cert, host: str | None = None) -> dict:
 
 
 def summary_of_der(der: bytes, host: str) -> dict:
-    """Summary of a certificate a server presented (DER), for the domain test."""
-    return summary(x509.load_der_x509_certificate(der), host)
+    """Summary of a certificate a server presented (DER), for the domain test.
+
+    The server chose these bytes: one that cannot be read is reported, not raised.
+    """
+    try:
+        return summary(x509.load_der_x509_certificate(der), host)
+    except (ValueError, x509.DuplicateExtension, x509.UnsupportedGeneralNameType) as exc:
+        return {"error": f"the certificate the server presented cannot be read ({type(exc).__name__})"}
 
 
 def make_csr(hosts: list, key) -> bytes:

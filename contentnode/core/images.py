@@ -54,7 +54,7 @@ def available() -> bool:
 
 def _int_param(query, name, low, high):
     raw = query[name]
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
         raise ImageError(f"{name} must be an integer from {low} to {high}", field=name)
     return int(raw)
 

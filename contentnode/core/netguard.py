@@ -396,6 +396,9 @@ def fetch(url: str, policy: OutboundPolicy, method: str = "GET", headers: dict |
     try:
         conn = open_connection(scheme, host, port, policy, timeout, ssl_context, deadline)
         timings["connect_ms"] = round((time.monotonic() - started) * 1000, 1)
+        # read now: http.client drops the socket once a "Connection: close" answer is read
+        peer = conn.sock.getpeercert(binary_form=True) if scheme == "https" else None
+        address = conn.sock.getpeername()[0]
         send_headers = {"User-Agent": "contentnode", "Connection": "close"}
         send_headers.update(headers or {})
         conn.request(method, path, body=body, headers=send_headers)
@@ -408,10 +411,8 @@ def fetch(url: str, policy: OutboundPolicy, method: str = "GET", headers: dict |
         for name, value in response.getheaders():
             key = name.lower()
             merged[key] = f"{merged[key]}, {value}" if key in merged else value
-        peer = conn.sock.getpeercert(binary_form=True) if scheme == "https" and conn.sock else None
         elapsed = round((time.monotonic() - started) * 1000, 1)
         timings["total_ms"] = elapsed
-        address = conn.sock.getpeername()[0] if conn.sock else ""
         return FetchResult(response.status, response.reason, merged, data, elapsed, address, peer, timings)
     except OutboundError:
         raise

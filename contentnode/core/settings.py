@@ -79,6 +79,10 @@ def validate(partial):
 def _text(field, value, max_len):
     if not isinstance(value, str) or not value.strip():
         raise SettingsError(field, f"{field} must be a non-empty string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SettingsError(field, f"{field} holds an unpaired surrogate (not valid Unicode text)") from None
     value = value.strip()
     if len(value) > max_len or any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise SettingsError(field, f"{field} must be at most {max_len} printable characters")
@@ -94,7 +98,7 @@ def _int(field, value, low, high):
 
 
 def _choice(field, value, choices):
-    if value not in choices:
+    if not any(type(value) is type(choice) and value == choice for choice in choices):
         raise SettingsError(field, f"{field} must be one of {', '.join(choices)}")
     return value
 

@@ -22,7 +22,9 @@ def proof(secret: bytes, nonce: str) -> str:
 
 
 def proof_matches(secret: bytes, nonce: str, candidate) -> bool:
-    return isinstance(candidate, str) and hmac.compare_digest(proof(secret, nonce), candidate)
+    """Constant-time; a candidate that is not ASCII text (a remote page chose it) is no match."""
+    return (isinstance(candidate, str) and candidate.isascii()
+            and hmac.compare_digest(proof(secret, nonce), candidate))
 
 
 def new_nonce() -> str:
