@@ -181,6 +181,31 @@ def test_backup_needs_users_manage(node, admin):
     assert node.client().post("/api/backup/export", {}).status == 401
 
 
+def test_a_manager_who_is_not_an_administrator_cannot_escalate_through_backups(node, admin):
+    """users:manage without the other scopes: a plain export (no secret) yes, an encrypted export
+    (every secret) or a restore (users, settings, buckets) no: either would be admin power."""
+    admin.put("/api/notifications", {"email": {"host": "mail.example.com", "username": "m",
+                                               "password": SMTP_PASSWORD}})
+    created = admin.post("/api/users", {"username": "pat", "password": VIEWER_PASSWORD, "role": "custom",
+                                        "scopes": ["users:manage"]})
+    assert created.status == 201, created.body
+    pat = node.client()
+    assert pat.login("pat", VIEWER_PASSWORD).status == 200
+    plain = pat.post("/api/backup/export", {})
+    assert plain.status == 200 and plain.json["kind"] == "plain" and SMTP_PASSWORD.encode() not in plain.body
+    sealed = pat.post("/api/backup/export", {"passphrase": PASSPHRASE})
+    assert sealed.status == 403 and sealed.error_code == "forbidden", sealed.body
+    # a crafted backup making pat an administrator: refused, nothing changes
+    document = admin.post("/api/backup/export", {"passphrase": PASSPHRASE}).json
+    before = state(node)
+    answer = pat.post("/api/backup/restore", {"backup": document, "passphrase": PASSPHRASE})
+    assert answer.status == 403 and answer.error_code == "forbidden", answer.body
+    answer = pat.post("/api/backup/restore", {"backup": plain.json})
+    assert answer.status == 403 and answer.error_code == "forbidden", answer.body
+    assert state(node) == before and pre_restore_files(node) == []
+    assert admin.post("/api/backup/restore", {"backup": plain.json}).status == 200
+
+
 def test_offline_export_and_restore(node, admin, tmp_path):
     admin.put("/api/settings", {"node_name": "offline-src"})
     passfile = tmp_path / "pass"

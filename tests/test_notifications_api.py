@@ -71,6 +71,28 @@ def test_config_secrets_are_write_only(node, admin, telegram):
     assert cleared.json["telegram"]["bot_token_set"] is False
 
 
+def test_a_stored_secret_is_never_sent_to_a_new_place(admin, telegram):
+    """Pointing a channel elsewhere needs its secret again: the stored one would go to the new server."""
+    admin.put("/api/notifications", {
+        "email": {"host": "mail.example.com", "port": 587, "username": "mailer", "password": SMTP_PASSWORD},
+        "telegram": {"bot_token": TOKEN, "chat_id": "42", "api_url": telegram.url}})
+    before = admin.get("/api/notifications").json
+    for body, field in (({"email": {"host": "mail.attacker.example"}}, "email.password"),
+                        ({"email": {"port": 25}}, "email.password"),
+                        ({"email": {"security": "none"}}, "email.password"),
+                        ({"telegram": {"api_url": "http://127.0.0.1:1/"}}, "telegram.bot_token"),
+                        ({"telegram": {"api_url": None}}, "telegram.bot_token")):
+        answer = admin.put("/api/notifications", body)
+        assert answer.status == 400 and answer.json["error"]["field"] == field, (body, answer.body)
+    assert admin.get("/api/notifications").json == before
+    # with the secret given again (or cleared), the move is fine; other fields need nothing
+    moved = admin.put("/api/notifications", {"email": {"host": "mail2.example.com", "password": SMTP_PASSWORD}})
+    assert moved.status == 200 and moved.json["email"]["host"] == "mail2.example.com"
+    cleared = admin.put("/api/notifications", {"telegram": {"api_url": "http://127.0.0.1:1/", "bot_token": None}})
+    assert cleared.status == 200 and cleared.json["telegram"]["bot_token_set"] is False
+    assert admin.put("/api/notifications", {"email": {"from": "node@example.com"}}).status == 200
+
+
 @pytest.mark.parametrize("body,field", [
     ({"email": {"security": "ssl"}}, "email.security"),
     ({"email": {"enabled": True}}, "email.host"),

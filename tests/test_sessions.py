@@ -117,6 +117,19 @@ def test_wrong_current_password_changes_nothing(node, admin):
     assert node.client().login(ADMIN_USER, ADMIN_PASSWORD).status == 200
 
 
+def test_a_stolen_session_cannot_guess_the_password_at_the_password_change(node, admin):
+    """Wrong current passwords count like failed logins: after five, 429 even for the right one."""
+    for n in range(5):
+        r = admin.put("/api/me/password", {"current_password": f"guess number {n}",
+                                           "new_password": "a brand new passphrase"})
+        assert r.status == 400 and r.json["error"]["field"] == "current_password", r.body
+    r = admin.put("/api/me/password", {"current_password": ADMIN_PASSWORD, "new_password": "a brand new passphrase"})
+    assert r.status == 429 and r.error_code == "rate_limited" and int(r.headers["retry-after"]) > 0
+    assert node.client().login(ADMIN_USER, ADMIN_PASSWORD).status == 429  # the account is locked
+    node.set_clock_offset(16 * 60)
+    assert node.client().login(ADMIN_USER, ADMIN_PASSWORD).status == 200
+
+
 def test_weak_passwords_refused(node):
     c = node.client()
     for password, why in [("short", "at least 12"), ("Operator.Name", "username"), ("password1234", "common"),

@@ -11,7 +11,7 @@ import threading
 
 from contentnode.core import backup
 from contentnode.core import settings as st
-from contentnode.http.errors import invalid
+from contentnode.http.errors import forbidden, invalid
 from contentnode.http.response import json_response
 from contentnode.http.router import Route
 
@@ -27,6 +27,19 @@ def make_export(app, passphrase):
     return backup.export_encrypted(doc, backup.read_files(app.data_dir), passphrase, name)
 
 
+def _require_admin(req, what: str) -> None:
+    """users:manage alone is not enough where the backup reaches beyond user management.
+
+    An encrypted export carries every secret of the node (password hashes, TOTP and
+    link keys, bucket and notification secrets, private keys) and a restore replaces
+    users, settings, buckets and domains: for a manager who is not an administrator
+    either would be more power than the scopes they hold (as creating an administrator
+    would be, which users.py refuses them too).
+    """
+    if req.user["role"] != "admin":
+        raise forbidden("forbidden", f"only an administrator may {what}")
+
+
 def _passphrase(body):
     value = body.get("passphrase")
     try:
@@ -39,7 +52,10 @@ def export(req):
     body = req.body if req.body is not None else {}
     if not isinstance(body, dict) or not set(body) <= {"passphrase"}:
         raise invalid('the body must be {} or {"passphrase": "..."}', "passphrase")
-    document = make_export(req.app, _passphrase(body))
+    passphrase = _passphrase(body)
+    if passphrase is not None:
+        _require_admin(req, "export an encrypted backup (it holds every secret of the node)")
+    document = make_export(req.app, passphrase)
     req.audit("backup.export", detail={"kind": document["kind"]})
     stamp = document["created_at"].replace(":", "").replace("-", "")
     return json_response(document, headers={
@@ -63,6 +79,7 @@ def restore(req):
     body = req.body
     if not isinstance(body, dict) or "backup" not in body or not set(body) <= {"backup", "passphrase"}:
         raise invalid('the body must be {"backup": <document>, "passphrase"?: "..."}', "backup")
+    _require_admin(req, "restore a backup (it replaces users, settings and secrets)")
     try:
         detail = restore_into(req.app, body["backup"], body.get("passphrase"), req.user, req.client_ip)
     except backup.BackupError as exc:

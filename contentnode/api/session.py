@@ -80,11 +80,11 @@ def check_rate_limit(req, keys) -> None:
         raise rate_limited(wait + 0.999, "too many failed attempts; try again later")
 
 
-def count_failure(req, keys, username: str, action: str = "login.failure") -> None:
+def count_failure(req, keys, username: str, action: str = "login.failure", detail=None) -> None:
     """Count a failed attempt on every key; a key reaching the threshold is a lockout."""
     now = clock.now()
     limiter = req.app.login_limiter
-    req.audit(action, target=username, ok=False)
+    req.audit(action, target=username, ok=False, detail=detail)
     req.app.metrics.logins.inc("failure")
     for key in keys:
         if limiter.fail(key, now) == limiter.threshold:

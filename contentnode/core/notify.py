@@ -23,6 +23,11 @@ log = logging.getLogger("contentnode.notify")
 CHANNELS = ("email", "telegram")
 SECURITY_MODES = ("none", "starttls", "tls")
 SECRETS = {"email": "password", "telegram": "bot_token"}
+# Where a channel's secret is sent. Changing one of these while a secret is stored
+# needs the secret again in the same request: the stored one is only ever sent to
+# the place (and in the way) it was given for, so whoever may edit the channel
+# cannot point it at their own server and collect it.
+SECRET_DESTINATION = {"email": ("host", "port", "security"), "telegram": ("api_url",)}
 MAX_RECIPIENTS = 20
 
 # Event name -> (subject template, body template). Missing fields print as "?".
@@ -99,6 +104,11 @@ def merge(current, body):
                 raise st.SettingsError(field, f"unknown field {field!r}")
             new[part][key] = check(field, item)
     for part in CHANNELS:
+        secret, sent = SECRETS[part], body.get(part) or {}
+        moved = [key for key in SECRET_DESTINATION[part] if new[part][key] != current[part][key]]
+        if moved and current[part].get(secret) and secret not in sent:
+            raise st.SettingsError(f"{part}.{secret}", f"{part}.{secret} must be sent again (or null) when "
+                                   f"{part}.{moved[0]} changes: the stored one is not sent to a new place")
         if new[part]["enabled"]:
             require_complete(part, new[part])
     return new
