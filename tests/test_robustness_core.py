@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from contentnode.core import acme, audit, certs, netguard
+from contentnode.core import acme, audit, cache, certs, netguard
 from tests.certgen import new_key
 
 
@@ -92,3 +92,50 @@ def test_a_torn_last_audit_line_neither_stops_the_log_nor_hides_the_entries(tmp_
     assert json.loads(lines[3])["action"] == "logout"  # on a line of its own
     report = audit.verify_chain(str(tmp_path))
     assert report["ok"] is False and report["line"] == 3  # the torn line is named, not hidden
+
+
+@pytest.fixture
+def short_writes(monkeypatch):
+    """os.write writing at most 3 bytes a call, as a full disk or a signal may make it."""
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, bytes(data[:3])))
+
+
+def test_audit_lines_are_whole_even_when_writes_come_up_short(tmp_path, short_writes):
+    log = audit.AuditLog(str(tmp_path))
+    log.record("setup", target="admin", detail={"role": "admin"})
+    log.record("logout", target="admin")
+    assert [e["action"] for e in log.query()[0]] == ["logout", "setup"]
+    assert audit.verify_chain(str(tmp_path)) == {"ok": True, "checked": 2}
+
+
+def test_cache_entries_are_whole_even_when_writes_come_up_short(tmp_path, short_writes):
+    body = bytes(range(256)) * 40
+    store = cache.Cache(str(tmp_path / "cache"), 1 << 20)
+    result = store.get(("example.com", "/a", ""), lambda: cache.OriginAnswer(
+        200, {"content_type": "application/octet-stream"}, len(body), [body[:5000], body[5000:]]), 60)
+    assert result.read_all() == body
+    again = cache.Cache(str(tmp_path / "cache"), 1 << 20).lookup(("example.com", "/a", ""))
+    assert again is not None and b"".join(again.chunks()) == body
+    again.close()
+
+
+def test_new_audit_files_and_rotations_sync_their_folder(tmp_path, monkeypatch):
+    synced = []
+    monkeypatch.setattr(audit, "fsync_dir", lambda path: synced.append(path))
+    log = audit.AuditLog(str(tmp_path), max_bytes=400)
+    log.record("setup", target="admin")
+    assert synced == [str(tmp_path)]  # the new file's name
+    for _ in range(3):
+        log.record("logout", target="admin")
+    assert len(synced) >= 3  # each rotation, and the file made after it
+
+
+def test_cache_entries_reach_the_disk_before_they_become_entries(tmp_path, monkeypatch):
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append("replace"), real_replace(a, b))[1])
+    store = cache.Cache(str(tmp_path / "cache"), 1 << 20)
+    store.get(("example.com", "/a", ""), lambda: cache.OriginAnswer(200, {}, 3, [b"abc"]), 60).read_all()
+    assert events == ["fsync", "replace"]

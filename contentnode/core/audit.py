@@ -13,6 +13,7 @@ import re
 import threading
 
 from contentnode import clock
+from contentnode.fileio import fsync_dir
 
 GENESIS = "0" * 64
 # Member names that hold secrets: passwords and passphrases, secrets and secret keys, tokens,
@@ -28,6 +29,13 @@ def scrub(value):
     if isinstance(value, list):
         return [scrub(v) for v in value]
     return value
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write may write less than asked: loop, so a line is never torn while running."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _parse(line: bytes) -> dict | None:
@@ -85,7 +93,7 @@ class AuditLog:
         if torn:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
             try:
-                os.write(fd, b"\n")
+                _write_all(fd, b"\n")
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -96,6 +104,7 @@ class AuditLog:
             if os.path.exists(older):
                 os.replace(older, f"{self.path}.{n + 1}")
         os.replace(self.path, f"{self.path}.1")
+        fsync_dir(self.folder)  # the renames must survive a power loss, or entries would
 
     def record(self, action: str, target=None, ok: bool = True, detail=None, user=None,
                ip: str | None = None, user_agent: str | None = None) -> dict:
@@ -119,12 +128,15 @@ class AuditLog:
                 "utf-8", "replace") + b"\n"
             if os.path.exists(self.path) and os.path.getsize(self.path) + len(line) > self.max_bytes:
                 self._rotate()
+            created = not os.path.exists(self.path)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                os.write(fd, line)
+                _write_all(fd, line)
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            if created:
+                fsync_dir(self.folder)  # a new file's name is durable only once its folder is synced
             self._last_hash = _line_hash(line)
             self._next_id += 1
             return entry

@@ -341,9 +341,13 @@ class Cache:
                                     "expires_at": now + ttl})
             fd = os.open(fill.tmp_path, os.O_WRONLY)
             try:
-                os.write(fd, header)
+                _write_all(fd, header)
                 fill.progress(answer=answer, offset=len(header))
                 self._copy(fill, fd, answer)
+                if ttl > 0:
+                    # on disk before the rename makes it an entry: after a power loss an entry
+                    # must be whole or absent, never the right size full of zeros
+                    os.fsync(fd)
             finally:
                 os.close(fd)
             self._commit(fill, ttl, answer, header, now)
@@ -366,7 +370,7 @@ class Cache:
         for chunk in answer.chunks:
             if written + len(chunk) > answer.length:
                 raise FillTruncated("origin sent more than announced")
-            os.write(fd, chunk)
+            _write_all(fd, chunk)
             written += len(chunk)
             fill.progress(written=written)
         if written != answer.length:
@@ -452,6 +456,13 @@ class Cache:
         with self._lock:
             return {"entries": len(self._index), "bytes": self.total,
                     "max_bytes": self.max_bytes, "filling": len(self._fills)}
+
+
+def _write_all(fd, data):
+    """os.write may write less than asked: loop until all of it is written."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _unlink(path):
