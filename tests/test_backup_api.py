@@ -206,6 +206,43 @@ def test_a_manager_who_is_not_an_administrator_cannot_escalate_through_backups(n
     assert admin.post("/api/backup/restore", {"backup": plain.json}).status == 200
 
 
+@pytest.mark.parametrize("section,value", [
+    ("domains", {"x.example.com": "not a record"}),
+    ("domains", {"x.example.com": {"host": "x.example.com", "status": "pending", "redirect": {"to": "x", "code": 301}}}),
+    ("rules", {"r1": {"id": "r1", "domain": "nowhere.example", "path": "/", "bucket": "b", "prefix": ""}}),
+    ("settings", {"node_name": 5}),
+    ("policy", {"two_factor": "sometimes"}),
+    ("notifications", {"email": {"port": "x"}}),
+    ("https", {"enabled": "yes"}),
+])
+def test_a_restore_of_records_that_cannot_work_changes_nothing(node, admin, section, value):
+    """A hand-edited backup must not brick the node: refused whole, before anything is written."""
+    plain = admin.post("/api/backup/export", {}).json
+    plain["data"][section] = value
+    before = state(node)
+    answer = admin.post("/api/backup/restore", {"backup": plain})
+    assert answer.status == 400 and answer.json["error"]["field"] == "backup", answer.body
+    assert f"the backup's {section} cannot be restored" in answer.json["error"]["message"]
+    assert state(node) == before and pre_restore_files(node) == []
+    assert admin.get("/api/domains").status == 200 and admin.get("/api/panel").status == 200
+    assert node.client("public", host="x.example.com").get("/").status == 404
+
+
+def test_an_encrypted_backup_without_an_administrator_is_refused(node, admin):
+    """Restored, it would leave first-time setup open to anyone who reaches the admin port."""
+    from contentnode.core import backup
+
+    doc = json.loads(state(node))
+    for user in doc["users"].values():
+        user["role"] = "viewer"
+    document = backup.export_encrypted(doc, {}, PASSPHRASE, "crafted")
+    before = state(node)
+    answer = admin.post("/api/backup/restore", {"backup": document, "passphrase": PASSPHRASE})
+    assert answer.status == 400 and "no enabled administrator" in answer.json["error"]["message"], answer.body
+    assert state(node) == before
+    assert node.client().get("/api/session").json["setup_required"] is False
+
+
 def test_offline_export_and_restore(node, admin, tmp_path):
     admin.put("/api/settings", {"node_name": "offline-src"})
     passfile = tmp_path / "pass"

@@ -9,6 +9,7 @@ nothing. Backups larger than the 64 KB request limit go through the offline
 import os
 import threading
 
+from contentnode.api.backup_records import check_records
 from contentnode.core import backup
 from contentnode.core import settings as st
 from contentnode.http.errors import forbidden, invalid
@@ -66,6 +67,7 @@ def restore_into(app, document, passphrase, by, ip=None):
     """Validate, keep the current state as a file, swap, audit, announce. BackupError when refused."""
     with _restore_lock:
         opened = backup.open_backup(document, passphrase, app.store.data)
+        check_records(opened.doc)
         saved = backup.apply_restore(app.store, app.data_dir, opened)
     app.apply_policy()
     detail = {"kind": opened.kind, "created_at": opened.created_at, "pre_restore": os.path.basename(saved)}

@@ -1,0 +1,230 @@
+"""The records of a backup, checked before a restore swaps them in.
+
+A restore must leave a node that works, or change nothing: a record of the
+wrong shape (a domain that is a string, a rule without its prefix, a user
+without a role) would otherwise be written durably and then fail every
+request that reads it, the public content path included, until someone
+edited the state file by hand. Each section is checked with the same rules
+its API applies; the first problem refuses the whole restore (BackupError).
+"""
+
+import ipaddress
+import re
+
+from contentnode.api import buckets as buckets_api
+from contentnode.api.domains import REDIRECT_CODES
+from contentnode.api.policy import LIMITS
+from contentnode.api.session import USERNAME_PATTERN
+from contentnode.auth.policy import DEFAULT_POLICY, TWO_FACTOR_MODES
+from contentnode.auth.scopes import ROLES, invalid_scopes
+from contentnode.clock import parse_rfc3339
+from contentnode.core import notify, rules
+from contentnode.core import settings as st
+from contentnode.core.backup import BackupError
+from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.http.errors import ApiError
+from contentnode.https import HTTPS_DEFAULTS
+
+DOMAIN_STATUSES = ("pending", "verified", "failed")
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+class _Bad(Exception):
+    """One problem in one section; turned into a BackupError naming both."""
+
+
+def _require(condition, message):
+    if not condition:
+        raise _Bad(message)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _time_text(value, what, optional=True):
+    if value is None and optional:
+        return
+    _require(isinstance(value, str), f"{what} must be an RFC 3339 time")
+    try:
+        parse_rfc3339(value)
+    except ValueError:
+        raise _Bad(f"{what} must be an RFC 3339 time") from None
+
+
+def _records(section, what):
+    """(key, record) pairs of a section holding one object per key."""
+    for key, record in section.items():
+        _require(isinstance(record, dict), f"{what} {key!r} is not an object")
+        yield key, record
+
+
+def _node(section):
+    _require(isinstance(section.get("id"), str) and section["id"], "node.id is missing")
+    secret = section.get("secret")
+    _require(isinstance(secret, str) and len(secret) >= 32 and len(secret) % 2 == 0 and _HEX.fullmatch(secret),
+             "node.secret must be a hex secret")
+
+
+def _users(section):
+    names = set()
+    for user_id, user in _records(section, "user"):
+        _require(user.get("id") == user_id, f"user {user_id!r} has another id inside")
+        name = user.get("username")
+        _require(isinstance(name, str) and re.fullmatch(USERNAME_PATTERN, name), f"user {user_id!r}: bad username")
+        _require(name.lower() not in names, f"username {name!r} appears twice")
+        names.add(name.lower())
+        _require(user.get("role") in ROLES, f"user {name!r}: unknown role")
+        scopes = user.get("scopes") or []
+        _require(isinstance(scopes, list) and all(isinstance(s, str) for s in scopes) and not invalid_scopes(scopes),
+                 f"user {name!r}: bad scopes")
+        _require(isinstance(user.get("password_hash"), str) and user["password_hash"], f"user {name!r}: no password hash")
+        _require(isinstance(user.get("disabled", False), bool), f"user {name!r}: disabled must be true or false")
+        totp = user.get("totp") or {}
+        _require(isinstance(totp, dict), f"user {name!r}: bad two-factor state")
+        if totp.get("enabled"):
+            _require(isinstance(totp.get("secret"), str) and isinstance(totp.get("recovery", []), list),
+                     f"user {name!r}: two-factor is on without its secret")
+        for stamp in ("created_at", "last_login_at", "password_changed_at"):
+            _require(user.get(stamp) is None or _is_number(user[stamp]), f"user {name!r}: bad {stamp}")
+        addresses = user.get("known_addresses") or []
+        _require(isinstance(addresses, list) and all(isinstance(a, str) for a in addresses),
+                 f"user {name!r}: bad known_addresses")
+        for address in addresses:
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise _Bad(f"user {name!r}: {address!r} is not an address") from None
+    _require(any(u["role"] == "admin" and not u.get("disabled") for u in section.values()),
+             "no enabled administrator (the node would offer first-time setup to anyone)")
+
+
+def _policy(section):
+    _require(set(section) <= set(DEFAULT_POLICY), "unknown policy key")
+    _require(section.get("two_factor", "optional") in TWO_FACTOR_MODES, "policy.two_factor is unknown")
+    for name, (lo, hi) in LIMITS.items():
+        value = section.get(name, DEFAULT_POLICY[name])
+        _require(isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi,
+                 f"policy.{name} must be a whole number from {lo} to {hi}")
+
+
+def _settings(section):
+    general = {k: v for k, v in section.items() if k in st.GENERAL_DEFAULTS}
+    rest = {k: v for k, v in section.items() if k not in st.GENERAL_DEFAULTS}
+    try:
+        st.validate(general)
+        unknown = sorted(set(rest) - {"admin_host", "admin_allow", "updates"})
+        _require(not unknown, f"unknown setting {unknown[0]!r}" if unknown else "")
+        if rest.get("admin_host") is not None:
+            st.hostname("admin_host", rest["admin_host"])
+        st.cidr_list("admin_allow", rest.get("admin_allow", []))
+        st.validate_updates(rest.get("updates", {}))
+    except st.SettingsError as exc:
+        raise _Bad(str(exc)) from None
+
+
+def _notifications(section):
+    try:
+        notify.merge(notify.effective({}), section)
+    except st.SettingsError as exc:
+        raise _Bad(str(exc)) from None
+
+
+def _domains(section):
+    for host, record in _records(section, "domain"):
+        try:
+            _require(normalize_host(host) == host and record.get("host") == host, f"domain {host!r}: bad host")
+        except HostnameError:
+            raise _Bad(f"domain {host!r} is not a host name") from None
+        _require(record.get("status") in DOMAIN_STATUSES, f"domain {host}: unknown status")
+        redirect = record.get("redirect")
+        if redirect is not None:
+            _require(isinstance(redirect, dict), f"domain {host}: bad redirect")
+            try:
+                st.http_url("to", redirect.get("to"))
+            except st.SettingsError:
+                raise _Bad(f"domain {host}: the redirect target is not an http(s) URL") from None
+            _require(type(redirect.get("code")) is int and redirect["code"] in REDIRECT_CODES,
+                     f"domain {host}: bad redirect code")
+            _require(isinstance(redirect.get("keep_path"), bool), f"domain {host}: bad redirect keep_path")
+        certificate = record.get("certificate")
+        if certificate is not None:
+            _require(isinstance(certificate, dict), f"domain {host}: bad certificate summary")
+            _time_text(certificate.get("not_after"), f"domain {host}: certificate not_after", optional=False)
+        _require(record.get("last_check") is None or isinstance(record["last_check"], dict),
+                 f"domain {host}: bad last_check")
+
+
+def _buckets(section):
+    for bucket_id, record in _records(section, "bucket"):
+        _require(record.get("id") == bucket_id, f"bucket {bucket_id!r} has another id inside")
+        fields = {k: v for k, v in record.items() if k in buckets_api.FIELDS}
+        try:
+            checked = buckets_api._fields(fields, partial=False)
+            checked.update(path_style=record.get("path_style"))
+            _require(isinstance(checked["path_style"], bool), f"bucket {bucket_id}: path_style must be true or false")
+            buckets_api._check_record(checked)
+        except ApiError as exc:
+            raise _Bad(f"bucket {bucket_id}: {exc.message}") from None
+
+
+def _rules(section, doc):
+    seen = set()
+    for rule_id, record in _records(section, "rule"):
+        _require(record.get("id", rule_id) == rule_id, f"rule {rule_id!r} has another id inside")
+        _require(record.get("domain") in doc["domains"], f"rule {rule_id}: its domain is not in the backup")
+        _require(record.get("bucket") in doc["buckets"], f"rule {rule_id}: its bucket is not in the backup")
+        try:
+            _require(rules.normalise_path(record.get("path")) == record["path"], f"rule {rule_id}: bad path")
+            rules.validate_prefix(record.get("prefix"))
+        except rules.RuleError as exc:
+            raise _Bad(f"rule {rule_id}: {exc}") from None
+        _require((record["domain"], record["path"]) not in seen, f"rule {rule_id}: its path is routed twice")
+        seen.add((record["domain"], record["path"]))
+        ttl = record.get("cache_ttl")
+        _require(type(ttl) is int and 0 <= ttl <= rules.MAX_CACHE_TTL, f"rule {rule_id}: bad cache_ttl")
+        for flag in ("signed", "images", "enabled"):
+            _require(isinstance(record.get(flag), bool), f"rule {rule_id}: {flag} must be true or false")
+
+
+def _links(section):
+    keys = section.get("keys", {})
+    _require(isinstance(keys, dict), "links.keys must be an object")
+    for kid, record in _records(keys, "link key"):
+        _require(isinstance(record.get("secret"), str) and record["secret"], f"link key {kid}: no secret")
+        _require(_is_number(record.get("created_at")), f"link key {kid}: bad created_at")
+        _require(record.get("retires_at") is None or _is_number(record["retires_at"]), f"link key {kid}: bad retires_at")
+    _require(section.get("current") is None or section["current"] in keys, "links.current names no key")
+
+
+def _https(section):
+    _require(set(section) <= set(HTTPS_DEFAULTS), "unknown https key")
+    for name, default in HTTPS_DEFAULTS.items():
+        value = section.get(name, default)
+        _require(type(value) is type(default), f"https.{name} has the wrong type")
+    _require(0 <= section.get("port", 443) <= 65535, "https.port is out of range")
+
+
+def _update_status(section):
+    _time_text(section.get("checked_at"), "update_status.checked_at")
+
+
+CHECKS = (
+    ("node", _node), ("users", _users), ("policy", _policy), ("settings", _settings),
+    ("notifications", _notifications), ("domains", _domains), ("buckets", _buckets),
+    ("rules", None), ("links", _links), ("https", _https), ("update_status", _update_status),
+)
+
+
+def check_records(doc: dict) -> None:
+    """BackupError naming the first record of `doc` (a whole state document) that cannot work."""
+    for name, check in CHECKS:
+        if name not in doc:
+            continue
+        try:
+            if check is None:
+                _rules(doc[name], doc)
+            else:
+                check(doc[name])
+        except _Bad as exc:
+            raise BackupError(f"the backup's {name} cannot be restored: {exc}") from None
