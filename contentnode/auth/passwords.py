@@ -43,7 +43,13 @@ class PasswordHasher:
             return self._argon.hash(password)
 
     def verify(self, stored_hash: str | None, password: str) -> bool:
-        """True when `password` matches; a missing hash costs the same as a wrong one."""
+        """True when `password` matches; a missing hash costs the same as a wrong one.
+
+        Text no UTF-8 can hold (a lone surrogate sent as "\ud800" in JSON) is simply a
+        wrong password, at the same cost: no new password may contain it.
+        """
+        if isinstance(password, str):
+            password = password.encode("utf-8", "surrogatepass")
         with self._slots:
             try:
                 return self._argon.verify(stored_hash or self._dummy, password) and stored_hash is not None
@@ -62,6 +68,10 @@ def password_problem(password, username: str, min_length: int) -> str | None:
     """Why this new password is refused, or None. No composition rules, never truncated."""
     if not isinstance(password, str):
         return "the password must be a string"
+    try:
+        password.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the password holds an unpaired surrogate (not valid Unicode text)"
     if len(password) < min_length:
         return f"the password must be at least {min_length} characters long"
     if len(password) > MAX_LENGTH:
