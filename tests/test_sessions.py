@@ -158,7 +158,7 @@ def test_forwarded_for_ignored_without_trusted_proxy(node, admin):
     c = node.client()
     for i in range(5):  # each claims another address: all are counted for the real peer
         c.post("/api/login", {"username": f"guess{i}", "password": "wrong password here"},
-                   headers={"X-Forwarded-For": f"203.0.113.{i}"})
+               headers={"X-Forwarded-For": f"203.0.113.{i}"})
     r = c.post("/api/login", {"username": ADMIN_USER, "password": ADMIN_PASSWORD},
                headers={"X-Forwarded-For": "198.51.100.7"})
     assert r.status == 429
