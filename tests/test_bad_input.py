@@ -186,3 +186,21 @@ def test_passwords_with_lone_surrogates_are_wrong_or_refused_never_a_500(node, a
     assert answer.status == 400 and answer.json["error"]["field"] == "password", answer.body
     failures = [e for e in audit_lines(node) if e["action"] == "login.failure"]
     assert len(failures) == 2  # counted towards the lockout like any wrong password
+
+
+def test_lone_surrogates_in_rules_and_passphrases_are_refused(admin):
+    assert admin.post("/api/domains", {"host": "a.example.com"}).status == 201
+    bucket = admin.post("/api/buckets", {"name": "b", "endpoint": "http://127.0.0.1:9", "region": "us-east-1",
+                                         "bucket": "media", "access_key": "AKID", "secret_key": "secret"}).json
+    for field, raw in (("prefix", b'"path": "/x", "prefix": "a\\ud800/"'), ("path", b'"path": "/x\\ud800"')):
+        body = b'{"domain": "a.example.com", "bucket": "' + bucket["id"].encode() + b'", ' + raw + b"}"
+        answer = _raw_post(admin, "/api/rules", body)
+        assert answer.status == 400 and answer.json["error"]["field"] == field, answer.body
+    assert admin.get("/api/rules").json["rules"] == []
+    answer = _raw_post(admin, "/api/backup/export", b'{"passphrase": "long enough \\ud800 passphrase"}')
+    assert answer.status == 400 and answer.json["error"]["field"] == "passphrase", answer.body
+    plain = admin.post("/api/backup/export", {}).json
+    plain["data"]["settings"] = {"node_name": "PLACEHOLDER"}
+    raw = json.dumps({"backup": plain}).replace("PLACEHOLDER", "edge\\udc00").encode()
+    answer = _raw_post(admin, "/api/backup/restore", raw)
+    assert answer.status == 400 and answer.json["error"]["field"] == "backup", answer.body

@@ -9,6 +9,7 @@ its API applies; the first problem refuses the whole restore (BackupError).
 """
 
 import ipaddress
+import json
 import re
 
 from contentnode.api import buckets as buckets_api
@@ -218,6 +219,10 @@ CHECKS = (
 
 def check_records(doc: dict) -> None:
     """BackupError naming the first record of `doc` (a whole state document) that cannot work."""
+    try:
+        json.dumps(doc, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (UnicodeEncodeError, ValueError):
+        raise BackupError("the backup holds text that is not valid Unicode, or a number that is not finite") from None
     for name, check in CHECKS:
         if name not in doc:
             continue

@@ -53,6 +53,10 @@ def _b64(data):
 def check_passphrase(passphrase):
     if not isinstance(passphrase, str) or not 8 <= len(passphrase) <= 1024:
         raise BackupError("passphrase must be a string of 8 to 1024 characters", "passphrase")
+    try:
+        passphrase.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BackupError("passphrase holds an unpaired surrogate (not valid Unicode text)", "passphrase") from None
     return passphrase
 
 
@@ -210,6 +214,10 @@ def _check_files(files):
         folder, _, name = str(path).partition("/")
         if folder not in FILE_FOLDERS or not _FILE_NAME.match(name) or not isinstance(text, str):
             raise BackupError(f"the backup holds an unexpected file {path!r}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BackupError(f"the backup's file {path!r} is not valid Unicode text") from None
 
 
 def _lookup(doc, path):

@@ -25,6 +25,14 @@ class RuleError(ValueError):
     """A rule field that cannot be accepted; the message says why."""
 
 
+def _encodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def normalise_path(value: str) -> str:
     """The canonical form of a rule path, or RuleError.
 
@@ -36,6 +44,8 @@ def normalise_path(value: str) -> str:
         raise RuleError("path must be a string")
     if not value.startswith("/"):
         raise RuleError('path must start with "/"')
+    if not _encodable(value):
+        raise RuleError("path holds an unpaired surrogate (not valid Unicode text)")
     if len(value) > MAX_PATH:
         raise RuleError(f"path is longer than {MAX_PATH} characters")
     bad = sorted(set(value) & _FORBIDDEN_IN_PATH)
@@ -53,6 +63,8 @@ def validate_prefix(value: str) -> str:
         raise RuleError("prefix must be a string")
     if value.startswith("/"):
         raise RuleError('prefix must not start with "/" (bucket keys have no leading slash)')
+    if not _encodable(value):
+        raise RuleError("prefix holds an unpaired surrogate (not valid Unicode text)")
     if len(value.encode("utf-8")) > MAX_PREFIX:
         raise RuleError(f"prefix is longer than {MAX_PREFIX} bytes")
     if any(ord(c) < 32 or c == "\x7f" for c in value):
