@@ -194,11 +194,13 @@ class _Deadlines:
             self._cond.notify()
 
     def cancel(self, guard: "DeadlineGuard") -> None:
+        # closing under the lock: the watchdog never shuts down a descriptor number
+        # that was closed (and perhaps reused) meanwhile
         with self._cond:
             guard.generation += 1
             sock, guard.sock = guard.sock, None
-        if sock is not None:
-            sock.close()
+            if sock is not None:
+                sock.close()
 
     def _run(self) -> None:
         while True:
@@ -209,11 +211,10 @@ class _Deadlines:
                 if generation != guard.generation or guard.sock is None:
                     continue
                 guard.fired = True
-                sock = guard.sock
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+                try:
+                    guard.sock.shutdown(socket.SHUT_RDWR)  # never blocks
+                except OSError:
+                    pass
 
 
 @dataclass(eq=False)
