@@ -192,6 +192,15 @@ def test_admin_resets_a_users_2fa(node, admin):
     assert node.client().login("bob", PASSWORD).json["user"]["two_factor"] is False
 
 
+def test_own_2fa_is_not_turned_off_without_the_password(node, admin):
+    """DESIGN §6: disabling 2FA needs the password; the users:manage reset must not be a way around it."""
+    enrol(admin, offset=mid_step_offset(node))
+    refused = admin.delete("/api/users/admin/2fa")
+    assert refused.status == 403 and refused.error_code == "forbidden", refused.body
+    assert admin.get("/api/me").json["user"]["two_factor"] is True
+    assert admin.post("/api/me/2fa/disable", {"password": ADMIN_PASSWORD}).status == 200
+
+
 def test_secret_and_codes_never_shown_again(node, admin):
     offset = mid_step_offset(node)
     secret, recovery = enrol(admin, offset=offset)

@@ -183,8 +183,15 @@ def reset_password(req):
 
 
 def reset_two_factor(req):
-    """DELETE .../2fa: for a user who lost their authenticator and recovery codes."""
+    """DELETE .../2fa: for a user who lost their authenticator and recovery codes.
+
+    Not for one's own account: disabling one's 2FA needs the password (DESIGN §6),
+    which POST /api/me/2fa/disable asks for; a session alone must not be enough.
+    """
     target = _find(req)
+    if target["id"] == req.user["id"]:
+        raise forbidden("forbidden", "your own two-factor authentication is turned off with "
+                                     "POST /api/me/2fa/disable, which needs your password")
     _may_manage(req, target["role"], target.get("scopes"))
     with req.app.store.transaction() as doc:
         record = _record(doc, target)
