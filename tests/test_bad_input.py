@@ -204,3 +204,15 @@ def test_lone_surrogates_in_rules_and_passphrases_are_refused(admin):
     raw = json.dumps({"backup": plain}).replace("PLACEHOLDER", "edge\\udc00").encode()
     answer = _raw_post(admin, "/api/backup/restore", raw)
     assert answer.status == 400 and answer.json["error"]["field"] == "backup", answer.body
+
+
+def test_a_lone_surrogate_in_a_key_or_a_url_still_gets_an_answer(admin):
+    """An error naming such a key used to fail while being written: no answer at all."""
+    for method, path in (("POST", "/api/users"), ("PUT", "/api/settings"), ("PUT", "/api/notifications"),
+                         ("PUT", "/api/updates"), ("PUT", "/api/policy")):
+        answer = admin.request(method, path, body=b'{"\\ud800": 1}', headers={"Content-Type": "application/json"})
+        assert answer.status == 400 and answer.json["error"]["field"] == "\\ud800", (path, answer.body)
+    for path in ("/api/probe", "/api/diagnose"):
+        answer = _raw_post(admin, path, b'{"url": "http://a.example.com/x/\\ud800"}')
+        assert answer.status in (200, 400) and answer.json is not None, (path, answer.body)
+        assert answer.status == 400 or answer.json["ok"] is False

@@ -69,7 +69,7 @@ register_public_hook(content.content_hook, content.HOOK_ORDER)
 
 def parse_url(value, field: str):
     """(scheme, host, decoded path, query pairs) of an http(s) URL given in a body."""
-    if not isinstance(value, str) or not value.strip() or len(value) > 4096:
+    if not isinstance(value, str) or not value.strip() or len(value) > 4096 or not v._encodable(value):
         raise invalid(f"{field} must be an http or https URL", field)
     try:
         parts = urlsplit(value.strip())

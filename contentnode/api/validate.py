@@ -25,7 +25,8 @@ def require_object(body) -> dict:
 def only(obj: dict, allowed) -> None:
     unknown = sorted(set(obj) - set(allowed))
     if unknown:
-        raise invalid(f"unknown field {unknown[0]!r}", unknown[0])
+        name = unknown[0] if _encodable(unknown[0]) else ascii(unknown[0])[1:-1]
+        raise invalid(f"unknown field {unknown[0]!r}", name[:100])
 
 
 def _get(obj, name, required, default):

@@ -343,11 +343,7 @@ class Cache:
             try:
                 _write_all(fd, header)
                 fill.progress(answer=answer, offset=len(header))
-                self._copy(fill, fd, answer)
-                if ttl > 0:
-                    # on disk before the rename makes it an entry: after a power loss an entry
-                    # must be whole or absent, never the right size full of zeros
-                    os.fsync(fd)
+                self._copy(fill, fd, answer, sync=ttl > 0)
             finally:
                 os.close(fd)
             self._commit(fill, ttl, answer, header, now)
@@ -365,16 +361,24 @@ class Cache:
             _unlink(fill.tmp_path)
         fill.progress(**outcome)
 
-    def _copy(self, fill, fd, answer):
+    def _copy(self, fill, fd, answer, sync=False):
+        """Body bytes to the temp file. With `sync`, the file is on disk before its last
+        bytes are handed to the readers (and so before the rename makes it an entry): after
+        a power loss an entry is whole or absent, never the right size full of zeros, and a
+        client that got the whole body and asks again finds the entry."""
         written = 0
         for chunk in answer.chunks:
             if written + len(chunk) > answer.length:
                 raise FillTruncated("origin sent more than announced")
             _write_all(fd, chunk)
             written += len(chunk)
+            if written == answer.length and sync:
+                os.fsync(fd)
             fill.progress(written=written)
         if written != answer.length:
             raise FillTruncated("origin sent less than announced")
+        if written == 0 and sync:
+            os.fsync(fd)
 
     def _commit(self, fill, ttl, answer, header, now):
         """Make the filled file an entry (or drop it when uncacheable or purged meanwhile)."""

@@ -46,6 +46,11 @@ class SettingsError(ValueError):
 
     def __init__(self, field, message):
         super().__init__(message)
+        if isinstance(field, str):
+            try:
+                field.encode("utf-8")
+            except UnicodeEncodeError:  # an unknown key the client sent: shown escaped
+                field = ascii(field)[1:-1]
         self.field = field
 
 
