@@ -239,3 +239,10 @@ def test_handler_crash_is_500_without_traceback(node, admin):
     assert r.status == 500 and error_of(r) == "internal"
     assert b"Traceback" not in r.body and b"not a number" not in r.body
     assert node.log().count("handler failed: GET /api/me") == 1
+
+
+def test_json_body_survives_text_that_is_not_unicode():
+    """An error message quoting a lone surrogate from a request must still be sent."""
+    from contentnode.http.response import json_body
+    assert json.loads(json_body({"message": "bad field '\ud800'"})) == {"message": "bad field '\ud800'"}
+    assert json_body({"m": "é"}) == '{"m":"é"}\n'.encode()

@@ -57,8 +57,17 @@ class Response:
         self.headers.append((name, value))
 
 
+def json_body(obj) -> bytes:
+    """Compact UTF-8 JSON; text that is not valid Unicode (a lone surrogate) is \\u-escaped instead."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+
+
 def json_response(obj, status: int = 200, headers: dict | None = None) -> Response:
-    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    body = json_body(obj)
     hdrs = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
     hdrs += list((headers or {}).items())
     return Response(status, hdrs, body)
