@@ -3,7 +3,7 @@
 import json
 import os
 
-from tests.node import ADMIN_PASSWORD, ADMIN_USER
+from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 
 
 def cookie_attrs(resp):
@@ -128,6 +128,35 @@ def test_a_stolen_session_cannot_guess_the_password_at_the_password_change(node,
     assert node.client().login(ADMIN_USER, ADMIN_PASSWORD).status == 429  # the account is locked
     node.set_clock_offset(16 * 60)
     assert node.client().login(ADMIN_USER, ADMIN_PASSWORD).status == 200
+
+
+def test_guesses_sent_together_cannot_get_past_the_lockout(node, admin):
+    """Each attempt is counted before its (slow) password check: of 40 simultaneous wrong
+    guesses only the threshold (5) are checked, the rest get 429; one lockout is recorded."""
+    import threading
+
+    statuses = []
+
+    def guess(n):
+        statuses.append(node.client().login(ADMIN_USER, f"wrong guess {n}").status)
+    threads = [threading.Thread(target=guess, args=(n,)) for n in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert statuses.count(401) == 5 and statuses.count(429) == 35, sorted(statuses)
+    lockouts = [e for e in admin.get("/api/audit?action=login.lockout").json["entries"]
+                if e["target"] == f"user:{ADMIN_USER}"]
+    assert len(lockouts) == 1
+    # a success gives its attempt back: five right logins in a row never lock anyone out
+    os.makedirs(os.path.join(node.workdir, "second"))
+    fresh = Node(os.path.join(node.workdir, "second")).start()
+    try:
+        assert fresh.client().post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
+        for _ in range(8):
+            assert fresh.client().login(ADMIN_USER, ADMIN_PASSWORD).status == 200
+    finally:
+        fresh.kill()
 
 
 def test_weak_passwords_refused(node):

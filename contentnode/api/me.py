@@ -2,7 +2,8 @@
 
 from contentnode import clock
 from contentnode.api import validate as v
-from contentnode.api.session import check_rate_limit, checked_new_password, count_failure, limiter_keys
+from contentnode.api.session import (attempt_succeeded, check_rate_limit, checked_new_password, count_failure,
+                                     limiter_keys)
 from contentnode.auth.users import public_user
 from contentnode.http.errors import ApiError
 from contentnode.http.response import no_content
@@ -27,6 +28,7 @@ def change_password(req):
     if not req.app.hasher.verify(req.user["password_hash"], current[:4096]):
         count_failure(req, keys, req.user["username"], "me.password", {"reason": "wrong current password"})
         raise ApiError(400, "invalid", "the current password is wrong", "current_password")
+    attempt_succeeded(req)
     new_hash = req.app.hasher.hash(new)
     with req.app.store.transaction() as doc:
         record = doc["users"][req.user["id"]]

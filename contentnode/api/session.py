@@ -72,22 +72,40 @@ def limiter_keys(req, username: str) -> tuple:
 
 
 def check_rate_limit(req, keys) -> None:
+    """429 when a key is locked; else this attempt is counted now, as if it failed.
+
+    The count happens before the password or code is checked, so attempts sent
+    together cannot all get past the limit; `attempt_succeeded` gives it back.
+    """
     now = clock.now()
-    wait = max(req.app.login_limiter.retry_after(k, now) for k in keys)
+    wait = req.app.login_limiter.reserve(keys, now)
     if wait > 0:
         req.audit("login.locked", target=keys[-1].partition(":")[2], ok=False)
         req.app.metrics.logins.inc("locked")
         raise rate_limited(wait + 0.999, "too many failed attempts; try again later")
+    req.attempt = (tuple(keys), now)
+
+
+def attempt_succeeded(req) -> None:
+    """The attempt counted by check_rate_limit was no failure: give it back."""
+    attempt = getattr(req, "attempt", None)
+    if attempt is not None:
+        req.app.login_limiter.release(*attempt)
+        req.attempt = None
 
 
 def count_failure(req, keys, username: str, action: str = "login.failure", detail=None) -> None:
-    """Count a failed attempt on every key; a key reaching the threshold is a lockout."""
+    """Record a failed attempt (counted on every key); a key reaching the threshold is a lockout."""
     now = clock.now()
     limiter = req.app.login_limiter
     req.audit(action, target=username, ok=False, detail=detail)
     req.app.metrics.logins.inc("failure")
+    attempt = getattr(req, "attempt", None)
+    counted = attempt is not None and attempt[0] == tuple(keys)
+    req.attempt = None
     for key in keys:
-        if limiter.fail(key, now) == limiter.threshold:
+        failures = limiter.position(key, attempt[1]) if counted else limiter.fail(key, now)
+        if failures == limiter.threshold:
             req.audit("login.lockout", target=key, ok=False)
             req.app.events.emit("login_failures_burst", key=key, ip=req.client_ip)
 
@@ -106,6 +124,7 @@ def login(req):
     if not matched or user.get("disabled"):
         count_failure(req, keys, username)
         raise ApiError(401, "bad_credentials", "wrong username or password")
+    attempt_succeeded(req)
     req.app.login_limiter.clear(keys[1])
     if (user.get("totp") or {}).get("enabled"):
         token, _ = req.app.sessions.create(user["id"], req.client_ip, req.user_agent, pending=True)

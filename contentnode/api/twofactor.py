@@ -8,7 +8,8 @@ own key ("2fa:<name>"), which a correct password does not clear.
 
 from contentnode import clock
 from contentnode.api import validate as v
-from contentnode.api.session import check_rate_limit, complete_login, count_failure, limiter_keys
+from contentnode.api.session import (attempt_succeeded, check_rate_limit, complete_login, count_failure,
+                                     limiter_keys)
 from contentnode.auth import totp
 from contentnode.auth.policy import requires_two_factor
 from contentnode.auth.users import public_user
@@ -55,6 +56,7 @@ def login_second_step(req):
     if kind is None:
         count_failure(req, keys, user["username"], "login.2fa_failure")
         raise ApiError(401, "bad_credentials", "the code is wrong, expired or was already used", "code")
+    attempt_succeeded(req)
     req.app.login_limiter.clear(keys[1])
     if kind == "recovery":
         req.user = user
@@ -72,6 +74,7 @@ def _confirm_password(req, body: dict) -> None:
     if not req.app.hasher.verify(req.user["password_hash"], password[:4096]):
         count_failure(req, keys, req.user["username"], "2fa.password_failure")
         raise invalid("the password is wrong", "password")
+    attempt_succeeded(req)
 
 
 def _state(user: dict) -> dict:

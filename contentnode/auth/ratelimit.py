@@ -23,26 +23,66 @@ class FailureLimiter:
     def retry_after(self, key: str, now: float) -> float:
         """Seconds until `key` may try again; 0 when it may try now."""
         with self._lock:
-            times = self._failures.get(key)
-            if not times:
-                return 0.0
-            while times and times[0] <= now - self.window:
-                times.popleft()
-            if len(times) < self.threshold:
-                return 0.0
-            return times[-self.threshold] + self.window - now
+            return self._retry_after(key, now)
+
+    def _retry_after(self, key: str, now: float) -> float:
+        times = self._failures.get(key)
+        if not times:
+            return 0.0
+        while times and times[0] <= now - self.window:
+            times.popleft()
+        if len(times) < self.threshold:
+            return 0.0
+        return times[-self.threshold] + self.window - now
+
+    def reserve(self, keys, now: float) -> float:
+        """Check every key and, when none is locked, count one attempt on each at once.
+
+        Counting before the (slow) password check, not after it, is what makes the
+        limit hold against many attempts sent together: otherwise all of them pass
+        the check before the first failure is counted. Returns 0 when reserved, else
+        the seconds to wait (nothing counted). A success gives the attempt back
+        with `release`; a failure simply keeps it.
+        """
+        with self._lock:
+            wait = max(self._retry_after(key, now) for key in keys)
+            if wait > 0:
+                return wait
+            for key in keys:
+                self._append(key, now)
+            return 0.0
+
+    def release(self, keys, stamp: float) -> None:
+        """Give back the attempts `reserve` counted at `stamp` (the attempt succeeded)."""
+        with self._lock:
+            for key in keys:
+                times = self._failures.get(key)
+                if times is not None:
+                    try:
+                        times.remove(stamp)
+                    except ValueError:
+                        pass
+
+    def position(self, key: str, stamp: float) -> int:
+        """Which failure of `key`'s window the attempt reserved at `stamp` is (1 = first; 0 = gone)."""
+        with self._lock:
+            times = list(self._failures.get(key) or ())
+        return times.index(stamp) + 1 if stamp in times else 0
+
+    def _append(self, key: str, now: float) -> int:
+        times = self._failures.pop(key, None) or deque()
+        times.append(now)
+        while times and times[0] <= now - self.window:
+            times.popleft()
+        self._failures[key] = times
+        while len(self._failures) > MAX_KEYS:
+            self._failures.popitem(last=False)
+        return len(times)
 
     def fail(self, key: str, now: float) -> int:
         """Count a failure; returns how many failures the key has in the window."""
         with self._lock:
-            times = self._failures.pop(key, None) or deque()
-            times.append(now)
-            while times and times[0] <= now - self.window:
-                times.popleft()
-            self._failures[key] = times
-            while len(self._failures) > MAX_KEYS:
-                self._failures.popitem(last=False)
-            return len(times)
+            return self._append(key, now)
 
     def clear(self, key: str) -> bool:
         with self._lock:
