@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from functools import lru_cache
 
 from contentnode import __version__, clock
 from contentnode.api import all_routes
@@ -47,14 +48,20 @@ def on_start(fn):
     return fn
 
 
-def _networks(cidrs) -> list:
+def _networks(cidrs) -> tuple:
+    return _parse_networks(tuple(cidrs or ()))
+
+
+@lru_cache(maxsize=32)
+def _parse_networks(cidrs: tuple) -> tuple:
+    """Parsed once per distinct list, not on every request."""
     result = []
-    for cidr in cidrs or ():
+    for cidr in cidrs:
         try:
             result.append(ipaddress.ip_network(cidr, strict=False))
         except ValueError:
             log.warning("ignoring invalid network %r", cidr)
-    return result
+    return tuple(result)
 
 
 class App:
@@ -95,8 +102,10 @@ class App:
 
     @property
     def outbound(self) -> OutboundPolicy:
+        admin = self.servers.get("admin")
+        port = admin.server_address[1] if admin else self.config.admin_port
         return OutboundPolicy(allow_private=self.settings.get("allow_private_outbound", True),
-                              admin_ports=frozenset({self.config.admin_port}))
+                              admin_ports=frozenset({port}))
 
     def admin_host(self) -> str | None:
         return self.settings.get("admin_host")
@@ -106,6 +115,8 @@ class App:
         if not req.via_admin_host:
             return
         address = ipaddress.ip_address(req.client_ip)
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+            address = address.ipv4_mapped  # a dual-stack listener sees IPv4 clients as ::ffff:a.b.c.d
         if not any(address in net for net in _networks(self.settings.get("admin_allow"))):
             raise forbidden("ip_not_allowed", "this address is not on the admin allow list")
 

@@ -41,13 +41,20 @@ def atomic_write(path: str, data: bytes, mode: int = 0o600) -> None:
     fsync_dir(folder)
 
 
-def remove_stale_temps(folder: str) -> int:
-    """Delete temp files a killed writer left behind (call only while holding the data dir lock)."""
+def remove_stale_temps(folder: str, skip=("cache",)) -> int:
+    """Delete temp files a killed writer left in the data dir and its folders.
+
+    Call only while holding the data dir lock. The cache is skipped: it checks
+    its own entries when it starts.
+    """
     removed = 0
-    for name in os.listdir(folder):
-        if name.startswith(".") and name.endswith(".tmp"):
-            os.unlink(os.path.join(folder, name))
-            removed += 1
+    for root, dirs, files in os.walk(folder):
+        if root == folder:
+            dirs[:] = [d for d in dirs if d not in skip]
+        for name in files:
+            if name.startswith(".") and name.endswith(".tmp"):
+                os.unlink(os.path.join(root, name))
+                removed += 1
     return removed
 
 

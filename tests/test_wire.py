@@ -246,3 +246,31 @@ def test_json_body_survives_text_that_is_not_unicode():
     from contentnode.http.response import json_body
     assert json.loads(json_body({"message": "bad field '\ud800'"})) == {"message": "bad field '\ud800'"}
     assert json_body({"m": "é"}) == '{"m":"é"}\n'.encode()
+
+
+@pytest.mark.parametrize("body", [b"[" * 30000 + b"]" * 30000, b'{"a": NaN}', b'{"a": Infinity}',
+                                  b'{"\\ud800": 1}', b'{"password": "\\udfff"}'],
+                         ids=["deep", "nan", "infinity", "surrogate-key", "surrogate-value"])
+def test_hostile_json_is_bad_json(node, admin, body):
+    before = state_digest(node)
+    r = admin.request("PUT", "/api/me/password", body=body, headers={"Content-Type": "application/json"})
+    assert r.status == 400 and error_of(r) == "bad_json"
+    assert state_digest(node) == before
+
+
+@pytest.mark.parametrize("port", ["admin", "public"])
+def test_non_ascii_content_length_is_a_clean_answer(node, port):
+    """A digit that is not ASCII ('²') is not a length: a JSON error, never a dropped connection."""
+    number = node.admin_port if port == "admin" else node.public_port
+    reply = raw_request(number, "POST /api/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                                "Content-Length: \u00b2\r\n\r\n".encode("latin-1"))
+    expected = b"HTTP/1.1 400 " if port == "admin" else b"HTTP/1.1 405 "  # the public side serves GET only
+    assert reply.startswith(expected) and b'"error"' in reply
+
+
+def test_outbound_never_reaches_the_admin_port_even_when_chosen_by_the_os(node, admin):
+    """The nodes in tests listen on --admin-port 0: the guard must use the port actually bound."""
+    url = f"http://127.0.0.1:{node.admin_port}/healthz"
+    assert admin.put("/api/updates", {"url": url}).status == 200
+    r = admin.post("/api/update/check")
+    assert r.status >= 400 and "admin port" in r.json["error"]["message"]

@@ -166,10 +166,17 @@ def delete_user(req):
 
 
 def reset_password(req):
-    """PUT {"password"}: sets a new password for another user and ends their sessions."""
+    """PUT {"password"}: sets a new password for another user and ends their sessions.
+
+    Not for one's own account: a session alone must not be enough to change
+    one's password; PUT /api/me/password asks for the current one.
+    """
     body = v.require_object(req.body)
     v.only(body, {"password"})
     target = _find(req)
+    if target["id"] == req.user["id"]:
+        raise forbidden("forbidden", "your own password is changed with PUT /api/me/password, "
+                                     "which needs the current one")
     _may_manage(req, target["role"], target.get("scopes"))
     password = checked_new_password(req, body.get("password"), target["username"])
     password_hash = req.app.hasher.hash(password)
@@ -177,7 +184,7 @@ def reset_password(req):
         record = _record(doc, target)
         record["password_hash"] = password_hash
         record["password_changed_at"] = clock.now()
-    ended = req.app.sessions.end_user_sessions(record["id"], keep_id=_own_session_kept(req, record))
+    ended = req.app.sessions.end_user_sessions(record["id"])
     req.audit("user.password_reset", target=record["username"], detail={"sessions_ended": ended})
     return admin_view(req, record)
 

@@ -52,7 +52,7 @@ class Request:
         if value is None:
             return None
         value = value.strip()
-        return int(value) if value.isdigit() else -1
+        return int(value) if value.isascii() and value.isdigit() else -1
 
     @property
     def chunked(self) -> bool:

@@ -187,9 +187,37 @@ class AdminDispatcher:
         if not data:
             return
         try:
-            req.body = json.loads(data.decode("utf-8"))
+            body = json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
         except (UnicodeDecodeError, ValueError) as exc:
             raise ApiError(400, "bad_json", f"the body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise ApiError(400, "bad_json", "the body is nested too deeply") from None
+        if not _valid_text(body):
+            raise ApiError(400, "bad_json", "the body holds text that is not valid Unicode (a lone surrogate)")
+        req.body = body
+
+
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _valid_text(value) -> bool:
+    """Every string (keys included) encodes as UTF-8: no lone surrogates from \\u escapes."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode()
+                except UnicodeEncodeError:
+                    return False
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
 
 
 SECURITY_HEADERS = (
