@@ -172,3 +172,14 @@ def test_events_are_delivered_by_the_background_queue(node, admin, telegram):
 def test_notifications_need_their_scope(node):
     assert node.client().get("/api/notifications").status == 401
     assert node.client().post("/api/notifications/test", {"channel": "email"}).status == 401
+
+
+def test_a_password_never_travels_without_tls_except_to_this_machine(admin):
+    plain = {"enabled": True, "host": "mail.example.com", "port": 25, "security": "none", "username": "mailer",
+             "password": SMTP_PASSWORD, "from": "node@example.com", "to": ["ops@example.com"]}
+    refused = admin.put("/api/notifications", {"email": plain})
+    assert refused.status == 400 and refused.json["error"]["field"] == "email.security"
+    assert admin.get("/api/notifications").json["email"]["enabled"] is False
+    local = admin.put("/api/notifications", {"email": dict(plain, host="127.0.0.1")})
+    assert local.status == 200 and local.json["email"]["enabled"] is True
+    assert admin.put("/api/notifications", {"email": dict(plain, security="starttls")}).status == 200

@@ -122,6 +122,22 @@ def require_complete(part, cfg):
             raise st.SettingsError(f"{part}.{key}", f"{part}.{key} is required while {part} is enabled")
     if part == "email" and cfg.get("password") and not cfg.get("username"):
         raise st.SettingsError("email.username", "email.username is required when a password is set")
+    if part == "email" and cfg.get("password") and cfg.get("security") == "none" \
+            and not _on_this_machine(cfg.get("host")):
+        raise st.SettingsError("email.security", "a password is only sent over TLS (starttls or tls), "
+                                                 "except to a mail server on this machine")
+
+
+def _on_this_machine(host) -> bool:
+    """localhost or a loopback address: the one place a password may travel without TLS."""
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _event_switch(field, value):
