@@ -84,12 +84,8 @@ def existing(doc: dict, rule_id: str) -> dict:
 def list_rules(req):
     """All rules, or those of one domain (?domain=), sorted by domain then path."""
     records = req.app.store.data["rules"].values()
-    wanted = req.query.get("domain")
+    wanted = v.host_query(req.query)
     if wanted is not None:
-        try:
-            wanted = normalize_host(wanted)
-        except HostnameError as exc:
-            raise invalid(f"domain: {exc}", "domain") from None
         records = [r for r in records if r["domain"] == wanted]
     return {"rules": sorted(records, key=lambda r: (r["domain"], r["path"]))}
 

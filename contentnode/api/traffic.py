@@ -69,7 +69,7 @@ register_public_hook(content.content_hook, content.HOOK_ORDER)
 
 def parse_url(value, field: str):
     """(scheme, host, decoded path, query pairs) of an http(s) URL given in a body."""
-    if not isinstance(value, str) or not value.strip() or len(value) > 4096 or not v._encodable(value):
+    if not isinstance(value, str) or not value.strip() or len(value) > 4096:
         raise invalid(f"{field} must be an http or https URL", field)
     try:
         parts = urlsplit(value.strip())
@@ -321,12 +321,7 @@ def metrics(req):
     name = req.query.get("range")
     if name not in RANGES:
         raise invalid(f"range must be one of {', '.join(RANGES)}", "range")
-    domain = req.query.get("domain")
-    if domain is not None:
-        try:
-            domain = normalize_host(domain)
-        except HostnameError as exc:
-            raise invalid(f"domain: {exc}", "domain") from None
+    domain = v.host_query(req.query)
     answer = req.app.delivery.traffic.points(name, domain)
     if domain is not None:
         answer["domain"] = domain

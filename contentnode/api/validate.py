@@ -1,19 +1,15 @@
-"""Reading fields out of JSON bodies, with one clear 400 per mistake."""
+"""Reading fields out of JSON bodies, with one clear 400 per mistake.
+
+The router has already refused bodies holding text that is not valid Unicode
+(lone surrogates), so every string here can be stored and answered.
+"""
 
 import re
 
+from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.http.errors import invalid
 
 _MISSING = object()
-
-
-def _encodable(value: str) -> bool:
-    """False for text holding lone surrogates ("\ud800" in JSON), which no UTF-8 file can store."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def require_object(body) -> dict:
@@ -25,8 +21,7 @@ def require_object(body) -> dict:
 def only(obj: dict, allowed) -> None:
     unknown = sorted(set(obj) - set(allowed))
     if unknown:
-        name = unknown[0] if _encodable(unknown[0]) else ascii(unknown[0])[1:-1]
-        raise invalid(f"unknown field {unknown[0]!r}", name[:100])
+        raise invalid(f"unknown field {unknown[0]!r}", unknown[0][:100])
 
 
 def _get(obj, name, required, default):
@@ -43,9 +38,8 @@ def text(obj: dict, name: str, required: bool = True, default=None, max_len: int
     value = _get(obj, name, required, default)
     if value is _MISSING:
         return default
-    if not isinstance(value, str) or not _encodable(value):
-        raise invalid(f"{name} must be a string" if not isinstance(value, str) else
-                      f"{name} holds an unpaired surrogate (not valid Unicode text)", name)
+    if not isinstance(value, str):
+        raise invalid(f"{name} must be a string", name)
     if strip:
         value = value.strip()
     if len(value) > max_len:
@@ -93,10 +87,21 @@ def string_list(obj: dict, name: str, required: bool = False, default=None, max_
     value = _get(obj, name, required, default)
     if value is _MISSING:
         return default
-    if not isinstance(value, list) or not all(isinstance(v, str) and _encodable(v) for v in value):
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise invalid(f"{name} must be a list of strings", name)
     if len(value) > max_items:
         raise invalid(f"{name} may hold at most {max_items} items", name)
     if any(len(v) > max_len for v in value):
         raise invalid(f"each item of {name} must be at most {max_len} characters", name)
     return value
+
+
+def host_query(query: dict, name: str = "domain"):
+    """The normalised host in query parameter `name`; None when absent, 400 when malformed."""
+    value = query.get(name)
+    if value is None:
+        return None
+    try:
+        return normalize_host(value)
+    except HostnameError as exc:
+        raise invalid(f"{name}: {exc}", name) from None

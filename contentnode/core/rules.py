@@ -14,6 +14,8 @@ the request path, not on how many rules exist.
 
 from dataclasses import dataclass
 
+from contentnode.core.text import encodable
+
 MAX_PATH = 1024
 MAX_PREFIX = 1024
 MAX_CACHE_TTL = 31_536_000  # one year
@@ -23,14 +25,6 @@ _FORBIDDEN_IN_PATH = set("?#%\\") | {chr(c) for c in range(33)} | {"\x7f"}
 
 class RuleError(ValueError):
     """A rule field that cannot be accepted; the message says why."""
-
-
-def _encodable(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def normalise_path(value: str) -> str:
@@ -44,7 +38,7 @@ def normalise_path(value: str) -> str:
         raise RuleError("path must be a string")
     if not value.startswith("/"):
         raise RuleError('path must start with "/"')
-    if not _encodable(value):
+    if not encodable(value):
         raise RuleError("path holds an unpaired surrogate (not valid Unicode text)")
     if len(value) > MAX_PATH:
         raise RuleError(f"path is longer than {MAX_PATH} characters")
@@ -63,7 +57,7 @@ def validate_prefix(value: str) -> str:
         raise RuleError("prefix must be a string")
     if value.startswith("/"):
         raise RuleError('prefix must not start with "/" (bucket keys have no leading slash)')
-    if not _encodable(value):
+    if not encodable(value):
         raise RuleError("prefix holds an unpaired surrogate (not valid Unicode text)")
     if len(value.encode("utf-8")) > MAX_PREFIX:
         raise RuleError(f"prefix is longer than {MAX_PREFIX} bytes")

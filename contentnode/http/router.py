@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import unquote
 
+from contentnode.core.text import encodable
 from contentnode.http.errors import ApiError
 from contentnode.http.response import Response, json_response
 
@@ -192,8 +193,10 @@ class AdminDispatcher:
             raise ApiError(400, "bad_json", f"the body is not valid JSON: {exc}") from None
         except RecursionError:
             raise ApiError(400, "bad_json", "the body is nested too deeply") from None
-        if not _valid_text(body):
-            raise ApiError(400, "bad_json", "the body holds text that is not valid Unicode (a lone surrogate)")
+        bad = _invalid_text_field(body)
+        if bad is not None:
+            raise ApiError(400, "bad_json", "the body holds text that is not valid Unicode (a lone surrogate)",
+                           bad or None)
         req.body = body
 
 
@@ -201,17 +204,26 @@ def _refuse_constant(name):
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _invalid_text_field(body):
+    """None when every string (keys included) encodes as UTF-8 (no lone surrogates from \\u escapes);
+    else the top-level field holding the bad text ("" when it cannot be named)."""
+    if isinstance(body, dict):
+        for key, value in body.items():
+            if not _valid_text(key):
+                return ascii(key)[1:-1][:100]  # named with \\u escapes, as it can be sent back
+            if not _valid_text(value):
+                return key
+        return None
+    return None if _valid_text(body) else ""
+
+
 def _valid_text(value) -> bool:
-    """Every string (keys included) encodes as UTF-8: no lone surrogates from \\u escapes."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if not item.isascii():
-                try:
-                    item.encode()
-                except UnicodeEncodeError:
-                    return False
+            if not item.isascii() and not encodable(item):
+                return False
         elif isinstance(item, dict):
             stack.extend(item.keys())
             stack.extend(item.values())
