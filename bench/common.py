@@ -175,7 +175,21 @@ def wait_http(port: int, path: str, deadline: float, proc: subprocess.Popen | No
 
 # --- the daemon ---------------------------------------------------------------------
 
-class Daemon:
+class _Child:
+    """A benchmark's child process (`self.proc`): its pid, and stop() that always reaps it."""
+
+    proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _reap(self.proc)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+class Daemon(_Child):
     """`python -m contentnode serve` on free loopback ports, like tests/node.py starts it."""
 
     def __init__(self, workdir: str, log_level: str | None = "warning", env: dict | None = None):
@@ -238,13 +252,6 @@ class Daemon:
             raise RuntimeError(f"{exc}\n{self.log_tail()}") from None
         return answered - started
 
-    def stop(self) -> None:
-        if self.proc is not None:
-            _reap(self.proc)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -272,7 +279,7 @@ class Daemon:
 
 # --- the bare baseline server -----------------------------------------------------------
 
-class BareServer:
+class BareServer(_Child):
     """A plain ThreadingHTTPServer in its own process answering fixed bodies per path."""
 
     def __init__(self, workdir: str, bodies: dict):
@@ -302,13 +309,6 @@ class BareServer:
         self.stop()
         raise RuntimeError("bare server did not start")
 
-    def stop(self) -> None:
-        if self.proc is not None:
-            _reap(self.proc)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
 
 
 def _serve_bare(port_file: str, bodies_file: str) -> None:
