@@ -6,16 +6,15 @@ a save at shutdown, and its Prometheus counters (port="public", one bounded
 domain label).
 """
 
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl, urlsplit
 
-from contentnode import clock, content
+from contentnode import clock, content, https
 from contentnode.api import validate as v
 from contentnode.api.panel import panel_section
 from contentnode.core import domaincheck, signing
-from contentnode.core.certs import CertStore, covers
+from contentnode.core.certs import covers
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.metrics import Gauge
 from contentnode.core.s3 import S3Error
@@ -240,7 +239,7 @@ def _dns_step(steps, host):
 
 def _tls_step(steps, app, host):
     started = time.monotonic()
-    leaf = CertStore(os.path.join(app.data_dir, "certs")).leaf(host)
+    leaf = https.runtime(app).certs.leaf(host)
     if leaf is None:
         return steps.add("tls", False, f"no certificate is installed for {host}", started)
     now = clock.now()
