@@ -10,7 +10,7 @@ import ipaddress
 import secrets
 from urllib.parse import urlsplit
 
-from contentnode.api import validate as v
+from contentnode.core import fields as v
 from contentnode.api.panel import panel_section
 from contentnode.clock import now, rfc3339
 from contentnode.core import s3

@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 
-from contentnode.api import validate as v
+from contentnode.core import fields as v
 from contentnode.api.domains import existing, host_field, run_check
 from contentnode.clock import now, parse_rfc3339, rfc3339
 from contentnode.core import certs, netguard, settings

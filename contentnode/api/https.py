@@ -4,7 +4,7 @@ The listener is (re)started before the new settings are stored, so a port
 that cannot be bound is refused (409 port_in_use) and changes nothing.
 """
 
-from contentnode.api import validate as v
+from contentnode.core import fields as v
 from contentnode.api.panel import panel_section
 from contentnode.https import HTTPS_DEFAULTS
 from contentnode.http.errors import conflict

@@ -8,7 +8,7 @@ gets its first key when the first link is made.
 import ipaddress
 from urllib.parse import unquote, urlsplit
 
-from contentnode.api import validate as v
+from contentnode.core import fields as v
 from contentnode.clock import now, rfc3339
 from contentnode.api.panel import panel_section
 from contentnode.core import rules, signing

@@ -1,7 +1,7 @@
 """The logged-in user's own account: who am I, change my password."""
 
 from contentnode import clock
-from contentnode.api import validate as v
+from contentnode.core import fields as v
 from contentnode.api.session import (attempt_succeeded, check_rate_limit, checked_new_password, count_failure,
                                      limiter_keys)
 from contentnode.auth.users import public_user

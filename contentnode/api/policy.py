@@ -5,7 +5,7 @@ exceed the absolute one); lockout limits apply at once through
 app.apply_policy(), session limits on the next request.
 """
 
-from contentnode.api import validate as v
+from contentnode.core import fields as v
 from contentnode.auth.policy import DEFAULT_POLICY, TWO_FACTOR_MODES
 from contentnode.http.errors import invalid
 from contentnode.http.router import Route

@@ -7,7 +7,7 @@ the bucket must exist, the path is normalised and unique per domain.
 
 import secrets
 
-from contentnode.api import validate as v
+from contentnode.core import fields as v
 from contentnode.api.panel import panel_section
 from contentnode.clock import now, rfc3339
 from contentnode.core import images, rules

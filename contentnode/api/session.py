@@ -1,7 +1,7 @@
 """Session state, first-time setup, login and logout (DESIGN §4)."""
 
 from contentnode import clock
-from contentnode.api import validate as v
+from contentnode.core import fields as v
 from contentnode.auth.passwords import password_problem
 from contentnode.auth.sessions import PENDING_LIFETIME, clear_cookie_header, cookie_header
 from contentnode.auth.users import find_by_username, new_user, public_user

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl, urlsplit
 
 from contentnode import clock, content, https
-from contentnode.api import validate as v
+from contentnode.core import fields as v
 from contentnode.api.panel import panel_section
 from contentnode.core import domaincheck, signing
 from contentnode.core.certs import covers

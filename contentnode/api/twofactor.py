@@ -7,7 +7,7 @@ own key ("2fa:<name>"), which a correct password does not clear.
 """
 
 from contentnode import clock
-from contentnode.api import validate as v
+from contentnode.core import fields as v
 from contentnode.api.session import (attempt_succeeded, check_rate_limit, complete_login, count_failure,
                                      limiter_keys)
 from contentnode.auth import totp

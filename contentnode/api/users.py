@@ -11,7 +11,7 @@ reset end the account's sessions.
 """
 
 from contentnode import clock
-from contentnode.api import validate as v
+from contentnode.core import fields as v
 from contentnode.api.panel import panel_section
 from contentnode.api.session import USERNAME_PATTERN, checked_new_password
 from contentnode.api.twofactor import two_factor_keys

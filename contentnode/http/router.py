@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import unquote
 
+from contentnode.core.fields import FieldError
 from contentnode.core.text import encodable
 from contentnode.http.errors import ApiError
 from contentnode.http.response import Response, json_response
@@ -122,7 +123,9 @@ class AdminDispatcher:
         try:
             self._check_and_run(req)
             response = self._run(req)
-        except ApiError as error:
+        except (ApiError, FieldError) as error:
+            if isinstance(error, FieldError):  # a core record rule broken: 400 naming the field
+                error = ApiError(400, "invalid", error.message, error.field)
             response = json_response(error.body(), error.status, error.headers)
             if (req.content_length or 0) > 0 and not req.raw_body or req.chunked:
                 req.close_after()  # an unread body would be parsed as the next request

@@ -1,34 +1,47 @@
-"""Reading fields out of JSON bodies, with one clear 400 per mistake.
+"""The record rules' one vocabulary: reading fields out of JSON objects.
 
-The router has already refused bodies holding text that is not valid Unicode
-(lone surrogates), so every string here can be stored and answered.
+Handlers, backup restore and the CLI check records with these readers and the
+rules built on them, so a mistake reads the same wherever it is made. A broken
+rule raises FieldError; the admin dispatcher answers it as 400 `invalid` naming
+the field, other callers turn it into their own message. The router has
+already refused bodies holding text that is not valid Unicode (lone
+surrogates), so every string here can be stored and answered.
 """
 
 import re
 
 from contentnode.core.hostnames import HostnameError, normalize_host
-from contentnode.http.errors import invalid
 
 _MISSING = object()
 
 
+class FieldError(ValueError):
+    """A record breaks a rule: the message a user reads and the field at fault (None: the whole record)."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+
 def require_object(body) -> dict:
     if not isinstance(body, dict):
-        raise invalid("the body must be a JSON object")
+        raise FieldError("the body must be a JSON object")
     return body
 
 
 def only(obj: dict, allowed) -> None:
     unknown = sorted(set(obj) - set(allowed))
     if unknown:
-        raise invalid(f"unknown field {unknown[0]!r}", unknown[0][:100])
+        raise FieldError(f"unknown field {unknown[0]!r}", unknown[0][:100])
 
 
 def _get(obj, name, required, default):
     value = obj.get(name, _MISSING)
     if value is _MISSING or (value is None and not required and default is None):
         if required:
-            raise invalid(f"{name} is required", name)
+            raise FieldError(f"{name} is required", name)
         return _MISSING
     return value
 
@@ -39,16 +52,16 @@ def text(obj: dict, name: str, required: bool = True, default=None, max_len: int
     if value is _MISSING:
         return default
     if not isinstance(value, str):
-        raise invalid(f"{name} must be a string", name)
+        raise FieldError(f"{name} must be a string", name)
     if strip:
         value = value.strip()
     if len(value) > max_len:
-        raise invalid(f"{name} must be at most {max_len} characters", name)
+        raise FieldError(f"{name} must be at most {max_len} characters", name)
     if len(value) < min_len or (required and min_len == 0 and not value):
-        raise invalid(f"{name} must not be empty" if not value else
+        raise FieldError(f"{name} must not be empty" if not value else
                       f"{name} must be at least {min_len} characters", name)
     if pattern and not re.fullmatch(pattern, value):
-        raise invalid(f"{name} has an invalid format", name)
+        raise FieldError(f"{name} has an invalid format", name)
     return value
 
 
@@ -57,7 +70,7 @@ def boolean(obj: dict, name: str, required: bool = False, default=None):
     if value is _MISSING:
         return default
     if not isinstance(value, bool):
-        raise invalid(f"{name} must be true or false", name)
+        raise FieldError(f"{name} must be true or false", name)
     return value
 
 
@@ -66,9 +79,9 @@ def integer(obj: dict, name: str, lo: int, hi: int, required: bool = False, defa
     if value is _MISSING:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise invalid(f"{name} must be a whole number", name)
+        raise FieldError(f"{name} must be a whole number", name)
     if not lo <= value <= hi:
-        raise invalid(f"{name} must be between {lo} and {hi}", name)
+        raise FieldError(f"{name} must be between {lo} and {hi}", name)
     return value
 
 
@@ -78,7 +91,7 @@ def choice(obj: dict, name: str, options, required: bool = False, default=None):
         return default
     # same value and same type: 301.0 is not the redirect code 301, true is not 1
     if not any(type(value) is type(option) and value == option for option in options):
-        raise invalid(f"{name} must be one of {', '.join(map(str, options))}", name)
+        raise FieldError(f"{name} must be one of {', '.join(map(str, options))}", name)
     return value
 
 
@@ -88,11 +101,11 @@ def string_list(obj: dict, name: str, required: bool = False, default=None, max_
     if value is _MISSING:
         return default
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise invalid(f"{name} must be a list of strings", name)
+        raise FieldError(f"{name} must be a list of strings", name)
     if len(value) > max_items:
-        raise invalid(f"{name} may hold at most {max_items} items", name)
+        raise FieldError(f"{name} may hold at most {max_items} items", name)
     if any(len(v) > max_len for v in value):
-        raise invalid(f"each item of {name} must be at most {max_len} characters", name)
+        raise FieldError(f"each item of {name} must be at most {max_len} characters", name)
     return value
 
 
@@ -104,4 +117,4 @@ def host_query(query: dict, name: str = "domain"):
     try:
         return normalize_host(value)
     except HostnameError as exc:
-        raise invalid(f"{name}: {exc}", name) from None
+        raise FieldError(f"{name}: {exc}", name) from None
