@@ -12,18 +12,17 @@ import ipaddress
 import json
 import re
 
-from contentnode.api import buckets as buckets_api
 from contentnode.api.domains import REDIRECT_CODES
 from contentnode.api.policy import LIMITS
 from contentnode.api.session import USERNAME_PATTERN
 from contentnode.auth.policy import DEFAULT_POLICY, TWO_FACTOR_MODES
 from contentnode.auth.scopes import ROLES, invalid_scopes
 from contentnode.clock import parse_rfc3339
-from contentnode.core import notify, rules
+from contentnode.core import buckets, notify, rules
 from contentnode.core import settings as st
 from contentnode.core.backup import BackupError
 from contentnode.core.hostnames import HostnameError, normalize_host
-from contentnode.http.errors import ApiError
+from contentnode.core.fields import FieldError
 from contentnode.https import HTTPS_DEFAULTS
 
 DOMAIN_STATUSES = ("pending", "verified", "failed")
@@ -159,13 +158,13 @@ def _domains(section):
 def _buckets(section):
     for bucket_id, record in _records(section, "bucket"):
         _require(record.get("id") == bucket_id, f"bucket {bucket_id!r} has another id inside")
-        fields = {k: v for k, v in record.items() if k in buckets_api.FIELDS}
+        fields = {k: v for k, v in record.items() if k in buckets.FIELDS}
         try:
-            checked = buckets_api._fields(fields, partial=False)
+            checked = buckets.record_fields(fields, partial=False)
             checked.update(path_style=record.get("path_style"))
             _require(isinstance(checked["path_style"], bool), f"bucket {bucket_id}: path_style must be true or false")
-            buckets_api._check_record(checked)
-        except ApiError as exc:
+            buckets.check_record(checked)
+        except FieldError as exc:
             raise _Bad(f"bucket {bucket_id}: {exc.message}") from None
 
 

@@ -6,15 +6,12 @@ the steps an operator needs to find a mistake (resolve, connect and TLS,
 authenticate, list); test fetches one object's metadata and first bytes.
 """
 
-import ipaddress
 import secrets
-from urllib.parse import urlsplit
 
 from contentnode.core import fields as v
 from contentnode.api.panel import panel_section
 from contentnode.clock import now, rfc3339
-from contentnode.core import s3
-from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.core import buckets, rules, s3
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
@@ -23,10 +20,6 @@ from contentnode.store import register_section
 register_section("buckets", dict)
 
 MAX_BUCKETS = 1000
-FIELDS = {"name", "endpoint", "region", "bucket", "access_key", "secret_key", "path_style"}
-_BUCKET_NAME = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
-_REGION = r"[A-Za-z0-9_\-]{1,64}"
-_KEY_TEXT = r"[\x21-\x7e]+"  # printable ASCII, no spaces
 
 
 def public_view(record: dict) -> dict:
@@ -36,81 +29,10 @@ def public_view(record: dict) -> dict:
     return view
 
 
-def _endpoint(body: dict) -> tuple[str, bool]:
-    """(normalised endpoint, whether its host is an address or localhost) from body["endpoint"]."""
-    raw = v.text(body, "endpoint", max_len=300)
-    try:
-        parts = urlsplit(raw)
-        port = parts.port
-    except ValueError as exc:
-        raise invalid(f"endpoint is not a valid URL: {exc}", "endpoint") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise invalid("endpoint must be an http:// or https:// URL with a host", "endpoint")
-    if parts.username or parts.password or parts.query or parts.fragment or parts.path not in ("", "/"):
-        raise invalid("endpoint must be scheme://host[:port] only (no path, query or credentials)",
-                      "endpoint")
-    host = parts.hostname
-    try:
-        address = ipaddress.ip_address(host)
-        literal = True
-        host = f"[{address}]" if address.version == 6 else str(address)
-    except ValueError:
-        literal = False
-        try:
-            host = normalize_host(host)
-        except HostnameError as exc:
-            raise invalid(f"endpoint host: {exc}", "endpoint") from None
-    netloc = host if port is None else f"{host}:{port}"
-    return f"{parts.scheme}://{netloc}", literal or host == "localhost"
-
-
-def _fields(body: dict, partial: bool) -> dict:
-    """The validated bucket fields present in body (all required unless partial)."""
-    required = not partial
-    out = {}
-    if "name" in body or required:
-        out["name"] = v.text(body, "name", max_len=100)
-    if "endpoint" in body or required:
-        out["endpoint"], by_address = _endpoint(body)
-        if "path_style" not in body and not partial:
-            out["path_style"] = by_address
-    if "region" in body or required:
-        out["region"] = v.text(body, "region", max_len=64, pattern=_REGION)
-    if "bucket" in body or required:
-        out["bucket"] = v.text(body, "bucket", max_len=63, pattern=_BUCKET_NAME)
-    if "access_key" in body or required:
-        out["access_key"] = v.text(body, "access_key", max_len=128, pattern=_KEY_TEXT)
-    if "secret_key" in body or required:
-        out["secret_key"] = v.text(body, "secret_key", max_len=256, pattern=_KEY_TEXT, strip=False)
-    if "path_style" in body:
-        out["path_style"] = v.boolean(body, "path_style", required=True)
-    return out
-
-
-def _check_record(record: dict) -> None:
-    """Cross-field rules of a complete record."""
-    host = urlsplit(record["endpoint"]).hostname
-    if not record["path_style"] and (host == "localhost" or _is_address(host)):
-        raise invalid("an endpoint given by address or localhost needs path_style: true "
-                      "(the bucket name cannot be put in front of it)", "path_style")
-
-
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        return False
-
-
 def _unique_name(doc: dict, name: str, own_id: str | None = None) -> None:
     for other_id, other in doc["buckets"].items():
         if other_id != own_id and other["name"].lower() == name.lower():
             raise conflict("conflict", f"a bucket named {name!r} already exists", "name")
-
-
-def rules_using(doc: dict, bucket_id: str) -> list:
-    return sorted(rid for rid, rule in (doc.get("rules") or {}).items() if rule.get("bucket") == bucket_id)
 
 
 def existing(doc: dict, bucket_id: str) -> dict:
@@ -131,9 +53,9 @@ def get_bucket(req):
 
 def create_bucket(req):
     body = v.require_object(req.body)
-    v.only(body, FIELDS)
-    record = _fields(body, partial=False)
-    _check_record(record)
+    v.only(body, buckets.FIELDS)
+    record = buckets.record_fields(body, partial=False)
+    buckets.check_record(record)
     stamp = rfc3339(now())
     record = {"id": secrets.token_hex(6), **record, "created_at": stamp, "updated_at": stamp,
               "last_check": None}
@@ -148,13 +70,13 @@ def create_bucket(req):
 
 def update_bucket(req):
     body = v.require_object(req.body)
-    v.only(body, FIELDS)
-    changes = _fields(body, partial=True)
+    v.only(body, buckets.FIELDS)
+    changes = buckets.record_fields(body, partial=True)
     bucket_id = req.params["id"]
     with req.app.store.transaction() as doc:
         record = existing(doc, bucket_id)
         record.update(changes)
-        _check_record(record)
+        buckets.check_record(record)
         if "name" in changes:
             _unique_name(doc, record["name"], bucket_id)
         record["updated_at"] = rfc3339(now())
@@ -168,9 +90,10 @@ def delete_bucket(req):
     bucket_id = req.params["id"]
     with req.app.store.transaction() as doc:
         existing(doc, bucket_id)
-        users = rules_using(doc, bucket_id)
+        users = rules.rules_using(doc, "bucket", bucket_id)
         if users:
-            raise conflict("in_use", f"bucket {bucket_id} is used by rules {', '.join(users)}; delete them first")
+            raise conflict("in_use", f"bucket {bucket_id} is used by rules {', '.join(users)}; delete them first",
+                           refs=rules.rule_refs(users))
         del doc["buckets"][bucket_id]
     req.audit("bucket.delete", target=bucket_id)
     return no_content()
@@ -189,20 +112,20 @@ def _target(req, allowed: set) -> tuple[str | None, dict]:
     body = v.require_object(req.body)
     v.only(body, allowed)
     bucket_id = v.text(body, "id", required=False, max_len=64)
-    definition = {k: val for k, val in body.items() if k in FIELDS}
+    definition = {k: val for k, val in body.items() if k in buckets.FIELDS}
     if bucket_id is None:
-        record = _fields(dict(definition, name=definition.get("name", "unsaved")), partial=False)
+        record = buckets.record_fields(dict(definition, name=definition.get("name", "unsaved")), partial=False)
     else:
         record = dict(existing(req.app.store.data, bucket_id))
-        record.update(_fields(definition, partial=True))
-    _check_record(record)
+        record.update(buckets.record_fields(definition, partial=True))
+    buckets.check_record(record)
     return bucket_id, record
 
 
 def check_bucket(req):
-    bucket_id, record = _target(req, FIELDS | {"id"})
+    bucket_id, record = _target(req, buckets.FIELDS | {"id"})
     report = s3.check_bucket(client_for(req.app, record))
-    overlaid = bool(set(req.body) & FIELDS)
+    overlaid = bool(set(req.body) & buckets.FIELDS)
     if bucket_id is not None and not overlaid:
         _record_check(req.app, bucket_id, record["name"], report)
     req.audit("bucket.check", target=bucket_id or record["endpoint"], ok=report["ok"])
@@ -226,7 +149,7 @@ def try_object(req):
     key = v.text(body, "key", max_len=1024, strip=False)
     if any(ord(c) < 32 or ord(c) == 127 for c in key):
         raise invalid("key must not contain control characters", "key")
-    bucket_id, record = _target(req, FIELDS | {"id", "key"})
+    bucket_id, record = _target(req, buckets.FIELDS | {"id", "key"})
     result = s3.probe_object(client_for(req.app, record), key)
     req.audit("bucket.test", target=bucket_id or record["endpoint"], ok=result["ok"], detail={"key": key[:200]})
     return {"id": bucket_id, "key": key, **result}

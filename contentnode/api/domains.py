@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from contentnode.core import fields as v
 from contentnode.api.panel import panel_section
 from contentnode.clock import now, rfc3339
-from contentnode.core import domaincheck, settings
+from contentnode.core import domaincheck, rules, settings
 from contentnode.core.hostnames import HostnameError, host_from_header, normalize_host, unicode_form
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import Response, created, no_content
@@ -79,11 +79,6 @@ def add_domain(req):
     return created(public_view(record))
 
 
-def rules_using(doc: dict, host: str) -> list:
-    return sorted(rule_id for rule_id, rule in (doc.get("rules") or {}).items()
-                  if isinstance(rule, dict) and rule.get("domain") == host)
-
-
 def delete_domain(req):
     try:
         host = normalize_host(req.params["host"])
@@ -92,9 +87,10 @@ def delete_domain(req):
     with req.app.store.transaction() as doc:
         if host not in doc["domains"]:
             raise not_found(f"domain {host} is not configured")
-        users = rules_using(doc, host)
+        users = rules.rules_using(doc, "domain", host)
         if users:
-            raise conflict("in_use", f"domain {host} is used by rules {', '.join(users)}; delete them first")
+            raise conflict("in_use", f"domain {host} is used by rules {', '.join(users)}; delete them first",
+                           refs=rules.rule_refs(users))
         del doc["domains"][host]
     req.app.tls.certs.delete(host)
     req.audit("domain.delete", target=host)

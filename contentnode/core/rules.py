@@ -120,5 +120,13 @@ class RuleIndex:
                 return None
             candidate = candidate[:candidate.rfind("/")] or "/"
 
-    def rules_for(self, host: str) -> list:
-        return list(self._hosts.get(host, {}).values())
+
+def rules_using(doc: dict, field: str, value: str) -> list:
+    """The ids of the rules whose `field` ("domain" or "bucket") is value: what blocks deleting it."""
+    return sorted(rule_id for rule_id, rule in (doc.get("rules") or {}).items()
+                  if isinstance(rule, dict) and rule.get(field) == value)
+
+
+def rule_refs(rule_ids) -> list:
+    """Rule ids as the `refs` of a 409 body: [{"type": "rule", "id": ...}]."""
+    return [{"type": "rule", "id": rule_id} for rule_id in rule_ids]

@@ -5,18 +5,21 @@ class ApiError(Exception):
     """Raised anywhere under a handler; the router turns it into the JSON error body."""
 
     def __init__(self, status: int, code: str, message: str, field: str | None = None,
-                 headers: dict | None = None):
+                 headers: dict | None = None, refs: list | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.field = field
         self.headers = headers or {}
+        self.refs = refs or []  # the records blocking a 409, as [{"type": "rule", "id": ...}]
 
     def body(self) -> dict:
         error = {"code": self.code, "message": self.message}
         if self.field:
             error["field"] = self.field
+        if self.refs:
+            error["refs"] = self.refs
         return {"error": error}
 
 
@@ -28,8 +31,8 @@ def not_found(message: str = "not found") -> ApiError:
     return ApiError(404, "not_found", message)
 
 
-def conflict(code: str, message: str, field: str | None = None) -> ApiError:
-    return ApiError(409, code, message, field)
+def conflict(code: str, message: str, field: str | None = None, refs: list | None = None) -> ApiError:
+    return ApiError(409, code, message, field, refs=refs)
 
 
 def forbidden(code: str, message: str) -> ApiError:
