@@ -105,7 +105,7 @@ def test_check_steps_for_good_and_bad_setups(admin, seaweed, origin):
     good = admin.post("/api/buckets/check", seaweed.bucket_definition(origin)).json
     assert good["ok"] is True and good["id"] is None
     assert [s["name"] for s in good["steps"]] == ["resolve", "connect", "authenticate", "list"]
-    assert all(s["ok"] and isinstance(s["milliseconds"], (int, float)) and s["detail"] for s in good["steps"])
+    assert all(s["ok"] and isinstance(s["ms"], (int, float)) and s["detail"] for s in good["steps"])
 
     wrong = admin.post("/api/buckets/check", seaweed.bucket_definition(origin, secret_key="nope")).json
     assert wrong["ok"] is False
@@ -138,7 +138,7 @@ def test_object_test_for_existing_and_missing_keys(admin, seaweed, origin):
     assert found.status == 200
     result = found.json
     assert result["ok"] is True and result["size"] == 14 and result["content_type"] == "text/html"
-    assert result["status"] in (200, 206) and result["etag"] and result["milliseconds"] >= 0
+    assert result["status"] in (200, 206) and result["etag"] and result["ms"] >= 0
     assert result["first_bytes"] == "PGgxPmhlbGxvPC9oMT4="
     missing = admin.post("/api/buckets/test", {"id": bucket["id"], "key": "site/none.html"}).json
     assert missing["ok"] is False and missing["status"] == 404
@@ -155,6 +155,7 @@ def test_delete_refused_while_a_rule_uses_the_bucket(admin, seaweed, origin):
     assert rule.status == 201, rule.body
     refused = admin.delete(f"/api/buckets/{bucket['id']}")
     assert refused.status == 409 and refused.error_code == "in_use" and rule.json["id"] in refused.json["error"]["message"]
+    assert refused.json["error"]["refs"] == [{"type": "rule", "id": rule.json["id"]}]
     assert admin.get(f"/api/buckets/{bucket['id']}").status == 200
     assert admin.delete(f"/api/rules/{rule.json['id']}").status == 204
     assert admin.delete(f"/api/buckets/{bucket['id']}").status == 204

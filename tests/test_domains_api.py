@@ -179,6 +179,7 @@ def test_delete_refused_while_rules_use_it(admin):
     refused = admin.delete("/api/domains/cdn.example.com")
     assert refused.status == 409 and refused.error_code == "in_use"
     assert rule.json["id"] in refused.json["error"]["message"]
+    assert refused.json["error"]["refs"] == [{"type": "rule", "id": rule.json["id"]}]
     assert admin.get("/api/domains/cdn.example.com").status == 200
     assert admin.delete(f"/api/rules/{rule.json['id']}").status == 204
     assert admin.delete("/api/domains/cdn.example.com").status == 204

@@ -14,6 +14,7 @@ from contentnode.api.panel import panel_section
 from contentnode.clock import now, rfc3339
 from contentnode.core import domaincheck, rules, settings
 from contentnode.core.hostnames import HostnameError, host_from_header, normalize_host, unicode_form
+from contentnode.core.steps import Steps
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import Response, created, no_content
 from contentnode.http.router import Route
@@ -103,7 +104,7 @@ def check_target(app) -> tuple:
     return effective["public_scheme"], effective["public_port"] or app.servers["public"].server_address[1]
 
 
-def run_check(app, host: str) -> domaincheck.Steps:
+def run_check(app, host: str) -> Steps:
     """Check host, record the outcome on its record, raise domain_check_failed on failure."""
     scheme, port = check_target(app)
     secret = bytes.fromhex(app.store.data["node"]["secret"])

@@ -18,6 +18,7 @@ from contentnode.core.certs import covers
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.metrics import Gauge
 from contentnode.core.s3 import S3Error
+from contentnode.core.steps import Steps, elapsed_ms
 from contentnode.core.traffic import COUNTERS, RANGES
 from contentnode.daemon import on_start
 from contentnode.http.errors import ApiError, invalid
@@ -84,10 +85,6 @@ def parse_url(value, field: str):
     return parts.scheme, host, path, parse_qsl(parts.query, keep_blank_values=True)
 
 
-def _ms(started: float) -> float:
-    return round((time.monotonic() - started) * 1000, 1)
-
-
 # ---------------------------------------------------------------- purge and warm
 
 
@@ -129,7 +126,7 @@ def _warm_one(delivery, url: str, parsed) -> dict:
         target = content.resolve(delivery, host, path, query, None, check_signature=False)
         result = content.fetch(delivery, target)
     except ApiError as exc:
-        return {"url": url, "ok": False, "status": exc.status, "bytes": 0, "ms": _ms(started),
+        return {"url": url, "ok": False, "status": exc.status, "bytes": 0, "ms": elapsed_ms(started),
                 "error": exc.body()["error"]}
     try:
         if not result.hit:
@@ -138,10 +135,10 @@ def _warm_one(delivery, url: str, parsed) -> dict:
             result.wait_stored()
     except Exception as exc:  # a failed fill: the origin's cause stays in the log
         return {"url": url, "ok": False, "status": content.origin_error(exc).status, "bytes": 0,
-                "ms": _ms(started)}
+                "ms": elapsed_ms(started)}
     finally:
         result.close()
-    return {"url": url, "ok": True, "status": 200, "bytes": result.size, "ms": _ms(started),
+    return {"url": url, "ok": True, "status": 200, "bytes": result.size, "ms": elapsed_ms(started),
             "cache": "hit" if result.hit else "miss"}
 
 
@@ -165,14 +162,14 @@ def _origin(app, target) -> dict:
     started = time.monotonic()
     if target.bucket is None:
         return {"ok": False, "status": None, "error": "the rule's bucket no longer exists",
-                "ms": _ms(started)}
+                "ms": elapsed_ms(started)}
     try:
         info = content.s3_client(app, target.bucket).head_object(target.key)
     except S3Error as exc:
         return {"ok": False, "status": exc.status, "error": exc.message, "code": exc.code,
-                "ms": _ms(started)}
+                "ms": elapsed_ms(started)}
     return {"ok": True, "status": info.status, "size": info.size, "content_type": info.content_type,
-            "etag": info.etag, "last_modified": info.last_modified, "ms": _ms(started)}
+            "etag": info.etag, "last_modified": info.last_modified, "ms": elapsed_ms(started)}
 
 
 def _rule_view(rule_id, rule) -> dict:
@@ -212,20 +209,6 @@ def probe(req):
     return answer
 
 
-class _Steps:
-    """The diagnose report: each step with ok, detail and milliseconds."""
-
-    def __init__(self):
-        self.steps = []
-
-    def add(self, name, ok, detail, started):
-        self.steps.append({"name": name, "ok": bool(ok), "detail": detail, "ms": _ms(started)})
-        return ok
-
-    def answer(self):
-        return {"ok": all(s["ok"] for s in self.steps), "steps": self.steps}
-
-
 def _dns_step(steps, host):
     started = time.monotonic()
     try:
@@ -255,7 +238,7 @@ def diagnose(req):
     body = v.require_object(req.body)
     v.only(body, {"url"})
     url = body.get("url")
-    steps = _Steps()
+    steps = Steps()
     started = time.monotonic()
     if not isinstance(url, str) or not url.strip():
         raise invalid("url must be an http or https URL", "url")
@@ -263,7 +246,7 @@ def diagnose(req):
         scheme, host, path, query = parse_url(url, "url")
     except ApiError as exc:
         steps.add("parse", False, exc.message, started)
-        return steps.answer()
+        return steps.report()
     steps.add("parse", True, f"{scheme} request for {path} on {host}", started)
     _dns_step(steps, host)
     doc, delivery = req.app.store.data, req.app.delivery
@@ -271,14 +254,14 @@ def diagnose(req):
     domain = doc["domains"].get(host)
     if domain is None:
         steps.add("domain", False, f"{host} is not a domain of this node", started)
-        return steps.answer()
+        return steps.report()
     status = domain.get("status")
     steps.add("domain", status == "verified", f"{host} is configured, status {status}", started)
     started = time.monotonic()
     redirect = domain.get("redirect")
     if redirect:
         steps.add("redirect", True, f"answered with a {redirect['code']} redirect to {redirect['to']}", started)
-        return steps.answer()
+        return steps.report()
     steps.add("redirect", True, "no redirect", started)
     if scheme == "https":
         _tls_step(steps, req.app, host)
@@ -286,7 +269,7 @@ def diagnose(req):
     match = delivery.rule_index(doc).match(host, path)
     if match is None or not match.rule.get("enabled", True):
         steps.add("rule", False, "no enabled rule covers this path (visitors get 404)", started)
-        return steps.answer()
+        return steps.report()
     steps.add("rule", True, f"rule {match.rule['id']} ({match.rule['path']}) maps it to key {match.key!r}",
               started)
     started = time.monotonic()
@@ -301,16 +284,16 @@ def diagnose(req):
         target = content.resolve(delivery, host, path, query, None, check_signature=False)
     except ApiError as exc:
         steps.add("origin", False, exc.message, time.monotonic())
-        return steps.answer()
+        return steps.report()
     origin = _origin(req.app, target)
     detail = (f"{origin['status']}, {origin['size']} bytes, {origin['content_type']}" if origin["ok"]
               else f"the origin failed: {origin['error']}")
-    steps.steps.append({"name": "origin", "ok": origin["ok"], "detail": detail, "ms": origin["ms"]})
+    steps.items.append({"name": "origin", "ok": origin["ok"], "detail": detail, "ms": origin["ms"]})
     started = time.monotonic()
     state = delivery.cache.state(target.cache_key)
     steps.add("cache", True, f"cached {state['age']} s ago, {state['size']} bytes" if state["cached"]
               else "not cached: the next request fetches from the origin", started)
-    return steps.answer()
+    return steps.report()
 
 
 # ---------------------------------------------------------------- metrics

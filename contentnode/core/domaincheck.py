@@ -4,7 +4,7 @@ The check resolves the name (A and AAAA), fetches the public verification page
 through what DNS answered with a fresh random nonce, and compares the proof
 with this node's own (HMAC under the node secret, constant-time compare): a
 name that reaches another node answers a different proof and fails. Each step
-is reported with its outcome and milliseconds so the panel can say exactly
+is reported with its outcome and time in ms (core.steps) so the panel can say exactly
 where it broke. Names resolve through the system resolver, or through one DNS
 server (host:port) when the operator names one.
 """
@@ -15,11 +15,11 @@ import socket
 import ssl
 import struct
 import time
-from dataclasses import dataclass, field
 
 from contentnode.core.certs import summary_of_der
 from contentnode.core import verify
 from contentnode.core.netguard import OutboundError, default_tls_context, fetch
+from contentnode.core.steps import Steps
 
 CHECK_PATH = "/.well-known/service/check"
 DNS_TIMEOUT = 2.0
@@ -31,22 +31,6 @@ SHOWN_HEADERS = ("content-type", "content-length", "cache-control", "location", 
 
 class ResolveError(Exception):
     """The name could not be resolved; the message says how."""
-
-
-@dataclass
-class Steps:
-    """The steps of a check, timed; `ok` once every step passed."""
-
-    items: list = field(default_factory=list)
-
-    def add(self, name, ok, detail, started):
-        self.items.append({"name": name, "ok": ok, "detail": detail,
-                           "ms": round((time.monotonic() - started) * 1000, 1)})
-        return ok
-
-    @property
-    def ok(self):
-        return bool(self.items) and all(step["ok"] for step in self.items)
 
 
 def _encode_name(name: str) -> bytes:

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from urllib.parse import quote, urlsplit
 
 from contentnode.core import netguard
+from contentnode.core.steps import Steps, elapsed_ms
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 LIST_MAX_BYTES = 4 << 20
@@ -445,20 +446,15 @@ def parse_list(body: bytes) -> ListPage:
 PREVIEW_BYTES = 64
 
 
-def _ms(started: float) -> float:
-    return round((time.monotonic() - started) * 1000, 1)
-
-
-def _step(steps: list, name: str, action, describe):
-    """Run one check step, append its report; returns (result, ok)."""
+def _step(steps: Steps, name: str, action, describe):
+    """Run one check step and record it; returns (result, ok)."""
     started = time.monotonic()
     try:
         result = action()
     except S3Error as exc:
-        steps.append({"name": name, "ok": False, "detail": exc.message, "code": exc.code,
-                      "milliseconds": _ms(started)})
+        steps.add(name, False, exc.message, started, code=exc.code)
         return None, False
-    steps.append({"name": name, "ok": True, "detail": describe(result), "milliseconds": _ms(started)})
+    steps.add(name, True, describe(result), started)
     return result, True
 
 
@@ -483,7 +479,7 @@ def _describe_listing(page: ListPage) -> str:
 def check_bucket(client: S3Client) -> dict:
     """Resolve, connect (and TLS), authenticate, list: stop at the first failing step."""
     cfg = client.config
-    steps = []
+    steps = Steps()
     _, ok = _step(steps, "resolve", client.resolve,
                           lambda a: f"{cfg.target(None)[1]} resolves to {', '.join(a)}")
     conn = None
@@ -495,7 +491,7 @@ def check_bucket(client: S3Client) -> dict:
         _, ok = _step(steps, "list", lambda: client.list_objects(max_keys=10), _describe_listing)
     if conn is not None:
         conn.close()
-    return {"ok": ok, "steps": steps}
+    return steps.report()
 
 
 def _describe_connection(conn) -> str:
@@ -522,8 +518,8 @@ def probe_object(client: S3Client, key: str) -> dict:
                 raise
             info = client.head_object(key)
     except S3Error as exc:
-        return {"ok": False, "status": exc.status, "error": exc.as_dict(), "milliseconds": _ms(started)}
+        return {"ok": False, "status": exc.status, "error": exc.as_dict(), "ms": elapsed_ms(started)}
     return {"ok": True, "status": info.status, "size": info.size, "content_type": info.content_type,
             "etag": info.etag, "last_modified": info.last_modified,
             "first_bytes": base64.b64encode(data[:PREVIEW_BYTES]).decode("ascii"),
-            "milliseconds": _ms(started)}
+            "ms": elapsed_ms(started)}
