@@ -13,6 +13,13 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """os.write may write less than asked: loop until all of it is written (no torn lines or records)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def atomic_write(path: str, data: bytes, mode: int = 0o600) -> None:
     """Write `data` to `path` so that readers see the old or the new content, never a mix.
 
@@ -23,10 +30,7 @@ def atomic_write(path: str, data: bytes, mode: int = 0o600) -> None:
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        write_all(fd, data)
         os.fsync(fd)
     except BaseException:
         os.close(fd)

@@ -87,8 +87,3 @@ class FailureLimiter:
     def clear(self, key: str) -> bool:
         with self._lock:
             return self._failures.pop(key, None) is not None
-
-    def locked_keys(self, now: float) -> list:
-        with self._lock:
-            keys = list(self._failures)
-        return [k for k in keys if self.retry_after(k, now) > 0]

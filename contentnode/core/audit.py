@@ -13,7 +13,7 @@ import re
 import threading
 
 from contentnode import clock
-from contentnode.fileio import fsync_dir
+from contentnode.fileio import fsync_dir, write_all
 
 GENESIS = "0" * 64
 # Member names that hold secrets: passwords and passphrases, secrets and secret keys, tokens,
@@ -29,13 +29,6 @@ def scrub(value):
     if isinstance(value, list):
         return [scrub(v) for v in value]
     return value
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """os.write may write less than asked: loop, so a line is never torn while running."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def _parse(line: bytes) -> dict | None:
@@ -93,7 +86,7 @@ class AuditLog:
         if torn:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
             try:
-                _write_all(fd, b"\n")
+                write_all(fd, b"\n")
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -131,7 +124,7 @@ class AuditLog:
             created = not os.path.exists(self.path)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                _write_all(fd, line)
+                write_all(fd, line)
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -23,6 +23,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from contentnode.fileio import write_all
+
 MAGIC = b"CNC1"
 _PREFIX = struct.Struct(">4sI")
 CHUNK = 256 * 1024
@@ -341,7 +343,7 @@ class Cache:
                                     "expires_at": now + ttl})
             fd = os.open(fill.tmp_path, os.O_WRONLY)
             try:
-                _write_all(fd, header)
+                write_all(fd, header)
                 fill.progress(answer=answer, offset=len(header))
                 self._copy(fill, fd, answer, sync=ttl > 0)
             finally:
@@ -370,7 +372,7 @@ class Cache:
         for chunk in answer.chunks:
             if written + len(chunk) > answer.length:
                 raise FillTruncated("origin sent more than announced")
-            _write_all(fd, chunk)
+            write_all(fd, chunk)
             written += len(chunk)
             if written == answer.length and sync:
                 os.fsync(fd)
@@ -460,13 +462,6 @@ class Cache:
         with self._lock:
             return {"entries": len(self._index), "bytes": self.total,
                     "max_bytes": self.max_bytes, "filling": len(self._fills)}
-
-
-def _write_all(fd, data):
-    """os.write may write less than asked: loop until all of it is written."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def _unlink(path):

@@ -377,14 +377,6 @@ class S3Client:
         conn.close()
         return _object_info(response.status, headers)
 
-    def head_bucket(self, conn=None) -> dict:
-        deadline = time.monotonic() + self.timeout
-        conn, response, headers = self._send("HEAD", None, conn=conn, deadline=deadline)
-        if response.status >= 300:
-            raise self._fail(conn, response, headers, "bucket", deadline)
-        conn.close()
-        return headers
-
     def get_object(self, key: str, byte_range: tuple[int, int | None] | None = None,
                    max_bytes: int = DEFAULT_OBJECT_MAX_BYTES) -> ObjectStream:
         """Start a GET (optionally `byte_range` = (first, last or None)); the caller reads it."""
