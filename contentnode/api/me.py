@@ -2,8 +2,7 @@
 
 from contentnode import clock
 from contentnode.core import fields as v
-from contentnode.api.session import (attempt_succeeded, check_rate_limit, checked_new_password, count_failure,
-                                     limiter_keys)
+from contentnode.api.session import checked_new_password, password_attempt
 from contentnode.auth.users import public_user
 from contentnode.http.errors import ApiError
 from contentnode.http.response import no_content
@@ -23,12 +22,9 @@ def change_password(req):
         raise ApiError(400, "invalid", "current_password is required", "current_password")
     new = checked_new_password(req, body.get("new_password"), req.user["username"], "new_password")
     # wrong current passwords count like failed logins, so a stolen session cannot guess it here
-    keys = limiter_keys(req, req.user["username"])
-    check_rate_limit(req, keys)
-    if not req.app.hasher.verify(req.user["password_hash"], current[:4096]):
-        count_failure(req, keys, req.user["username"], "me.password", {"reason": "wrong current password"})
+    if not password_attempt(req, req.user["username"], req.user["password_hash"], current, "me.password",
+                            {"reason": "wrong current password"}):
         raise ApiError(400, "invalid", "the current password is wrong", "current_password")
-    attempt_succeeded(req)
     new_hash = req.app.hasher.hash(new)
     with req.app.store.transaction() as doc:
         record = doc["users"][req.user["id"]]

@@ -3,6 +3,7 @@
 from contentnode import clock
 from contentnode.core import fields as v
 from contentnode.auth.passwords import password_problem
+from contentnode.auth.ratelimit import address_key, password_key
 from contentnode.auth.sessions import PENDING_LIFETIME, clear_cookie_header, cookie_header
 from contentnode.auth.users import find_by_username, new_user, public_user
 from contentnode.http.errors import ApiError, conflict, invalid, rate_limited
@@ -68,7 +69,7 @@ def _cookie(req, token: str, max_age: int | None = None) -> dict:
 
 
 def limiter_keys(req, username: str) -> tuple:
-    return f"ip:{req.client_ip}", f"user:{username.strip().lower()}"
+    return address_key(req.client_ip), password_key(username)
 
 
 def check_rate_limit(req, keys) -> None:
@@ -110,6 +111,22 @@ def count_failure(req, keys, username: str, action: str = "login.failure", detai
             req.app.events.emit("login_failures_burst", key=key, ip=req.client_ip)
 
 
+def password_attempt(req, username: str, password_hash, password: str, failure_action: str,
+                     detail=None) -> bool:
+    """Check a password under the login lockout: 429 while locked, a counted failure when wrong.
+
+    Logins, 2FA changes and password changes all check passwords here, so a
+    stolen session cannot guess the password faster anywhere than at login.
+    """
+    keys = limiter_keys(req, username)
+    check_rate_limit(req, keys)
+    if not req.app.hasher.verify(password_hash, password[:4096]):
+        count_failure(req, keys, username, failure_action, detail)
+        return False
+    attempt_succeeded(req)
+    return True
+
+
 def login(req):
     body = v.require_object(req.body)
     v.only(body, {"username", "password"})
@@ -117,15 +134,11 @@ def login(req):
     password = body.get("password")
     if not isinstance(password, str) or not password:
         raise invalid("password is required", "password")
-    keys = limiter_keys(req, username)
-    check_rate_limit(req, keys)
     user = find_by_username(req.app.store.data["users"], username)
-    matched = req.app.hasher.verify(user["password_hash"] if user else None, password[:4096])
-    if not matched or user.get("disabled"):
-        count_failure(req, keys, username)
+    usable = user is not None and not user.get("disabled")  # a disabled account fails like a wrong password
+    if not password_attempt(req, username, user["password_hash"] if usable else None, password, "login.failure"):
         raise ApiError(401, "bad_credentials", "wrong username or password")
-    attempt_succeeded(req)
-    req.app.login_limiter.clear(keys[1])
+    req.app.login_limiter.clear(password_key(username))
     if (user.get("totp") or {}).get("enabled"):
         token, _ = req.app.sessions.create(user["id"], req.client_ip, req.user_agent, pending=True)
         req.user = user

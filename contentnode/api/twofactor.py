@@ -9,16 +9,17 @@ own key ("2fa:<name>"), which a correct password does not clear.
 from contentnode import clock
 from contentnode.core import fields as v
 from contentnode.api.session import (attempt_succeeded, check_rate_limit, complete_login, count_failure,
-                                     limiter_keys)
+                                     password_attempt)
 from contentnode.auth import totp
 from contentnode.auth.policy import requires_two_factor
+from contentnode.auth.ratelimit import address_key, second_factor_key
 from contentnode.auth.users import public_user
 from contentnode.http.errors import ApiError, conflict, invalid
 from contentnode.http.router import Route
 
 
 def two_factor_keys(req, username: str) -> tuple:
-    return f"ip:{req.client_ip}", f"2fa:{username.strip().lower()}"
+    return address_key(req.client_ip), second_factor_key(username)
 
 
 def _check_second_factor(state: dict, code: str) -> str | None:
@@ -69,12 +70,8 @@ def _confirm_password(req, body: dict) -> None:
     password = body.get("password")
     if not isinstance(password, str) or not password:
         raise invalid("password is required", "password")
-    keys = limiter_keys(req, req.user["username"])
-    check_rate_limit(req, keys)
-    if not req.app.hasher.verify(req.user["password_hash"], password[:4096]):
-        count_failure(req, keys, req.user["username"], "2fa.password_failure")
+    if not password_attempt(req, req.user["username"], req.user["password_hash"], password, "2fa.password_failure"):
         raise invalid("the password is wrong", "password")
-    attempt_succeeded(req)
 
 
 def _state(user: dict) -> dict:

@@ -14,7 +14,7 @@ from contentnode import clock
 from contentnode.core import fields as v
 from contentnode.api.panel import panel_section
 from contentnode.api.session import USERNAME_PATTERN, checked_new_password
-from contentnode.api.twofactor import two_factor_keys
+from contentnode.auth.ratelimit import address_key, password_key, second_factor_key
 from contentnode.auth.scopes import ROLES, SCOPES, effective_scopes, invalid_scopes
 from contentnode.auth.users import enabled_admins, find_by_username, new_user, public_user
 from contentnode.http.errors import conflict, forbidden, invalid, not_found
@@ -25,8 +25,7 @@ MANAGE = "users:manage"
 
 
 def _lockout_keys(user: dict) -> list:
-    name = user["username"].lower()
-    return [f"user:{name}", f"2fa:{name}"]
+    return [password_key(user["username"]), second_factor_key(user["username"])]
 
 
 def admin_view(req, user: dict) -> dict:
@@ -204,7 +203,7 @@ def reset_two_factor(req):
         record = _record(doc, target)
         was_enabled = bool((record.get("totp") or {}).get("enabled"))
         record["totp"] = {"enabled": False}
-    req.app.login_limiter.clear(two_factor_keys(req, record["username"])[1])
+    req.app.login_limiter.clear(second_factor_key(record["username"]))
     req.audit("user.2fa_reset", target=record["username"], detail={"was_enabled": was_enabled})
     return no_content()
 
@@ -221,7 +220,7 @@ def clear_lockout(req):
     """Clears the account's failure counts and those of the addresses it logged in from."""
     target = _find(req)
     _may_manage(req, target["role"], target.get("scopes"))
-    keys = _lockout_keys(target) + [f"ip:{a}" for a in target.get("known_addresses") or ()]
+    keys = _lockout_keys(target) + [address_key(a) for a in target.get("known_addresses") or ()]
     cleared = [k for k in keys if req.app.login_limiter.clear(k)]
     req.audit("user.lockout_clear", target=target["username"], detail={"cleared": cleared})
     return no_content()

@@ -10,6 +10,21 @@ from collections import OrderedDict, deque
 MAX_KEYS = 10000
 
 
+def address_key(ip: str) -> str:
+    """The key counting failures from one client address."""
+    return f"ip:{ip}"
+
+
+def password_key(username: str) -> str:
+    """The key counting wrong passwords for one account (any spelling of its name)."""
+    return f"user:{username.strip().lower()}"
+
+
+def second_factor_key(username: str) -> str:
+    """The key counting wrong 2FA codes for one account."""
+    return f"2fa:{username.strip().lower()}"
+
+
 class FailureLimiter:
     def __init__(self, threshold: int = 5, window: float = 900.0):
         self.threshold = threshold

@@ -9,11 +9,29 @@ import threading
 
 log = logging.getLogger("contentnode.events")
 
-EVENTS = (
-    "cert_expiring", "cert_renewal_failed", "domain_check_failed", "bucket_check_failed",
-    "login_failures_burst", "admin_login_new_address", "backup_restored", "update_available",
-    "user_created", "user_deleted",
-)
+# Every event there is: name -> (subject, body) of its notification. Missing fields print as "?".
+EVENTS = {
+    "cert_expiring": ("Certificate for {host} expires in {days_left} days",
+                      "The certificate for {host} expires in {days_left} days. "
+                      "Check automatic renewal or upload a new one."),
+    "cert_renewal_failed": ("Certificate renewal failed for {host}",
+                            "Renewing the certificate for {host} failed (attempt {attempts}, "
+                            "next try in {retry_in_seconds} s): {error}"),
+    "domain_check_failed": ("Domain check failed for {host}",
+                            "The check of {host} failed at step {step}: {detail}"),
+    "bucket_check_failed": ("Bucket check failed for {name}",
+                            "The check of bucket {name} ({id}) failed at step {step}: {detail}"),
+    "login_failures_burst": ("Burst of failed logins",
+                             "Logins were locked for {key} after repeated failures (last from {ip})."),
+    "admin_login_new_address": ("Administrator login from a new address",
+                                "User {username} logged in from {ip}, an address not seen before for this user."),
+    "backup_restored": ("Backup restored",
+                        "A backup ({kind}, created {created_at}) was restored by {by}."),
+    "update_available": ("Update available: contentnode {latest}",
+                         "contentnode {latest} is available on the {channel} channel (running {current}).\n{notes}"),
+    "user_created": ("User created: {username}", "User {username} (role {role}) was created by {by}."),
+    "user_deleted": ("User deleted: {username}", "User {username} was deleted by {by}."),
+}
 
 
 class EventBus:

@@ -16,6 +16,7 @@ import threading
 import time
 
 from contentnode.core import settings as st
+from contentnode.core.events import EVENTS
 from contentnode.core.notify_transport import DeliveryError, send_email, send_telegram
 
 log = logging.getLogger("contentnode.notify")
@@ -29,30 +30,6 @@ SECRETS = {"email": "password", "telegram": "bot_token"}
 # cannot point it at their own server and collect it.
 SECRET_DESTINATION = {"email": ("host", "port", "security"), "telegram": ("api_url",)}
 MAX_RECIPIENTS = 20
-
-# Event name -> (subject template, body template). Missing fields print as "?".
-EVENTS = {
-    "cert_expiring": ("Certificate for {host} expires in {days_left} days",
-                      "The certificate for {host} expires in {days_left} days. "
-                      "Check automatic renewal or upload a new one."),
-    "cert_renewal_failed": ("Certificate renewal failed for {host}",
-                            "Renewing the certificate for {host} failed (attempt {attempts}, "
-                            "next try in {retry_in_seconds} s): {error}"),
-    "domain_check_failed": ("Domain check failed for {host}",
-                            "The check of {host} failed at step {step}: {detail}"),
-    "bucket_check_failed": ("Bucket check failed for {name}",
-                            "The check of bucket {name} ({id}) failed at step {step}: {detail}"),
-    "login_failures_burst": ("Burst of failed logins",
-                             "Logins were locked for {key} after repeated failures (last from {ip})."),
-    "admin_login_new_address": ("Administrator login from a new address",
-                                "User {username} logged in from {ip}, an address not seen before for this user."),
-    "backup_restored": ("Backup restored",
-                        "A backup ({kind}, created {created_at}) was restored by {by}."),
-    "update_available": ("Update available: contentnode {latest}",
-                         "contentnode {latest} is available on the {channel} channel (running {current}).\n{notes}"),
-    "user_created": ("User created: {username}", "User {username} (role {role}) was created by {by}."),
-    "user_deleted": ("User deleted: {username}", "User {username} was deleted by {by}."),
-}
 
 DEFAULT_CONFIG = {
     "email": {"enabled": False, "host": None, "port": 587, "security": "starttls",
