@@ -9,7 +9,7 @@ import pytest
 from contentnode.core import notify
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.notify_transport import DeliveryError, send_email, send_telegram
-from contentnode.core.settings import SettingsError
+from contentnode.core.fields import FieldError
 from tests.peers.smtp import SmtpServer
 from tests.peers.telegram import FakeTelegram
 
@@ -68,7 +68,7 @@ def test_public_view_hides_secrets():
     ({"email": []}, "email"),
 ])
 def test_merge_rejects_bad_input(body, field):
-    with pytest.raises(SettingsError) as err:
+    with pytest.raises(FieldError) as err:
         notify.merge(notify.effective({}), body)
     assert err.value.field == field
 

@@ -3,6 +3,7 @@
 import pytest
 
 from contentnode.core import settings as st
+from contentnode.core.fields import FieldError
 
 
 def test_effective_overlays_defaults_without_sharing_them():
@@ -33,7 +34,7 @@ def test_validate_normalises():
     ({"log_level": "trace"}, "log_level"), ({"admin_host": "x.example"}, "admin_host"), ({"colour": 1}, "colour"),
 ])
 def test_validate_rejects_with_field(body, field):
-    with pytest.raises(st.SettingsError) as err:
+    with pytest.raises(FieldError) as err:
         st.validate(body)
     assert err.value.field == field and str(err.value)
 
@@ -41,7 +42,7 @@ def test_validate_rejects_with_field(body, field):
 def test_hostnames_cidrs_and_membership():
     assert st.hostname("h", "Admin.Example.COM.") == "admin.example.com"
     for bad in ("admin", "-a.example", "a..example", "a_b.example"):
-        with pytest.raises(st.SettingsError):
+        with pytest.raises(FieldError):
             st.hostname("h", bad)
     assert st.hostname("h", "mail", fqdn=False) == "mail"
     cidrs = st.cidr_list("c", ["192.0.2.0/24", "2001:db8::/32"])
@@ -55,6 +56,6 @@ def test_validate_updates():
         {"channel": "beta", "auto_check": True, "url": None}
     for body, field in [({"channel": "nightly"}, "channel"), ({"auto_check": 1}, "auto_check"),
                         ({"url": "file:///etc/passwd"}, "url"), ({"key": "x"}, "key")]:
-        with pytest.raises(st.SettingsError) as err:
+        with pytest.raises(FieldError) as err:
             st.validate_updates(body)
         assert err.value.field == field

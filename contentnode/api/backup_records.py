@@ -119,14 +119,14 @@ def _settings(section):
             st.hostname("admin_host", rest["admin_host"])
         st.cidr_list("admin_allow", rest.get("admin_allow", []))
         st.validate_updates(rest.get("updates", {}))
-    except st.SettingsError as exc:
+    except FieldError as exc:
         raise _Bad(str(exc)) from None
 
 
 def _notifications(section):
     try:
         notify.merge(notify.effective({}), section)
-    except st.SettingsError as exc:
+    except FieldError as exc:
         raise _Bad(str(exc)) from None
 
 
@@ -142,7 +142,7 @@ def _domains(section):
             _require(isinstance(redirect, dict), f"domain {host}: bad redirect")
             try:
                 st.http_url("to", redirect.get("to"))
-            except st.SettingsError:
+            except FieldError:
                 raise _Bad(f"domain {host}: the redirect target is not an http(s) URL") from None
             _require(type(redirect.get("code")) is int and redirect["code"] in REDIRECT_CODES,
                      f"domain {host}: bad redirect code")

@@ -158,10 +158,7 @@ def _redirect_target(body) -> str | None:
         raise invalid("to is required (null clears the redirect)", "to")
     if to is None:
         return None
-    try:
-        return settings.http_url("to", to)
-    except settings.SettingsError as exc:
-        raise invalid(str(exc), "to") from None
+    return settings.http_url("to", to)
 
 
 def set_redirect(req):

@@ -5,6 +5,7 @@ start; deliveries run on its background queue, and a final failure is audited.""
 from contentnode.api.panel import panel_section
 from contentnode.core import notify
 from contentnode.core import settings as st
+from contentnode.core.fields import FieldError
 from contentnode.daemon import on_start
 from contentnode.http.errors import invalid
 from contentnode.http.router import Route
@@ -22,10 +23,7 @@ def get_notifications(req):
 
 
 def put_notifications(req):
-    try:
-        new = notify.merge(config(req.app), req.body)
-    except st.SettingsError as exc:
-        raise invalid(str(exc), exc.field) from None
+    new = notify.merge(config(req.app), req.body)
     with req.app.store.transaction() as doc:
         doc["notifications"] = new
     changed = sorted(f"{part}.{key}" for part, values in req.body.items() for key in values)
@@ -42,7 +40,7 @@ def test_notification(req):
         raise invalid("channel must be email or telegram", "channel")
     try:
         notify.require_complete(channel, config(req.app)[channel])
-    except st.SettingsError as exc:
+    except FieldError as exc:
         raise invalid(f"{exc}; configure {channel} first", exc.field) from None
     ok, detail = req.app.notifier.test(channel)
     req.audit("notifications.test", target=channel, ok=ok, detail={"detail": detail})

@@ -8,12 +8,8 @@ from contentnode import clock
 from contentnode.api.panel import panel_section
 from contentnode.core import settings as st
 from contentnode.daemon import on_start
-from contentnode.http.errors import ApiError, conflict, invalid
+from contentnode.http.errors import conflict, invalid
 from contentnode.http.router import Route
-
-
-def as_invalid(exc: st.SettingsError) -> ApiError:
-    return invalid(str(exc), exc.field)
 
 
 def current(app) -> dict:
@@ -40,10 +36,7 @@ def get_settings(req):
 
 
 def put_settings(req):
-    try:
-        changes = st.validate(req.body)
-    except st.SettingsError as exc:
-        raise as_invalid(exc) from None
+    changes = st.validate(req.body)
     if not changes:
         raise invalid("no setting given")
     answer = store_settings(req, changes, "settings.update")
@@ -62,10 +55,7 @@ def put_admin_host(req):
         raise invalid('the body must be {"host": "<name>"} or {"host": null}', "host")
     host = body["host"]
     if host is not None:
-        try:
-            host = st.hostname("host", host)
-        except st.SettingsError as exc:
-            raise as_invalid(exc) from None
+        host = st.hostname("host", host)
         if not _valid_certificate(req.app, host):
             raise invalid(f"no valid certificate for {host}: issue or upload one first "
                           "(the admin host is served over HTTPS only)", "host")
@@ -78,10 +68,7 @@ def put_admin_allow(req):
         raise invalid('the body must be {"cidrs": [...], "confirm"?: bool}', "cidrs")
     if not isinstance(body.get("confirm", False), bool):
         raise invalid("confirm must be true or false", "confirm")
-    try:
-        cidrs = st.cidr_list("cidrs", body["cidrs"])
-    except st.SettingsError as exc:
-        raise as_invalid(exc) from None
+    cidrs = st.cidr_list("cidrs", body["cidrs"])
     if req.via_admin_host and not st.address_in(req.client_ip, cidrs) and not body.get("confirm"):
         raise conflict("conflict", f"this list shuts out your own address {req.client_ip}; "
                        'send "confirm": true to apply it anyway', "cidrs")

@@ -10,7 +10,7 @@ import threading
 
 from contentnode import __version__, clock
 from contentnode.api.panel import panel_section
-from contentnode.api.settings import as_invalid, current, store_settings
+from contentnode.api.settings import current, store_settings
 from contentnode.core import settings as st
 from contentnode.core import updates
 from contentnode.daemon import on_start
@@ -56,10 +56,7 @@ def run_check(app) -> dict:
 
 
 def put_updates(req):
-    try:
-        changes = st.validate_updates(req.body)
-    except st.SettingsError as exc:
-        raise as_invalid(exc) from None
+    changes = st.validate_updates(req.body)
     merged = dict(current(req.app)["updates"], **changes)
     answer = store_settings(req, {"updates": merged}, "settings.updates")
     if changes.get("auto_check"):

@@ -21,6 +21,11 @@ class FieldError(ValueError):
     def __init__(self, message: str, field: str | None = None):
         super().__init__(message)
         self.message = message
+        if field is not None and not field.isascii():
+            try:
+                field.encode("utf-8")
+            except UnicodeEncodeError:  # an unknown key the client sent: shown escaped
+                field = ascii(field)[1:-1]
         self.field = field
 
 

@@ -17,6 +17,7 @@ import time
 
 from contentnode.core import settings as st
 from contentnode.core.events import EVENTS
+from contentnode.core.fields import FieldError
 from contentnode.core.notify_transport import DeliveryError, send_email, send_telegram
 
 log = logging.getLogger("contentnode.notify")
@@ -62,30 +63,31 @@ def public_view(cfg):
 
 
 def merge(current, body):
-    """Apply a partial update to `current`; return the new config or raise SettingsError.
+    """Apply a partial update to `current`; return the new config or raise FieldError.
 
     A secret that is absent stays as it is; null clears it.
     """
     if not isinstance(body, dict):
-        raise st.SettingsError(None, "body must be a JSON object")
+        raise FieldError("body must be a JSON object")
     new = {part: dict(values) for part, values in current.items()}
     for part, value in body.items():
         if part not in DEFAULT_CONFIG:
-            raise st.SettingsError(part, f"unknown field {part!r}")
+            raise FieldError(f"unknown field {part!r}", part)
         if not isinstance(value, dict):
-            raise st.SettingsError(part, f"{part} must be a JSON object")
+            raise FieldError(f"{part} must be a JSON object", part)
         for key, item in value.items():
             field = f"{part}.{key}"
             check = _FIELD_CHECKS[part].get(key) if part != "events" else _event_switch
             if check is None:
-                raise st.SettingsError(field, f"unknown field {field!r}")
+                raise FieldError(f"unknown field {field!r}", field)
             new[part][key] = check(field, item)
     for part in CHANNELS:
         secret, sent = SECRETS[part], body.get(part) or {}
         moved = [key for key in SECRET_DESTINATION[part] if new[part][key] != current[part][key]]
         if moved and current[part].get(secret) and secret not in sent:
-            raise st.SettingsError(f"{part}.{secret}", f"{part}.{secret} must be sent again (or null) when "
-                                   f"{part}.{moved[0]} changes: the stored one is not sent to a new place")
+            raise FieldError(f"{part}.{secret} must be sent again (or null) when "
+                             f"{part}.{moved[0]} changes: the stored one is not sent to a new place",
+                             f"{part}.{secret}")
         if new[part]["enabled"]:
             require_complete(part, new[part])
     return new
@@ -96,13 +98,13 @@ def require_complete(part, cfg):
     needed = {"email": ("host", "from", "to"), "telegram": ("bot_token", "chat_id")}[part]
     for key in needed:
         if not cfg.get(key):
-            raise st.SettingsError(f"{part}.{key}", f"{part}.{key} is required while {part} is enabled")
+            raise FieldError(f"{part}.{key} is required while {part} is enabled", f"{part}.{key}")
     if part == "email" and cfg.get("password") and not cfg.get("username"):
-        raise st.SettingsError("email.username", "email.username is required when a password is set")
+        raise FieldError("email.username is required when a password is set", "email.username")
     if part == "email" and cfg.get("password") and cfg.get("security") == "none" \
             and not _on_this_machine(cfg.get("host")):
-        raise st.SettingsError("email.security", "a password is only sent over TLS (starttls or tls), "
-                                                 "except to a mail server on this machine")
+        raise FieldError("a password is only sent over TLS (starttls or tls), "
+                         "except to a mail server on this machine", "email.security")
 
 
 def _on_this_machine(host) -> bool:
@@ -119,7 +121,7 @@ def _on_this_machine(host) -> bool:
 
 def _event_switch(field, value):
     if field.split(".", 1)[1] not in EVENTS:
-        raise st.SettingsError(field, f"unknown event {field.split('.', 1)[1]!r}")
+        raise FieldError(f"unknown event {field.split('.', 1)[1]!r}", field)
     return st._bool(field, value)
 
 
@@ -134,7 +136,7 @@ def _host(field, value):
 
 def _recipients(field, value):
     if not isinstance(value, list) or len(value) > MAX_RECIPIENTS:
-        raise st.SettingsError(field, f"{field} must be a list of at most {MAX_RECIPIENTS} addresses")
+        raise FieldError(f"{field} must be a list of at most {MAX_RECIPIENTS} addresses", field)
     out = [st._email(field, item) for item in value]
     return list(dict.fromkeys(out))
 
@@ -144,7 +146,7 @@ def _pattern(regex, what):
         if isinstance(value, int) and not isinstance(value, bool):
             value = str(value)
         if not isinstance(value, str) or not regex.match(value.strip()):
-            raise st.SettingsError(field, f"{field} must be {what}")
+            raise FieldError(f"{field} must be {what}", field)
         return value.strip()
     return check
 

@@ -9,6 +9,8 @@ import ipaddress
 import re
 import urllib.parse
 
+from contentnode.core.fields import FieldError
+
 LETS_ENCRYPT_DIRECTORY = "https://acme-v02.api.letsencrypt.org/directory"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 UPDATE_CHANNELS = ("stable", "beta")
@@ -41,19 +43,6 @@ _HOST_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,253}$")
 
 
-class SettingsError(ValueError):
-    """A bad setting; `field` names the offending key for the JSON error."""
-
-    def __init__(self, field, message):
-        super().__init__(message)
-        if isinstance(field, str):
-            try:
-                field.encode("utf-8")
-            except UnicodeEncodeError:  # an unknown key the client sent: shown escaped
-                field = ascii(field)[1:-1]
-        self.field = field
-
-
 def effective(doc):
     """All settings: defaults overlaid with what the document holds."""
     stored = doc.get("settings", {}) or {}
@@ -71,46 +60,46 @@ def effective(doc):
 def validate(partial):
     """Check a partial update of the general settings; return it normalised."""
     if not isinstance(partial, dict):
-        raise SettingsError(None, "settings must be a JSON object")
+        raise FieldError("settings must be a JSON object")
     out = {}
     for key, value in partial.items():
         check = _CHECKS.get(key)
         if check is None:
-            raise SettingsError(key, f"unknown setting {key!r}")
+            raise FieldError(f"unknown setting {key!r}", key)
         out[key] = check(key, value)
     return out
 
 
 def _text(field, value, max_len):
     if not isinstance(value, str) or not value.strip():
-        raise SettingsError(field, f"{field} must be a non-empty string")
+        raise FieldError(f"{field} must be a non-empty string", field)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise SettingsError(field, f"{field} holds an unpaired surrogate (not valid Unicode text)") from None
+        raise FieldError(f"{field} holds an unpaired surrogate (not valid Unicode text)", field) from None
     value = value.strip()
     if len(value) > max_len or any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise SettingsError(field, f"{field} must be at most {max_len} printable characters")
+        raise FieldError(f"{field} must be at most {max_len} printable characters", field)
     return value
 
 
 def _int(field, value, low, high):
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SettingsError(field, f"{field} must be an integer")
+        raise FieldError(f"{field} must be an integer", field)
     if not low <= value <= high:
-        raise SettingsError(field, f"{field} must be between {low} and {high}")
+        raise FieldError(f"{field} must be between {low} and {high}", field)
     return value
 
 
 def _choice(field, value, choices):
     if not any(type(value) is type(choice) and value == choice for choice in choices):
-        raise SettingsError(field, f"{field} must be one of {', '.join(choices)}")
+        raise FieldError(f"{field} must be one of {', '.join(choices)}", field)
     return value
 
 
 def _bool(field, value):
     if not isinstance(value, bool):
-        raise SettingsError(field, f"{field} must be true or false")
+        raise FieldError(f"{field} must be true or false", field)
     return value
 
 
@@ -121,13 +110,13 @@ def http_url(field, value, allow_path=True):
         parts = urllib.parse.urlsplit(value)
         parts.port  # raises ValueError on a bad port
     except ValueError:
-        raise SettingsError(field, f"{field} is not a valid URL") from None
+        raise FieldError(f"{field} is not a valid URL", field) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SettingsError(field, f"{field} must be an http or https URL with a host")
+        raise FieldError(f"{field} must be an http or https URL with a host", field)
     if parts.username or parts.password or parts.fragment:
-        raise SettingsError(field, f"{field} must not hold credentials or a fragment")
+        raise FieldError(f"{field} must not hold credentials or a fragment", field)
     if not allow_path and (parts.path not in ("", "/") or parts.query):
-        raise SettingsError(field, f"{field} must not have a path or query")
+        raise FieldError(f"{field} must not have a path or query", field)
     return value
 
 
@@ -136,24 +125,24 @@ def hostname(field, value, fqdn=True):
     value = _text(field, value, 253).lower().rstrip(".")
     labels = value.split(".")
     if (fqdn and len(labels) < 2) or not all(_HOST_LABEL.match(label) for label in labels):
-        raise SettingsError(field, f"{field} must be a {'fully qualified ' if fqdn else ''}host name")
+        raise FieldError(f"{field} must be a {'fully qualified ' if fqdn else ''}host name", field)
     return value
 
 
 def cidr_list(field, value):
     """IPv4/IPv6 networks or single addresses, normalised to network form."""
     if not isinstance(value, list):
-        raise SettingsError(field, f"{field} must be a list of CIDRs")
+        raise FieldError(f"{field} must be a list of CIDRs", field)
     if len(value) > MAX_CIDRS:
-        raise SettingsError(field, f"{field} holds at most {MAX_CIDRS} entries")
+        raise FieldError(f"{field} holds at most {MAX_CIDRS} entries", field)
     out = []
     for item in value:
         if not isinstance(item, str):
-            raise SettingsError(field, f"{field} entries must be strings")
+            raise FieldError(f"{field} entries must be strings", field)
         try:
             net = ipaddress.ip_network(item.strip(), strict=False)
         except ValueError:
-            raise SettingsError(field, f"{item!r} is not an IPv4 or IPv6 CIDR") from None
+            raise FieldError(f"{item!r} is not an IPv4 or IPv6 CIDR", field) from None
         if str(net) not in out:
             out.append(str(net))
     return out
@@ -179,7 +168,7 @@ def _optional(check):
 def _email(field, value):
     value = _text(field, value, 254)
     if not _EMAIL.match(value):
-        raise SettingsError(field, f"{field} must be an email address")
+        raise FieldError(f"{field} must be an email address", field)
     return value
 
 
@@ -201,7 +190,7 @@ _CHECKS = {
 def validate_updates(partial):
     """Check a partial update of the update-check settings."""
     if not isinstance(partial, dict):
-        raise SettingsError(None, "body must be a JSON object")
+        raise FieldError("body must be a JSON object")
     out = {}
     for key, value in partial.items():
         if key == "channel":
@@ -211,5 +200,5 @@ def validate_updates(partial):
         elif key == "url":
             out[key] = None if value is None else http_url(key, value)
         else:
-            raise SettingsError(key, f"unknown field {key!r}")
+            raise FieldError(f"unknown field {key!r}", key)
     return out
