@@ -3,7 +3,8 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from contentnode.core.rules import (RuleError, RuleIndex, has_dot_segment, key_for, normalise_path,
+from contentnode.core.fields import FieldError
+from contentnode.core.rules import (RuleIndex, has_dot_segment, key_for, normalise_path,
                                     validate_prefix)
 
 
@@ -19,7 +20,7 @@ def test_paths_normalise(raw, canonical):
     ("/a b", "contain"), ("/a?b", "contain"), ("/a#b", "contain"), ("/a%2Fb", "contain"),
     ("/a\\b", "contain"), ("/a\nb", "contain"), ("/" + "a" * 1024, "longer"), (None, "string")])
 def test_bad_paths_are_refused_with_a_reason(raw, why):
-    with pytest.raises(RuleError) as info:
+    with pytest.raises(FieldError) as info:
         normalise_path(raw)
     assert why in str(info.value)
 
@@ -28,7 +29,7 @@ def test_prefix_validation():
     assert validate_prefix("") == ""
     assert validate_prefix("site/v2/") == "site/v2/"
     for bad in ("/site", "a\x00b", "a/../b/", "../x/", 5):
-        with pytest.raises(RuleError):
+        with pytest.raises(FieldError):
             validate_prefix(bad)
 
 

@@ -177,7 +177,7 @@ def _rules(section, doc):
         try:
             _require(rules.normalise_path(record.get("path")) == record["path"], f"rule {rule_id}: bad path")
             rules.validate_prefix(record.get("prefix"))
-        except rules.RuleError as exc:
+        except FieldError as exc:
             raise _Bad(f"rule {rule_id}: {exc}") from None
         _require((record["domain"], record["path"]) not in seen, f"rule {rule_id}: its path is routed twice")
         seen.add((record["domain"], record["path"]))

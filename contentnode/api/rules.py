@@ -10,9 +10,8 @@ import secrets
 from contentnode.core import fields as v
 from contentnode.api.panel import panel_section
 from contentnode.clock import now, rfc3339
-from contentnode.core import images, rules
-from contentnode.core.hostnames import HostnameError, normalize_host
-from contentnode.http.errors import conflict, invalid, not_found
+from contentnode.core import rules
+from contentnode.http.errors import conflict, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
 from contentnode.store import register_section
@@ -20,51 +19,6 @@ from contentnode.store import register_section
 register_section("rules", dict)
 
 MAX_RULES = 20_000
-FIELDS = {"domain", "path", "bucket", "prefix", "cache_ttl", "signed", "images", "enabled"}
-DEFAULTS = {"prefix": "", "cache_ttl": rules.DEFAULT_CACHE_TTL, "signed": False, "images": False,
-            "enabled": True}
-
-
-def _fields(body: dict, doc: dict, partial: bool) -> dict:
-    """The validated rule fields present in body (domain, path, bucket required unless partial)."""
-    out = {}
-    if "domain" in body or not partial:
-        value = body.get("domain")
-        if value is None:
-            raise invalid("domain is required", "domain")
-        try:
-            out["domain"] = normalize_host(value)
-        except HostnameError as exc:
-            raise invalid(f"domain: {exc}", "domain") from None
-        if out["domain"] not in doc.get("domains", {}):
-            raise invalid(f"domain {out['domain']} is not configured; add it first", "domain")
-    if "path" in body or not partial:
-        value = body.get("path")
-        if value is None:
-            raise invalid("path is required", "path")
-        try:
-            out["path"] = rules.normalise_path(value)
-        except rules.RuleError as exc:
-            raise invalid(str(exc), "path") from None
-    if "bucket" in body or not partial:
-        out["bucket"] = v.text(body, "bucket", max_len=64)
-        if out["bucket"] not in doc.get("buckets", {}):
-            raise invalid(f"no bucket with id {out['bucket']!r}", "bucket")
-    if "prefix" in body:
-        if not isinstance(body["prefix"], str):
-            raise invalid("prefix must be a string", "prefix")
-        try:
-            out["prefix"] = rules.validate_prefix(body["prefix"])
-        except rules.RuleError as exc:
-            raise invalid(str(exc), "prefix") from None
-    if "cache_ttl" in body:
-        out["cache_ttl"] = v.integer(body, "cache_ttl", 0, rules.MAX_CACHE_TTL, required=True)
-    for flag in ("signed", "images", "enabled"):
-        if flag in body:
-            out[flag] = v.boolean(body, flag, required=True)
-    if out.get("images") and not images.available():
-        raise invalid(f"images on the fly need Pillow: install the {images.EXTRA} extra", "images")
-    return out
 
 
 def _unique_path(doc: dict, record: dict, own_id: str | None = None) -> None:
@@ -96,12 +50,12 @@ def get_rule(req):
 
 def create_rule(req):
     body = v.require_object(req.body)
-    v.only(body, FIELDS)
+    v.only(body, rules.FIELDS)
     stamp = rfc3339(now())
     with req.app.store.transaction() as doc:
         if len(doc["rules"]) >= MAX_RULES:
             raise conflict("conflict", f"a node holds at most {MAX_RULES} rules")
-        record = {"id": secrets.token_hex(6), **DEFAULTS, **_fields(body, doc, partial=False),
+        record = {"id": secrets.token_hex(6), **rules.DEFAULTS, **rules.record_fields(body, doc, partial=False),
                   "created_at": stamp, "updated_at": stamp}
         _unique_path(doc, record)
         doc["rules"][record["id"]] = record
@@ -111,11 +65,11 @@ def create_rule(req):
 
 def update_rule(req):
     body = v.require_object(req.body)
-    v.only(body, FIELDS)
+    v.only(body, rules.FIELDS)
     rule_id = req.params["id"]
     with req.app.store.transaction() as doc:
         record = existing(doc, rule_id)
-        changes = _fields(body, doc, partial=True)
+        changes = rules.record_fields(body, doc, partial=True)
         record.update(changes)
         _unique_path(doc, record, rule_id)
         record["updated_at"] = rfc3339(now())

@@ -14,58 +14,99 @@ the request path, not on how many rules exist.
 
 from dataclasses import dataclass
 
+from contentnode.core import fields as v
+from contentnode.core import images
+from contentnode.core.fields import FieldError
+from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.text import encodable
 
 MAX_PATH = 1024
 MAX_PREFIX = 1024
 MAX_CACHE_TTL = 31_536_000  # one year
 DEFAULT_CACHE_TTL = 3600
+FIELDS = {"domain", "path", "bucket", "prefix", "cache_ttl", "signed", "images", "enabled"}
+DEFAULTS = {"prefix": "", "cache_ttl": DEFAULT_CACHE_TTL, "signed": False, "images": False, "enabled": True}
 _FORBIDDEN_IN_PATH = set("?#%\\") | {chr(c) for c in range(33)} | {"\x7f"}
 
 
-class RuleError(ValueError):
-    """A rule field that cannot be accepted; the message says why."""
-
-
 def normalise_path(value: str) -> str:
-    """The canonical form of a rule path, or RuleError.
+    """The canonical form of a rule path, or FieldError naming "path".
 
     Starts with "/", repeated slashes collapse, a trailing slash is dropped
     (except for "/" itself); "." and ".." segments, whitespace, control
     characters and ?, #, %, \\ are refused (rule paths are decoded paths).
     """
     if not isinstance(value, str):
-        raise RuleError("path must be a string")
+        raise FieldError("path must be a string", "path")
     if not value.startswith("/"):
-        raise RuleError('path must start with "/"')
+        raise FieldError('path must start with "/"', "path")
     if not encodable(value):
-        raise RuleError("path holds an unpaired surrogate (not valid Unicode text)")
+        raise FieldError("path holds an unpaired surrogate (not valid Unicode text)", "path")
     if len(value) > MAX_PATH:
-        raise RuleError(f"path is longer than {MAX_PATH} characters")
+        raise FieldError(f"path is longer than {MAX_PATH} characters", "path")
     bad = sorted(set(value) & _FORBIDDEN_IN_PATH)
     if bad:
-        raise RuleError(f"path must not contain {', '.join(repr(c) for c in bad)}")
+        raise FieldError(f"path must not contain {', '.join(repr(c) for c in bad)}", "path")
     segments = [s for s in value.split("/") if s]
     if any(s in (".", "..") for s in segments):
-        raise RuleError('path must not contain "." or ".." segments')
+        raise FieldError('path must not contain "." or ".." segments', "path")
     return "/" + "/".join(segments)
 
 
 def validate_prefix(value: str) -> str:
     """A bucket key prefix: "" or text without a leading "/" or control characters."""
     if not isinstance(value, str):
-        raise RuleError("prefix must be a string")
+        raise FieldError("prefix must be a string", "prefix")
     if value.startswith("/"):
-        raise RuleError('prefix must not start with "/" (bucket keys have no leading slash)')
+        raise FieldError('prefix must not start with "/" (bucket keys have no leading slash)', "prefix")
     if not encodable(value):
-        raise RuleError("prefix holds an unpaired surrogate (not valid Unicode text)")
+        raise FieldError("prefix holds an unpaired surrogate (not valid Unicode text)", "prefix")
     if len(value.encode("utf-8")) > MAX_PREFIX:
-        raise RuleError(f"prefix is longer than {MAX_PREFIX} bytes")
+        raise FieldError(f"prefix is longer than {MAX_PREFIX} bytes", "prefix")
     if any(ord(c) < 32 or c == "\x7f" for c in value):
-        raise RuleError("prefix must not contain control characters")
+        raise FieldError("prefix must not contain control characters", "prefix")
     if any(s in (".", "..") for s in value.split("/")[:-1]):
-        raise RuleError('prefix must not contain "." or ".." segments')
+        raise FieldError('prefix must not contain "." or ".." segments', "prefix")
     return value
+
+
+def record_fields(body: dict, doc: dict, partial: bool) -> dict:
+    """The validated rule fields present in body (domain, path, bucket required unless partial).
+
+    The domain and the bucket must exist in `doc`, the state being changed.
+    """
+    out = {}
+    if "domain" in body or not partial:
+        value = body.get("domain")
+        if value is None:
+            raise FieldError("domain is required", "domain")
+        try:
+            out["domain"] = normalize_host(value)
+        except HostnameError as exc:
+            raise FieldError(f"domain: {exc}", "domain") from None
+        if out["domain"] not in doc.get("domains", {}):
+            raise FieldError(f"domain {out['domain']} is not configured; add it first", "domain")
+    if "path" in body or not partial:
+        value = body.get("path")
+        if value is None:
+            raise FieldError("path is required", "path")
+        out["path"] = normalise_path(value)
+    if "bucket" in body or not partial:
+        out["bucket"] = v.text(body, "bucket", max_len=64)
+        if out["bucket"] not in doc.get("buckets", {}):
+            raise FieldError(f"no bucket with id {out['bucket']!r}", "bucket")
+    if "prefix" in body:
+        if not isinstance(body["prefix"], str):
+            raise FieldError("prefix must be a string", "prefix")
+        out["prefix"] = validate_prefix(body["prefix"])
+    if "cache_ttl" in body:
+        out["cache_ttl"] = v.integer(body, "cache_ttl", 0, MAX_CACHE_TTL, required=True)
+    for flag in ("signed", "images", "enabled"):
+        if flag in body:
+            out[flag] = v.boolean(body, flag, required=True)
+    if out.get("images") and not images.available():
+        raise FieldError(f"images on the fly need Pillow: install the {images.EXTRA} extra", "images")
+    return out
 
 
 def has_dot_segment(path: str) -> bool:
