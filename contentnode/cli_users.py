@@ -10,16 +10,15 @@ flag, where `ps` and shell history would show it.
 
 import getpass
 import os
-import re
 import sys
 from contextlib import contextmanager
 
 from contentnode import clock
-from contentnode.api.session import USERNAME_PATTERN
 from contentnode.auth.passwords import password_problem
-from contentnode.auth.scopes import ROLES, SCOPES, invalid_scopes
-from contentnode.auth.users import find_by_username, new_user
+from contentnode.auth.scopes import ROLES
+from contentnode.auth.users import find_by_username, new_user, new_username, role_and_scopes
 from contentnode.core.audit import verify_chain
+from contentnode.core.fields import FieldError
 from contentnode.fileio import DataDirLock, ensure_private_dir
 from contentnode.store import STATE_FILE, StoreError
 
@@ -81,14 +80,15 @@ def _audit(app, action: str, username: str, **detail) -> None:
 
 
 def create(app, args) -> str:
-    username = args.username.strip()
-    if not re.fullmatch(USERNAME_PATTERN, username):
-        raise Refused("a username is 1-64 characters of A-Z a-z 0-9 . _ @ -, starting with a letter or digit")
-    scopes = [s for s in (args.scopes or "").split(",") if s]
-    if invalid_scopes(scopes):
-        raise Refused(f"unknown scope {invalid_scopes(scopes)[0]!r}; scopes are: {', '.join(SCOPES)}")
-    if scopes and args.role != "custom":
-        raise Refused("--scopes is only for --role custom")
+    wanted = {"username": args.username, "role": args.role}
+    chosen = [s for s in (args.scopes or "").split(",") if s]
+    if chosen:
+        wanted["scopes"] = chosen
+    try:  # the same record rules as POST /api/users
+        username = new_username(wanted)
+        _, scopes = role_and_scopes(wanted)
+    except FieldError as exc:
+        raise Refused(exc.message) from None
     if find_by_username(app.store.data["users"], username):
         raise Refused(f"a user named {username!r} already exists")
     password = read_password(username, app.store.data["policy"]["password_min_length"])

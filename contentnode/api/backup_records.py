@@ -14,9 +14,9 @@ import re
 
 from contentnode.api.domains import REDIRECT_CODES
 from contentnode.api.policy import LIMITS
-from contentnode.api.session import USERNAME_PATTERN
 from contentnode.auth.policy import DEFAULT_POLICY, TWO_FACTOR_MODES
 from contentnode.auth.scopes import ROLES, invalid_scopes
+from contentnode.auth.users import USERNAME_PATTERN
 from contentnode.clock import parse_rfc3339
 from contentnode.core import buckets, notify, rules
 from contentnode.core import settings as st

@@ -5,13 +5,10 @@ from contentnode.core import fields as v
 from contentnode.auth.passwords import password_problem
 from contentnode.auth.ratelimit import address_key, password_key
 from contentnode.auth.sessions import PENDING_LIFETIME, clear_cookie_header, cookie_header
-from contentnode.auth.users import find_by_username, new_user, public_user
+from contentnode.auth.users import find_by_username, new_user, new_username, public_user
 from contentnode.http.errors import ApiError, conflict, invalid, rate_limited
 from contentnode.http.response import json_response, no_content
 from contentnode.http.router import Route
-
-USERNAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}"
-
 
 def _secure(req) -> bool:
     return req.scheme == "https"
@@ -45,7 +42,7 @@ def checked_new_password(req, password, username: str, field: str = "password") 
 def setup(req):
     body = v.require_object(req.body)
     v.only(body, {"username", "password"})
-    username = v.text(body, "username", max_len=64, pattern=USERNAME_PATTERN)
+    username = new_username(body)
     password = checked_new_password(req, body.get("password"), username)
     if _any_admin(req.app.store.data["users"]):
         raise conflict("setup_done", "the first administrator already exists; log in instead")

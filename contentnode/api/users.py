@@ -13,11 +13,12 @@ reset end the account's sessions.
 from contentnode import clock
 from contentnode.core import fields as v
 from contentnode.api.panel import panel_section
-from contentnode.api.session import USERNAME_PATTERN, checked_new_password
+from contentnode.api.session import checked_new_password
 from contentnode.auth.ratelimit import address_key, password_key, second_factor_key
-from contentnode.auth.scopes import ROLES, SCOPES, effective_scopes, invalid_scopes
-from contentnode.auth.users import enabled_admins, find_by_username, new_user, public_user
-from contentnode.http.errors import conflict, forbidden, invalid, not_found
+from contentnode.auth.scopes import effective_scopes
+from contentnode.auth.users import (enabled_admins, find_by_username, new_user, new_username, public_user,
+                                    role_and_scopes)
+from contentnode.http.errors import conflict, forbidden, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
 
@@ -60,22 +61,6 @@ def _may_manage(req, role: str, scopes) -> None:
         raise forbidden("forbidden", f"you cannot grant or manage scopes you do not hold: {', '.join(missing)}")
 
 
-def _role_and_scopes(body: dict, current: dict | None = None) -> tuple:
-    """The (role, chosen scopes) a create or update asks for; scopes belong to the custom role only."""
-    role = v.choice(body, "role", tuple(ROLES), required=current is None,
-                    default=current["role"] if current else None)
-    scopes = v.string_list(body, "scopes", max_items=len(SCOPES), max_len=100)
-    if scopes is not None:
-        unknown = invalid_scopes(scopes)
-        if unknown:
-            raise invalid(f"unknown scope {unknown[0]!r}; scopes are: {', '.join(SCOPES)}", "scopes")
-        if role != "custom":
-            raise invalid("scopes are chosen only for the custom role; other roles have fixed scopes", "scopes")
-    elif role == "custom" and current and current["role"] == "custom":
-        scopes = current.get("scopes") or []
-    return role, [s for s in SCOPES if s in set(scopes or ())]
-
-
 def _is_enabled_admin(user: dict) -> bool:
     return user["role"] == "admin" and not user.get("disabled")
 
@@ -110,8 +95,8 @@ def get_user(req):
 def create_user(req):
     body = v.require_object(req.body)
     v.only(body, {"username", "password", "role", "scopes", "disabled"})
-    username = v.text(body, "username", max_len=64, pattern=USERNAME_PATTERN)
-    role, scopes = _role_and_scopes(body)
+    username = new_username(body)
+    role, scopes = role_and_scopes(body)
     disabled = v.boolean(body, "disabled", default=False)
     _may_manage(req, role, scopes)
     password = checked_new_password(req, body.get("password"), username)
@@ -136,7 +121,7 @@ def update_user(req):
     v.only(body, {"role", "scopes", "disabled"})
     target = _find(req)
     _may_manage(req, target["role"], target.get("scopes"))
-    role, scopes = _role_and_scopes(body, target)
+    role, scopes = role_and_scopes(body, target)
     disabled = v.boolean(body, "disabled", default=bool(target.get("disabled")))
     _may_manage(req, role, scopes)
     with req.app.store.transaction() as doc:

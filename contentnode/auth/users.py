@@ -3,7 +3,35 @@
 import secrets
 
 from contentnode import clock
-from contentnode.auth.scopes import effective_scopes
+from contentnode.auth.scopes import ROLES, SCOPES, effective_scopes, invalid_scopes
+from contentnode.core import fields as v
+from contentnode.core.fields import FieldError
+
+USERNAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}"
+
+
+def new_username(body: dict) -> str:
+    """The username of a new account: 1-64 of A-Z a-z 0-9 . _ @ -, starting with a letter or digit."""
+    return v.text(body, "username", max_len=64, pattern=USERNAME_PATTERN)
+
+
+def role_and_scopes(body: dict, current: dict | None = None) -> tuple:
+    """The (role, chosen scopes) a create or update asks for; scopes belong to the custom role only.
+
+    Chosen scopes come back in the canonical order of SCOPES.
+    """
+    role = v.choice(body, "role", tuple(ROLES), required=current is None,
+                    default=current["role"] if current else None)
+    scopes = v.string_list(body, "scopes", max_items=len(SCOPES), max_len=100)
+    if scopes is not None:
+        unknown = invalid_scopes(scopes)
+        if unknown:
+            raise FieldError(f"unknown scope {unknown[0]!r}; scopes are: {', '.join(SCOPES)}", "scopes")
+        if role != "custom":
+            raise FieldError("scopes are chosen only for the custom role; other roles have fixed scopes", "scopes")
+    elif role == "custom" and current and current["role"] == "custom":
+        scopes = current.get("scopes") or []
+    return role, [s for s in SCOPES if s in set(scopes or ())]
 
 
 def public_user(user: dict) -> dict:
