@@ -12,20 +12,18 @@ import ipaddress
 import json
 import re
 
-from contentnode.api.domains import REDIRECT_CODES
 from contentnode.api.policy import LIMITS
 from contentnode.auth.policy import DEFAULT_POLICY, TWO_FACTOR_MODES
 from contentnode.auth.scopes import ROLES, invalid_scopes
 from contentnode.auth.users import USERNAME_PATTERN
 from contentnode.clock import parse_rfc3339
-from contentnode.core import buckets, notify, rules
+from contentnode.core import buckets, domains, notify, rules
 from contentnode.core import settings as st
 from contentnode.core.backup import BackupError
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.fields import FieldError
 from contentnode.https import HTTPS_DEFAULTS
 
-DOMAIN_STATUSES = ("pending", "verified", "failed")
 _HEX = re.compile(r"[0-9a-f]+")
 
 
@@ -136,17 +134,15 @@ def _domains(section):
             _require(normalize_host(host) == host and record.get("host") == host, f"domain {host!r}: bad host")
         except HostnameError:
             raise _Bad(f"domain {host!r} is not a host name") from None
-        _require(record.get("status") in DOMAIN_STATUSES, f"domain {host}: unknown status")
+        _require(record.get("status") in domains.STATUSES, f"domain {host}: unknown status")
         redirect = record.get("redirect")
         if redirect is not None:
             _require(isinstance(redirect, dict), f"domain {host}: bad redirect")
+            _require(set(redirect) == {"to", "code", "keep_path"}, f"domain {host}: bad redirect")
             try:
-                st.http_url("to", redirect.get("to"))
-            except FieldError:
-                raise _Bad(f"domain {host}: the redirect target is not an http(s) URL") from None
-            _require(type(redirect.get("code")) is int and redirect["code"] in REDIRECT_CODES,
-                     f"domain {host}: bad redirect code")
-            _require(isinstance(redirect.get("keep_path"), bool), f"domain {host}: bad redirect keep_path")
+                domains.redirect_rule(redirect, host)
+            except FieldError as exc:
+                raise _Bad(f"domain {host}: redirect {exc.message}") from None
         certificate = record.get("certificate")
         if certificate is not None:
             _require(isinstance(certificate, dict), f"domain {host}: bad certificate summary")

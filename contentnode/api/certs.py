@@ -13,7 +13,7 @@ import os
 import threading
 
 from contentnode.core import fields as v
-from contentnode.api.domains import existing, host_field, run_check
+from contentnode.api.domains import existing, run_check
 from contentnode.clock import now, parse_rfc3339, rfc3339
 from contentnode.core import certs, netguard, settings
 from contentnode.core.acme import AcmeClient, AcmeError, load_account_key
@@ -59,7 +59,7 @@ def _answer(host: str, info: dict) -> dict:
 def upload_cert(req):
     body = v.require_object(req.body)
     v.only(body, {"host", "cert_pem", "key_pem"})
-    host = host_field(body)
+    host = v.host(body)
     for name in ("cert_pem", "key_pem"):
         v.text(body, name, max_len=60000, strip=False)
     existing(req, host)
@@ -101,7 +101,7 @@ def issue_certificate(app, host: str) -> dict:
 def issue_cert(req):
     body = v.require_object(req.body)
     v.only(body, {"host"})
-    host = host_field(body)
+    host = v.host(body)
     existing(req, host)
     try:
         info = issue_certificate(req.app, host)

@@ -7,12 +7,11 @@ host, after ACME challenges and the HTTPS upgrade.
 """
 
 import json
-from urllib.parse import urlsplit
 
 from contentnode.core import fields as v
 from contentnode.api.panel import panel_section
 from contentnode.clock import now, rfc3339
-from contentnode.core import domaincheck, rules, settings
+from contentnode.core import domaincheck, domains, rules, settings
 from contentnode.core.hostnames import HostnameError, host_from_header, normalize_host, unicode_form
 from contentnode.core.steps import Steps
 from contentnode.http.errors import conflict, invalid, not_found
@@ -24,18 +23,6 @@ from contentnode.store import register_section
 register_section("domains", dict)
 
 MAX_DOMAINS = 1000
-REDIRECT_CODES = (301, 302, 307, 308)
-
-
-def host_field(body, name="host") -> str:
-    """The normalised host of a body field, or 400 naming the field."""
-    value = body.get(name)
-    if value is None:
-        raise invalid(f"{name} is required", name)
-    try:
-        return normalize_host(value)
-    except HostnameError as exc:
-        raise invalid(f"{name}: {exc}", name) from None
 
 
 def existing(req, host: str) -> dict:
@@ -66,7 +53,7 @@ def get_domain(req):
 def add_domain(req):
     body = v.require_object(req.body)
     v.only(body, {"host"})
-    host = host_field(body)
+    host = v.host(body)
     stamp = rfc3339(now())
     record = {"host": host, "status": "pending", "created_at": stamp, "updated_at": stamp,
               "last_check": None, "redirect": None, "certificate": None}
@@ -126,7 +113,7 @@ def run_check(app, host: str) -> Steps:
 def check_domain(req):
     body = v.require_object(req.body)
     v.only(body, {"host"})
-    host = host_field(body)
+    host = v.host(body)
     existing(req, host)
     steps = run_check(req.app, host)
     req.audit("domain.check", target=host, ok=steps.ok)
@@ -136,7 +123,7 @@ def check_domain(req):
 def test_domain(req):
     body = v.require_object(req.body)
     v.only(body, {"host", "path"})
-    host = host_field(body)
+    host = v.host(body)
     path = v.text(body, "path", required=False, default="/", max_len=2000)
     if not path.startswith("/") or any(c in path for c in " \r\n\t#"):
         raise invalid("path must start with / and hold no spaces or fragment", "path")
@@ -152,33 +139,19 @@ def test_domain(req):
     return dict(result, host=host)
 
 
-def _redirect_target(body) -> str | None:
-    to = body.get("to", ...)
-    if to is ...:
-        raise invalid("to is required (null clears the redirect)", "to")
-    if to is None:
-        return None
-    return settings.http_url("to", to)
-
-
 def set_redirect(req):
     body = v.require_object(req.body)
     v.only(body, {"host", "to", "code", "keep_path"})
-    host = host_field(body)
-    to = _redirect_target(body)
-    code = v.choice(body, "code", REDIRECT_CODES, default=301)
-    keep_path = v.boolean(body, "keep_path", default=True)
-    if to is not None and (urlsplit(to).hostname or "").rstrip(".").lower() == host:
-        raise invalid("a domain cannot redirect to itself", "to")
-    if to is not None and ("?" in to or "#" in to) and keep_path:
-        raise invalid("to may only carry a query when keep_path is false", "to")
+    host = v.host(body)
+    redirect = domains.redirect_rule(body, host)
     with req.app.store.transaction() as doc:
         record = doc["domains"].get(host)
         if record is None:
             raise not_found(f"domain {host} is not configured")
-        record["redirect"] = None if to is None else {"to": to, "code": code, "keep_path": keep_path}
+        record["redirect"] = redirect
         record["updated_at"] = rfc3339(now())
-    req.audit("domain.redirect", target=host, detail={"to": to, "code": code if to else None})
+    req.audit("domain.redirect", target=host, detail={"to": redirect and redirect["to"],
+                                                      "code": redirect and redirect["code"]})
     return public_view(record)
 
 

@@ -114,6 +114,17 @@ def string_list(obj: dict, name: str, required: bool = False, default=None, max_
     return value
 
 
+def host(obj: dict, name: str = "host") -> str:
+    """The normalised host name in field `name` (required)."""
+    value = obj.get(name)
+    if value is None:
+        raise FieldError(f"{name} is required", name)
+    try:
+        return normalize_host(value)
+    except HostnameError as exc:
+        raise FieldError(f"{name}: {exc}", name) from None
+
+
 def host_query(query: dict, name: str = "domain"):
     """The normalised host in query parameter `name`; None when absent, 400 when malformed."""
     value = query.get(name)
