@@ -12,8 +12,7 @@ import ipaddress
 import json
 import re
 
-from contentnode.api.policy import LIMITS
-from contentnode.auth.policy import DEFAULT_POLICY, TWO_FACTOR_MODES
+from contentnode.auth.policy import DEFAULT_POLICY, checked_policy
 from contentnode.auth.scopes import ROLES, invalid_scopes
 from contentnode.auth.users import USERNAME_PATTERN
 from contentnode.clock import parse_rfc3339
@@ -98,12 +97,10 @@ def _users(section):
 
 
 def _policy(section):
-    _require(set(section) <= set(DEFAULT_POLICY), "unknown policy key")
-    _require(section.get("two_factor", "optional") in TWO_FACTOR_MODES, "policy.two_factor is unknown")
-    for name, (lo, hi) in LIMITS.items():
-        value = section.get(name, DEFAULT_POLICY[name])
-        _require(isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi,
-                 f"policy.{name} must be a whole number from {lo} to {hi}")
+    try:
+        checked_policy(section, DEFAULT_POLICY)
+    except FieldError as exc:
+        raise _Bad(f"policy: {exc.message}") from None
 
 
 def _settings(section):

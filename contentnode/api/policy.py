@@ -6,18 +6,8 @@ app.apply_policy(), session limits on the next request.
 """
 
 from contentnode.core import fields as v
-from contentnode.auth.policy import DEFAULT_POLICY, TWO_FACTOR_MODES
-from contentnode.http.errors import invalid
+from contentnode.auth.policy import checked_policy
 from contentnode.http.router import Route
-
-DAY = 86400
-LIMITS = {
-    "password_min_length": (8, 128),
-    "session_idle_timeout": (60, 30 * DAY),
-    "session_absolute_timeout": (300, 365 * DAY),
-    "lockout_threshold": (1, 100),
-    "lockout_duration": (10, 7 * DAY),
-}
 
 
 def get_policy(req):
@@ -26,15 +16,8 @@ def get_policy(req):
 
 def put_policy(req):
     body = v.require_object(req.body)
-    v.only(body, DEFAULT_POLICY)
     current = req.app.store.data["policy"]
-    wanted = dict(current)
-    wanted["two_factor"] = v.choice(body, "two_factor", TWO_FACTOR_MODES, default=current["two_factor"])
-    for name, (lo, hi) in LIMITS.items():
-        wanted[name] = v.integer(body, name, lo, hi, default=current[name])
-    if wanted["session_idle_timeout"] > wanted["session_absolute_timeout"]:
-        field = "session_idle_timeout" if "session_idle_timeout" in body else "session_absolute_timeout"
-        raise invalid("session_idle_timeout must not exceed session_absolute_timeout", field)
+    wanted = checked_policy(body, current)
     with req.app.store.transaction() as doc:
         doc["policy"] = wanted
     req.app.apply_policy()

@@ -1,5 +1,7 @@
 """The security policy: 2FA requirement, password length, session and lockout limits."""
 
+from contentnode.core import fields as v
+from contentnode.core.fields import FieldError
 from contentnode.store import register_section
 
 TWO_FACTOR_MODES = ("off", "optional", "admins", "all")
@@ -12,6 +14,32 @@ DEFAULT_POLICY = {
     "lockout_threshold": 5,
     "lockout_duration": 900,
 }
+
+
+DAY = 86400
+LIMITS = {
+    "password_min_length": (8, 128),
+    "session_idle_timeout": (60, 30 * DAY),
+    "session_absolute_timeout": (300, 365 * DAY),
+    "lockout_threshold": (1, 100),
+    "lockout_duration": (10, 7 * DAY),
+}
+
+
+def checked_policy(body: dict, current: dict) -> dict:
+    """The whole policy after the partial update `body`, checked as a whole (FieldError otherwise).
+
+    The idle timeout may not exceed the absolute one; the field named is the one body changes.
+    """
+    v.only(body, DEFAULT_POLICY)
+    wanted = dict(current)
+    wanted["two_factor"] = v.choice(body, "two_factor", TWO_FACTOR_MODES, default=current["two_factor"])
+    for name, (lo, hi) in LIMITS.items():
+        wanted[name] = v.integer(body, name, lo, hi, default=current[name])
+    if wanted["session_idle_timeout"] > wanted["session_absolute_timeout"]:
+        field = "session_idle_timeout" if "session_idle_timeout" in body else "session_absolute_timeout"
+        raise FieldError("session_idle_timeout must not exceed session_absolute_timeout", field)
+    return wanted
 
 
 def requires_two_factor(policy: dict, user: dict) -> bool:
