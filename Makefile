@@ -45,17 +45,18 @@ install:
 	$(PYTHON) tests/peers/check.py --install-venv
 	test -x $(PREFIX)/bin/python || $(PYTHON) -m venv $(PREFIX)
 	$(PREFIX)/bin/python -m pip install --quiet --upgrade '.[images]'
+	install -D -m 0644 -t $(PREFIX)/share/doc/contentnode README.md docs/API.md LICENSE
 	ln -sfn $(PREFIX)/bin/contentnode $(BINDIR)/contentnode
 	install -D -m 0644 contrib/contentnode.service $(UNITDIR)/contentnode.service
 	test -e $(CONFDIR)/contentnode.toml || install -D -m 0644 contrib/contentnode.toml $(CONFDIR)/contentnode.toml
-	-systemctl daemon-reload 2>/dev/null
+	if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "installed $$($(BINDIR)/contentnode --version); start it: systemctl enable --now contentnode"
 
 # Removes the program, the link and the unit; keeps the config and /var/lib/contentnode (the data).
 uninstall:
-	-systemctl disable --now contentnode 2>/dev/null
+	if [ -d /run/systemd/system ]; then systemctl disable --now contentnode || true; fi
 	rm -f $(UNITDIR)/contentnode.service
-	-systemctl daemon-reload 2>/dev/null
+	if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	if [ "$$(readlink $(BINDIR)/contentnode)" = "$(PREFIX)/bin/contentnode" ]; then rm -f $(BINDIR)/contentnode; fi
 	rm -rf $(PREFIX)
 	@echo "removed contentnode; kept $(CONFDIR) and /var/lib/contentnode"

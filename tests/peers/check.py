@@ -7,7 +7,7 @@ the system python3 before the venv exists (`--install`) and inside it.
 
     python3 tests/peers/check.py --install-venv   # root: python3-venv when python3 lacks it
     python3 tests/peers/check.py --install        # root: that and the Debian peers
-    python3 tests/peers/check.py --install --optional   # and the tools some tests use (CI)
+    python3 tests/peers/check.py --install --optional   # and promtool (CI)
     .venv/bin/python tests/peers/check.py         # every peer there? one line per missing one
 """
 
@@ -20,10 +20,12 @@ import sys
 DEBIAN_PEERS = {
     "pebble": ("/usr/bin/pebble", "/usr/bin/pebble-challtestsrv"),
     "chromium": ("/usr/bin/chromium",),
-}
-# Tools some tests use when present (CI installs them; `make test` does not need them).
-DEBIAN_OPTIONAL = {
     "systemd": ("/usr/bin/systemd-analyze",),
+}
+# promtool comes only with the whole Prometheus server, which Debian starts at install
+# (on port 9090, the admin API's default): CI installs it, `make test` does not, and
+# the test that needs it says so when it is missing (it fails there under CI=true).
+DEBIAN_OPTIONAL = {
     "prometheus": ("/usr/bin/promtool",),
 }
 PYPI_MODULES = {"aiosmtpd": "aiosmtpd", "playwright": "playwright", "xdist": "pytest-xdist"}
@@ -31,7 +33,7 @@ PYPI_MODULES = {"aiosmtpd": "aiosmtpd", "playwright": "playwright", "xdist": "py
 PEBBLE = DEBIAN_PEERS["pebble"][0]
 CHALLTESTSRV = DEBIAN_PEERS["pebble"][1]
 CHROMIUM = DEBIAN_PEERS["chromium"][0]
-SYSTEMD_ANALYZE = DEBIAN_OPTIONAL["systemd"][0]
+SYSTEMD_ANALYZE = DEBIAN_PEERS["systemd"][0]
 PROMTOOL = DEBIAN_OPTIONAL["prometheus"][0]
 
 
