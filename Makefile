@@ -12,7 +12,7 @@ BINDIR ?= /usr/local/bin
 UNITDIR ?= /etc/systemd/system
 CONFDIR ?= /etc/contentnode
 
-.PHONY: run test peers bench install uninstall dist clean
+.PHONY: run test peers bench install uninstall dist-check clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) tests/peers/check.py --install-venv
@@ -61,9 +61,9 @@ uninstall:
 	rm -rf $(PREFIX)
 	@echo "removed contentnode; kept $(CONFDIR) and /var/lib/contentnode"
 
-dist: $(VENV)/.test-installed
-	rm -rf dist
-	$(PY) -m build --sdist --wheel --outdir dist .
+# sdist + wheel, the wheel installed into a clean venv, `contentnode --version`, serve to /healthz.
+dist-check: $(VENV)/.test-installed
+	$(PY) tests/dist_check.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
