@@ -76,7 +76,8 @@ def validate(partial):
     for key, value in partial.items():
         check = _CHECKS.get(key)
         if check is None:
-            raise SettingsError(key, f"unknown setting {key!r}")
+            raise SettingsError(key, f"{key} is changed with PUT /api/{key.replace('_', '-')}" if key in DEFAULTS
+                                else f"unknown setting {key!r}")
         out[key] = check(key, value)
     return out
 
