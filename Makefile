@@ -58,7 +58,7 @@ uninstall:
 	rm -f $(UNITDIR)/contentnode.service
 	if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	if [ "$$(readlink $(BINDIR)/contentnode)" = "$(PREFIX)/bin/contentnode" ]; then rm -f $(BINDIR)/contentnode; fi
-	rm -rf $(PREFIX)
+	if [ -f $(PREFIX)/pyvenv.cfg ]; then rm -rf $(PREFIX); fi   # only a venv make install made
 	@echo "removed contentnode; kept $(CONFDIR) and /var/lib/contentnode"
 
 # sdist + wheel, the wheel installed into a clean venv, `contentnode --version`, serve to /healthz.
