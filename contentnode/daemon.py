@@ -76,7 +76,7 @@ class App:
         self.login_limiter = FailureLimiter()
         self.audit = AuditLog(self.data_dir)
         self.events = EventBus()
-        self.metrics = NodeMetrics(time.time())
+        self.metrics = NodeMetrics(time.time(), __version__)
         self.scopes = scopes
         self.routes = RouteTable(all_routes())
         self.servers = {}
