@@ -120,8 +120,12 @@ class SmtpServer:
             # Open connections end too: a client mid-QUIT sees the close at once instead
             # of waiting out its timeout on a socket nobody reads any more.
             for session in self._sessions:
-                if session.transport is not None:
-                    session.transport.abort()
+                transport = session.transport
+                if transport is not None and not transport.is_closing():
+                    try:
+                        transport.abort()
+                    except AttributeError:  # a TLS transport whose connection is already gone
+                        pass
             self._loop.run_until_complete(self._server.wait_closed())
             self._loop.run_until_complete(asyncio.sleep(0))
             self._loop.close()
