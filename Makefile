@@ -16,7 +16,7 @@ CONFDIR ?= /etc/contentnode
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) tests/peers/check.py --install-venv
-	$(PYTHON) -m venv $(VENV)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[images]'
 	touch $@
