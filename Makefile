@@ -1,13 +1,22 @@
-# Two commands for a fresh machine: `make run` and `make test`.
+# `make run` and `make test` on a fresh Debian 12 machine (python3, make; root
+# installs the Debian packages the tests need), `make install` for a real install.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= ./var
+# pytest-xdist workers: measured on the 2-core machine (docs/DEVELOPING.md, "Tests").
+TEST_WORKERS ?= 4
 
-.PHONY: run test bench install clean
+PREFIX ?= /opt/contentnode
+BINDIR ?= /usr/local/bin
+UNITDIR ?= /etc/systemd/system
+CONFDIR ?= /etc/contentnode
+
+.PHONY: run test peers bench install uninstall dist-check clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) tests/peers/check.py --install-venv
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[images]'
 	touch $@
@@ -16,16 +25,45 @@ $(VENV)/.test-installed: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[images,test]'
 	touch $@
 
-install: $(VENV)/.installed
-
 run: $(VENV)/.installed
 	$(VENV)/bin/contentnode serve --data-dir $(DATA_DIR)
 
-test: $(VENV)/.test-installed
-	$(PY) -m pytest -q tests
+# Debian peers first (root installs them, anyone else is told the command), then one check of all.
+peers: $(VENV)/.test-installed
+	$(PYTHON) tests/peers/check.py --install
+	$(PY) tests/peers/check.py
+
+test: peers
+	$(PY) -m pytest -q -n $(TEST_WORKERS) tests
 
 bench: $(VENV)/.test-installed
 	$(PY) bench/run.py
 
+# A venv of its own under PREFIX, the command in BINDIR, the unit, the example config
+# (never over an existing one). Running it again upgrades in place; the data stays.
+install:
+	$(PYTHON) tests/peers/check.py --install-venv
+	test -x $(PREFIX)/bin/python || $(PYTHON) -m venv $(PREFIX)
+	$(PREFIX)/bin/python -m pip install --quiet --upgrade '.[images]'
+	install -D -m 0644 -t $(PREFIX)/share/doc/contentnode README.md docs/API.md LICENSE
+	ln -sfn $(PREFIX)/bin/contentnode $(BINDIR)/contentnode
+	install -D -m 0644 contrib/contentnode.service $(UNITDIR)/contentnode.service
+	test -e $(CONFDIR)/contentnode.toml || install -D -m 0644 contrib/contentnode.toml $(CONFDIR)/contentnode.toml
+	if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "installed $$($(BINDIR)/contentnode --version); start it: systemctl enable --now contentnode"
+
+# Removes the program, the link and the unit; keeps the config and /var/lib/contentnode (the data).
+uninstall:
+	if [ -d /run/systemd/system ]; then systemctl disable --now contentnode || true; fi
+	rm -f $(UNITDIR)/contentnode.service
+	if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	if [ "$$(readlink $(BINDIR)/contentnode)" = "$(PREFIX)/bin/contentnode" ]; then rm -f $(BINDIR)/contentnode; fi
+	if [ -f $(PREFIX)/pyvenv.cfg ]; then rm -rf $(PREFIX); fi   # only a venv make install made
+	@echo "removed contentnode; kept $(CONFDIR) and /var/lib/contentnode"
+
+# sdist + wheel, the wheel installed into a clean venv, `contentnode --version`, serve to /healthz.
+dist-check: $(VENV)/.test-installed
+	$(PY) tests/dist_check.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

@@ -15,7 +15,7 @@ import threading
 import time
 from functools import lru_cache
 
-from contentnode import __version__, clock
+from contentnode import __version__, clock, sdnotify
 from contentnode.api import all_routes
 from contentnode.auth import policy as _policy_sections  # noqa: F401 (registers sections)
 from contentnode.auth import scopes
@@ -76,7 +76,7 @@ class App:
         self.login_limiter = FailureLimiter()
         self.audit = AuditLog(self.data_dir)
         self.events = EventBus()
-        self.metrics = NodeMetrics(time.time())
+        self.metrics = NodeMetrics(time.time(), __version__)
         self.scopes = scopes
         self.routes = RouteTable(all_routes())
         self.servers = {}
@@ -252,6 +252,7 @@ def serve(config) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+    sdnotify.notify("READY=1")  # both listeners are bound: systemd may call us started
     ready_file = os.environ.get("CONTENTNODE_READY_FILE")
     if ready_file:
         with open(ready_file, "w") as f:

@@ -3,6 +3,15 @@
 import pytest
 
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.peers.check import missing_peers
+
+
+def pytest_sessionstart(session):
+    """Stop before any test runs when a peer is missing: one message, not a traceback per test."""
+    problems = missing_peers()
+    if problems:
+        pytest.exit("test peers missing (make test installs them):\n  " + "\n  ".join(problems),
+                    returncode=3)
 
 
 @pytest.fixture

@@ -1,10 +1,20 @@
-"""GET /metrics parses with the reference Prometheus parser and its counters move."""
+"""GET /metrics parses with the reference Prometheus parser, its counters move, the series
+alerts need exist from the start, and promtool finds nothing to lint."""
 
+import datetime
+import os
+import platform
+import subprocess
 import time
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from contentnode import __version__
+from contentnode.core.metrics import HOST_LABELS, soonest_per_host
+from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
+from tests.peers.check import PROMTOOL
 
 
 def scrape(node):
@@ -52,3 +62,58 @@ def test_metrics_parse_and_move(node, admin):
         time.sleep(0.02)
     assert sample(after, "contentnode_http_requests_total", **get200) >= wanted
     assert sample(after, "contentnode_http_request_duration_seconds_count", port="admin") > 3
+
+
+def test_series_alerts_need_are_there_from_the_start(node):
+    families = scrape(node)
+    assert {s.labels["result"]: s.value for s in families["contentnode_logins"].samples
+            if s.name == "contentnode_logins_total"} == {"success": 0, "failure": 0, "locked": 0}
+    errors = [(s.labels, s.value) for s in families["contentnode_traffic_errors"].samples]
+    assert errors == [({"port": "public", "domain": "other", "class": "4xx"}, 0),
+                      ({"port": "public", "domain": "other", "class": "5xx"}, 0)]
+    for name in ("requests", "sent_bytes", "cache_hits", "cache_misses"):
+        family = families[f"contentnode_traffic_{name}"]
+        assert family.type == "counter"
+        assert [(s.name, s.labels, s.value) for s in family.samples] == \
+            [(f"contentnode_traffic_{name}_total", {"port": "public", "domain": "other"}, 0)]
+
+
+def test_build_info(node):
+    (info,) = scrape(node)["contentnode_build_info"].samples
+    assert info.labels == {"version": __version__, "python": platform.python_version()} and info.value == 1
+
+
+def test_certificate_expiry_per_host(node, admin):
+    ca = make_ca()
+    ends = {}
+    for host, days in (("b.example.com", 30), ("a.example.com", 10)):
+        assert admin.post("/api/domains", {"host": host}).status == 201
+        not_after = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=days)
+        cert, key = make_leaf([host], ca[0], ca[1], not_after=not_after)
+        answer = admin.post("/api/certs/upload", {"host": host, "cert_pem": cert_pem(cert) + cert_pem(ca[0]),
+                                                  "key_pem": key_pem(key)})
+        assert answer.status == 200, answer.body
+        ends[host] = cert.not_valid_after_utc.timestamp()
+    samples = scrape(node)["contentnode_certificate_expiry_timestamp_seconds"].samples
+    assert [(s.labels["host"], s.value) for s in samples] == \
+        [("a.example.com", ends["a.example.com"]), ("b.example.com", ends["b.example.com"])]
+
+
+def test_the_host_label_is_bounded():
+    rows = soonest_per_host([(f"h{i:03d}.example", 1000 + i) for i in range(HOST_LABELS + 5)][::-1])
+    assert len(rows) == HOST_LABELS + 1
+    assert rows[0] == (("h000.example",), 1000) and rows[-1] == (("other",), 1000 + HOST_LABELS)
+
+
+def test_promtool_finds_nothing_to_lint(node, admin):
+    """promtool comes with Debian's prometheus, which CI installs (tests/peers/check.py says why
+    `make test` does not): without it this test is skipped, with the reason, except under CI."""
+    if not os.access(PROMTOOL, os.X_OK):
+        if os.environ.get("CI"):
+            pytest.fail(f"{PROMTOOL} missing under CI: apt-get install -y prometheus")
+        pytest.skip(f"{PROMTOOL} missing: apt-get install -y prometheus (CI installs it)")
+    node.client().login(ADMIN_USER, "wrong password here")
+    node.client("public").get("/nothing-here")
+    body = node.client().get("/metrics").body
+    result = subprocess.run([PROMTOOL, "check", "metrics"], input=body, capture_output=True, timeout=60)
+    assert (result.returncode, result.stdout + result.stderr) == (0, b"")

@@ -149,7 +149,7 @@ def test_email_implicit_tls():
     # a plain client against an implicit-TLS port fails clearly
     with SmtpServer("tls") as server:
         with pytest.raises(DeliveryError):
-            send_email(email_cfg(server, security="none"), "S", "B", OPEN, timeout=3)
+            send_email(email_cfg(server, security="none"), "S", "B", OPEN, timeout=1)
 
 
 def test_email_refused_by_outbound_policy():

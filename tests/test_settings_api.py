@@ -183,3 +183,16 @@ def test_admin_host_is_https_only_and_can_be_cleared(node, admin, admin_host):
     assert admin.put("/api/admin-host", {"host": None}).json["admin_host"] is None
     status, body, _ = TlsClient(port, ca_pem, "127.0.0.1").request("GET", "/api/session")
     assert status == 404  # no longer the admin API: the content side answers
+
+
+@pytest.mark.parametrize("key, value, endpoint", [
+    ("admin_host", "admin.example.com", "PUT /api/admin-host"),
+    ("admin_allow", ["10.0.0.0/8"], "PUT /api/admin-allow"),
+    ("updates", {"auto_check": True}, "PUT /api/updates"),
+])
+def test_keys_with_their_own_endpoint_are_refused_with_a_pointer_to_it(node, admin, key, value, endpoint):
+    before = state_bytes(node)
+    answer = admin.put("/api/settings", {key: value})
+    assert answer.status == 400 and answer.json["error"]["field"] == key
+    assert endpoint in answer.json["error"]["message"]
+    assert state_bytes(node) == before

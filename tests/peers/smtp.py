@@ -78,6 +78,7 @@ class SmtpServer:
         self._loop = None
         self._server = None
         self._thread = None
+        self._sessions = []  # every connection's protocol, closed at stop as a real shutdown would
 
     def _auth(self, server, session, envelope, mechanism, auth_data):
         ok = self.users.get(getattr(auth_data, "login", b"").decode()) == getattr(auth_data, "password", b"").decode()
@@ -86,11 +87,13 @@ class SmtpServer:
     def _factory(self):
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.load_cert_chain(self.cert_path, self.key_path)
-        return SMTP(self.inbox, hostname="mail.test",
-                    tls_context=tls if self.mode == "starttls" else None,
-                    require_starttls=self.mode == "starttls",
-                    auth_required=bool(self.users), auth_require_tls=self.mode != "none",
-                    authenticator=self._auth if self.users else None, timeout=30)
+        session = SMTP(self.inbox, hostname="mail.test",
+                       tls_context=tls if self.mode == "starttls" else None,
+                       require_starttls=self.mode == "starttls",
+                       auth_required=bool(self.users), auth_require_tls=self.mode != "none",
+                       authenticator=self._auth if self.users else None, timeout=30)
+        self._sessions.append(session)
+        return session
 
     def start(self):
         ready = threading.Event()
@@ -114,7 +117,17 @@ class SmtpServer:
             ready.set()
             self._loop.run_forever()
             self._server.close()
+            # Open connections end too: a client mid-QUIT sees the close at once instead
+            # of waiting out its timeout on a socket nobody reads any more.
+            for session in self._sessions:
+                transport = session.transport
+                if transport is not None and not transport.is_closing():
+                    try:
+                        transport.abort()
+                    except AttributeError:  # a TLS transport whose connection is already gone
+                        pass
             self._loop.run_until_complete(self._server.wait_closed())
+            self._loop.run_until_complete(asyncio.sleep(0))
             self._loop.close()
 
         self._thread = threading.Thread(target=run, name=f"smtp-{self.mode}", daemon=True)
