@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
 
+from contentnode.core.text import whole_number
+
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_BYTES = 1 << 20
 # Cloud metadata services outside the link-local ranges (AWS over IPv6, Alibaba Cloud).
@@ -366,8 +368,8 @@ def split_url(url: str) -> tuple[str, str, int, str]:
 def read_capped(response, max_bytes: int, deadline: float) -> bytes:
     """Read a response body, refusing more than max_bytes or reading past the deadline."""
     length = response.getheader("Content-Length")
-    if length and length.isascii() and length.isdigit() and int(length) > max_bytes:
-        raise OutboundError("response", f"response of {int(length)} bytes is larger than the {max_bytes} byte cap")
+    if length and length.isascii() and length.isdigit() and (whole_number(length) or max_bytes + 1) > max_bytes:
+        raise OutboundError("response", f"response of {length[:20]} bytes is larger than the {max_bytes} byte cap")
     chunks, total = [], 0
     while True:
         if time.monotonic() > deadline:

@@ -3,6 +3,10 @@
 import time
 from urllib.parse import parse_qsl, unquote
 
+from contentnode.core.text import whole_number
+
+TOO_LONG = 10 ** 18  # a Content-Length of more digits than any body could have
+
 
 class Request:
     """What a handler may know about one request.
@@ -52,7 +56,10 @@ class Request:
         if value is None:
             return None
         value = value.strip()
-        return int(value) if value.isascii() and value.isdigit() else -1
+        number = whole_number(value)
+        if number is not None:
+            return number
+        return TOO_LONG if value.isascii() and value.isdigit() else -1
 
     @property
     def chunked(self) -> bool:
