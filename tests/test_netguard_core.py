@@ -176,6 +176,8 @@ def test_the_admin_port_is_refused_on_every_local_address():
     "fd00:ec2::254",             # AWS metadata over IPv6
     "100.100.100.200",           # Alibaba Cloud metadata
     "0.0.0.0", "::", "224.0.0.1", "ff02::1",
+    "255.255.255.255", "240.0.0.1", "250.1.2.3", "0.1.2.3",  # broadcast, reserved, "this network"
+    "::ffff:255.255.255.255",    # the broadcast address mapped into IPv6
 ])
 def test_metadata_link_local_unspecified_and_multicast_are_always_refused(address):
     with pytest.raises(netguard.OutboundError) as err:

@@ -106,3 +106,19 @@ def test_chunked_with_content_length_is_400_and_close(node, port):
 def test_huge_integer_in_a_query_is_400(admin):
     r = admin.get("/api/audit?limit=" + "9" * 4301)
     assert r.status == 400 and r.error_code == "invalid"
+
+
+@pytest.mark.parametrize("host", ["[::1]evil.example", "localhost:abc", "127.0.0.1:80:80", "localhost@evil.example",
+                                  "[::1]:x", "localhost:123456"])
+def test_admin_host_header_is_parsed_strictly(admin, host):
+    r = admin.get("/api/me", headers={"Host": host})
+    assert r.status == 403 and r.error_code == "host_not_allowed"
+
+
+def test_every_folder_the_node_creates_is_0700(node, admin):
+    import os
+    import stat
+    for root, dirs, _ in os.walk(node.data_dir):
+        for name in [root] + [os.path.join(root, d) for d in dirs]:
+            mode = stat.S_IMODE(os.stat(name).st_mode)
+            assert mode == 0o700, (name, oct(mode))

@@ -23,6 +23,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from contentnode.fileio import ensure_private_dir
+
 MAGIC = b"CNC1"
 _PREFIX = struct.Struct(">4sI")
 CHUNK = 256 * 1024
@@ -201,7 +203,7 @@ class Cache:
         self._index: OrderedDict[tuple, Entry] = OrderedDict()
         self._fills: dict[tuple, _Fill] = {}
         self.total = 0
-        os.makedirs(self._tmp, mode=0o700, exist_ok=True)
+        ensure_private_dir(self._tmp)
         self._load()
 
     # -- start-up -----------------------------------------------------------
@@ -388,7 +390,7 @@ class Cache:
                 del self._fills[fill.key]
             if not fill.discard and ttl > 0 and size <= self.max_bytes:
                 path = self._path(fill.key)
-                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+                ensure_private_dir(os.path.dirname(path))
                 os.replace(fill.tmp_path, path)
                 old = self._index.pop(fill.key, None)
                 if old is not None:

@@ -26,6 +26,8 @@ from contentnode.core.text import whole_number
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_BYTES = 1 << 20
+# "This network" and the reserved class E block, which holds the limited broadcast 255.255.255.255.
+RESERVED_NETWORKS = tuple(ipaddress.ip_network(n) for n in ("0.0.0.0/8", "240.0.0.0/4"))
 # Cloud metadata services outside the link-local ranges (AWS over IPv6, Alibaba Cloud).
 METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in ("fd00:ec2::254", "100.100.100.200"))
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
@@ -109,6 +111,8 @@ def _refusal(ip: ipaddress._BaseAddress, port: int, policy: OutboundPolicy) -> s
         return f"address {ip} is unspecified: refused"
     if ip.is_multicast:
         return f"address {ip} is multicast: refused"
+    if any(ip in net for net in RESERVED_NETWORKS):
+        return f"address {ip} is reserved or broadcast (0.0.0.0/8, 240.0.0.0/4): refused"
     if ip.is_link_local:
         return f"address {ip} is link-local (cloud metadata range): refused"
     if ip in METADATA_ADDRESSES:
