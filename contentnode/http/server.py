@@ -495,6 +495,8 @@ class Server(ThreadingHTTPServer):
                 if chunk:
                     handler.wfile.write(chunk)
                     sent += len(chunk)
+        except OSError as exc:  # the client went away, or the origin did: nothing to add to the log
+            log.debug("%s: streaming a response ended early: %s", self.name, exc)
         except Exception:
             log.exception("%s: streaming a response failed", self.name)
         if sent != body.length:
