@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
 
+from contentnode.core import dns
 from contentnode.core.text import whole_number
 
 DEFAULT_TIMEOUT = 10.0
@@ -52,10 +53,12 @@ class OutboundPolicy:
 
     allow_private: loopback and private ranges allowed (an operator's own network).
     admin_ports: ports that must never be reached on a local address.
+    dns_server: the one resolver of every outbound feature, when the operator names one.
     """
 
     allow_private: bool = True
     admin_ports: frozenset = field(default_factory=frozenset)
+    dns_server: str | None = None  # "ip[:port]" (setting dns_resolver); None: the system resolver
 
 
 @dataclass
@@ -124,6 +127,21 @@ def _refusal(ip: ipaddress._BaseAddress, port: int, policy: OutboundPolicy) -> s
     return None
 
 
+def _resolve(host: str, port: int, dns_server: str | None) -> list[str]:
+    """Addresses of `host`, best first: the system's order, or the named DNS server's (A, then AAAA)."""
+    try:
+        if dns_server:
+            found = dns.resolve(host, dns_server)
+            addresses = found["A"] + found["AAAA"]
+        else:
+            addresses = [info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+    except (socket.gaierror, dns.ResolveError, UnicodeError, ValueError) as exc:
+        raise OutboundError("dns", f"name {host!r} did not resolve ({exc})") from None
+    if not addresses:
+        raise OutboundError("dns", f"name {host!r} did not resolve")
+    return addresses
+
+
 def vet_address(host: str, port: int, policy: OutboundPolicy) -> list[str]:
     """Resolve `host` and return the addresses that may be contacted, best first.
 
@@ -134,16 +152,11 @@ def vet_address(host: str, port: int, policy: OutboundPolicy) -> list[str]:
         literal = ipaddress.ip_address(host.strip("[]"))
         candidates = [literal]
     except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as exc:
-            raise OutboundError("dns", f"name {host!r} did not resolve ({exc})") from None
-        seen = []
-        for info in infos:
-            ip = ipaddress.ip_address(info[4][0].split("%")[0])
-            if ip not in seen:
-                seen.append(ip)
-        candidates = seen
+        candidates = []
+        for text in _resolve(host, port, policy.dns_server):
+            ip = ipaddress.ip_address(text.split("%")[0])
+            if ip not in candidates:
+                candidates.append(ip)
     allowed, refusals = [], []
     for ip in candidates:
         why = _refusal(ip, port, policy)
