@@ -415,41 +415,26 @@ class Server(ThreadingHTTPServer):
             response = _internal_error(handler)
         if response is None:
             return
+        self.write(handler, response)
+        if self.on_request is not None:
+            self.on_request(self.name, handler, response, time.monotonic() - started)
+
+    def write(self, handler, response: Response) -> None:
+        """The one write path: status line, safe headers, Content-Length, body.
+
+        A head that cannot be written (a header with CR/LF, text that is not
+        Latin-1) is found before a byte is sent: logged, and answered 500.
+        """
         try:
-            self._check_head(response)
+            head = self._head(handler, response)
         except Exception:
             log.exception("%s: response to %s %s cannot be sent", self.name, handler.command, handler.path[:200])
             if not isinstance(response.body, bytes):
                 response.body.close()
             response = _internal_error(handler)
-        self.write(handler, response)
-        if self.on_request is not None:
-            self.on_request(self.name, handler, response, time.monotonic() - started)
-
-    @staticmethod
-    def _check_head(response: Response) -> None:
-        """Raise before a byte is sent when a header could not be written (CR/LF, not Latin-1)."""
-        for name, value in response.headers:
-            check_header(name, str(value))
-            f"{name}: {value}".encode("latin-1")
-
-    def write(self, handler, response: Response) -> None:
-        """The one write path: status line, safe headers, Content-Length, body."""
-        status = response.status
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
-                 "Server: contentnode",
-                 f"Date: {http_date()}"]
-        for name, value in response.headers:
-            check_header(name, str(value))
-            lines.append(f"{name}: {value}")
-        bodyless = status in (204, 304) or 100 <= status < 200
-        if not bodyless:
-            lines.append(f"Content-Length: {response.length}")
-        if handler.close_connection or self.closing:
-            handler.close_connection = True
-            lines.append("Connection: close")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            head = self._head(handler, response)
         body = response.body
+        bodyless = response.status in (204, 304) or 100 <= response.status < 200
         send_body = not bodyless and handler.command != "HEAD" and not response.head_only
         try:
             if isinstance(body, bytes):
@@ -466,6 +451,21 @@ class Server(ThreadingHTTPServer):
             if not isinstance(body, bytes):
                 body.close()
         handler.bytes_sent = len(head) + (response.length if send_body else 0)
+
+    def _head(self, handler, response: Response) -> bytes:
+        status = response.status
+        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+                 "Server: contentnode",
+                 f"Date: {http_date()}"]
+        for name, value in response.headers:
+            check_header(name, str(value))
+            lines.append(f"{name}: {value}")
+        if not (status in (204, 304) or 100 <= status < 200):
+            lines.append(f"Content-Length: {response.length}")
+        if handler.close_connection or self.closing:
+            handler.close_connection = True
+            lines.append("Connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def _send_file(self, handler, body: FileBody) -> None:
         sock, offset, left = handler.connection, body.offset, body.length
