@@ -385,7 +385,8 @@ def split_url(url: str) -> tuple[str, str, int, str]:
 def read_capped(response, max_bytes: int, deadline: float) -> bytes:
     """Read a response body, refusing more than max_bytes or reading past the deadline."""
     length = response.getheader("Content-Length")
-    if length and length.isascii() and length.isdigit() and (whole_number(length) or max_bytes + 1) > max_bytes:
+    declared = whole_number(length) if length and length.isascii() and length.isdigit() else None
+    if length and length.isascii() and length.isdigit() and (declared is None or declared > max_bytes):
         raise OutboundError("response", f"response of {length[:20]} bytes is larger than the {max_bytes} byte cap")
     chunks, total = [], 0
     while True:

@@ -397,7 +397,8 @@ class S3Client:
         if response.status >= 300:
             raise self._fail(conn, response, headers, "object", deadline)
         length = headers.get("content-length", "")
-        if _digits(length) and (whole_number(length) or max_bytes + 1) > max_bytes:
+        declared = whole_number(length)
+        if _digits(length) and (declared is None or declared > max_bytes):
             conn.close()
             raise S3Error("too_large", f"the object's {length[:20]} bytes exceed the {max_bytes} byte cap")
         return ObjectStream(conn, response, _object_info(response.status, headers), deadline, max_bytes,
