@@ -103,7 +103,7 @@ OPTIONS = (
     Option("hash_time_cost", _positive_int, 2, "argon2id iterations"),
     Option("max_concurrent_hashes", _positive_int, 2, "password hashes computed at once"),
     Option("update_public_key", _text, "", "Ed25519 public key (base64) for update manifests; empty: the shipped key"),
-    Option("dns_resolver", _dns_server, "", "DNS server (ip or ip:port) for domain checks; empty: the system resolver"),
+    Option("dns_resolver", _dns_server, "", "DNS server (ip or ip:port) for every outbound request; empty: the system resolver"),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}
 

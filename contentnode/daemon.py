@@ -105,7 +105,7 @@ class App:
         admin = self.servers.get("admin")
         port = admin.server_address[1] if admin else self.config.admin_port
         return OutboundPolicy(allow_private=self.settings.get("allow_private_outbound", True),
-                              admin_ports=frozenset({port}))
+                              admin_ports=frozenset({port}), dns_server=self.config.dns_resolver or None)
 
     def admin_host(self) -> str | None:
         return self.settings.get("admin_host")

@@ -63,8 +63,17 @@ def remove_stale_temps(folder: str, skip=("cache",)) -> int:
 
 
 def ensure_private_dir(path: str) -> None:
-    """Create `path` (and parents) and make it 0700: it holds keys and password hashes."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
+    """Create `path` and make it 0700: it holds keys, password hashes or visitors' content.
+
+    Missing parents are created 0700 too (os.makedirs gives them the umask's 0755).
+    """
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        ensure_private_dir(parent)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
     os.chmod(path, 0o700)
 
 

@@ -148,3 +148,35 @@ def test_hash_chain_names_the_edited_line(node, admin):
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(lines[:1] + lines[2:])  # a deleted line breaks the chain too
     assert node.cli("audit", "verify").returncode == 1
+
+
+def test_a_locked_out_flood_writes_one_entry_per_period_with_a_count(node, admin):
+    """Locked-out attempts cost no hash: they must not be able to rotate real history away."""
+    client = node.client()
+    for _ in range(5):
+        assert client.login(ADMIN_USER, "guessing again").status == 401
+    for _ in range(200):
+        assert client.login(ADMIN_USER, "guessing again").status == 429
+    locked = [e for e in audit_lines(node) if e["action"] == "login.locked"]
+    assert len(locked) == 1 and locked[0]["target"] == f"user:{ADMIN_USER}"
+    node.set_clock_offset(301)  # the period is over; the account is still locked (15 minutes)
+    assert client.login(ADMIN_USER, "guessing again").status == 429
+    entries = admin.get("/api/audit?action=login.locked").json["entries"]
+    assert [e["detail"] and e["detail"].get("repeats") for e in entries] == [None, 199, None]
+
+
+def test_an_unknown_username_is_never_recorded_verbatim(node, admin):
+    """A password typed into the username field must not land in the audit log or an alert."""
+    typed = "Correct Horse Battery\nStaple"
+    client = node.client()
+    for _ in range(6):
+        client.login(typed, "whatever was in the password field")
+    lines = audit_lines(node)
+    with open(os.path.join(node.data_dir, "audit.jsonl")) as f:
+        raw = f.read()
+    assert "Correct Horse" not in raw and "Staple" not in raw
+    failures = [e for e in lines if e["action"] == "login.failure"]
+    assert len(failures) == 5 and len({e["target"] for e in failures}) == 1
+    assert failures[0]["target"].startswith("unknown-")
+    lockouts = [e["target"] for e in lines if e["action"] == "login.lockout"]
+    assert lockouts == ["user:" + failures[0]["target"]]

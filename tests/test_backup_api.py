@@ -269,3 +269,14 @@ def test_offline_export_and_restore(node, admin, tmp_path):
         assert c.get("/api/settings").json["node_name"] == "offline-src"
     finally:
         fresh.kill()
+
+
+def test_restores_in_one_second_keep_every_pre_restore_snapshot(node, admin):
+    plain = admin.post("/api/backup/export", {}).json
+    names = []
+    for _ in range(4):
+        answer = admin.post("/api/backup/restore", {"backup": plain})
+        assert answer.status == 200, answer.body
+        names.append(answer.json["pre_restore"])
+    assert len(set(names)) == 4
+    assert pre_restore_files(node) == sorted(names) == names  # unique, and sorted oldest first

@@ -260,3 +260,80 @@ def test_state_reports_age_and_size(cache, clock):
     cache.get(KEY, Origin(b"12345"), 100).read_all()
     clock.t += 30
     assert cache.state(KEY) == {"cached": True, "age": 30, "size": 5, "expires_in": 70}
+
+
+class SlowOrigin:
+    """An origin sending `size` bytes in 64 KiB chunks, each after `delay` seconds; counts what it sent."""
+
+    def __init__(self, size, delay=0.01):
+        self.size, self.delay, self.sent, self.calls = size, delay, 0, 0
+
+    def __call__(self):
+        self.calls += 1
+        return OriginAnswer(200, {"content_type": "application/octet-stream"}, self.size, self._chunks())
+
+    def _chunks(self):
+        import time
+        while self.sent < self.size:
+            time.sleep(self.delay)
+            chunk = b"x" * min(65536, self.size - self.sent)
+            self.sent += len(chunk)
+            yield chunk
+
+
+def _disk_bytes(root):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files)
+
+
+def test_an_object_larger_than_the_cap_never_touches_the_disk(tmp_path, clock):
+    cache = Cache(str(tmp_path / "c"), 1 << 20, clock)
+    origin = SlowOrigin(4 << 20, delay=0)
+    result = cache.get(KEY, origin, 60)
+    first = next(result.chunks())
+    assert first and _disk_bytes(tmp_path / "c") == 0  # streamed through, not written
+    result.close()
+    assert cache.stats()["filling"] == 0 and cache.filling_bytes == 0
+
+
+def test_fills_in_flight_count_against_the_cap(tmp_path, clock):
+    """Two 600 KB fills cannot both be on disk under a 1 MiB cap: the second is streamed instead."""
+    cache = Cache(str(tmp_path / "c"), 1 << 20, clock)
+    gate = threading.Event()
+    first = cache.get(("h", "/1", ""), Origin(b"a" * 600_000, gate=gate), 60)
+    chunks = first.chunks()
+    head = next(chunks)
+    second = cache.get(("h", "/2", ""), Origin(b"b" * 600_000), 60)
+    assert type(second).__name__ == "StreamedResult"
+    assert second.read_all() == b"b" * 600_000
+    assert _disk_bytes(tmp_path / "c") <= 1 << 20
+    gate.set()
+    assert head + b"".join(chunks) == b"a" * 600_000
+    first.wait_stored()
+    first.close()
+    assert cache.lookup(("h", "/1", "")) is not None and cache.filling_bytes == 0
+
+
+def test_a_fill_nobody_waits_for_stops(tmp_path, clock):
+    """The visitor hangs up: the origin download stops and the temp file goes."""
+    cache = Cache(str(tmp_path / "c"), 64 << 20, clock)
+    origin = SlowOrigin(20 << 20, delay=0.01)
+    result = cache.get(KEY, origin, 60)
+    next(result.chunks())
+    result.close()
+    import time
+    time.sleep(0.5)
+    sent = origin.sent
+    time.sleep(0.5)
+    assert origin.sent == sent < 2 << 20  # stopped, far short of 20 MiB
+    assert cache.stats()["filling"] == 0 and cache.filling_bytes == 0
+    assert os.listdir(tmp_path / "c" / "tmp") == []
+
+
+def test_single_flight_holds_for_the_readers_that_stay(tmp_path, clock):
+    cache = Cache(str(tmp_path / "c"), 64 << 20, clock)
+    origin = SlowOrigin(2 << 20, delay=0.001)
+    leaving = cache.get(KEY, origin, 60)
+    staying = cache.get(KEY, origin, 60)
+    leaving.close()
+    assert len(staying.read_all()) == 2 << 20
+    assert origin.calls == 1 and cache.lookup(KEY) is not None

@@ -7,6 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from contentnode.core import dns as dns_client
 from contentnode.core import domaincheck
 from contentnode.core.netguard import OutboundPolicy
 from tests.peers.pebble import ChallTestSrv
@@ -82,26 +83,34 @@ def test_nothing_listening_fails_at_fetch():
 
 def test_resolution_through_dns_server(dns, page):
     steps = domaincheck.check_domain("shop.example.test", "http", page.port, b"secret-a",
-                                     OutboundPolicy(), dns_server=dns.dns_address)
+                                     OutboundPolicy(dns_server=dns.dns_address))
     assert steps.ok, steps.items
     assert page.hosts[-1] == f"shop.example.test:{page.port}"
 
 
 def test_unresolvable_name_fails_with_clear_step(dns):
-    steps = domaincheck.check_domain("nowhere.example.test", "http", 80, b"x", OutboundPolicy(),
-                                     dns_server=dns.dns_address)
+    steps = domaincheck.check_domain("nowhere.example.test", "http", 80, b"x",
+                                     OutboundPolicy(dns_server=dns.dns_address))
     assert _names(steps) == [("resolve", False)]
     assert "does not resolve" in steps.items[0]["detail"]
 
 
 def test_dns_records(dns):
-    assert domaincheck.resolve("shop.example.test", dns.dns_address) == {"A": ["127.0.0.1"], "AAAA": []}
+    assert dns_client.resolve("shop.example.test", dns.dns_address) == {"A": ["127.0.0.1"], "AAAA": []}
+
+
+def test_every_outbound_request_resolves_through_the_named_dns_server(dns, page):
+    """Not only the domain check: the shared outbound guard uses the same resolver (visit = domain test)."""
+    result = domaincheck.visit(f"http://shop.example.test:{page.port}/", "shop.example.test",
+                               OutboundPolicy(dns_server=dns.dns_address))
+    assert "status" in result and "error" not in result, result
+    assert page.hosts[-1] == f"shop.example.test:{page.port}"
 
 
 def test_dead_dns_server_is_reported():
     from tests.peers.pebble import free_port
-    with pytest.raises(domaincheck.ResolveError, match="did not answer|failed"):
-        domaincheck.resolve("a.example", f"127.0.0.1:{free_port(udp_too=True)}")
+    with pytest.raises(dns_client.ResolveError, match="did not answer|failed"):
+        dns_client.resolve("a.example", f"127.0.0.1:{free_port(udp_too=True)}")
 
 
 def test_not_a_verification_page(page):
@@ -119,7 +128,7 @@ def test_not_a_verification_page(page):
     ("[::1]:53", ("::1", 53)), ("::1", ("::1", 53)),
 ])
 def test_parse_server(text, expected):
-    assert domaincheck.parse_server(text) == expected
+    assert dns_client.parse_server(text) == expected
 
 
 def test_visit_reports_status_and_headers(page):

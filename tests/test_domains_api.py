@@ -117,6 +117,17 @@ def test_name_resolved_by_dns_server_is_verified(dns_node):
     assert "A: 127.0.0.1" in answer["steps"][0]["detail"]
 
 
+def test_one_resolver_for_check_test_and_diagnose(dns_node):
+    """A split-horizon node: the name the DNS server knows resolves in every feature, not only the check."""
+    _add(dns_node, "shop.example.test")
+    assert dns_node.post("/api/domains/check", {"host": "shop.example.test"}).json["ok"] is True
+    tested = dns_node.post("/api/domains/test", {"host": "shop.example.test", "path": "/.well-known/service/check"})
+    assert tested.status == 200 and tested.json.get("status") == 400, tested.json  # reached the page (no nonce)
+    diagnosed = dns_node.post("/api/diagnose", {"url": "http://shop.example.test/x"}).json
+    dns_step = next(s for s in diagnosed["steps"] if s["name"] == "dns")
+    assert dns_step["ok"] and "127.0.0.1" in dns_step["detail"], diagnosed
+
+
 def test_domain_test_reports_what_a_visitor_sees(admin):
     _add(admin, "localhost")
     answer = admin.post("/api/domains/test", {"host": "localhost", "path": "/.well-known/service/check"}).json

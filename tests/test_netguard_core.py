@@ -176,6 +176,8 @@ def test_the_admin_port_is_refused_on_every_local_address():
     "fd00:ec2::254",             # AWS metadata over IPv6
     "100.100.100.200",           # Alibaba Cloud metadata
     "0.0.0.0", "::", "224.0.0.1", "ff02::1",
+    "255.255.255.255", "240.0.0.1", "250.1.2.3", "0.1.2.3",  # broadcast, reserved, "this network"
+    "::ffff:255.255.255.255",    # the broadcast address mapped into IPv6
 ])
 def test_metadata_link_local_unspecified_and_multicast_are_always_refused(address):
     with pytest.raises(netguard.OutboundError) as err:
@@ -248,3 +250,19 @@ def test_a_non_ascii_smtp_password_is_a_clear_refusal_that_quotes_no_character(s
         send_email(cfg, "subject", "text", POLICY, timeout=5)
     assert "non-ASCII" in str(err.value)
     assert "\u00e4" not in str(err.value) and "\\xe4" not in str(err.value)
+
+
+@pytest.mark.parametrize("length, refused", [("0", False), ("5", False), ("9" * 4301, True), ("99999999", True)])
+def test_declared_lengths_of_any_size_are_judged_without_a_crash(server_factory, length, refused):
+    """A zero length is no reason to refuse; 4,301 digits is no reason to crash."""
+    def script(conn, server):
+        server.read_request(conn)
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n".encode()
+                     + b"x" * min(5, int(length[:3])))
+    server = server_factory(script)
+    if refused:
+        with pytest.raises(netguard.OutboundError) as err:
+            netguard.fetch(f"http://127.0.0.1:{server.port}/", POLICY, timeout=5, max_bytes=65536)
+        assert err.value.step == "response"
+    else:
+        assert netguard.fetch(f"http://127.0.0.1:{server.port}/", POLICY, timeout=5, max_bytes=65536).status == 200

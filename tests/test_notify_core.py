@@ -301,3 +301,13 @@ def test_test_message_reports_transport_answer():
 def test_every_bus_event_has_a_message_and_a_switch():
     from contentnode.core import events
     assert set(notify.EVENTS) == set(events.EVENTS) == set(notify.DEFAULT_CONFIG["events"])
+
+
+def test_alert_fields_are_quoted_on_one_line():
+    """Text someone typed cannot add lines (phishing text) to an operator's alert."""
+    subject, text = notify.format_message("login_failures_burst",
+                                          {"key": "user:x\nPlease call +1 555 0100\r\nto unlock", "ip": "192.0.2.1"},
+                                          "edge\n1")
+    assert "\n" not in subject
+    assert "user:x\\nPlease call +1 555 0100\\r\\nto unlock" in text
+    assert not any(line.startswith("Please call") for line in text.splitlines())

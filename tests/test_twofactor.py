@@ -207,3 +207,12 @@ def test_secret_and_codes_never_shown_again(node, admin):
     for path in ("/api/me", "/api/me/2fa", "/api/users", "/api/panel", "/api/session", "/api/audit"):
         body = admin.get(path).body.decode()
         assert secret not in body and recovery[0] not in body, path
+
+
+def test_the_authenticator_label_names_the_node(admin):
+    """Several nodes must look different in an authenticator app: the issuer is the node name."""
+    assert admin.put("/api/settings", {"node_name": "edge: Paris 1"}).status == 200
+    setup = admin.post("/api/me/2fa/setup", {"password": ADMIN_PASSWORD})
+    assert setup.status == 200, setup.body
+    uri = setup.json["otpauth_uri"]
+    assert uri.startswith("otpauth://totp/edge%20Paris%201:") and "issuer=edge%20Paris%201" in uri

@@ -7,6 +7,7 @@ typo never silently returns everything.
 """
 
 from contentnode import clock
+from contentnode.core.text import whole_number
 from contentnode.http.errors import invalid
 from contentnode.http.router import Route
 
@@ -27,9 +28,10 @@ def _whole(query: dict, name: str, lo: int, hi: int, default: int | None) -> int
     text = query.get(name)
     if text is None:
         return default
-    if not (text.isascii() and text.isdigit()) or not lo <= int(text) <= hi:
+    number = whole_number(text)
+    if number is None or not lo <= number <= hi:
         raise invalid(f"{name} must be a whole number from {lo} to {hi}", name)
-    return int(text)
+    return number
 
 
 def _text(query: dict, name: str) -> str | None:

@@ -95,8 +95,7 @@ def run_check(app, host: str) -> Steps:
     """Check host, record the outcome on its record, raise domain_check_failed on failure."""
     scheme, port = check_target(app)
     secret = bytes.fromhex(app.store.data["node"]["secret"])
-    steps = domaincheck.check_domain(host, scheme, port, secret, app.outbound,
-                                     dns_server=app.config.dns_resolver or None)
+    steps = domaincheck.check_domain(host, scheme, port, secret, app.outbound)
     stamp = rfc3339(now())
     with app.store.transaction() as doc:
         record = doc["domains"].get(host)

@@ -1,5 +1,8 @@
 """Session state, first-time setup, login and logout (DESIGN §4)."""
 
+import hashlib
+import hmac
+
 from contentnode import clock
 from contentnode.core import fields as v
 from contentnode.auth.passwords import password_problem
@@ -65,8 +68,23 @@ def _cookie(req, token: str, max_age: int | None = None) -> dict:
     return {"Set-Cookie": cookie_header(token, _secure(req), age)}
 
 
+def account_label(req, username: str) -> str:
+    """How a typed username appears in limiter keys, audit entries and alerts.
+
+    An existing account by its (lower-case) name; anything else by a keyed digest
+    such as "unknown-3f9a0c1b2d4e": a password typed into the username field must
+    not be stored verbatim, nor phishing text reach the operator's alerts, yet
+    repeated tries of the same unknown name still share one label.
+    """
+    name = username.strip().lower()
+    if find_by_username(req.app.store.data["users"], name) is not None:
+        return name
+    secret = req.app.store.data["node"]["secret"].encode()
+    return "unknown-" + hmac.new(secret, name.encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:12]
+
+
 def limiter_keys(req, username: str) -> tuple:
-    return address_key(req.client_ip), password_key(username)
+    return address_key(req.client_ip), password_key(account_label(req, username))
 
 
 def check_rate_limit(req, keys) -> None:
@@ -76,9 +94,12 @@ def check_rate_limit(req, keys) -> None:
     together cannot all get past the limit; `attempt_succeeded` gives it back.
     """
     now = clock.now()
-    wait = req.app.login_limiter.reserve(keys, now)
+    limiter = req.app.login_limiter
+    wait = limiter.reserve(keys, now)
     if wait > 0:
-        req.audit("login.locked", target=keys[-1].partition(":")[2], ok=False)
+        locked = next(k for k in reversed(keys) if limiter.retry_after(k, now) > 0)
+        req.app.audit.record_repeating(f"login.locked:{locked}", "login.locked", target=locked,
+                                       ip=req.client_ip, user_agent=req.user_agent)
         req.app.metrics.logins.inc("locked")
         raise rate_limited(wait + 0.999, "too many failed attempts; try again later")
     req.attempt = (tuple(keys), now)
@@ -96,14 +117,16 @@ def count_failure(req, keys, username: str, action: str = "login.failure", detai
     """Record a failed attempt (counted on every key); a key reaching the threshold is a lockout."""
     now = clock.now()
     limiter = req.app.login_limiter
-    req.audit(action, target=username, ok=False, detail=detail)
+    label = keys[-1].partition(":")[2]
+    req.audit(action, target=username.strip() if label == username.strip().lower() else label, ok=False,
+              detail=detail)
     req.app.metrics.logins.inc("failure")
     attempt = getattr(req, "attempt", None)
     counted = attempt is not None and attempt[0] == tuple(keys)
     req.attempt = None
     for key in keys:
         failures = limiter.position(key, attempt[1]) if counted else limiter.fail(key, now)
-        if failures == limiter.threshold:
+        if failures == limiter.threshold_for(key):
             req.audit("login.lockout", target=key, ok=False)
             req.app.events.emit("login_failures_burst", key=key, ip=req.client_ip)
 

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, urlsplit
 from contentnode import clock, content, https
 from contentnode.core import fields as v
 from contentnode.api.panel import panel_section
-from contentnode.core import domaincheck, signing
+from contentnode.core import dns, signing
 from contentnode.core.certs import covers
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.s3 import S3Error
@@ -197,11 +197,11 @@ def probe(req):
     return answer
 
 
-def _dns_step(steps, host):
+def _dns_step(steps, host, dns_server):
     started = time.monotonic()
     try:
-        found = domaincheck.resolve(host)
-    except domaincheck.ResolveError as exc:
+        found = dns.resolve(host, dns_server)
+    except dns.ResolveError as exc:
         return steps.add("dns", False, str(exc), started)
     addresses = found["A"] + found["AAAA"]
     detail = f"{host} resolves to {', '.join(addresses)}" if addresses else f"{host} does not resolve"
@@ -236,7 +236,7 @@ def diagnose(req):
         steps.add("parse", False, exc.message, started)
         return steps.report()
     steps.add("parse", True, f"{scheme} request for {path} on {host}", started)
-    _dns_step(steps, host)
+    _dns_step(steps, host, req.app.outbound.dns_server)
     doc, delivery = req.app.store.data, req.app.delivery
     started = time.monotonic()
     domain = doc["domains"].get(host)

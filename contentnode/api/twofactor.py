@@ -14,6 +14,7 @@ from contentnode.auth import totp
 from contentnode.auth.policy import requires_two_factor
 from contentnode.auth.ratelimit import address_key, second_factor_key
 from contentnode.auth.users import public_user
+from contentnode.core import settings as st
 from contentnode.http.errors import ApiError, conflict, invalid
 from contentnode.http.router import Route
 
@@ -103,7 +104,8 @@ def setup(req):
         record = doc["users"][req.user["id"]]
         record["totp"] = dict(record.get("totp") or {"enabled": False}, pending_secret=secret)
     req.audit("2fa.setup", target=req.user["username"])
-    return {"secret": secret, "otpauth_uri": totp.provisioning_uri(secret, req.user["username"]),
+    issuer = st.effective(req.app.store.data)["node_name"]
+    return {"secret": secret, "otpauth_uri": totp.provisioning_uri(secret, req.user["username"], issuer),
             "enabled": bool(_state(req.user).get("enabled"))}
 
 

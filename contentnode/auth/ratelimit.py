@@ -1,5 +1,11 @@
 """Failure counting for login and 2FA: N failures in a window lock the key for a while.
 
+Keys are "user:<account>" (and "2fa:<account>"), locked after the policy's
+threshold, and "ip:<address>", locked only after ADDRESS_FACTOR times as many:
+scripts and people behind one address share it, so one account's wrong
+passwords must not lock the others out, while spraying many accounts from one
+address still hits a limit.
+
 Kept in memory on purpose: a restart clears lockouts, which an operator who
 restarts the daemon expects, and nothing is written on the hot failure path.
 """
@@ -8,6 +14,7 @@ import threading
 from collections import OrderedDict, deque
 
 MAX_KEYS = 10000
+ADDRESS_FACTOR = 4  # an address is locked after 4 x the account threshold (20 by default)
 
 
 def address_key(ip: str) -> str:
@@ -35,6 +42,10 @@ class FailureLimiter:
     def configure(self, threshold: int, window: float) -> None:
         self.threshold, self.window = threshold, window
 
+    def threshold_for(self, key: str) -> int:
+        """Failures in the window that lock `key`: an address tolerates more than an account."""
+        return self.threshold * ADDRESS_FACTOR if key.startswith("ip:") else self.threshold
+
     def retry_after(self, key: str, now: float) -> float:
         """Seconds until `key` may try again; 0 when it may try now."""
         with self._lock:
@@ -46,9 +57,10 @@ class FailureLimiter:
             return 0.0
         while times and times[0] <= now - self.window:
             times.popleft()
-        if len(times) < self.threshold:
+        threshold = self.threshold_for(key)
+        if len(times) < threshold:
             return 0.0
-        return times[-self.threshold] + self.window - now
+        return times[-threshold] + self.window - now
 
     def reserve(self, keys, now: float) -> float:
         """Check every key and, when none is locked, count one attempt on each at once.

@@ -24,7 +24,10 @@ def new_secret() -> str:
     return pyotp.random_base32(32)
 
 
-def provisioning_uri(secret: str, username: str, issuer: str = ISSUER) -> str:
+def provisioning_uri(secret: str, username: str, issuer: str) -> str:
+    """The otpauth:// URI; the issuer is the node's name, so several nodes differ in an
+    authenticator app (a colon would split the app's label, so it becomes a space)."""
+    issuer = " ".join(issuer.replace(":", " ").split()) or ISSUER
     return pyotp.TOTP(secret).provisioning_uri(name=username, issuer_name=issuer)
 
 

@@ -11,11 +11,14 @@ import json
 import os
 import re
 import threading
+from collections import OrderedDict
 
 from contentnode import clock
 from contentnode.fileio import fsync_dir, write_all
 
 GENESIS = "0" * 64
+REPEAT_PERIOD = 300.0   # seconds: at most one entry per anonymous key, plus one count entry
+MAX_REPEAT_KEYS = 10000
 # Member names that hold secrets: passwords and passphrases, secrets and secret keys, tokens,
 # hashes, private keys, recovery codes, TOTP material, cookies. "password_min_length" is not one.
 SECRET_KEY = re.compile(r"secret|passw(or)?d$|passphrase|token$|(^|_)hash$|key_pem|private_key|recovery|totp|"
@@ -51,6 +54,7 @@ class AuditLog:
         self.max_bytes = max_bytes
         self.keep = keep
         self._lock = threading.Lock()
+        self._repeats = OrderedDict()  # key -> {"start", "count", "action", "target", "ip"}
         self._last_hash, self._next_id = self._tail()
         self._end_torn_line()
 
@@ -99,8 +103,42 @@ class AuditLog:
         os.replace(self.path, f"{self.path}.1")
         fsync_dir(self.folder)  # the renames must survive a power loss, or entries would
 
+    def record_repeating(self, key: str, action: str, target=None, ok: bool = False, detail=None,
+                         ip: str | None = None, user_agent: str | None = None) -> dict | None:
+        """An entry any anonymous client can cause as often as it likes (a locked-out login):
+        written once per key and REPEAT_PERIOD; the repeats are only counted, and written
+        as one entry with detail.repeats when the period is over, so no request rate
+        can rotate real history away. Returns the entry, or None when it was only counted."""
+        now = clock.now()
+        with self._lock:
+            slot = self._repeats.get(key)
+            if slot is not None and now - slot["start"] < REPEAT_PERIOD:
+                slot["count"] += 1
+                return None
+        self._flush_repeats(now, also=key)
+        with self._lock:
+            self._repeats[key] = {"start": now, "count": 0, "action": action, "target": target, "ip": ip}
+            while len(self._repeats) > MAX_REPEAT_KEYS:
+                self._repeats.popitem(last=False)  # the oldest key's count is lost, its first entry is kept
+        return self.record(action, target=target, ok=ok, detail=detail, ip=ip, user_agent=user_agent)
+
+    def _flush_repeats(self, now: float, also: str | None = None) -> None:
+        """Write the counts of closed periods (and of key `also`, whose new period starts now)."""
+        with self._lock:
+            closed = [(k, s) for k, s in self._repeats.items() if k == also or now - s["start"] >= REPEAT_PERIOD]
+            for key, _ in closed:
+                del self._repeats[key]
+        for _, slot in closed:
+            if not slot["count"]:
+                continue
+            self.record(slot["action"], target=slot["target"], ok=False, ip=slot["ip"],
+                        detail={"repeats": slot["count"], "since": clock.rfc3339(slot["start"])},
+                        flush=False)
+
     def record(self, action: str, target=None, ok: bool = True, detail=None, user=None,
-               ip: str | None = None, user_agent: str | None = None) -> dict:
+               ip: str | None = None, user_agent: str | None = None, flush: bool = True) -> dict:
+        if flush and self._repeats:
+            self._flush_repeats(clock.now())
         with self._lock:
             entry = {
                 "id": self._next_id,
@@ -140,6 +178,8 @@ class AuditLog:
         `action` matches exactly or as a prefix ending in "." ("user." matches "user.create");
         `since`/`until` are epoch seconds; `cursor` is the id below which to continue.
         """
+        if self._repeats:
+            self._flush_repeats(clock.now())
         found = []
         for path in reversed(self.files()):
             with open(path, "rb") as f:

@@ -255,9 +255,17 @@ def _plain_restore(current, doc, omitted):
 
 
 def save_pre_restore(data_dir, current, files):
-    """Keep the state before a restore (0600, secrets inside), newest few only."""
+    """Keep the state before a restore (0600, secrets inside), newest few only.
+
+    Names are pre-restore-<second>-<sequence>.json: two restores in one second
+    keep both snapshots, and names still sort oldest first.
+    """
     stamp = clock.rfc3339(clock.now()).replace(":", "").replace("-", "")
-    path = os.path.join(data_dir, f"pre-restore-{stamp}.json")
+    taken = set(os.listdir(data_dir))
+    sequence = 1
+    while f"pre-restore-{stamp}-{sequence:03d}.json" in taken:
+        sequence += 1
+    path = os.path.join(data_dir, f"pre-restore-{stamp}-{sequence:03d}.json")
     body = json.dumps({"format": "contentnode-pre-restore", "state": current, "files": files})
     atomic_write(path, body.encode())
     old = sorted(n for n in os.listdir(data_dir) if n.startswith("pre-restore-") and n.endswith(".json"))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from contentnode.fileio import write_all
+from contentnode.fileio import ensure_private_dir
 
 MAGIC = b"CNC1"
 _PREFIX = struct.Struct(">4sI")
@@ -39,6 +40,10 @@ class FillStalled(Exception):
 
 class FillTruncated(Exception):
     """The origin closed before sending the length it announced."""
+
+
+class FillAbandoned(Exception):
+    """Every reader of a fill went away: the origin download stops."""
 
 
 @dataclass
@@ -80,9 +85,10 @@ class Result:
     origin refused and there is no body.
     """
 
-    def __init__(self, status, meta, size, hit, entry=None, fill=None, fd=None):
+    def __init__(self, status, meta, size, hit, entry=None, fill=None, fd=None, on_close=None):
         self.status, self.meta, self.size, self.hit = status, meta, size, hit
         self.entry, self._fill, self._fd = entry, fill, fd
+        self._on_close = on_close
 
     def open_file(self):
         """(fd, body offset) of a hit; the caller closes fd after sending."""
@@ -122,6 +128,37 @@ class Result:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        if self._on_close is not None:
+            self._on_close, on_close = None, self._on_close
+            on_close()
+
+
+class StreamedResult(Result):
+    """An object the cache does not hold (larger than the cap, or no room beside the fills in
+    flight): this request's own origin stream, passed through without touching the disk."""
+
+    def __init__(self, answer: OriginAnswer):
+        super().__init__(200, answer.meta, answer.length, False)
+        self._answer = answer
+
+    def chunks(self, start: int = 0, end: int | None = None):
+        end = self.size if end is None else end
+        pos = 0
+        for chunk in self._answer.chunks:
+            if pos >= end:
+                break
+            low, high = max(start - pos, 0), min(end - pos, len(chunk))
+            if low < high:
+                yield bytes(chunk[low:high])
+            pos += len(chunk)
+        if pos < end:
+            raise FillTruncated("origin sent less than announced")
+
+    def wait_stored(self):
+        """Nothing is stored."""
+
+    def close(self):
+        self._answer.close()
 
 
 class _Fill:
@@ -137,10 +174,14 @@ class _Fill:
         self.done = False
         self.error = None
         self.discard = False     # set by a purge during the fill: do not commit
+        self.streamed = False    # not cached: each reader fetches its own stream
+        self.readers = 0         # requests holding a share of this fill (cache lock)
+        self.abandoned = False   # readers fell to 0 before the end: stop downloading
+        self.reserved = 0        # bytes counted against the cap while in flight
 
     def wait_ready(self):
         with self.cond:
-            if not self.cond.wait_for(lambda: self.answer or self.error, STALL_TIMEOUT):
+            if not self.cond.wait_for(lambda: self.answer or self.error or self.streamed, STALL_TIMEOUT):
                 raise FillStalled("origin did not answer in time")
             if self.error is not None and self.answer is None:
                 raise self.error
@@ -198,12 +239,13 @@ class Cache:
         self.root = root
         self.max_bytes = max_bytes
         self.clock = clock
+        self.filling_bytes = 0  # in-flight fills' sizes, counted against max_bytes with total
         self._tmp = os.path.join(root, "tmp")
         self._lock = threading.Lock()
         self._index: OrderedDict[tuple, Entry] = OrderedDict()
         self._fills: dict[tuple, _Fill] = {}
         self.total = 0
-        os.makedirs(self._tmp, mode=0o700, exist_ok=True)
+        ensure_private_dir(self._tmp)
         self._load()
 
     # -- start-up -----------------------------------------------------------
@@ -300,23 +342,62 @@ class Cache:
                     fill = self._fills.get(key) or self._start_fill(key, fetch, ttl)
                     # opened under the lock: the fill cannot be renamed or removed yet
                     fd = os.open(fill.tmp_path, os.O_RDONLY)
+                    fill.readers += 1
             if entry is None:
-                return self._join(fill, fd)
+                return self._join(fill, fd, fetch)
             result = self._open_hit(entry)
             if result is not None:
                 return result
         raise FileNotFoundError("cache entry keeps vanishing")
 
-    def _join(self, fill, fd):
+    def _join(self, fill, fd, fetch):
         try:
             answer = fill.wait_ready()
         except BaseException:
             os.close(fd)
+            self._leave(fill)
             raise
-        if answer.status != 200:
+        if fill.streamed or answer.status != 200:
             os.close(fd)
+            self._leave(fill)
+            return self._stream(fetch) if fill.streamed else Result(answer.status, answer.meta, 0, False)
+        return Result(200, answer.meta, answer.length, False, fill=fill, fd=fd,
+                      on_close=lambda: self._leave(fill))
+
+    @staticmethod
+    def _stream(fetch) -> Result:
+        answer = fetch()
+        if answer.status != 200:
+            answer.close()
             return Result(answer.status, answer.meta, 0, False)
-        return Result(200, answer.meta, answer.length, False, fill=fill, fd=fd)
+        return StreamedResult(answer)
+
+    def _leave(self, fill) -> None:
+        """One reader is done with the fill; the last one to leave before the end stops it."""
+        with self._lock:
+            fill.readers -= 1
+            if fill.readers == 0 and not fill.done:
+                fill.abandoned = True
+                if self._fills.get(fill.key) is fill:
+                    del self._fills[fill.key]
+
+    def _reserve(self, fill, size: int) -> bool:
+        """Count a fill's size against the cap before writing it (lock held): evict older
+        entries to make room; False when it cannot fit beside the other fills in flight."""
+        if fill.discard or size > self.max_bytes:
+            return False
+        while self.total + self.filling_bytes + size > self.max_bytes and self._index:
+            self._drop(self._index[next(iter(self._index))])
+        if self.total + self.filling_bytes + size > self.max_bytes:
+            return False
+        self.filling_bytes += size
+        fill.reserved = size
+        return True
+
+    def _unreserve(self, fill) -> None:
+        """Lock held."""
+        self.filling_bytes -= fill.reserved
+        fill.reserved = 0
 
     def _start_fill(self, key, fetch, ttl):
         tmp_path = os.path.join(self._tmp, f"{_key_name(key)}.{os.urandom(6).hex()}")
@@ -341,6 +422,11 @@ class Cache:
             header = _header_bytes({"key": list(fill.key), "size": answer.length,
                                     "meta": answer.meta, "stored_at": now,
                                     "expires_at": now + ttl})
+            with self._lock:
+                room = not fill.abandoned and self._reserve(fill, len(header) + answer.length)
+            if not room:
+                self._end_fill(fill, streamed=True)
+                return
             fd = os.open(fill.tmp_path, os.O_WRONLY)
             try:
                 write_all(fd, header)
@@ -360,6 +446,7 @@ class Cache:
         with self._lock:
             if self._fills.get(fill.key) is fill:
                 del self._fills[fill.key]
+            self._unreserve(fill)
             _unlink(fill.tmp_path)
         fill.progress(**outcome)
 
@@ -370,6 +457,8 @@ class Cache:
         client that got the whole body and asks again finds the entry."""
         written = 0
         for chunk in answer.chunks:
+            if fill.abandoned:
+                raise FillAbandoned("no reader is left")
             if written + len(chunk) > answer.length:
                 raise FillTruncated("origin sent more than announced")
             write_all(fd, chunk)
@@ -388,9 +477,10 @@ class Cache:
         with self._lock:
             if self._fills.get(fill.key) is fill:
                 del self._fills[fill.key]
+            self._unreserve(fill)
             if not fill.discard and ttl > 0 and size <= self.max_bytes:
                 path = self._path(fill.key)
-                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+                ensure_private_dir(os.path.dirname(path))
                 os.replace(fill.tmp_path, path)
                 old = self._index.pop(fill.key, None)
                 if old is not None:

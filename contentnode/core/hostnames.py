@@ -84,7 +84,9 @@ def host_from_header(value: str | None) -> str | None:
     value = value.strip()
     if value.startswith("["):
         return None
-    name = value.rsplit(":", 1)[0] if ":" in value else value
+    name, _, port = value.rpartition(":") if ":" in value else (value, "", "")
+    if not (port.isascii() and port.isdigit() and len(port) <= 5 or port == ""):
+        return None
     try:
         return normalize_host(name)
     except HostnameError:

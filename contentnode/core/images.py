@@ -12,6 +12,8 @@ import importlib
 import io
 from dataclasses import dataclass
 
+from contentnode.core.text import whole_number
+
 PARAMS = ("w", "h", "fit", "format", "q")
 FITS = ("contain", "cover")
 FORMATS = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
@@ -54,9 +56,10 @@ def available() -> bool:
 
 def _int_param(query, name, low, high):
     raw = query[name]
-    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
+    number = whole_number(raw)
+    if number is None or not low <= number <= high:
         raise ImageError(f"{name} must be an integer from {low} to {high}", field=name)
-    return int(raw)
+    return number
 
 
 def parse(query: dict) -> Variant | None:

@@ -22,8 +22,13 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
 
+from contentnode.core import dns
+from contentnode.core.text import whole_number
+
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_BYTES = 1 << 20
+# "This network" and the reserved class E block, which holds the limited broadcast 255.255.255.255.
+RESERVED_NETWORKS = tuple(ipaddress.ip_network(n) for n in ("0.0.0.0/8", "240.0.0.0/4"))
 # Cloud metadata services outside the link-local ranges (AWS over IPv6, Alibaba Cloud).
 METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in ("fd00:ec2::254", "100.100.100.200"))
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
@@ -48,10 +53,12 @@ class OutboundPolicy:
 
     allow_private: loopback and private ranges allowed (an operator's own network).
     admin_ports: ports that must never be reached on a local address.
+    dns_server: the one resolver of every outbound feature, when the operator names one.
     """
 
     allow_private: bool = True
     admin_ports: frozenset = field(default_factory=frozenset)
+    dns_server: str | None = None  # "ip[:port]" (setting dns_resolver); None: the system resolver
 
 
 @dataclass
@@ -107,6 +114,8 @@ def _refusal(ip: ipaddress._BaseAddress, port: int, policy: OutboundPolicy) -> s
         return f"address {ip} is unspecified: refused"
     if ip.is_multicast:
         return f"address {ip} is multicast: refused"
+    if any(ip in net for net in RESERVED_NETWORKS):
+        return f"address {ip} is reserved or broadcast (0.0.0.0/8, 240.0.0.0/4): refused"
     if ip.is_link_local:
         return f"address {ip} is link-local (cloud metadata range): refused"
     if ip in METADATA_ADDRESSES:
@@ -116,6 +125,21 @@ def _refusal(ip: ipaddress._BaseAddress, port: int, policy: OutboundPolicy) -> s
     if not policy.allow_private and (ip.is_loopback or ip.is_private or not ip.is_global):
         return f"address {ip} is private or loopback, and the outbound policy refuses those"
     return None
+
+
+def _resolve(host: str, port: int, dns_server: str | None) -> list[str]:
+    """Addresses of `host`, best first: the system's order, or the named DNS server's (A, then AAAA)."""
+    try:
+        if dns_server:
+            found = dns.resolve(host, dns_server)
+            addresses = found["A"] + found["AAAA"]
+        else:
+            addresses = [info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+    except (socket.gaierror, dns.ResolveError, UnicodeError, ValueError) as exc:
+        raise OutboundError("dns", f"name {host!r} did not resolve ({exc})") from None
+    if not addresses:
+        raise OutboundError("dns", f"name {host!r} did not resolve")
+    return addresses
 
 
 def vet_address(host: str, port: int, policy: OutboundPolicy) -> list[str]:
@@ -128,16 +152,11 @@ def vet_address(host: str, port: int, policy: OutboundPolicy) -> list[str]:
         literal = ipaddress.ip_address(host.strip("[]"))
         candidates = [literal]
     except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as exc:
-            raise OutboundError("dns", f"name {host!r} did not resolve ({exc})") from None
-        seen = []
-        for info in infos:
-            ip = ipaddress.ip_address(info[4][0].split("%")[0])
-            if ip not in seen:
-                seen.append(ip)
-        candidates = seen
+        candidates = []
+        for text in _resolve(host, port, policy.dns_server):
+            ip = ipaddress.ip_address(text.split("%")[0])
+            if ip not in candidates:
+                candidates.append(ip)
     allowed, refusals = [], []
     for ip in candidates:
         why = _refusal(ip, port, policy)
@@ -366,8 +385,9 @@ def split_url(url: str) -> tuple[str, str, int, str]:
 def read_capped(response, max_bytes: int, deadline: float) -> bytes:
     """Read a response body, refusing more than max_bytes or reading past the deadline."""
     length = response.getheader("Content-Length")
-    if length and length.isascii() and length.isdigit() and int(length) > max_bytes:
-        raise OutboundError("response", f"response of {int(length)} bytes is larger than the {max_bytes} byte cap")
+    declared = whole_number(length) if length and length.isascii() and length.isdigit() else None
+    if length and length.isascii() and length.isdigit() and (declared is None or declared > max_bytes):
+        raise OutboundError("response", f"response of {length[:20]} bytes is larger than the {max_bytes} byte cap")
     chunks, total = [], 0
     while True:
         if time.monotonic() > deadline:

@@ -180,9 +180,22 @@ class _Blank(dict):
         return "?"
 
 
+def one_line(value, limit: int = 200) -> str:
+    """A field value as one line: line breaks and other control characters escaped, length capped,
+    so text someone typed (a username, a bucket name) cannot add lines to an operator's alert."""
+    text = str(value)
+    text = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+MULTILINE_FIELDS = {"notes"}  # release notes from the update feed keep their lines
+
+
 def format_message(event, fields, node_name):
-    """(subject, text) for one event; secret-looking fields are never printed."""
-    shown = {k: v for k, v in fields.items() if not _SECRET_FIELD.search(k)}
+    """(subject, text) for one event; secret-looking fields are never printed, the others on one line."""
+    shown = {k: v if k in MULTILINE_FIELDS else one_line(v)
+             for k, v in fields.items() if not _SECRET_FIELD.search(k)}
+    node_name = one_line(node_name)
     subject_t, body_t = EVENTS.get(event, (event.replace("_", " "), ""))
     subject = f"[{node_name}] " + subject_t.format_map(_Blank(shown))
     lines = [body_t.format_map(_Blank(shown)).strip(), "", f"Event: {event}", f"Node: {node_name}"]

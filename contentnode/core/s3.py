@@ -23,6 +23,7 @@ from urllib.parse import quote, urlsplit
 
 from contentnode.core import netguard
 from contentnode.core.steps import Steps, elapsed_ms
+from contentnode.core.text import whole_number
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 LIST_MAX_BYTES = 4 << 20
@@ -188,9 +189,9 @@ def _object_info(status: int, headers: dict) -> ObjectInfo:
     size = None
     match = re.match(r"bytes \d+-\d+/(\d+)", headers.get("content-range", ""))
     if match:
-        size = int(match.group(1))
-    elif _digits(headers.get("content-length", "")):
-        size = int(headers["content-length"])
+        size = whole_number(match.group(1))
+    else:
+        size = whole_number(headers.get("content-length", ""))
     return ObjectInfo(status, size, headers.get("content-type"), headers.get("etag"),
                       headers.get("last-modified"), headers)
 
@@ -389,9 +390,10 @@ class S3Client:
         if response.status >= 300:
             raise self._fail(conn, response, headers, "object", deadline)
         length = headers.get("content-length", "")
-        if _digits(length) and int(length) > max_bytes:
+        declared = whole_number(length)
+        if _digits(length) and (declared is None or declared > max_bytes):
             conn.close()
-            raise S3Error("too_large", f"the object's {length} bytes exceed the {max_bytes} byte cap")
+            raise S3Error("too_large", f"the object's {length[:20]} bytes exceed the {max_bytes} byte cap")
         return ObjectStream(conn, response, _object_info(response.status, headers), deadline, max_bytes,
                             self.timeout)
 
@@ -427,7 +429,7 @@ def parse_list(body: bytes) -> ListPage:
     keys = []
     for item in root.findall("Contents"):
         size = item.findtext("Size") or "0"
-        keys.append({"key": item.findtext("Key"), "size": int(size) if _digits(size) else None,
+        keys.append({"key": item.findtext("Key"), "size": whole_number(size),
                      "etag": item.findtext("ETag"), "last_modified": item.findtext("LastModified")})
     truncated = (root.findtext("IsTruncated") or "false").lower() == "true"
     return ListPage(keys, truncated, root.findtext("NextContinuationToken"))

@@ -105,11 +105,15 @@ def _bool(field, value):
 
 
 def http_url(field, value, allow_path=True):
-    """An absolute http(s) URL with a host and no credentials or fragment."""
+    """An absolute http(s) URL with a host and no credentials or fragment, in ASCII form.
+
+    The host becomes IDNA (punycode) and the path and query percent-encoded, so
+    the URL can be sent in a header (a redirect's Location) and an HTTP request line.
+    """
     value = _text(field, value, 2048)
     try:
         parts = urllib.parse.urlsplit(value)
-        parts.port  # raises ValueError on a bad port
+        port = parts.port  # raises ValueError on a bad port
     except ValueError:
         raise FieldError(f"{field} is not a valid URL", field) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -118,7 +122,30 @@ def http_url(field, value, allow_path=True):
         raise FieldError(f"{field} must not hold credentials or a fragment", field)
     if not allow_path and (parts.path not in ("", "/") or parts.query):
         raise FieldError(f"{field} must not have a path or query", field)
-    return value
+    host = _ascii_host(field, parts.hostname)
+    netloc = host if port is None else f"{host}:{port}"
+    path = urllib.parse.quote(parts.path, safe=_URL_SAFE)
+    query = urllib.parse.quote(parts.query, safe=_URL_SAFE + "?")
+    return urllib.parse.urlunsplit((parts.scheme, netloc, path, query, ""))
+
+
+_URL_SAFE = "/%:@!$&'()*+,;=-._~"
+
+
+def _ascii_host(field, host: str) -> str:
+    """An IP literal as is (IPv6 in brackets); a name in IDNA form, or FieldError."""
+    try:
+        address = ipaddress.ip_address(host)
+        return f"[{address}]" if address.version == 6 else str(address)
+    except ValueError:
+        pass
+    try:
+        ascii_host = host.encode("idna").decode("ascii") if not host.isascii() else host
+    except UnicodeError:
+        raise FieldError(f"{field} has a host that is not a valid internationalised name", field) from None
+    if not re.fullmatch(r"[a-z0-9.\-_]+", ascii_host):
+        raise FieldError(f"{field} has a host with characters a host name cannot hold", field)
+    return ascii_host
 
 
 def hostname(field, value, fqdn=True):

@@ -8,3 +8,17 @@ def encodable(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+MAX_DIGITS = 18  # every count, size, time and port fits; int() never sees a 4,301-digit string
+
+
+def whole_number(text) -> int | None:
+    """The value of a string of 1 to 18 ASCII digits, else None.
+
+    Numbers from the wire (headers, query strings, origin replies) pass here:
+    str.isdigit also accepts "²", and int() raises on more than 4,300 digits.
+    """
+    if not isinstance(text, str) or not 0 < len(text) <= MAX_DIGITS or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)

@@ -1,7 +1,13 @@
 """The request object handed to routers and handlers: parsed, never a socket."""
 
+import re
 import time
 from urllib.parse import parse_qsl, unquote
+
+from contentnode.core.text import whole_number
+
+TOO_LONG = 10 ** 18  # a Content-Length of more digits than any body could have
+_HOST_HEADER = re.compile(r"(\[[0-9a-f:.]+\]|[^\[\]:@/\s]+)(?::[0-9]{0,5})?")
 
 
 class Request:
@@ -52,18 +58,20 @@ class Request:
         if value is None:
             return None
         value = value.strip()
-        return int(value) if value.isascii() and value.isdigit() else -1
+        number = whole_number(value)
+        if number is not None:
+            return number
+        return TOO_LONG if value.isascii() and value.isdigit() else -1
 
     @property
     def chunked(self) -> bool:
         return "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
 
     def host_name(self) -> str:
-        """The Host header without its port, IPv6 brackets kept."""
-        host = self.host
-        if host.startswith("["):
-            return host[: host.find("]") + 1] if "]" in host else host
-        return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        """The Host header without its port, IPv6 brackets kept; "" when it is not
+        `name[:port]` or `[v6]:port` exactly (`[::1]evil.example`, `localhost:abc`)."""
+        found = _HOST_HEADER.fullmatch(self.host)
+        return found.group(1) if found else ""
 
     def read_body(self) -> bytes:
         """Read the declared body; the router has already bounded its size.

@@ -6,6 +6,10 @@ automatic `100 Continue`. This module keeps its parser and fixes the rest:
 
 - HTTP/1.1 keep-alive; one write path that always sets Content-Length;
 - a cap on connections (over it: 503 and close, never an unbounded thread);
+- a cap on the whole request head (MAX_HEAD), so an unfinished request holds
+  at most that much, and strict framing: a malformed Content-Length is 400, a
+  transfer coding other than plain `chunked` is 501, both framings at once 400;
+- no exception ends a connection silently: it is logged once and answered 500;
 - an idle timeout between requests and a total deadline for reading one
   request (a watchdog shuts the socket of a client that sends one byte a second);
 - TLS handshakes in the worker thread, not in the accept loop;
@@ -74,6 +78,12 @@ def _shutdown(sock) -> None:
         pass
 
 
+def _internal_error(handler) -> Response:
+    """The answer to an exception nobody else caught; the connection closes after it."""
+    handler.close_connection = True
+    return json_response({"error": {"code": "internal", "message": "internal error"}}, 500)
+
+
 def check_header(name: str, value: str) -> None:
     """Refuse header injection: a name must be a token, a value free of CR, LF and NUL."""
     if "\n" in value or "\r" in value or "\0" in value or not _TOKEN.fullmatch(name):
@@ -81,6 +91,7 @@ def check_header(name: str, value: str) -> None:
 
 
 MAX_HEADERS = 100
+MAX_HEAD = 65536  # request line and header lines together; worst case per connection
 
 
 class Headers(dict):
@@ -190,8 +201,8 @@ class RequestHandler(BaseHTTPRequestHandler):
             return
         server.watchdog.arm(self.connection, time.monotonic() + server.request_timeout)
         try:
-            self.raw_requestline = self.rfile.readline(65537)
-            if len(self.raw_requestline) > 65536:
+            self.raw_requestline = self.rfile.readline(MAX_HEAD + 1)
+            if len(self.raw_requestline) > MAX_HEAD:
                 self.requestline = self.request_version = self.command = ""
                 self.send_error(414)
                 return
@@ -199,8 +210,11 @@ class RequestHandler(BaseHTTPRequestHandler):
                 return
             self.close_connection = self.close_connection or server.closing
             server.serve_request(self)
-        except (OSError, ValueError):
+        except OSError:
             self.close_connection = True
+        except Exception:
+            self.close_connection = True
+            log.exception("%s: request from %s failed", server.name, self.client_address[0])
         finally:
             server.watchdog.disarm(self.connection)
 
@@ -223,10 +237,12 @@ class RequestHandler(BaseHTTPRequestHandler):
             return False
         self.request_version = version
         headers = Headers()
+        budget = MAX_HEAD - len(self.raw_requestline)
         for _ in range(MAX_HEADERS + 1):
-            line = self.rfile.readline(65537)
-            if len(line) > 65536:
-                self.send_error(431)
+            line = self.rfile.readline(budget + 1)
+            budget -= len(line)
+            if budget < 0:
+                self.send_error(431, f"the request head is larger than {MAX_HEAD} bytes")
                 return False
             if line in (b"\r\n", b"\n"):
                 break
@@ -243,9 +259,26 @@ class RequestHandler(BaseHTTPRequestHandler):
             self.send_error(431, "too many headers")
             return False
         self.headers = headers
+        if not self._framing_ok(headers):
+            return False
         connection = headers.get("connection", "").lower()
         self.close_connection = ("close" in connection if version == "HTTP/1.1"
                                  else "keep-alive" not in connection)
+        return True
+
+    def _framing_ok(self, headers) -> bool:
+        """RFC 9112 §6: one unambiguous body length, or refuse and close (smuggling defence)."""
+        length = headers.get("content-length")
+        coding = headers.get("transfer-encoding")
+        if length is not None and not (length.isascii() and length.isdigit()):
+            self.send_error(400, "Content-Length is malformed")
+            return False
+        if coding is not None and coding.strip().lower() != "chunked":
+            self.send_error(501, "the only transfer coding accepted is chunked")
+            return False
+        if coding is not None and length is not None:
+            self.send_error(400, "Content-Length and Transfer-Encoding together are refused")
+            return False
         return True
 
     def handle_expect_100(self):
@@ -263,7 +296,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         """Parser-level errors (bad request line, huge headers) as JSON, then close."""
         self.close_connection = True
         codes = {400: "bad_request", 414: "uri_too_long", 431: "headers_too_large",
-                 505: "http_version_not_supported"}
+                 501: "not_implemented", 505: "http_version_not_supported"}
         error = ApiError(code, codes.get(code, "bad_request"), message or _REASONS.get(code, "error"))
         if not getattr(self, "command", None):
             self.command = "GET"
@@ -377,6 +410,9 @@ class Server(ThreadingHTTPServer):
         except (ConnectionError, TimeoutError, socket.timeout):
             handler.close_connection = True
             return
+        except Exception:
+            log.exception("%s: request failed: %s %s", self.name, handler.command, handler.path[:200])
+            response = _internal_error(handler)
         if response is None:
             return
         self.write(handler, response)
@@ -384,22 +420,21 @@ class Server(ThreadingHTTPServer):
             self.on_request(self.name, handler, response, time.monotonic() - started)
 
     def write(self, handler, response: Response) -> None:
-        """The one write path: status line, safe headers, Content-Length, body."""
-        status = response.status
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
-                 "Server: contentnode",
-                 f"Date: {http_date()}"]
-        for name, value in response.headers:
-            check_header(name, str(value))
-            lines.append(f"{name}: {value}")
-        bodyless = status in (204, 304) or 100 <= status < 200
-        if not bodyless:
-            lines.append(f"Content-Length: {response.length}")
-        if handler.close_connection or self.closing:
-            handler.close_connection = True
-            lines.append("Connection: close")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        """The one write path: status line, safe headers, Content-Length, body.
+
+        A head that cannot be written (a header with CR/LF, text that is not
+        Latin-1) is found before a byte is sent: logged, and answered 500.
+        """
+        try:
+            head = self._head(handler, response)
+        except Exception:
+            log.exception("%s: response to %s %s cannot be sent", self.name, handler.command, handler.path[:200])
+            if not isinstance(response.body, bytes):
+                response.body.close()
+            response = _internal_error(handler)
+            head = self._head(handler, response)
         body = response.body
+        bodyless = response.status in (204, 304) or 100 <= response.status < 200
         send_body = not bodyless and handler.command != "HEAD" and not response.head_only
         try:
             if isinstance(body, bytes):
@@ -416,6 +451,21 @@ class Server(ThreadingHTTPServer):
             if not isinstance(body, bytes):
                 body.close()
         handler.bytes_sent = len(head) + (response.length if send_body else 0)
+
+    def _head(self, handler, response: Response) -> bytes:
+        status = response.status
+        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+                 "Server: contentnode",
+                 f"Date: {http_date()}"]
+        for name, value in response.headers:
+            check_header(name, str(value))
+            lines.append(f"{name}: {value}")
+        if not (status in (204, 304) or 100 <= status < 200):
+            lines.append(f"Content-Length: {response.length}")
+        if handler.close_connection or self.closing:
+            handler.close_connection = True
+            lines.append("Connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def _send_file(self, handler, body: FileBody) -> None:
         sock, offset, left = handler.connection, body.offset, body.length
@@ -445,6 +495,8 @@ class Server(ThreadingHTTPServer):
                 if chunk:
                     handler.wfile.write(chunk)
                     sent += len(chunk)
+        except OSError as exc:  # the client went away, or the origin did: nothing to add to the log
+            log.debug("%s: streaming a response ended early: %s", self.name, exc)
         except Exception:
             log.exception("%s: streaming a response failed", self.name)
         if sent != body.length:
