@@ -15,7 +15,7 @@ import re
 from contentnode.api import buckets as buckets_api
 from contentnode.api.domains import REDIRECT_CODES
 from contentnode.api.policy import LIMITS
-from contentnode.api.session import USERNAME_PATTERN
+from contentnode.api.login import USERNAME_PATTERN
 from contentnode.auth.policy import DEFAULT_POLICY, TWO_FACTOR_MODES
 from contentnode.auth.scopes import ROLES, invalid_scopes
 from contentnode.clock import parse_rfc3339
@@ -24,7 +24,7 @@ from contentnode.core import settings as st
 from contentnode.core.backup import BackupError
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.http.errors import ApiError
-from contentnode.https import HTTPS_DEFAULTS
+from contentnode.tls import HTTPS_DEFAULTS
 
 DOMAIN_STATUSES = ("pending", "verified", "failed")
 _HEX = re.compile(r"[0-9a-f]+")

@@ -11,16 +11,12 @@ import secrets
 from urllib.parse import urlsplit
 
 from contentnode.api import validate as v
-from contentnode.api.panel import panel_section
-from contentnode.clock import now, rfc3339
+from contentnode.clock import rfc3339
 from contentnode.core import s3
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.store import register_section
-
-register_section("buckets", dict)
 
 MAX_BUCKETS = 1000
 FIELDS = {"name", "endpoint", "region", "bucket", "access_key", "secret_key", "path_style"}
@@ -134,7 +130,7 @@ def create_bucket(req):
     v.only(body, FIELDS)
     record = _fields(body, partial=False)
     _check_record(record)
-    stamp = rfc3339(now())
+    stamp = rfc3339(req.app.clock.now())
     record = {"id": secrets.token_hex(6), **record, "created_at": stamp, "updated_at": stamp,
               "last_check": None}
     with req.app.store.transaction() as doc:
@@ -157,7 +153,7 @@ def update_bucket(req):
         _check_record(record)
         if "name" in changes:
             _unique_name(doc, record["name"], bucket_id)
-        record["updated_at"] = rfc3339(now())
+        record["updated_at"] = rfc3339(req.app.clock.now())
         if changes.keys() - {"name"}:
             record["last_check"] = None  # the last check was of another configuration
     req.audit("bucket.update", target=bucket_id, detail={"fields": sorted(changes)})
@@ -177,7 +173,7 @@ def delete_bucket(req):
 
 
 def client_for(app, record: dict) -> s3.S3Client:
-    return s3.S3Client(s3.BucketConfig.from_record(record), app.outbound, clock=now)
+    return s3.S3Client(s3.BucketConfig.from_record(record), app.outbound, clock=app.clock.now)
 
 
 def _target(req, allowed: set) -> tuple[str | None, dict]:
@@ -211,7 +207,7 @@ def check_bucket(req):
 
 def _record_check(app, bucket_id: str, name: str, report: dict) -> None:
     failed = next((step for step in report["steps"] if not step["ok"]), None)
-    summary = {"ok": report["ok"], "at": rfc3339(now()),
+    summary = {"ok": report["ok"], "at": rfc3339(app.clock.now()),
                "failed_step": failed["name"] if failed else None, "detail": failed["detail"] if failed else None}
     with app.store.transaction() as doc:
         if bucket_id in doc["buckets"]:
@@ -232,10 +228,12 @@ def try_object(req):
     return {"id": bucket_id, "key": key, **result}
 
 
-@panel_section("buckets", "buckets:read")
 def _panel_buckets(req):
     return list_buckets(req)["buckets"]
 
+
+SECTIONS = {"buckets": dict}
+PANEL_SECTIONS = [("buckets", "buckets:read", _panel_buckets)]
 
 ROUTES = [
     Route("GET", "/api/buckets", "buckets:read", list_buckets),

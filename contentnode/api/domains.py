@@ -6,21 +6,17 @@ check proved the name reaches this node (verified), failed, or was never run
 host, after ACME challenges and the HTTPS upgrade.
 """
 
-import json
 from urllib.parse import urlsplit
 
 from contentnode.api import validate as v
-from contentnode.api.panel import panel_section
-from contentnode.clock import now, rfc3339
+from contentnode.clock import rfc3339
 from contentnode.core import domaincheck, settings
-from contentnode.core.hostnames import HostnameError, host_from_header, normalize_host, unicode_form
+from contentnode.core.hostnames import HostnameError, normalize_host, unicode_form
 from contentnode.http.errors import conflict, invalid, not_found
-from contentnode.http.response import Response, created, no_content
+from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.public import register_public_hook
-from contentnode.store import register_section
 
-register_section("domains", dict)
+SECTIONS = {"domains": dict}
 
 MAX_DOMAINS = 1000
 REDIRECT_CODES = (301, 302, 307, 308)
@@ -66,7 +62,7 @@ def add_domain(req):
     body = v.require_object(req.body)
     v.only(body, {"host"})
     host = host_field(body)
-    stamp = rfc3339(now())
+    stamp = rfc3339(req.app.clock.now())
     record = {"host": host, "status": "pending", "created_at": stamp, "updated_at": stamp,
               "last_check": None, "redirect": None, "certificate": None}
     with req.app.store.transaction() as doc:
@@ -113,7 +109,7 @@ def run_check(app, host: str) -> domaincheck.Steps:
     secret = bytes.fromhex(app.store.data["node"]["secret"])
     steps = domaincheck.check_domain(host, scheme, port, secret, app.outbound,
                                      dns_server=app.config.dns_resolver or None)
-    stamp = rfc3339(now())
+    stamp = rfc3339(app.clock.now())
     with app.store.transaction() as doc:
         record = doc["domains"].get(host)
         if record is not None:
@@ -183,33 +179,17 @@ def set_redirect(req):
         if record is None:
             raise not_found(f"domain {host} is not configured")
         record["redirect"] = None if to is None else {"to": to, "code": code, "keep_path": keep_path}
-        record["updated_at"] = rfc3339(now())
+        record["updated_at"] = rfc3339(req.app.clock.now())
     req.audit("domain.redirect", target=host, detail={"to": to, "code": code if to else None})
     return public_view(record)
 
 
-def redirect_hook(req):
-    """Public port: answer every request to a host that has a redirect."""
-    host = host_from_header(req.headers.get("Host"))
-    record = req.app.store.data["domains"].get(host) if host else None
-    redirect = record and record.get("redirect")
-    if not redirect:
-        return None
-    location = redirect["to"]
-    if redirect["keep_path"]:
-        location = location.rstrip("/") + req.target
-    return Response(redirect["code"], [("Location", location), ("Content-Type", "application/json"),
-                                        ("Cache-Control", "no-store")],
-                    json.dumps({"redirect": location}).encode() + b"\n")
-
-
-@panel_section("domains", "domains:read")
 def _panel_domains(req):
     return list_domains(req)["domains"]
 
 
-REDIRECT_HOOK_ORDER = 30
-register_public_hook(redirect_hook, REDIRECT_HOOK_ORDER)
+PANEL_SECTIONS = [("domains", "domains:read", _panel_domains)]
+
 
 ROUTES = [
     Route("GET", "/api/domains", "domains:read", list_domains),

@@ -1,8 +1,7 @@
 """The logged-in user's own account: who am I, change my password."""
 
-from contentnode import clock
 from contentnode.api import validate as v
-from contentnode.api.session import (attempt_succeeded, check_rate_limit, checked_new_password, count_failure,
+from contentnode.api.login import (attempt_succeeded, check_rate_limit, checked_new_password, count_failure,
                                      limiter_keys)
 from contentnode.auth.users import public_user
 from contentnode.http.errors import ApiError
@@ -33,7 +32,7 @@ def change_password(req):
     with req.app.store.transaction() as doc:
         record = doc["users"][req.user["id"]]
         record["password_hash"] = new_hash
-        record["password_changed_at"] = clock.now()
+        record["password_changed_at"] = req.app.clock.now()
     ended = req.app.sessions.end_user_sessions(req.user["id"], keep_id=req.session["id"])
     req.audit("me.password", target=req.user["username"], detail={"other_sessions_ended": ended})
     return no_content()

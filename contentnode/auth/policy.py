@@ -1,7 +1,5 @@
 """The security policy: 2FA requirement, password length, session and lockout limits."""
 
-from contentnode.store import register_section
-
 TWO_FACTOR_MODES = ("off", "optional", "admins", "all")
 
 DEFAULT_POLICY = {
@@ -24,5 +22,5 @@ def _default_policy() -> dict:
     return dict(DEFAULT_POLICY)
 
 
-register_section("policy", _default_policy)
-register_section("users", dict)
+# The state sections the accounts live in: the offline commands open only these.
+ACCOUNT_SECTIONS = {"users": dict, "policy": _default_policy}
