@@ -1,32 +1,42 @@
-"""The daemon's one clock.
+"""The daemon's one clock, and RFC 3339 helpers.
 
 Everything that compares times (sessions, lockouts, links, certificates) asks
-`now()`, so tests can move time without sleeping: when the environment variable
-CONTENTNODE_TEST_CLOCK_FILE names a file, its content (a number of seconds) is
-added to the real time. Production never sets it.
+the App's Clock, so tests can move time without sleeping: a Clock built with
+an offset file adds that file's content (a number of seconds) to the real
+time. The composition root builds it (Clock.from_environment reads
+CONTENTNODE_TEST_CLOCK_FILE there, not at import); production never sets it.
 """
 
 import os
 import time
 from datetime import datetime
 
-_CLOCK_FILE = os.environ.get("CONTENTNODE_TEST_CLOCK_FILE")
+CLOCK_FILE_VARIABLE = "CONTENTNODE_TEST_CLOCK_FILE"
 
 
-def _offset() -> float:
-    """Read on every call: only tests set the file, and they change it at will."""
-    try:
-        with open(_CLOCK_FILE, encoding="ascii") as f:
-            return float(f.read().strip() or 0)
-    except (OSError, ValueError):
-        return 0.0
+class Clock:
+    """Real time, shifted by the number in `offset_file` when one is given."""
 
+    def __init__(self, offset_file: str | None = None):
+        self.offset_file = offset_file
 
-def now() -> float:
-    """Seconds since the epoch, shifted by the test offset when one is configured."""
-    if _CLOCK_FILE:
-        return time.time() + _offset()
-    return time.time()
+    @classmethod
+    def from_environment(cls, environ=os.environ) -> "Clock":
+        return cls(environ.get(CLOCK_FILE_VARIABLE) or None)
+
+    def _offset(self) -> float:
+        """Read on every call: only tests set the file, and they change it at will."""
+        try:
+            with open(self.offset_file, encoding="ascii") as f:
+                return float(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0.0
+
+    def now(self) -> float:
+        """Seconds since the epoch, shifted by the test offset when one is configured."""
+        if self.offset_file:
+            return time.time() + self._offset()
+        return time.time()
 
 
 def rfc3339(ts: float | None) -> str | None:

@@ -10,32 +10,22 @@ disk as they were. Append-heavy data (audit, traffic, cache) lives elsewhere.
 import json
 import os
 import threading
-from collections.abc import MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from contextlib import contextmanager
+from types import MappingProxyType
 
 from contentnode.fileio import atomic_write
 
 SCHEMA_VERSION = 1
 STATE_FILE = "state.json"
 
-# Top-level sections of the document: name -> factory of its default value.
-_SECTIONS = {}
-# Migrations: MIGRATIONS[v] turns a version-v document into version v+1.
-MIGRATIONS = {}
+# Migrations: MIGRATIONS[v] turns a version-v document into version v+1. Declared
+# here beside SCHEMA_VERSION, which goes up by one with each entry added.
+MIGRATIONS: Mapping[int, Callable[[dict], dict]] = MappingProxyType({})
 
 
 class StoreError(Exception):
     """The state file cannot be used; the daemon must stop rather than reset it."""
-
-
-def register_section(name: str, default_factory) -> None:
-    """Declare a top-level key of the document (a resource area's own data)."""
-    _SECTIONS.setdefault(name, default_factory)
-
-
-def section_defaults() -> dict:
-    """{name: default value} of every registered section, fresh copies."""
-    return {name: factory() for name, factory in _SECTIONS.items()}
 
 
 def migrate(doc: dict, path: str) -> dict:
@@ -105,8 +95,15 @@ class Transaction(MutableMapping):
 
 
 class Store:
-    def __init__(self, data_dir: str):
+    """The document whose top-level sections are `sections` ({name: factory of its default}).
+
+    The daemon passes the whole schema (contentnode.api.SECTIONS); the offline
+    account commands only the sections they touch.
+    """
+
+    def __init__(self, data_dir: str, sections: Mapping[str, Callable[[], object]]):
         self.path = os.path.join(data_dir, STATE_FILE)
+        self.sections = dict(sections)
         self._lock = threading.RLock()
         self._encoded = {}  # section name -> its JSON bytes, as on disk
         self._data = {}
@@ -131,12 +128,16 @@ class Store:
             if not isinstance(doc, dict):
                 raise StoreError(f"the state file {self.path} is not a JSON object")
             doc = migrate(doc, self.path)
-        for name, factory in _SECTIONS.items():
+        for name, factory in self.sections.items():
             doc.setdefault(name, factory())
         self._encoded = {name: _encode(value) for name, value in doc.items()}
         self._data = doc
         if raw is None:
             atomic_write(self.path, _join(self._encoded))
+
+    def section_defaults(self) -> dict:
+        """{name: default value} of every declared section, fresh copies."""
+        return {name: factory() for name, factory in self.sections.items()}
 
     @property
     def data(self) -> dict:

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from contentnode.api import all_routes
+from contentnode.api import ROUTES as ALL_ROUTES
 from tests.accounts import PASSWORD, create_user, logged_in
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 
@@ -23,7 +23,7 @@ USERS = {  # name: (role, chosen scopes, scopes the spec says the user holds)
     "mo": ("custom", ["metrics:read"], {"metrics:read"}),
     "pat": ("custom", ["users:manage", "notifications:manage"], {"users:manage", "notifications:manage"}),
 }
-ROUTES = all_routes()
+ROUTES = ALL_ROUTES
 PROTECTED = [r for r in ROUTES if r.access != "public"]
 SCOPED = [r for r in ROUTES if r.access not in ("public", "login")]
 

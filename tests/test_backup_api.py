@@ -5,6 +5,7 @@ state file unchanged."""
 
 import json
 import os
+import time
 
 import pytest
 
@@ -235,7 +236,7 @@ def test_an_encrypted_backup_without_an_administrator_is_refused(node, admin):
     doc = json.loads(state(node))
     for user in doc["users"].values():
         user["role"] = "viewer"
-    document = backup.export_encrypted(doc, {}, PASSPHRASE, "crafted")
+    document = backup.export_encrypted(doc, {}, PASSPHRASE, "crafted", time.time())
     before = state(node)
     answer = admin.post("/api/backup/restore", {"backup": document, "passphrase": PASSPHRASE})
     assert answer.status == 400 and "no enabled administrator" in answer.json["error"]["message"], answer.body

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from contentnode.core import dns as dns_client
-from contentnode.core import domaincheck
+from contentnode.core import domaincheck, verify
 from contentnode.core.netguard import OutboundPolicy
 from tests.peers.pebble import ChallTestSrv
 from tests.peers.stub import LoopbackServer, QuietHandler
@@ -29,7 +29,7 @@ class _Page(LoopbackServer):
                 hosts.append(h.headers.get("Host"))
                 parts = urlsplit(h.path)
                 nonce = parse_qs(parts.query).get("nonce", [""])[0]
-                if parts.path != domaincheck.CHECK_PATH:
+                if parts.path != verify.CHECK_PATH:
                     status, body = 404, b'{"error":{"code":"not_found","message":"no"}}'
                 else:
                     status, body = 200, json.dumps({"node": node, "nonce": nonce,

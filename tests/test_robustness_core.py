@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from contentnode.clock import Clock
 from contentnode.core import acme, audit, cache, certs, netguard
 from tests.certgen import new_key
 
@@ -66,7 +67,7 @@ def test_an_http01_token_that_is_not_base64url_is_refused():
 
 
 def test_audit_entries_survive_text_no_utf8_file_can_hold(tmp_path):
-    log = audit.AuditLog(str(tmp_path))
+    log = audit.AuditLog(str(tmp_path), Clock())
     log.record("login.failure", target="ad\ud800min", ok=False)
     log.record("logout", target="x")
     with open(os.path.join(tmp_path, "audit.jsonl"), "rb") as f:
@@ -76,13 +77,13 @@ def test_audit_entries_survive_text_no_utf8_file_can_hold(tmp_path):
 
 
 def test_a_torn_last_audit_line_neither_stops_the_log_nor_hides_the_entries(tmp_path):
-    log = audit.AuditLog(str(tmp_path))
+    log = audit.AuditLog(str(tmp_path), Clock())
     log.record("setup", target="admin")
     log.record("login.success", target="admin")
     path = os.path.join(tmp_path, "audit.jsonl")
     with open(path, "ab") as f:
         f.write(b'{"id":3,"time":"2026-01-0')  # the crash came mid-append: no end, no newline
-    reopened = audit.AuditLog(str(tmp_path))  # a restart after the crash
+    reopened = audit.AuditLog(str(tmp_path), Clock())  # a restart after the crash
     entry = reopened.record("logout", target="admin")
     assert entry["id"] == 3
     entries, _ = reopened.query()
@@ -102,7 +103,7 @@ def short_writes(monkeypatch):
 
 
 def test_audit_lines_are_whole_even_when_writes_come_up_short(tmp_path, short_writes):
-    log = audit.AuditLog(str(tmp_path))
+    log = audit.AuditLog(str(tmp_path), Clock())
     log.record("setup", target="admin", detail={"role": "admin"})
     log.record("logout", target="admin")
     assert [e["action"] for e in log.query()[0]] == ["logout", "setup"]
@@ -123,7 +124,7 @@ def test_cache_entries_are_whole_even_when_writes_come_up_short(tmp_path, short_
 def test_new_audit_files_and_rotations_sync_their_folder(tmp_path, monkeypatch):
     synced = []
     monkeypatch.setattr(audit, "fsync_dir", lambda path: synced.append(path))
-    log = audit.AuditLog(str(tmp_path), max_bytes=400)
+    log = audit.AuditLog(str(tmp_path), Clock(), max_bytes=400)
     log.record("setup", target="admin")
     assert synced == [str(tmp_path)]  # the new file's name
     for _ in range(3):

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from contentnode.api import all_routes
+from contentnode.api import ROUTES as ALL_ROUTES
 from tests.node import ROOT
 
 PUBLIC, LOGIN = "public", "login"
@@ -68,7 +68,7 @@ PASSWORD = "conformance password 1!"
 
 
 def routed():
-    return {(r.method, r.pattern): r.access for r in all_routes()}
+    return {(r.method, r.pattern): r.access for r in ALL_ROUTES}
 
 
 def in_subtree(pattern, prefix):

@@ -1,38 +1,46 @@
-"""The admin API: one module per resource area, each exporting ROUTES.
+"""The admin API: one module per resource area, each declaring plain attributes.
 
-Adding an area is adding its module name to MODULES; the router, the
-authorization tests and the spec conformance test pick its rows up.
+Every module exports ROUTES; a module that owns data in the state document
+declares SECTIONS ({name: factory of its default}), and one that shows a
+section in GET /api/panel declares PANEL_SECTIONS [(name, scope, builder)].
+Adding an area is adding its module to MODULES; the router, the store's
+schema, the panel, the authorization tests and the spec conformance test pick
+it up from here.
 """
 
-import importlib
+from contentnode.api import (audit, backup, buckets, certs, delivery, domains, https, links, login, me,
+                             my_sessions, notifications, panel, policy, rules, settings, system,
+                             twofactor, updates, users)
+from contentnode.auth.policy import ACCOUNT_SECTIONS
 
 MODULES = [
-    "system",
-    "session",
-    "me",
-    "panel",
-    "users",
-    "twofactor",
-    "mysessions",
-    "policy",
-    "audit",
-    "settings",
-    "notifications",
-    "updates",
-    "backup",
-    "domains",
-    "buckets",
-    "rules",
-    "links",
-    "certs",
-    "https",
-    "traffic",
+    system,
+    login,
+    me,
+    panel,
+    users,
+    twofactor,
+    my_sessions,
+    policy,
+    audit,
+    settings,
+    notifications,
+    updates,
+    backup,
+    domains,
+    buckets,
+    rules,
+    links,
+    certs,
+    https,
+    delivery,
 ]
 
+ROUTES = [route for module in MODULES for route in module.ROUTES]
 
-def all_routes() -> list:
-    routes = []
-    for name in MODULES:
-        module = importlib.import_module(f"contentnode.api.{name}")
-        routes.extend(module.ROUTES)
-    return routes
+# The store's schema: every top-level section of the state document and its default.
+SECTIONS = dict(ACCOUNT_SECTIONS)
+for _module in MODULES:
+    SECTIONS.update(getattr(_module, "SECTIONS", {}))
+
+PANEL_SECTIONS = [section for module in MODULES for section in getattr(module, "PANEL_SECTIONS", [])]

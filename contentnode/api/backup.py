@@ -3,7 +3,7 @@
 The export answers the backup document itself, so `curl -o backup.json`
 works. A restore validates the whole backup first; a refused one changes
 nothing. Backups larger than the 64 KB request limit go through the offline
-`contentnode backup` command (contentnode/backup_cli.py).
+`contentnode backup` command (contentnode/cli/backup.py).
 """
 
 import os
@@ -11,21 +11,11 @@ import threading
 
 from contentnode.api.backup_records import check_records
 from contentnode.core import backup
-from contentnode.core import settings as st
 from contentnode.http.errors import forbidden, invalid
 from contentnode.http.response import json_response
 from contentnode.http.router import Route
 
 _restore_lock = threading.Lock()
-
-
-def make_export(app, passphrase):
-    """The backup document of this node: encrypted and complete with a passphrase, else plain."""
-    doc = app.store.data
-    name = st.effective(doc)["node_name"]
-    if passphrase is None:
-        return backup.export_plain(doc, name)
-    return backup.export_encrypted(doc, backup.read_files(app.data_dir), passphrase, name)
 
 
 def _require_admin(req, what: str) -> None:
@@ -56,24 +46,24 @@ def export(req):
     passphrase = _passphrase(body)
     if passphrase is not None:
         _require_admin(req, "export an encrypted backup (it holds every secret of the node)")
-    document = make_export(req.app, passphrase)
+    document = backup.make_export(req.app.store.data, req.app.data_dir, passphrase, req.app.clock.now())
     req.audit("backup.export", detail={"kind": document["kind"]})
     stamp = document["created_at"].replace(":", "").replace("-", "")
     return json_response(document, headers={
         "Content-Disposition": f'attachment; filename="contentnode-{document["kind"]}-{stamp}.json"'})
 
 
-def restore_into(app, document, passphrase, by, ip=None):
-    """Validate, keep the current state as a file, swap, audit, announce. BackupError when refused."""
+def restore_into(ctx, document, passphrase, by, ip=None):
+    """Validate, keep the current state as a file, swap, audit. BackupError when refused.
+
+    `ctx` is the App or the offline command's context: store, data_dir, clock, audit.
+    """
     with _restore_lock:
-        opened = backup.open_backup(document, passphrase, app.store.data)
+        opened = backup.open_backup(document, passphrase, ctx.store.data, ctx.store.section_defaults())
         check_records(opened.doc)
-        saved = backup.apply_restore(app.store, app.data_dir, opened)
-    app.apply_policy()
+        saved = backup.apply_restore(ctx.store, ctx.data_dir, opened, ctx.clock.now())
     detail = {"kind": opened.kind, "created_at": opened.created_at, "pre_restore": os.path.basename(saved)}
-    app.audit.record("backup.restore", detail=detail, user=by, ip=ip)
-    app.events.emit("backup_restored", kind=opened.kind, created_at=opened.created_at,
-                    by=(by or {}).get("username", "the offline command"))
+    ctx.audit.record("backup.restore", detail=detail, user=by, ip=ip)
     return detail
 
 
@@ -87,6 +77,9 @@ def restore(req):
     except backup.BackupError as exc:
         req.audit("backup.restore", ok=False, detail={"error": str(exc)})
         raise invalid(str(exc), exc.field) from None
+    req.app.apply_policy()
+    req.app.events.emit("backup_restored", kind=detail["kind"], created_at=detail["created_at"],
+                        by=req.user["username"])
     return dict(detail, restored=True)
 
 

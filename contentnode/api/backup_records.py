@@ -21,7 +21,7 @@ from contentnode.core import settings as st
 from contentnode.core.backup import BackupError
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.fields import FieldError
-from contentnode.https import HTTPS_DEFAULTS
+from contentnode.tls import HTTPS_DEFAULTS
 
 _HEX = re.compile(r"[0-9a-f]+")
 

@@ -9,15 +9,11 @@ authenticate, list); test fetches one object's metadata and first bytes.
 import secrets
 
 from contentnode.core import fields as v
-from contentnode.api.panel import panel_section
-from contentnode.clock import now, rfc3339
+from contentnode.clock import rfc3339
 from contentnode.core import buckets, rules, s3
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.store import register_section
-
-register_section("buckets", dict)
 
 MAX_BUCKETS = 1000
 
@@ -56,7 +52,7 @@ def create_bucket(req):
     v.only(body, buckets.FIELDS)
     record = buckets.record_fields(body, partial=False)
     buckets.check_record(record)
-    stamp = rfc3339(now())
+    stamp = rfc3339(req.app.clock.now())
     record = {"id": secrets.token_hex(6), **record, "created_at": stamp, "updated_at": stamp,
               "last_check": None}
     with req.app.store.transaction() as doc:
@@ -79,7 +75,7 @@ def update_bucket(req):
         buckets.check_record(record)
         if "name" in changes:
             _unique_name(doc, record["name"], bucket_id)
-        record["updated_at"] = rfc3339(now())
+        record["updated_at"] = rfc3339(req.app.clock.now())
         if changes.keys() - {"name"}:
             record["last_check"] = None  # the last check was of another configuration
     req.audit("bucket.update", target=bucket_id, detail={"fields": sorted(changes)})
@@ -100,7 +96,7 @@ def delete_bucket(req):
 
 
 def client_for(app, record: dict) -> s3.S3Client:
-    return s3.S3Client(s3.BucketConfig.from_record(record), app.outbound, clock=now)
+    return s3.S3Client(s3.BucketConfig.from_record(record), app.outbound, clock=app.clock.now)
 
 
 def _target(req, allowed: set) -> tuple[str | None, dict]:
@@ -134,7 +130,7 @@ def check_bucket(req):
 
 def _record_check(app, bucket_id: str, name: str, report: dict) -> None:
     failed = next((step for step in report["steps"] if not step["ok"]), None)
-    summary = {"ok": report["ok"], "at": rfc3339(now()),
+    summary = {"ok": report["ok"], "at": rfc3339(app.clock.now()),
                "failed_step": failed["name"] if failed else None, "detail": failed["detail"] if failed else None}
     with app.store.transaction() as doc:
         if bucket_id in doc["buckets"]:
@@ -155,10 +151,12 @@ def try_object(req):
     return {"id": bucket_id, "key": key, **result}
 
 
-@panel_section("buckets", "buckets:read")
 def _panel_buckets(req):
     return list_buckets(req)["buckets"]
 
+
+SECTIONS = {"buckets": dict}
+PANEL_SECTIONS = [("buckets", "buckets:read", _panel_buckets)]
 
 ROUTES = [
     Route("GET", "/api/buckets", "buckets:read", list_buckets),

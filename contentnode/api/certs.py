@@ -14,15 +14,13 @@ import threading
 
 from contentnode.core import fields as v
 from contentnode.api.domains import existing, run_check
-from contentnode.clock import now, parse_rfc3339, rfc3339
+from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core import certs, netguard, settings
 from contentnode.core.acme import AcmeClient, AcmeError, load_account_key
 from contentnode.core.renewal import Renewer
-from contentnode.daemon import on_start
 from contentnode.http.errors import ApiError, conflict, invalid, not_found
 from contentnode.http.response import json_response
 from contentnode.http.router import Route
-from contentnode.https import runtime
 
 log = logging.getLogger("contentnode.certs")
 
@@ -40,7 +38,7 @@ class PreflightFailed(Exception):
 
 def install(app, host: str, bundle: certs.Bundle, source: str) -> dict:
     """Store a validated bundle for host and record its summary; returns the summary."""
-    info = dict(certs.summary(bundle.leaf), source=source, installed_at=rfc3339(now()))
+    info = dict(certs.summary(bundle.leaf), source=source, installed_at=rfc3339(app.clock.now()))
     app.tls.certs.save(host, bundle)
     with app.store.transaction() as doc:
         record = doc["domains"].get(host)
@@ -64,7 +62,7 @@ def upload_cert(req):
         v.text(body, name, max_len=60000, strip=False)
     existing(req, host)
     try:
-        bundle = certs.validate_bundle(host, body["cert_pem"], body["key_pem"], now())
+        bundle = certs.validate_bundle(host, body["cert_pem"], body["key_pem"], req.app.clock.now())
     except certs.CertError as exc:
         raise invalid(str(exc), exc.field) from None
     info = install(req.app, host, bundle, "upload")
@@ -89,7 +87,7 @@ def issue_certificate(app, host: str) -> dict:
         cert_key, key_pem = certs.new_key_pem()
         chain_pem = client.issue([host], app.tls.challenges, cert_key)
         try:
-            bundle = certs.validate_bundle(host, chain_pem, key_pem, now())
+            bundle = certs.validate_bundle(host, chain_pem, key_pem, app.clock.now())
         except certs.CertError as exc:
             raise AcmeError("download", f"the CA's certificate is unusable: {exc}") from None
         return install(app, host, bundle, "acme")
@@ -135,19 +133,17 @@ def _renew(app, host):
     app.audit.record("cert.renew", target=host)
 
 
-@on_start
-def _start_renewal(app):
-    runtime(app)  # the renewal thread needs app.tls, whichever starter runs first
+def start_renewal(app):
+    """A first renewal pass right away (a node that was down may be late), then a daily job."""
     app.metrics.watch_certificates(functools.partial(_certificates, app))
     renewer = Renewer(functools.partial(_certificates, app), functools.partial(_renew, app), app.events.emit)
 
     def run():
         try:
-            renewer.run_once(now())
+            renewer.run_once(app.clock.now())
         except Exception:
             log.exception("certificate renewal pass failed")
 
-    # a first pass right away (a node that was down may be late), off the start-up path
     threading.Thread(target=run, name="cert-renewal-first", daemon=True).start()
     app.every(RENEWAL_INTERVAL, run, "cert-renewal")
 

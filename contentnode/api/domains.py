@@ -6,21 +6,16 @@ check proved the name reaches this node (verified), failed, or was never run
 host, after ACME challenges and the HTTPS upgrade.
 """
 
-import json
-
 from contentnode.core import fields as v
-from contentnode.api.panel import panel_section
-from contentnode.clock import now, rfc3339
+from contentnode.clock import rfc3339
 from contentnode.core import domaincheck, domains, rules, settings
-from contentnode.core.hostnames import HostnameError, host_from_header, normalize_host, unicode_form
+from contentnode.core.hostnames import HostnameError, normalize_host, unicode_form
 from contentnode.core.steps import Steps
 from contentnode.http.errors import conflict, invalid, not_found
-from contentnode.http.response import Response, created, no_content
+from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.public import register_public_hook
-from contentnode.store import register_section
 
-register_section("domains", dict)
+SECTIONS = {"domains": dict}
 
 MAX_DOMAINS = 1000
 
@@ -54,7 +49,7 @@ def add_domain(req):
     body = v.require_object(req.body)
     v.only(body, {"host"})
     host = v.host(body)
-    stamp = rfc3339(now())
+    stamp = rfc3339(req.app.clock.now())
     record = {"host": host, "status": "pending", "created_at": stamp, "updated_at": stamp,
               "last_check": None, "redirect": None, "certificate": None}
     with req.app.store.transaction() as doc:
@@ -96,7 +91,7 @@ def run_check(app, host: str) -> Steps:
     scheme, port = check_target(app)
     secret = bytes.fromhex(app.store.data["node"]["secret"])
     steps = domaincheck.check_domain(host, scheme, port, secret, app.outbound)
-    stamp = rfc3339(now())
+    stamp = rfc3339(app.clock.now())
     with app.store.transaction() as doc:
         record = doc["domains"].get(host)
         if record is not None:
@@ -148,34 +143,18 @@ def set_redirect(req):
         if record is None:
             raise not_found(f"domain {host} is not configured")
         record["redirect"] = redirect
-        record["updated_at"] = rfc3339(now())
+        record["updated_at"] = rfc3339(req.app.clock.now())
     req.audit("domain.redirect", target=host, detail={"to": redirect and redirect["to"],
                                                       "code": redirect and redirect["code"]})
     return public_view(record)
 
 
-def redirect_hook(req):
-    """Public port: answer every request to a host that has a redirect."""
-    host = host_from_header(req.headers.get("Host"))
-    record = req.app.store.data["domains"].get(host) if host else None
-    redirect = record and record.get("redirect")
-    if not redirect:
-        return None
-    location = redirect["to"]
-    if redirect["keep_path"]:
-        location = location.rstrip("/") + req.target
-    return Response(redirect["code"], [("Location", location), ("Content-Type", "application/json"),
-                                        ("Cache-Control", "no-store")],
-                    json.dumps({"redirect": location}).encode() + b"\n")
-
-
-@panel_section("domains", "domains:read")
 def _panel_domains(req):
     return list_domains(req)["domains"]
 
 
-REDIRECT_HOOK_ORDER = 30
-register_public_hook(redirect_hook, REDIRECT_HOOK_ORDER)
+PANEL_SECTIONS = [("domains", "domains:read", _panel_domains)]
+
 
 ROUTES = [
     Route("GET", "/api/domains", "domains:read", list_domains),

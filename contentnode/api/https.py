@@ -5,8 +5,7 @@ that cannot be bound is refused (409 port_in_use) and changes nothing.
 """
 
 from contentnode.core import fields as v
-from contentnode.api.panel import panel_section
-from contentnode.https import HTTPS_DEFAULTS
+from contentnode.tls import HTTPS_DEFAULTS
 from contentnode.http.errors import conflict
 from contentnode.http.router import Route
 
@@ -54,10 +53,12 @@ def put_https(req):
     return https_view(app)
 
 
-@panel_section("https", "settings:write")
 def _panel_https(req):
     return https_view(req.app)
 
+
+SECTIONS = {"https": dict}
+PANEL_SECTIONS = [("https", "settings:write", _panel_https)]
 
 ROUTES = [
     Route("GET", "/api/https", "settings:write", get_https),

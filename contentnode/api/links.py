@@ -9,16 +9,12 @@ import ipaddress
 from urllib.parse import unquote, urlsplit
 
 from contentnode.core import fields as v
-from contentnode.clock import now, rfc3339
-from contentnode.api.panel import panel_section
+from contentnode.clock import rfc3339
 from contentnode.core import rules, signing
 from contentnode.core.settings import effective
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.http.errors import invalid
 from contentnode.http.router import Route
-from contentnode.store import register_section
-
-register_section("links", signing.empty_ring)
 
 
 def _covering_rule(doc: dict, url: str) -> tuple[str, str, dict]:
@@ -59,7 +55,7 @@ def create_link(req):
         except ValueError:
             raise invalid("ip must be an IPv4 or IPv6 address", "ip") from None
     host, path, rule = _covering_rule(req.app.store.data, url)
-    stamp = now()
+    stamp = req.app.clock.now()
     ring = req.app.store.data["links"]
     if ring.get("current") not in ring.get("keys", {}):
         with req.app.store.transaction() as doc:
@@ -79,7 +75,7 @@ def rotate_key(req):
     v.only(body, {"grace_seconds"})
     grace = v.integer(body, "grace_seconds", 0, signing.MAX_GRACE,
                       default=effective(req.app.store.data)["link_grace_seconds"])
-    stamp = now()
+    stamp = req.app.clock.now()
     with req.app.store.transaction() as doc:
         doc["links"], kid, previous = signing.rotate(doc["links"], stamp, grace)
         ring = doc["links"]
@@ -96,14 +92,16 @@ def _keys(ring: dict, stamp: float) -> list:
 
 
 def list_keys(req):
-    return {"keys": _keys(req.app.store.data["links"], now())}
+    return {"keys": _keys(req.app.store.data["links"], req.app.clock.now())}
 
 
-@panel_section("links", "settings:write")
 def _panel_links(req):
     """Signing key ids and their rotation times, never the keys."""
-    return {"keys": _keys(req.app.store.data["links"], now())}
+    return {"keys": _keys(req.app.store.data["links"], req.app.clock.now())}
 
+
+SECTIONS = {"links": signing.empty_ring}
+PANEL_SECTIONS = [("links", "settings:write", _panel_links)]
 
 ROUTES = [
     Route("POST", "/api/links", "routes:write", create_link),

@@ -1,8 +1,7 @@
 """The logged-in user's own account: who am I, change my password."""
 
-from contentnode import clock
 from contentnode.core import fields as v
-from contentnode.api.session import checked_new_password, password_attempt
+from contentnode.api.login import checked_new_password, password_attempt
 from contentnode.auth.users import public_user
 from contentnode.http.errors import ApiError
 from contentnode.http.response import no_content
@@ -29,7 +28,7 @@ def change_password(req):
     with req.app.store.transaction() as doc:
         record = doc["users"][req.user["id"]]
         record["password_hash"] = new_hash
-        record["password_changed_at"] = clock.now()
+        record["password_changed_at"] = req.app.clock.now()
     ended = req.app.sessions.end_user_sessions(req.user["id"], keep_id=req.session["id"])
     req.audit("me.password", target=req.user["username"], detail={"other_sessions_ended": ended})
     return no_content()

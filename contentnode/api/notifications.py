@@ -2,16 +2,11 @@
 POST /api/notifications/test. The notifier subscribes to the event bus at
 start; deliveries run on its background queue, and a final failure is audited."""
 
-from contentnode.api.panel import panel_section
 from contentnode.core import notify
 from contentnode.core import settings as st
 from contentnode.core.fields import FieldError
-from contentnode.daemon import on_start
 from contentnode.http.errors import invalid
 from contentnode.http.router import Route
-from contentnode.store import register_section
-
-register_section("notifications", dict)
 
 
 def config(app) -> dict:
@@ -47,25 +42,24 @@ def test_notification(req):
     return {"ok": ok, "detail": detail}
 
 
-@panel_section("notifications", "notifications:manage")
 def _panel_notifications(req):
     return notify.public_view(config(req.app))
 
 
-@on_start
-def _start(app):
+def build_notifier(app) -> notify.Notifier:
+    """The notifier the App holds; failed deliveries are audited."""
     def on_result(channel, event, ok, detail):
         if not ok:
             app.audit.record("notification.failed", target=channel, ok=False,
                              detail={"event": event, "detail": detail})
 
-    app.notifier = notify.Notifier(
+    return notify.Notifier(
         get_config=lambda: config(app), get_policy=lambda: app.outbound,
         get_node_name=lambda: st.effective(app.store.data)["node_name"], on_result=on_result)
-    app.notifier.start()
-    app.events.subscribe(app.notifier.handle_event)
-    app.on_shutdown(app.notifier.stop)
 
+
+SECTIONS = {"notifications": dict}
+PANEL_SECTIONS = [("notifications", "notifications:manage", _panel_notifications)]
 
 ROUTES = [
     Route("GET", "/api/notifications", "notifications:manage", get_notifications),

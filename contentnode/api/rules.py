@@ -8,15 +8,11 @@ the bucket must exist, the path is normalised and unique per domain.
 import secrets
 
 from contentnode.core import fields as v
-from contentnode.api.panel import panel_section
-from contentnode.clock import now, rfc3339
+from contentnode.clock import rfc3339
 from contentnode.core import rules
 from contentnode.http.errors import conflict, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.store import register_section
-
-register_section("rules", dict)
 
 MAX_RULES = 20_000
 
@@ -51,7 +47,7 @@ def get_rule(req):
 def create_rule(req):
     body = v.require_object(req.body)
     v.only(body, rules.FIELDS)
-    stamp = rfc3339(now())
+    stamp = rfc3339(req.app.clock.now())
     with req.app.store.transaction() as doc:
         if len(doc["rules"]) >= MAX_RULES:
             raise conflict("conflict", f"a node holds at most {MAX_RULES} rules")
@@ -72,7 +68,7 @@ def update_rule(req):
         changes = rules.record_fields(body, doc, partial=True)
         record.update(changes)
         _unique_path(doc, record, rule_id)
-        record["updated_at"] = rfc3339(now())
+        record["updated_at"] = rfc3339(req.app.clock.now())
     req.audit("rule.update", target=rule_id, detail={**_summary(record), "fields": sorted(changes)})
     return record
 
@@ -90,10 +86,12 @@ def _summary(record: dict) -> dict:
     return {"domain": record["domain"], "path": record["path"], "bucket": record["bucket"]}
 
 
-@panel_section("rules", "routes:read")
 def _panel_rules(req):
     return list_rules(req)["rules"]
 
+
+SECTIONS = {"rules": dict}
+PANEL_SECTIONS = [("rules", "routes:read", _panel_rules)]
 
 ROUTES = [
     Route("GET", "/api/rules", "routes:read", list_rules),

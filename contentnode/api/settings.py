@@ -3,11 +3,7 @@ PUT /api/admin-allow. Every answer is the whole settings object."""
 
 import logging
 
-from contentnode import adminhost  # noqa: F401 (registers the admin host's public hook)
-from contentnode import clock
-from contentnode.api.panel import panel_section
 from contentnode.core import settings as st
-from contentnode.daemon import on_start
 from contentnode.http.errors import conflict, invalid
 from contentnode.http.router import Route
 
@@ -46,7 +42,7 @@ def put_settings(req):
 
 def _valid_certificate(app, host: str) -> bool:
     leaf = app.tls.certs.leaf(host)
-    return leaf is not None and leaf.not_valid_after_utc.timestamp() > clock.now()
+    return leaf is not None and leaf.not_valid_after_utc.timestamp() > app.clock.now()
 
 
 def put_admin_host(req):
@@ -75,15 +71,12 @@ def put_admin_allow(req):
     return store_settings(req, {"admin_allow": cidrs}, "settings.admin_allow")
 
 
-@panel_section("settings", "settings:write")
 def _panel_settings(req):
     return current(req.app)
 
 
-@on_start
-def _start(app):
-    apply_log_level(app)
-
+SECTIONS = {"settings": dict}
+PANEL_SECTIONS = [("settings", "settings:write", _panel_settings)]
 
 ROUTES = [
     Route("GET", "/api/settings", "settings:write", get_settings),

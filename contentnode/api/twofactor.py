@@ -6,10 +6,9 @@ session cannot guess the password here. Second-step failures count on their
 own key ("2fa:<name>"), which a correct password does not clear.
 """
 
-from contentnode import clock
 from contentnode.core import fields as v
-from contentnode.api.session import (attempt_succeeded, check_rate_limit, complete_login, count_failure,
-                                     password_attempt)
+from contentnode.api.login import (attempt_succeeded, check_rate_limit, complete_login, count_failure,
+                                   password_attempt)
 from contentnode.auth import totp
 from contentnode.auth.policy import requires_two_factor
 from contentnode.auth.ratelimit import address_key, second_factor_key
@@ -23,12 +22,12 @@ def two_factor_keys(req, username: str) -> tuple:
     return address_key(req.client_ip), second_factor_key(username)
 
 
-def _check_second_factor(state: dict, code: str) -> str | None:
+def _check_second_factor(state: dict, code: str, now: float) -> str | None:
     """Consume `code` in `state` (a user's "totp" member being changed); which kind it was."""
     if not state.get("enabled"):
         return None
     if totp.is_totp_code(code):
-        step = totp.matching_step(state["secret"], code, clock.now(), state.get("last_step"))
+        step = totp.matching_step(state["secret"], code, now, state.get("last_step"))
         if step is None:
             return None
         state["last_step"] = step
@@ -53,7 +52,7 @@ def login_second_step(req):
     check_rate_limit(req, keys)
     with req.app.store.transaction() as doc:
         record = doc["users"].get(user["id"])
-        kind = _check_second_factor(record.get("totp") or {}, code) if record else None
+        kind = _check_second_factor(record.get("totp") or {}, code, req.app.clock.now()) if record else None
         left = len(record["totp"].get("recovery") or []) if kind else 0
     if kind is None:
         count_failure(req, keys, user["username"], "login.2fa_failure")
@@ -120,10 +119,10 @@ def enable(req):
         secret = (record.get("totp") or {}).get("pending_secret")
         if not secret:
             raise conflict("conflict", "no set-up is waiting; POST /api/me/2fa/setup first")
-        step = totp.matching_step(secret, code, clock.now())
+        step = totp.matching_step(secret, code, req.app.clock.now())
         if step is None:
             raise invalid("the code does not match; check the authenticator app and its clock", "code")
-        record["totp"] = totp.enabled_state(secret, step, hashes, clock.now())
+        record["totp"] = totp.enabled_state(secret, step, hashes, req.app.clock.now())
         user = record
     ended = req.app.sessions.end_user_sessions(user["id"], keep_id=req.session["id"])
     req.audit("2fa.enable", target=user["username"], detail={"other_sessions_ended": ended})

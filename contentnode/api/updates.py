@@ -9,18 +9,13 @@ import logging
 import threading
 
 from contentnode import __version__, clock
-from contentnode.api.panel import panel_section
 from contentnode.api.settings import current, store_settings
 from contentnode.core import settings as st
 from contentnode.core import updates
-from contentnode.daemon import on_start
 from contentnode.http.errors import ApiError, invalid
 from contentnode.http.router import Route
-from contentnode.store import register_section
 
 log = logging.getLogger("contentnode.updates")
-register_section("update_status", dict)
-
 DAY = 86400
 _kick = threading.Event()
 
@@ -41,8 +36,9 @@ def run_check(app) -> dict:
         result = updates.check(cfg["url"], cfg["channel"], __version__, key, app.outbound)
     except updates.UpdateError as exc:
         with app.store.transaction() as doc:
-            doc["update_status"].update(error=str(exc), checked_at=clock.rfc3339(clock.now()))
+            doc["update_status"].update(error=str(exc), checked_at=clock.rfc3339(app.clock.now()))
         raise
+    result["checked_at"] = clock.rfc3339(app.clock.now())
     with app.store.transaction() as doc:
         status = doc["update_status"]
         notify = result["available"] and status.get("notified_version") != result["latest"]
@@ -81,7 +77,7 @@ def _due(app) -> bool:
     if not (cfg["auto_check"] and cfg["url"]):
         return False
     last = app.store.data["update_status"].get("checked_at")
-    return last is None or clock.now() - clock.parse_rfc3339(last) >= DAY
+    return last is None or app.clock.now() - clock.parse_rfc3339(last) >= DAY
 
 
 def _auto_loop(app, stopping):
@@ -98,14 +94,13 @@ def _auto_loop(app, stopping):
             log.exception("automatic update check failed")
 
 
-@panel_section("updates", "settings:write")
 def _panel_updates(req):
     status = {k: v for k, v in req.app.store.data["update_status"].items() if k != "notified_version"}
     return dict(current(req.app)["updates"], current=__version__, status=status or None)
 
 
-@on_start
-def _start(app):
+def start_auto_check(app):
+    """Start the daily check thread; returns the function that stops it."""
     stopping = threading.Event()
 
     def stop():
@@ -113,9 +108,12 @@ def _start(app):
         _kick.set()
 
     threading.Thread(target=_auto_loop, args=(app, stopping), name="update-check", daemon=True).start()
-    app.on_shutdown(stop)
     _kick.set()
+    return stop
 
+
+SECTIONS = {"update_status": dict}
+PANEL_SECTIONS = [("updates", "settings:write", _panel_updates)]
 
 ROUTES = [
     Route("PUT", "/api/updates", "settings:write", put_updates),

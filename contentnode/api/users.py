@@ -12,8 +12,7 @@ reset end the account's sessions.
 
 from contentnode import clock
 from contentnode.core import fields as v
-from contentnode.api.panel import panel_section
-from contentnode.api.session import checked_new_password
+from contentnode.api.login import checked_new_password
 from contentnode.auth.ratelimit import address_key, password_key, second_factor_key
 from contentnode.auth.scopes import effective_scopes
 from contentnode.auth.users import (enabled_admins, find_by_username, new_user, new_username, public_user,
@@ -31,7 +30,7 @@ def _lockout_keys(user: dict) -> list:
 
 def admin_view(req, user: dict) -> dict:
     """The user object plus what an administrator needs to help the user."""
-    now = clock.now()
+    now = req.app.clock.now()
     view = public_user(user)
     view["password_changed_at"] = clock.rfc3339(user.get("password_changed_at"))
     view["locked"] = any(req.app.login_limiter.retry_after(k, now) > 0 for k in _lockout_keys(user))
@@ -107,7 +106,7 @@ def create_user(req):
     with req.app.store.transaction() as doc:
         if find_by_username(doc["users"], username):
             raise taken
-        user = new_user(username, password_hash, role, scopes)
+        user = new_user(username, password_hash, role, req.app.clock.now(), scopes)
         user["disabled"] = disabled
         doc["users"][user["id"]] = user
     req.audit("user.create", target=username, detail={"role": role, "scopes": scopes, "disabled": disabled})
@@ -167,7 +166,7 @@ def reset_password(req):
     with req.app.store.transaction() as doc:
         record = _record(doc, target)
         record["password_hash"] = password_hash
-        record["password_changed_at"] = clock.now()
+        record["password_changed_at"] = req.app.clock.now()
     ended = req.app.sessions.end_user_sessions(record["id"])
     req.audit("user.password_reset", target=record["username"], detail={"sessions_ended": ended})
     return admin_view(req, record)
@@ -211,10 +210,11 @@ def clear_lockout(req):
     return no_content()
 
 
-@panel_section("users", MANAGE)
 def _panel_users(req):
     return list_users(req)["users"]
 
+
+PANEL_SECTIONS = [("users", MANAGE, _panel_users)]
 
 ROUTES = [
     Route("GET", "/api/users", MANAGE, list_users),

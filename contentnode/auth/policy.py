@@ -2,7 +2,6 @@
 
 from contentnode.core import fields as v
 from contentnode.core.fields import FieldError
-from contentnode.store import register_section
 
 TWO_FACTOR_MODES = ("off", "optional", "admins", "all")
 
@@ -52,5 +51,5 @@ def _default_policy() -> dict:
     return dict(DEFAULT_POLICY)
 
 
-register_section("policy", _default_policy)
-register_section("users", dict)
+# The state sections the accounts live in: the offline commands open only these.
+ACCOUNT_SECTIONS = {"users": dict, "policy": _default_policy}

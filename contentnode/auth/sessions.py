@@ -14,7 +14,6 @@ import os
 import secrets
 import threading
 
-from contentnode import clock
 from contentnode.auth.policy import requires_two_factor
 from contentnode.fileio import atomic_write
 
@@ -54,9 +53,10 @@ def read_cookie(headers) -> str | None:
 
 
 class SessionManager:
-    def __init__(self, data_dir: str, store):
+    def __init__(self, data_dir: str, store, clock):
         self.path = os.path.join(data_dir, "sessions.json")
         self.store = store
+        self.clock = clock
         self._lock = threading.RLock()
         self._sessions = {}  # token hash -> record
         self._dirty = False
@@ -90,7 +90,7 @@ class SessionManager:
     def create(self, user_id: str, ip: str, user_agent: str, pending: bool = False) -> tuple[str, dict]:
         """A new session; returns (token for the cookie, record). The token is never stored."""
         token = secrets.token_urlsafe(32)
-        now = clock.now()
+        now = self.clock.now()
         record = {"id": secrets.token_hex(8), "user_id": user_id, "created": now, "last_seen": now,
                   "ip": ip, "user_agent": user_agent[:200], "pending": pending}
         with self._lock:
@@ -123,7 +123,7 @@ class SessionManager:
 
     def prune(self) -> None:
         """Drop expired sessions (background job)."""
-        now = clock.now()
+        now = self.clock.now()
         self.delete_where(lambda s: self._expired(s, now))
 
     def _expired(self, record: dict, now: float) -> bool:
@@ -145,7 +145,7 @@ class SessionManager:
         if not token:
             return
         key = token_hash(token)
-        now = clock.now()
+        now = self.clock.now()
         with self._lock:
             record = self._sessions.get(key)
             if record is None:

@@ -33,6 +33,8 @@ def role_and_scopes(body: dict, current: dict | None = None) -> tuple:
         scopes = current.get("scopes") or []
     return role, [s for s in SCOPES if s in set(scopes or ())]
 
+USERNAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}"
+
 
 def public_user(user: dict) -> dict:
     """The user object of DESIGN §4; never a hash, secret or recovery code."""
@@ -56,7 +58,7 @@ def find_by_username(users: dict, username: str) -> dict | None:
     return None
 
 
-def new_user(username: str, password_hash: str, role: str, scopes=()) -> dict:
+def new_user(username: str, password_hash: str, role: str, now: float, scopes=()) -> dict:
     return {
         "id": secrets.token_hex(8),
         "username": username,
@@ -64,9 +66,9 @@ def new_user(username: str, password_hash: str, role: str, scopes=()) -> dict:
         "scopes": list(scopes) if role == "custom" else [],
         "password_hash": password_hash,
         "disabled": False,
-        "created_at": clock.now(),
+        "created_at": now,
         "last_login_at": None,
-        "password_changed_at": clock.now(),
+        "password_changed_at": now,
         "totp": {"enabled": False},
     }
 

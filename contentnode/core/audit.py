@@ -47,10 +47,20 @@ def _line_hash(line: bytes) -> str:
     return hashlib.sha256(line.rstrip(b"\n")).hexdigest()
 
 
+LOG_FILE = "audit.jsonl"
+
+
+def log_files(path: str, keep: int) -> list:
+    """The log file and its rotated predecessors, oldest first."""
+    rotated = [f"{path}.{n}" for n in range(keep, 0, -1)]
+    return [p for p in rotated + [path] if os.path.exists(p)]
+
+
 class AuditLog:
-    def __init__(self, folder: str, max_bytes: int = 5 << 20, keep: int = 5):
+    def __init__(self, folder: str, clock, max_bytes: int = 5 << 20, keep: int = 5):
         self.folder = folder
-        self.path = os.path.join(folder, "audit.jsonl")
+        self.clock = clock
+        self.path = os.path.join(folder, LOG_FILE)
         self.max_bytes = max_bytes
         self.keep = keep
         self._lock = threading.Lock()
@@ -60,8 +70,7 @@ class AuditLog:
 
     def files(self) -> list:
         """Log files oldest first."""
-        rotated = [f"{self.path}.{n}" for n in range(self.keep, 0, -1)]
-        return [p for p in rotated + [self.path] if os.path.exists(p)]
+        return log_files(self.path, self.keep)
 
     def _tail(self):
         """(hash of the last line, next id). A line torn by a crash does not stop the daemon:
@@ -142,7 +151,7 @@ class AuditLog:
         with self._lock:
             entry = {
                 "id": self._next_id,
-                "time": clock.rfc3339(clock.now()),
+                "time": clock.rfc3339(self.clock.now()),
                 "user": user.get("username") if user else None,
                 "user_id": user.get("id") if user else None,
                 "ip": ip,
@@ -211,10 +220,8 @@ def verify_chain(folder: str, keep: int = 5) -> dict:
 
     The oldest kept line is the anchor (its predecessor may have been rotated away).
     """
-    log = AuditLog.__new__(AuditLog)
-    log.path, log.keep = os.path.join(folder, "audit.jsonl"), keep
     previous, checked = None, 0
-    for path in log.files():
+    for path in log_files(os.path.join(folder, LOG_FILE), keep):
         with open(path, "rb") as f:
             for number, line in enumerate(f, 1):
                 if not line.strip():

@@ -22,13 +22,13 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from contentnode import clock, store
+from contentnode.core import settings
 from contentnode.core.audit import SECRET_KEY
 from contentnode.fileio import atomic_write, ensure_private_dir
 
 FORMAT = "contentnode-backup"
 VERSION = 1
 FILE_FOLDERS = ("certs",)          # data-dir folders whose files belong to a complete backup
-EXCLUDED_SECTIONS = {"sessions"}   # never exported: restoring them would revive old logins
 # A plain restore keeps these of the node's own: its users, its identity and
 # verification secret, and its link signing keys (all secret, or tied to secrets).
 KEEP_ON_PLAIN_RESTORE = {"users", "node", "links"}
@@ -75,20 +75,28 @@ def _scrub(value, path, omitted):
     return value
 
 
-def _header(kind, doc, node_name):
+def _header(kind, doc, node_name, now):
     return {"format": FORMAT, "version": VERSION, "kind": kind, "schema": doc.get("schema"),
-            "node": node_name, "created_at": clock.rfc3339(clock.now())}
+            "node": node_name, "created_at": clock.rfc3339(now)}
 
 
 def _exported_sections(doc):
-    return {k: v for k, v in doc.items() if k != "schema" and k not in EXCLUDED_SECTIONS}
+    return {k: v for k, v in doc.items() if k != "schema"}
 
 
-def export_plain(doc, node_name):
+def make_export(doc, data_dir, passphrase, now):
+    """The backup document of a node: encrypted and complete with a passphrase, else plain."""
+    name = settings.effective(doc)["node_name"]
+    if passphrase is None:
+        return export_plain(doc, name, now)
+    return export_encrypted(doc, read_files(data_dir), passphrase, name, now)
+
+
+def export_plain(doc, node_name, now):
     """The configuration with every secret left out."""
     omitted = []
     data = _scrub(_exported_sections(doc), [], omitted)
-    return dict(_header("plain", doc, node_name), data=data, secrets_omitted=omitted)
+    return dict(_header("plain", doc, node_name, now), data=data, secrets_omitted=omitted)
 
 
 def _kdf(salt, n, r, p):
@@ -99,10 +107,10 @@ def _aad(header):
     return json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
 
 
-def export_encrypted(doc, files, passphrase, node_name):
+def export_encrypted(doc, files, passphrase, node_name, now):
     """The complete node, encrypted under the passphrase; metadata is authenticated too."""
     check_passphrase(passphrase)
-    header = _header("encrypted", doc, node_name)
+    header = _header("encrypted", doc, node_name, now)
     salt, nonce = os.urandom(16), os.urandom(12)
     header["kdf"] = {"name": "scrypt", "salt": _b64(salt), "n": SCRYPT_N, "r": SCRYPT_R, "p": SCRYPT_P}
     header["cipher"] = {"name": "aes-256-gcm", "nonce": _b64(nonce)}
@@ -134,7 +142,7 @@ class Opened:
         self.kind, self.doc, self.files, self.created_at = kind, doc, files, created_at
 
 
-def open_backup(backup, passphrase, current):
+def open_backup(backup, passphrase, current, sections):
     """Validate (and decrypt) a backup and build the document a restore would write."""
     if not isinstance(backup, dict) or backup.get("format") != FORMAT:
         raise BackupError("this is not a contentnode backup")
@@ -147,12 +155,12 @@ def open_backup(backup, passphrase, current):
     kind = backup.get("kind")
     if kind == "encrypted":
         data, files = _decrypt(backup, passphrase)
-        doc = _check_document(data, schema)
+        doc = _check_document(data, schema, sections)
         _check_files(files)
     elif kind == "plain":
         if passphrase is not None:
             raise BackupError("a plain backup takes no passphrase", "passphrase")
-        doc = _plain_restore(current, _check_document(backup.get("data"), schema),
+        doc = _plain_restore(current, _check_document(backup.get("data"), schema, sections),
                              backup.get("secrets_omitted"))
         files = None
     else:
@@ -190,17 +198,20 @@ def _decrypt(backup, passphrase):
         raise BackupError("the backup's content is damaged") from None
 
 
-def _check_document(data, schema):
-    """The backup's sections as a full state document of this version, or BackupError."""
+def _check_document(data, schema, sections):
+    """The backup's sections as a full state document of this version, or BackupError.
+
+    `sections` is {name: default value} of the store's schema (Store.section_defaults()).
+    """
     if not isinstance(data, dict):
         raise BackupError("the backup holds no data")
-    doc = copy.deepcopy({k: v for k, v in data.items() if k not in EXCLUDED_SECTIONS})
+    doc = copy.deepcopy(data)
     doc["schema"] = schema
     try:
         doc = store.migrate(doc, "backup")
     except (store.StoreError, KeyError, TypeError, ValueError) as exc:
         raise BackupError(f"the backup cannot be migrated: {exc}") from None
-    for name, default in store.section_defaults().items():
+    for name, default in sections.items():
         doc.setdefault(name, default)
         if type(doc[name]) is not type(default):
             raise BackupError(f"section {name!r} of the backup has the wrong type")
@@ -235,7 +246,7 @@ def _plain_restore(current, doc, omitted):
     """The backup's configuration with this node's users and secrets put back."""
     if not isinstance(omitted, list) or not all(isinstance(p, list) and p for p in omitted):
         raise BackupError("the backup's secrets_omitted list is damaged")
-    for name in KEEP_ON_PLAIN_RESTORE | EXCLUDED_SECTIONS:
+    for name in KEEP_ON_PLAIN_RESTORE:
         if name in current:
             doc[name] = copy.deepcopy(current[name])
     missing = []
@@ -254,13 +265,13 @@ def _plain_restore(current, doc, omitted):
     return doc
 
 
-def save_pre_restore(data_dir, current, files):
+def save_pre_restore(data_dir, current, files, now):
     """Keep the state before a restore (0600, secrets inside), newest few only.
 
     Names are pre-restore-<second>-<sequence>.json: two restores in one second
     keep both snapshots, and names still sort oldest first.
     """
-    stamp = clock.rfc3339(clock.now()).replace(":", "").replace("-", "")
+    stamp = clock.rfc3339(now).replace(":", "").replace("-", "")
     taken = set(os.listdir(data_dir))
     sequence = 1
     while f"pre-restore-{stamp}-{sequence:03d}.json" in taken:
@@ -287,13 +298,13 @@ def write_files(data_dir, files):
         atomic_write(os.path.join(data_dir, rel), text.encode("utf-8"))
 
 
-def apply_restore(store_, data_dir, opened):
+def apply_restore(store_, data_dir, opened, now):
     """Keep the current state as a file, then swap in the backup; returns that file's path.
 
     The pre-restore copy is written first, so the node can always be put back.
     """
     current = json.loads(json.dumps(store_.data))
-    path = save_pre_restore(data_dir, current, read_files(data_dir))
+    path = save_pre_restore(data_dir, current, read_files(data_dir), now)
     if opened.files is not None:
         write_files(data_dir, opened.files)
     with store_.transaction() as doc:

@@ -19,7 +19,6 @@ from contentnode.core.dns import ResolveError, resolve
 from contentnode.core.netguard import OutboundError, default_tls_context, fetch
 from contentnode.core.steps import Steps
 
-CHECK_PATH = "/.well-known/service/check"
 SHOWN_HEADERS = ("content-type", "content-length", "cache-control", "location", "server",
                  "strict-transport-security", "etag", "last-modified", "age")
 
@@ -58,12 +57,12 @@ def check_domain(host: str, scheme: str, port: int, secret: bytes, policy,
     started = time.monotonic()
     nonce = verify.new_nonce()
     target = host if scheme == "https" else _bracket(addresses[0])
-    url = f"{scheme}://{target}:{port}{CHECK_PATH}?nonce={nonce}"
+    url = f"{scheme}://{target}:{port}{verify.CHECK_PATH}?nonce={nonce}"
     try:
         result = fetch(url, policy, headers={"Host": f"{host}:{port}"}, timeout=timeout, max_bytes=65536,
                        ssl_context=_unverified_tls() if scheme == "https" else None)
     except OutboundError as exc:
-        steps.add("fetch", False, f"{scheme}://{host}:{port}{CHECK_PATH}: {exc.message}", started)
+        steps.add("fetch", False, f"{scheme}://{host}:{port}{verify.CHECK_PATH}: {exc.message}", started)
         return steps
     if result.status != 200:
         steps.add("fetch", False, f"the verification page answered HTTP {result.status} from {result.address}", started)

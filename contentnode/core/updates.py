@@ -19,7 +19,6 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from contentnode import clock
 from contentnode.core import netguard
 
 MAX_MANIFEST_BYTES = 64 * 1024
@@ -108,8 +107,7 @@ def compare(document, channel, current):
         raise UpdateError(f"bad version in the manifest: {exc}") from None
     notes = entry.get("notes") if isinstance(entry.get("notes"), str) else ""
     return {"current": current, "latest": latest, "available": newer,
-            "notes": notes[:MAX_NOTES], "channel": channel,
-            "checked_at": clock.rfc3339(clock.now())}
+            "notes": notes[:MAX_NOTES], "channel": channel}
 
 
 def check(url, channel, current, public_key, policy, timeout=15.0, ssl_context=None):

@@ -10,6 +10,7 @@ import hmac
 import re
 import secrets
 
+CHECK_PATH = "/.well-known/service/check"
 _NONCE = re.compile(r"[A-Za-z0-9_-]{16,128}")
 
 

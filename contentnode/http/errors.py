@@ -1,5 +1,7 @@
 """API errors: a status, a snake_case code and a human message (DESIGN §3)."""
 
+from contentnode.http.response import Response, json_response
+
 
 class ApiError(Exception):
     """Raised anywhere under a handler; the router turns it into the JSON error body."""
@@ -42,3 +44,11 @@ def forbidden(code: str, message: str) -> ApiError:
 def rate_limited(retry_after: int, message: str = "too many attempts; try again later") -> ApiError:
     retry_after = max(1, int(retry_after))
     return ApiError(429, "rate_limited", message, headers={"Retry-After": str(retry_after)})
+
+
+def error_response(error: ApiError) -> Response:
+    """The JSON answer for an ApiError: the one conversion both ports use."""
+    return json_response(error.body(), error.status, error.headers)
+
+
+INTERNAL_ERROR = ApiError(500, "internal", "internal error")

@@ -5,7 +5,6 @@ Content-Length, so keep-alive never depends on closing the connection.
 """
 
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -51,11 +50,6 @@ class Response:
                 return value
         return None
 
-    def set_header(self, name: str, value: str) -> None:
-        lower = name.lower()
-        self.headers = [(k, v) for k, v in self.headers if k.lower() != lower]
-        self.headers.append((name, value))
-
 
 def json_body(obj) -> bytes:
     """Compact UTF-8 JSON; text that is not valid Unicode (a lone surrogate) is \\u-escaped instead."""
@@ -79,13 +73,3 @@ def created(obj) -> Response:
 
 def no_content(headers: dict | None = None) -> Response:
     return Response(204, list((headers or {}).items()), b"")
-
-
-def file_response(path: str, status: int = 200, headers: list | None = None,
-                  offset: int = 0, length: int | None = None) -> Response:
-    """A response sending part of a file with sendfile; the descriptor closes after sending."""
-    fd = os.open(path, os.O_RDONLY)
-    size = os.fstat(fd).st_size
-    if length is None:
-        length = size - offset
-    return Response(status, list(headers or []), FileBody(fd, offset, length, lambda: os.close(fd)))

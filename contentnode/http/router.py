@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from contentnode.core.fields import FieldError
 from contentnode.core.text import encodable
-from contentnode.http.errors import ApiError
+from contentnode.http.errors import INTERNAL_ERROR, ApiError, error_response
 from contentnode.http.response import Response, json_response
 
 log = logging.getLogger("contentnode.http")
@@ -126,14 +126,14 @@ class AdminDispatcher:
         except (ApiError, FieldError) as error:
             if isinstance(error, FieldError):  # a core record rule broken: 400 naming the field
                 error = ApiError(400, "invalid", error.message, error.field)
-            response = json_response(error.body(), error.status, error.headers)
+            response = error_response(error)
             if (req.content_length or 0) > 0 and not req.raw_body or req.chunked:
                 req.close_after()  # an unread body would be parsed as the next request
         except (ConnectionError, TimeoutError):
             raise
         except Exception:
             log.exception("handler failed: %s %s", req.method, req.raw_path)
-            response = json_response({"error": {"code": "internal", "message": "internal error"}}, 500)
+            response = error_response(INTERNAL_ERROR)
         response.headers.extend(SECURITY_HEADERS)
         return response
 

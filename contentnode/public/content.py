@@ -1,7 +1,7 @@
 """The public content path: Host -> domain -> rule -> signature -> cache -> origin.
 
-Redirects of a whole domain are answered by an earlier public hook (domains);
-this hook is the last one and answers everything that reaches it, so every
+Redirects of a whole domain are answered by an earlier stage (domain_redirect);
+this stage is the last one and answers everything that reaches it, so every
 content request is counted in the traffic series. Objects come from the
 cache (sendfile from the entry file) or from one shared origin fetch that
 streams to the client while it fills the cache. Origin trouble becomes a
@@ -16,19 +16,17 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from contentnode import clock
 from contentnode.core import images, rules, signing
 from contentnode.core.cache import Cache, FillStalled, FillTruncated, OriginAnswer
 from contentnode.core.hostnames import host_from_header
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
 from contentnode.core.settings import effective
 from contentnode.core.traffic import Traffic
-from contentnode.http.errors import ApiError
-from contentnode.http.response import FileBody, Response, StreamBody, json_response
+from contentnode.http.errors import ApiError, error_response
+from contentnode.http.response import FileBody, Response, StreamBody
 
 log = logging.getLogger("contentnode.content")
 
-HOOK_ORDER = 1000            # after ACME, redirects and the admin host
 ORIGIN_TIMEOUT = 30.0        # a whole origin GET, headers to last byte
 MAX_IMAGE_SOURCE = 64 << 20  # bytes of a source image read into memory for a transform
 MAX_PATH_BYTES = 4096
@@ -65,8 +63,8 @@ class Delivery:
         self.app = app
         doc = app.store.data
         data_dir = app.config.data_dir
-        self.cache = Cache(f"{data_dir}/cache", effective(doc)["cache_max_bytes"], clock.now)
-        self.traffic = Traffic(f"{data_dir}/traffic.json", clock.now)
+        self.cache = Cache(f"{data_dir}/cache", effective(doc)["cache_max_bytes"], app.clock.now)
+        self.traffic = Traffic(f"{data_dir}/traffic.json", app.clock.now)
         self.image_slots = threading.BoundedSemaphore(2)   # transforms are CPU bound
         self._index = (None, rules.RuleIndex([]))
         self._index_lock = threading.Lock()
@@ -123,7 +121,7 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
         raise ApiError(404, "not_found", "nothing is served at this path")
     params = dict(reversed(query))  # first value of each name wins
     if match.rule.get("signed") and check_signature:
-        ok, reason = signing.verify(keyring(doc), host, path, params, clock.now(), client_ip)
+        ok, reason = signing.verify(keyring(doc), host, path, params, delivery.app.clock.now(), client_ip)
         if not ok:
             code, message = SIGNATURE_MESSAGES.get(reason, ("signature_invalid", "the link is not valid"))
             raise ApiError(403, code, message)
@@ -154,7 +152,7 @@ SIGNATURE_MESSAGES = {   # verify()'s reason -> (error code, message)
 
 
 def s3_client(app, bucket: dict) -> S3Client:
-    return S3Client(BucketConfig.from_record(bucket), app.outbound, ORIGIN_TIMEOUT, clock.now)
+    return S3Client(BucketConfig.from_record(bucket), app.outbound, ORIGIN_TIMEOUT, app.clock.now)
 
 
 def _origin_fetch(app, target: Target):
@@ -287,7 +285,7 @@ def byte_range(headers, size: int, meta: dict):
     return start, (min(size, int(last) + 1) if last else size)
 
 
-def _headers(target: Target, result, signed: bool) -> list:
+def _headers(target: Target, result, signed: bool, now: float) -> list:
     meta, ttl = result.meta, target.ttl
     cache_control = "no-cache" if ttl <= 0 else f"{'private' if signed else 'public'}, max-age={ttl}"
     out = [("Content-Type", meta.get("content_type") or "application/octet-stream"),
@@ -298,13 +296,13 @@ def _headers(target: Target, result, signed: bool) -> list:
     if meta.get("last_modified"):
         out.append(("Last-Modified", meta["last_modified"]))
     if result.hit:
-        out.append(("Age", str(max(0, int(clock.now() - result.entry.stored_at)))))
+        out.append(("Age", str(max(0, int(now - result.entry.stored_at)))))
     return out
 
 
-def answer(req, result, target: Target) -> Response:
+def object_response(req, result, target: Target) -> Response:
     """The 200, 206 or 304 answer for a cache Result (which it takes ownership of)."""
-    headers = _headers(target, result, bool(target.rule.get("signed")))
+    headers = _headers(target, result, bool(target.rule.get("signed")), req.app.clock.now())
     try:
         if not_modified(req.headers, result.meta):
             result.close()
@@ -330,18 +328,18 @@ def serve(req, delivery, host) -> Response:
                        headers={"Allow": "GET, HEAD"})
     path = clean_path(req.raw_path)
     target = resolve(delivery, host, path, req.query_list, req.client_ip)
-    return answer(req, fetch(delivery, target), target)
+    return object_response(req, fetch(delivery, target), target)
 
 
-def content_hook(req) -> Response:
-    """The public hook: serve, then count the request for its domain."""
+def answer(req) -> Response:
+    """The last stage: serve, then count the request for its domain."""
     delivery = req.app.delivery
     host = host_from_header(req.headers.get("Host"))
     known = host in req.app.store.data.get("domains", {})
     try:
         response = serve(req, delivery, host)
     except ApiError as error:
-        response = json_response(error.body(), error.status, error.headers)
+        response = error_response(error)
     except Exception:
         delivery.traffic.record(host if known else None, 500, 0)
         raise

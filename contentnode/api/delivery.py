@@ -1,28 +1,25 @@
-"""Traffic endpoints (purge, warm, probe, diagnose, metrics) and the content path's wiring.
+"""Content delivery endpoints (purge, warm, probe, diagnose, traffic metrics).
 
-At start the content path gets its Delivery (cache, traffic series), its
-public hook, a job that saves the series and follows the cache size setting,
-a save at shutdown, and its Prometheus counters (port="public", one bounded
-domain label).
+The App builds the content path's Delivery (cache, traffic series) and adds
+its Prometheus counters here (port="public", one bounded domain label); its
+start runs `flush` every FLUSH_SECONDS and once more at a clean stop.
 """
 
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl, urlsplit
 
-from contentnode import clock, content, https
+from contentnode import clock
+from contentnode.public import content
 from contentnode.core import fields as v
-from contentnode.api.panel import panel_section
 from contentnode.core import dns, signing
 from contentnode.core.certs import covers
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.s3 import S3Error
 from contentnode.core.steps import Steps, elapsed_ms
 from contentnode.core.traffic import COUNTERS, RANGES
-from contentnode.daemon import on_start
 from contentnode.http.errors import ApiError, invalid
 from contentnode.http.router import Route
-from contentnode.public import register_public_hook
 
 FLUSH_SECONDS = 60
 WARM_MAX_URLS = 100
@@ -30,26 +27,19 @@ WARM_WORKERS = 4
 PURGE_MAX_URLS = 1000
 
 
-@on_start
-def _start(app):
-    app.delivery = content.Delivery(app)
-    traffic = app.delivery.traffic
-
-    def flush():
-        traffic.save()
-        app.delivery.sync_settings()
-
-    app.every(FLUSH_SECONDS, flush, "traffic-flush")
-    app.on_shutdown(traffic.save)
-    app.metrics.watch_traffic(traffic)
-    cache = app.delivery.cache
-    app.metrics.registry.gauge("contentnode_cache_bytes", "Bytes held by the content cache",
-                               lambda: cache.stats()["bytes"])
-    app.metrics.registry.gauge("contentnode_cache_entries", "Entries in the content cache",
-                               lambda: cache.stats()["entries"])
+def flush(delivery) -> None:
+    """Save the traffic series and follow the cache size setting."""
+    delivery.traffic.save()
+    delivery.sync_settings()
 
 
-register_public_hook(content.content_hook, content.HOOK_ORDER)
+def register_metrics(metrics, delivery) -> None:
+    metrics.watch_traffic(delivery.traffic)
+    cache = delivery.cache
+    metrics.registry.gauge("contentnode_cache_bytes", "Bytes held by the content cache",
+                           lambda: cache.stats()["bytes"])
+    metrics.registry.gauge("contentnode_cache_entries", "Entries in the content cache",
+                           lambda: cache.stats()["entries"])
 
 
 # ---------------------------------------------------------------- URLs in bodies
@@ -210,10 +200,10 @@ def _dns_step(steps, host, dns_server):
 
 def _tls_step(steps, app, host):
     started = time.monotonic()
-    leaf = https.runtime(app).certs.leaf(host)
+    leaf = app.tls.certs.leaf(host)
     if leaf is None:
         return steps.add("tls", False, f"no certificate is installed for {host}", started)
-    now = clock.now()
+    now = app.clock.now()
     if not covers(leaf, host):
         return steps.add("tls", False, f"the installed certificate does not cover {host}", started)
     if not leaf.not_valid_before_utc.timestamp() <= now < leaf.not_valid_after_utc.timestamp():
@@ -263,7 +253,7 @@ def diagnose(req):
     started = time.monotonic()
     if match.rule.get("signed"):
         ok, reason = signing.verify(content.keyring(doc), host, path, dict(reversed(query)),
-                                    clock.now(), None)
+                                    req.app.clock.now(), None)
         steps.add("signature", ok, "the link's signature is valid" if ok else
                   content.SIGNATURE_MESSAGES.get(reason, ("", reason))[1], started)
     else:
@@ -298,12 +288,13 @@ def metrics(req):
     return answer
 
 
-@panel_section("metrics", "metrics:read")
 def _panel_metrics(req):
     points = req.app.delivery.traffic.points("24h")["points"]
     return {"last_24h": {name: sum(p[name] for p in points) for name in COUNTERS},
             "cache": req.app.delivery.cache.stats()}
 
+
+PANEL_SECTIONS = [("metrics", "metrics:read", _panel_metrics)]
 
 ROUTES = [
     Route("POST", "/api/purge", "routes:write", purge),

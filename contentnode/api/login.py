@@ -3,7 +3,6 @@
 import hashlib
 import hmac
 
-from contentnode import clock
 from contentnode.core import fields as v
 from contentnode.auth.passwords import password_problem
 from contentnode.auth.ratelimit import address_key, password_key
@@ -12,6 +11,7 @@ from contentnode.auth.users import find_by_username, new_user, new_username, pub
 from contentnode.http.errors import ApiError, conflict, invalid, rate_limited
 from contentnode.http.response import json_response, no_content
 from contentnode.http.router import Route
+
 
 def _secure(req) -> bool:
     return req.scheme == "https"
@@ -53,8 +53,8 @@ def setup(req):
     with req.app.store.transaction() as doc:
         if _any_admin(doc["users"]):
             raise conflict("setup_done", "the first administrator already exists; log in instead")
-        user = new_user(username, password_hash, "admin")
-        user["last_login_at"] = clock.now()
+        user = new_user(username, password_hash, "admin", req.app.clock.now())
+        user["last_login_at"] = req.app.clock.now()
         user["known_addresses"] = [req.client_ip]
         doc["users"][user["id"]] = user
     req.user = user
@@ -93,7 +93,7 @@ def check_rate_limit(req, keys) -> None:
     The count happens before the password or code is checked, so attempts sent
     together cannot all get past the limit; `attempt_succeeded` gives it back.
     """
-    now = clock.now()
+    now = req.app.clock.now()
     limiter = req.app.login_limiter
     wait = limiter.reserve(keys, now)
     if wait > 0:
@@ -115,7 +115,7 @@ def attempt_succeeded(req) -> None:
 
 def count_failure(req, keys, username: str, action: str = "login.failure", detail=None) -> None:
     """Record a failed attempt (counted on every key); a key reaching the threshold is a lockout."""
-    now = clock.now()
+    now = req.app.clock.now()
     limiter = req.app.login_limiter
     label = keys[-1].partition(":")[2]
     req.audit(action, target=username.strip() if label == username.strip().lower() else label, ok=False,
@@ -174,7 +174,7 @@ def complete_login(req, user: dict):
     known = set(user.get("known_addresses") or ())
     with req.app.store.transaction() as doc:
         record = doc["users"][user["id"]]
-        record["last_login_at"] = clock.now()
+        record["last_login_at"] = req.app.clock.now()
         if req.client_ip not in known:
             record["known_addresses"] = (list(known) + [req.client_ip])[-20:]
         user = record

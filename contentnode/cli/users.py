@@ -1,56 +1,21 @@
-"""Offline account recovery: `contentnode user create|reset-password|reset-2fa|list`, `audit verify`.
+"""Offline account recovery: `contentnode user create|reset-password|reset-2fa|list`.
 
 The way back for an operator locked out of the only administrator account
 (forgotten password, lost authenticator): stop the daemon, run one of these
-on its data dir, start it again. They take the data-dir lock, so they refuse
-to run beside a running daemon, whose copy of the state would overwrite
-theirs. A password is read from a prompt or standard input, never from a
-flag, where `ps` and shell history would show it.
+on its data dir, start it again (cli/context.py takes the data-dir lock). A
+password is read from a prompt or standard input, never from a flag, where
+`ps` and shell history would show it.
 """
 
 import getpass
-import os
 import sys
-from contextlib import contextmanager
 
 from contentnode import clock
 from contentnode.auth.passwords import password_problem
 from contentnode.auth.scopes import ROLES
 from contentnode.auth.users import find_by_username, new_user, new_username, role_and_scopes
-from contentnode.core.audit import verify_chain
+from contentnode.cli.context import AGENT, Refused, add_data_dir_flags, runner
 from contentnode.core.fields import FieldError
-from contentnode.fileio import DataDirLock, ensure_private_dir
-from contentnode.store import STATE_FILE, StoreError
-
-AGENT = "contentnode command line"
-
-
-class Refused(Exception):
-    """A clear reason to stop with exit code 1, nothing changed."""
-
-
-@contextmanager
-def offline_app(config, create: bool = False):
-    """The App on the data dir, loaded under the data-dir lock."""
-    from contentnode.daemon import App
-
-    if not create and not os.path.exists(os.path.join(config.data_dir, STATE_FILE)):
-        raise Refused(f"no node data in {config.data_dir} (pass --data-dir)")
-    ensure_private_dir(config.data_dir)
-    lock = DataDirLock(config.data_dir)
-    try:
-        lock.acquire()
-    except RuntimeError as exc:
-        raise Refused(str(exc)) from None
-    try:
-        app = App(config)
-        app.load()
-        yield app
-        app.sessions.flush()
-    except StoreError as exc:
-        raise Refused(str(exc)) from None
-    finally:
-        lock.release()
 
 
 def read_password(username: str, min_length: int, stdin=None) -> str:
@@ -94,7 +59,7 @@ def create(app, args) -> str:
     password = read_password(username, app.store.data["policy"]["password_min_length"])
     password_hash = app.hasher.hash(password)
     with app.store.transaction() as doc:
-        user = new_user(username, password_hash, args.role, scopes)
+        user = new_user(username, password_hash, args.role, app.clock.now(), scopes)
         doc["users"][user["id"]] = user
     _audit(app, "user.create", username, role=args.role, scopes=scopes)
     return f"created {args.role} {username}"
@@ -107,7 +72,7 @@ def reset_password(app, args) -> str:
     with app.store.transaction() as doc:
         record = doc["users"][user["id"]]
         record["password_hash"] = password_hash
-        record["password_changed_at"] = clock.now()
+        record["password_changed_at"] = app.clock.now()
         if args.enable:
             record["disabled"] = False
     ended = app.sessions.end_user_sessions(user["id"])
@@ -132,52 +97,24 @@ def list_users(app, args) -> str:
     return "\n".join(lines)
 
 
-def verify_audit(app, args) -> str:
-    result = verify_chain(app.data_dir)
-    if not result["ok"]:
-        raise Refused(f"audit log broken at {result['file']} line {result['line']}: {result['reason']} "
-                      f"({result['checked']} entries before it are intact)")
-    return f"audit log intact: {result['checked']} entries checked"
-
-
-def _runner(action, create_data_dir: bool = False):
-    def run(config, args) -> int:
-        try:
-            with offline_app(config, create=create_data_dir) as app:
-                print(action(app, args))
-        except Refused as exc:
-            print(f"contentnode: {exc}; nothing changed", file=sys.stderr)
-            return 1
-        return 0
-    return run
-
-
-def register(sub) -> None:
-    from contentnode.cli import add_data_dir_flags
-
+def add_parser(sub) -> None:
     user = sub.add_parser("user", help="manage accounts offline (the daemon must be stopped)")
     actions = user.add_subparsers(dest="action", required=True)
     p = actions.add_parser("create", help="create a user; the password is read from a prompt or stdin")
     p.add_argument("username")
     p.add_argument("--role", choices=tuple(ROLES), default="admin")
     p.add_argument("--scopes", help="comma-separated scopes for --role custom")
-    p.set_defaults(run=_runner(create, create_data_dir=True))
+    p.set_defaults(run=runner(create, create_data_dir=True))
     add_data_dir_flags(p)
     p = actions.add_parser("reset-password", help="set a new password (prompt or stdin); ends the user's sessions")
     p.add_argument("username")
     p.add_argument("--enable", action="store_true", help="also re-enable a disabled account")
-    p.set_defaults(run=_runner(reset_password))
+    p.set_defaults(run=runner(reset_password))
     add_data_dir_flags(p)
     p = actions.add_parser("reset-2fa", help="turn the user's two-factor authentication off")
     p.add_argument("username")
-    p.set_defaults(run=_runner(reset_two_factor))
+    p.set_defaults(run=runner(reset_two_factor))
     add_data_dir_flags(p)
     p = actions.add_parser("list", help="list the users")
-    p.set_defaults(run=_runner(list_users))
-    add_data_dir_flags(p)
-
-    audit = sub.add_parser("audit", help="check the activity log")
-    audit_actions = audit.add_subparsers(dest="action", required=True)
-    p = audit_actions.add_parser("verify", help="check the hash chain; names the first broken line")
-    p.set_defaults(run=_runner(verify_audit))
+    p.set_defaults(run=runner(list_users))
     add_data_dir_flags(p)

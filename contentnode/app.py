@@ -1,0 +1,270 @@
+"""The composition root: build_app(config, clock) builds every service once, in order.
+
+Every attribute a handler may reach through req.app is declared and assigned
+here, and App.start()/App.stop() list the listeners and background jobs top
+to bottom: this file is where a reader learns what the daemon is made of and
+in which order it comes up and goes down. Nothing registers itself anywhere
+at import time.
+"""
+
+import ipaddress
+import logging
+import secrets
+import sys
+import threading
+import time
+from functools import lru_cache
+
+from contentnode import __version__, api
+from contentnode.api import certs as certs_api
+from contentnode.api import delivery as delivery_api
+from contentnode.api import notifications as notifications_api
+from contentnode.api import settings as settings_api
+from contentnode.api import updates as updates_api
+from contentnode.auth import scopes
+from contentnode.auth.passwords import PasswordHasher
+from contentnode.auth.ratelimit import FailureLimiter
+from contentnode.auth.sessions import SessionManager
+from contentnode.clock import Clock
+from contentnode.config import Config
+from contentnode.core.audit import AuditLog
+from contentnode.core.events import EventBus
+from contentnode.core.metrics import NodeMetrics
+from contentnode.core.netguard import OutboundPolicy
+from contentnode.core.notify import Notifier
+from contentnode.core.verify import new_secret
+from contentnode.http.errors import forbidden
+from contentnode.http.request import Request
+from contentnode.http.router import AdminDispatcher, RouteTable
+from contentnode.http.server import Server
+from contentnode.public import PublicDispatcher
+from contentnode.public.content import Delivery
+from contentnode.store import Store
+from contentnode.tls import TlsRuntime
+
+log = logging.getLogger("contentnode")
+access_log = logging.getLogger("contentnode.access")
+
+LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
+SESSION_FLUSH_SECONDS = 30
+SESSION_PRUNE_SECONDS = 300
+
+
+class App:
+    """Everything a handler may reach through req.app; built only by build_app."""
+
+    config: Config
+    clock: Clock
+    data_dir: str
+    store: Store
+    sessions: SessionManager
+    hasher: PasswordHasher
+    login_limiter: FailureLimiter
+    audit: AuditLog
+    events: EventBus
+    metrics: NodeMetrics
+    scopes: object  # the contentnode.auth.scopes module: roles and scope checks
+    routes: RouteTable
+    panel_sections: list
+    admin_dispatcher: AdminDispatcher
+    public_dispatcher: PublicDispatcher
+    tls: TlsRuntime
+    delivery: Delivery
+    notifier: Notifier
+    servers: dict
+
+    def __init__(self, config: Config, clock: Clock):
+        self.config = config
+        self.clock = clock
+        self.data_dir = config.data_dir
+        self.servers = {}  # listener name -> Server; the HTTPS listener comes and goes at run time
+        self._jobs = []
+        self._stop_steps = []
+        self._stopping = threading.Event()
+
+    # --- start and stop, in order -------------------------------------------
+
+    def start(self) -> None:
+        """Listeners first (the node answers as soon as possible), then the background work."""
+        settings_api.apply_log_level(self)
+        self.start_server("admin", self.config.admin_bind, self.config.admin_port, self.admin_dispatcher)
+        self.start_server("public", self.config.public_bind, self.config.public_port, self.public_dispatcher)
+        self.tls.start()
+        self.every(SESSION_FLUSH_SECONDS, self.sessions.flush, "sessions-flush")
+        self.every(SESSION_PRUNE_SECONDS, self.sessions.prune, "sessions-prune")
+        self.every(delivery_api.FLUSH_SECONDS, lambda: delivery_api.flush(self.delivery), "traffic-flush")
+        self._stop_steps.append(self.delivery.traffic.save)
+        self.notifier.start()
+        self.events.subscribe(self.notifier.handle_event)
+        self._stop_steps.append(self.notifier.stop)
+        self._stop_steps.append(updates_api.start_auto_check(self))
+        certs_api.start_renewal(self)
+
+    def stop(self) -> None:
+        """Stop the jobs, close the listeners (in-flight requests finish), then the stop steps."""
+        self._stopping.set()
+        for name in list(self.servers):
+            self.stop_server(name)
+        for step in self._stop_steps:
+            try:
+                step()
+            except Exception:
+                log.exception("shutdown step failed")
+        self.sessions.flush()
+
+    # --- what handlers ask --------------------------------------------------
+
+    @property
+    def settings(self) -> dict:
+        return self.store.data["settings"]
+
+    @property
+    def outbound(self) -> OutboundPolicy:
+        admin = self.servers.get("admin")
+        port = admin.server_address[1] if admin else self.config.admin_port
+        return OutboundPolicy(allow_private=self.settings.get("allow_private_outbound", True),
+                              admin_ports=frozenset({port}), dns_server=self.config.dns_resolver or None)
+
+    def apply_policy(self) -> None:
+        policy = self.store.data["policy"]
+        self.login_limiter.configure(policy["lockout_threshold"], policy["lockout_duration"])
+
+    def admin_host(self) -> str | None:
+        return self.settings.get("admin_host")
+
+    def network_check(self, req) -> None:
+        """The admin allow list governs the admin host on the public side only."""
+        if not req.via_admin_host:
+            return
+        address = ipaddress.ip_address(req.client_ip)
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+            address = address.ipv4_mapped  # a dual-stack listener sees IPv4 clients as ::ffff:a.b.c.d
+        if not any(address in net for net in _networks(self.settings.get("admin_allow"))):
+            raise forbidden("ip_not_allowed", "this address is not on the admin allow list")
+
+    def client_ip(self, req) -> str:
+        """The peer address, or the X-Forwarded-For client when the peer is a trusted proxy."""
+        trusted = _networks(self.settings.get("trusted_proxies"))
+        if not trusted:
+            return req.peer_ip
+        forwarded = [a.strip() for a in (req.headers.get("X-Forwarded-For") or "").split(",") if a.strip()]
+        hops = [req.peer_ip] + forwarded[::-1]  # nearest first
+        for hop in hops:
+            try:
+                address = ipaddress.ip_address(hop)
+            except ValueError:
+                return req.peer_ip
+            if not any(address in net for net in trusted):
+                return hop
+        return hops[-1]
+
+    # --- listeners and jobs -------------------------------------------------
+
+    def every(self, seconds: float, fn, name: str) -> None:
+        """Run fn() every `seconds` on its own daemon thread until stop; errors are logged."""
+        def loop():
+            while not self._stopping.wait(seconds):
+                try:
+                    fn()
+                except Exception:
+                    log.exception("background job %s failed", name)
+        thread = threading.Thread(target=loop, name=f"job-{name}", daemon=True)
+        self._jobs.append(thread)
+        thread.start()
+
+    def _dispatch(self, port_name: str, dispatcher, scheme: str):
+        def dispatch(handler):
+            req = Request(handler, port_name, scheme)
+            req.client_ip = self.client_ip(req)
+            return dispatcher(req)
+        return dispatch
+
+    def _on_request(self, port_name, handler, response, seconds) -> None:
+        self.metrics.observe_request(port_name, handler.command, response.status, seconds)
+        if access_log.isEnabledFor(logging.INFO):
+            write_access_line(port_name, handler.client_address[0], handler.command, handler.path,
+                              response.status, getattr(handler, "bytes_sent", 0), seconds)
+
+    def start_server(self, name: str, bind: str, port: int, dispatcher, tls_context=None) -> Server:
+        server = Server((bind, port), self._dispatch(name, dispatcher, "https" if tls_context else "http"),
+                        name, max_connections=self.config.max_connections,
+                        request_timeout=self.config.request_timeout, idle_timeout=self.config.idle_timeout,
+                        tls_context=tls_context, on_request=self._on_request)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
+                                  name=f"{name}-accept", daemon=True)
+        thread.start()
+        self.servers[name] = server
+        return server
+
+    def stop_server(self, name: str) -> None:
+        server = self.servers.pop(name, None)
+        if server is not None:
+            server.close_gracefully()
+
+
+def build_app(config: Config, clock: Clock) -> App:
+    """Every service once, in dependency order; the store is loaded before what reads it."""
+    app = App(config, clock)
+    app.store = Store(config.data_dir, api.SECTIONS)
+    app.store.load()
+    app.sessions = SessionManager(config.data_dir, app.store, clock)
+    app.sessions.load()
+    _ensure_node_identity(app.store, clock)
+    app.hasher = PasswordHasher(config.hash_memory_kib, config.hash_time_cost, config.max_concurrent_hashes)
+    app.login_limiter = FailureLimiter()
+    app.apply_policy()
+    app.audit = AuditLog(config.data_dir, clock)
+    app.events = EventBus()
+    app.metrics = NodeMetrics(time.time(), __version__)
+    app.scopes = scopes
+    app.routes = RouteTable(api.ROUTES)
+    app.panel_sections = api.PANEL_SECTIONS
+    app.admin_dispatcher = AdminDispatcher(app, app.routes)
+    app.public_dispatcher = PublicDispatcher(app)
+    app.tls = TlsRuntime(app, app.public_dispatcher)
+    app.delivery = Delivery(app)
+    delivery_api.register_metrics(app.metrics, app.delivery)
+    app.notifier = notifications_api.build_notifier(app)
+    return app
+
+
+def _ensure_node_identity(store: Store, clock: Clock) -> None:
+    """A node id and verification secret, made once on the first start."""
+    if not store.data["node"].get("secret"):
+        with store.transaction() as doc:
+            doc["node"] = {"id": secrets.token_hex(8), "secret": new_secret(), "created_at": clock.now()}
+
+
+def _networks(cidrs) -> tuple:
+    return _parse_networks(tuple(cidrs or ()))
+
+
+@lru_cache(maxsize=32)
+def _parse_networks(cidrs: tuple) -> tuple:
+    """Parsed once per distinct list, not on every request."""
+    result = []
+    for cidr in cidrs:
+        try:
+            result.append(ipaddress.ip_network(cidr, strict=False))
+        except ValueError:
+            log.warning("ignoring invalid network %r", cidr)
+    return tuple(result)
+
+
+_stamp = [0, ""]
+
+
+def write_access_line(port, client, method, target, status, size, seconds) -> None:
+    """One line per request, in the logging format but without its per-record cost.
+
+    The query string is left out (it may carry signatures); control characters are escaped.
+    """
+    now = int(time.time())
+    if _stamp[0] != now:
+        _stamp[1] = time.strftime(LOG_DATE_FORMAT, time.localtime(now))
+        _stamp[0] = now
+    path = target.split("?", 1)[0][:300]
+    if not path.isprintable():
+        path = path.encode("unicode_escape").decode("ascii")
+    sys.stderr.write(f'{_stamp[1]} INFO contentnode.access: {port} {client} "{method} {path}" '
+                     f"{status} {size} {seconds * 1000:.1f}ms\n")

@@ -1,0 +1,49 @@
+"""The public port: one ordered PIPELINE of stages, the first answer wins.
+
+Each stage is a function `answer(req) -> Response | None` in its own module:
+None passes the request on. The order is the contract: the verification page
+and ACME challenges answer before anything a domain's settings can change,
+the HTTPS upgrade before the admin host (which refuses plain HTTP), redirects
+before content, and content answers everything that reaches it. Nothing here
+reads a request body.
+"""
+
+import logging
+
+from contentnode.http.errors import INTERNAL_ERROR, ApiError, error_response
+from contentnode.public import (acme_challenge, admin_host, content, domain_redirect, https_upgrade,
+                                verification)
+
+log = logging.getLogger("contentnode.public")
+
+PIPELINE = [
+    verification.answer,
+    acme_challenge.answer,
+    https_upgrade.answer,
+    admin_host.answer,
+    domain_redirect.answer,
+    content.answer,
+]
+
+
+class PublicDispatcher:
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, req):
+        req.app = self.app
+        if (req.content_length or 0) > 0 or req.chunked:
+            req.close_after()  # public requests never have their body read
+        try:
+            for stage in PIPELINE:
+                response = stage(req)
+                if response is not None:
+                    return response
+            raise ApiError(404, "not_found", "nothing is served here")
+        except ApiError as error:
+            return error_response(error)
+        except (ConnectionError, TimeoutError):
+            raise
+        except Exception:
+            log.exception("public request failed: %s %s", req.method, req.raw_path)
+            return error_response(INTERNAL_ERROR)

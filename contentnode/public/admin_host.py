@@ -1,0 +1,22 @@
+"""The admin API under the admin host, on the public side, over HTTPS only.
+
+This stage hands requests whose Host is the configured admin host to
+the same admin dispatcher the loopback port uses, marked `via_admin_host`, so
+every admin check applies and the admin allow list governs them
+(403 ip_not_allowed). Over plain HTTP the admin host is refused: passwords
+and session cookies never cross the network unencrypted. It runs after the
+ACME challenge stage, so the admin host's own certificate can be renewed.
+"""
+
+from contentnode.core.hostnames import host_from_header
+from contentnode.http.errors import ApiError
+
+
+def answer(req):
+    admin_host = req.app.admin_host()
+    if not admin_host or host_from_header(req.headers.get("Host")) != admin_host:
+        return None
+    if req.scheme != "https":
+        raise ApiError(403, "host_not_allowed", "the admin host answers over HTTPS only")
+    req.via_admin_host = True
+    return req.app.admin_dispatcher(req)

@@ -1,0 +1,20 @@
+"""Plain requests for hosts with a certificate go to HTTPS, when redirect_http is on."""
+
+from contentnode.core.hostnames import host_from_header
+from contentnode.http.response import json_response
+
+
+def answer(req):
+    if req.scheme != "http":
+        return None
+    tls = req.app.tls
+    wanted = tls.https_settings()
+    port = tls.listening_port()
+    if not (wanted["enabled"] and wanted["redirect_http"] and port):
+        return None
+    host = host_from_header(req.headers.get("Host"))
+    if not host or tls.certs.stamp(host) is None:
+        return None
+    authority = host if port == 443 else f"{host}:{port}"
+    location = f"https://{authority}{req.target}"
+    return json_response({"redirect": location}, 301, {"Location": location})
