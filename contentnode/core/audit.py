@@ -118,7 +118,7 @@ class AuditLog:
         written once per key and REPEAT_PERIOD; the repeats are only counted, and written
         as one entry with detail.repeats when the period is over, so no request rate
         can rotate real history away. Returns the entry, or None when it was only counted."""
-        now = clock.now()
+        now = self.clock.now()
         with self._lock:
             slot = self._repeats.get(key)
             if slot is not None and now - slot["start"] < REPEAT_PERIOD:
@@ -147,7 +147,7 @@ class AuditLog:
     def record(self, action: str, target=None, ok: bool = True, detail=None, user=None,
                ip: str | None = None, user_agent: str | None = None, flush: bool = True) -> dict:
         if flush and self._repeats:
-            self._flush_repeats(clock.now())
+            self._flush_repeats(self.clock.now())
         with self._lock:
             entry = {
                 "id": self._next_id,
@@ -188,7 +188,7 @@ class AuditLog:
         `since`/`until` are epoch seconds; `cursor` is the id below which to continue.
         """
         if self._repeats:
-            self._flush_repeats(clock.now())
+            self._flush_repeats(self.clock.now())
         found = []
         for path in reversed(self.files()):
             with open(path, "rb") as f:
