@@ -80,6 +80,24 @@ def check_header(name: str, value: str) -> None:
         raise ValueError(f"unsafe header {name!r}")
 
 
+_CHECKED_LINES = {}  # (name, value) -> "name: value", already passed check_header
+_CHECKED_LINES_MAX = 4096
+
+
+def header_line(name: str, value) -> str:
+    """`name: value` for a response header, checked once per distinct pair (most repeat)."""
+    try:
+        return _CHECKED_LINES[name, value]
+    except KeyError:
+        pass
+    text = str(value)
+    check_header(name, text)
+    if len(_CHECKED_LINES) >= _CHECKED_LINES_MAX:
+        _CHECKED_LINES.clear()   # bounded: values like Age or Content-Range vary
+    line = _CHECKED_LINES[name, value] = f"{name}: {text}"
+    return line
+
+
 MAX_HEADERS = 100
 
 
@@ -389,9 +407,7 @@ class Server(ThreadingHTTPServer):
         lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
                  "Server: contentnode",
                  f"Date: {http_date()}"]
-        for name, value in response.headers:
-            check_header(name, str(value))
-            lines.append(f"{name}: {value}")
+        lines += [header_line(name, value) for name, value in response.headers]
         bodyless = status in (204, 304) or 100 <= status < 200
         if not bodyless:
             lines.append(f"Content-Length: {response.length}")
