@@ -421,7 +421,11 @@ class Server(ThreadingHTTPServer):
             if isinstance(body, bytes):
                 handler.wfile.write(head + body if send_body else head)
             elif isinstance(body, FileBody):
-                handler.wfile.write(head)
+                if send_body and body.length and not isinstance(handler.connection, ssl.SSLSocket):
+                    # MSG_MORE: the head leaves with the file's first bytes, not in a packet of its own
+                    handler.connection.sendall(head, socket.MSG_MORE)
+                else:
+                    handler.wfile.write(head)
                 if send_body:
                     self._send_file(handler, body)
             elif isinstance(body, StreamBody):
