@@ -37,7 +37,7 @@ TARGET_HEALTHZ = 0.90
 TARGET_ME = 0.70
 TARGET_RSS_MB = 40.0
 TARGET_START_S = 1.0
-TARGET_WRITE_P50_MS = 10.0
+TARGET_WRITE_P50_MS = 5.0   # issue 15 (was 10 ms in issue 2)
 
 SERVERS = ("bare", "daemon", "daemon-info")
 ENDPOINTS = ("/healthz", "/api/me")
@@ -210,7 +210,7 @@ def bench_store(workdir: str, writes: int, size_mb: float) -> dict:
 
     data_dir = os.path.join(workdir, "store")
     os.makedirs(data_dir, mode=0o700)
-    store = Store(data_dir)
+    store = Store(data_dir, {})
     store.load()
     with store.transaction() as doc:
         doc["bench_rules"] = _filler(int(size_mb * 1024 * 1024))
@@ -233,13 +233,16 @@ def bench_store(workdir: str, writes: int, size_mb: float) -> dict:
         raw = f.read()
     assert json.loads(raw)["bench_rules"][first_rule]["cache_ttl"] == expected_ttl
 
-    # Where the time goes: the private copy (decode), the encode, the durable write.
+    # For scale: what a whole-document copy would cost (decode + encode; the Store
+    # re-encodes only the records a write changed), and the durable write of the
+    # document and of 100 bytes (the disk's floor: two fsyncs and a rename).
     n = max(10, writes // 4)
     doc = json.loads(raw)
     parts = {}
     for name, fn in (("decode", lambda: json.loads(raw)),
                      ("encode", lambda: json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()),
-                     ("atomic_write", lambda: atomic_write(os.path.join(data_dir, "copy.json"), raw))):
+                     ("atomic_write", lambda: atomic_write(os.path.join(data_dir, "copy.json"), raw)),
+                     ("atomic_write_100b", lambda: atomic_write(os.path.join(data_dir, "small.json"), raw[:100]))):
         samples = []
         for _ in range(n):
             t0 = time.perf_counter()
@@ -338,8 +341,10 @@ def report(args, startup, http, store, load_before, load_after) -> list:
         line("  p50 change in another section / in the big one",
              f"{store['other_section_p50_s'] * 1e3:.1f}/{store['same_section_p50_s'] * 1e3:.1f} ms")
         line("  p50 CPU time of a write (the rest is I/O wait)", f"{store['cpu_p50_s'] * 1e3:.1f} ms")
-        line("  median: decode copy / encode / atomic_write",
-             "/".join(f"{parts[k] * 1e3:.1f}" for k in ("decode", "encode", "atomic_write")) + " ms")
+        line("  median: whole-doc decode / encode (not paid by a write)",
+             "/".join(f"{parts[k] * 1e3:.1f}" for k in ("decode", "encode")) + " ms")
+        line("  median: atomic_write of the doc / of 100 B (disk floor)",
+             "/".join(f"{parts[k] * 1e3:.1f}" for k in ("atomic_write", "atomic_write_100b")) + " ms")
     return missed
 
 

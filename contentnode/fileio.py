@@ -20,9 +20,23 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def atomic_write(path: str, data: bytes, mode: int = 0o600) -> None:
+def _write_parts(fd: int, parts: list) -> None:
+    """Write byte strings one after another with writev, without joining them first."""
+    for start in range(0, len(parts), _IOV_BATCH):
+        batch = parts[start:start + _IOV_BATCH]
+        written = os.writev(fd, batch)
+        if written < sum(map(len, batch)):   # a short write: finish this batch the plain way
+            write_all(fd, b"".join(batch)[written:])
+
+
+_IOV_BATCH = 512  # below every system's IOV_MAX
+
+
+def atomic_write(path: str, data: bytes | list, mode: int = 0o600) -> None:
     """Write `data` to `path` so that readers see the old or the new content, never a mix.
 
+    `data` is bytes or a list of byte strings written in order (a large
+    document need not be joined into one buffer first).
     Temp file in the same folder, write, fsync, rename over, fsync the folder.
     On any error the old file is untouched and the temp file removed.
     """
@@ -30,7 +44,10 @@ def atomic_write(path: str, data: bytes, mode: int = 0o600) -> None:
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
-        write_all(fd, data)
+        if isinstance(data, list):
+            _write_parts(fd, data)
+        else:
+            write_all(fd, data)
         os.fsync(fd)
     except BaseException:
         os.close(fd)

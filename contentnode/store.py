@@ -46,22 +46,114 @@ def _encode(value) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _join(encoded: dict) -> bytes:
-    """The document's bytes from its sections' encodings, in order."""
-    return b"{" + b",".join(_encode(name) + b":" + data for name, data in encoded.items()) + b"}"
+def _entry(key, value) -> bytes:
+    """One member of an object, `"key":value`, as json.dumps writes it inside the object."""
+    if not isinstance(key, str):
+        raise TypeError(f"state keys are strings, not {type(key).__name__} ({key!r})")
+    return _encode(key) + b":" + _encode(value)
+
+
+def _copy(value):
+    """A deep copy of a JSON value (dicts, lists, scalars), much cheaper than copy.deepcopy."""
+    if type(value) is dict:
+        out = value.copy()
+        for key, item in out.items():
+            if type(item) is dict or type(item) is list:
+                out[key] = _copy(item)
+        return out
+    if type(value) is list:
+        return [_copy(item) if type(item) is dict or type(item) is list else item for item in value]
+    return value
+
+
+class Section(MutableMapping):
+    """A transaction's copy-on-access view of one object section of the document.
+
+    A record (the value under one key) is copied the first time it is read
+    here, so the caller may change it freely; at commit only the records that
+    were replaced, added, deleted or changed in their copy are re-encoded, and
+    the others keep their bytes and their snapshot objects. A write inside one
+    record of a 1 MB section thus costs about the record, not the section.
+    A copy counts as changed when it is no longer == the snapshot's record
+    (so 1 -> 1.0 or 1 -> True inside a read copy is not seen; assign the
+    record, `section[key] = record`, to force it).
+    """
+
+    def __init__(self, base: dict, members: dict):
+        self._base = base          # the snapshot's records, never mutated
+        self._members = members    # key -> `"key":value` bytes of the snapshot
+        self.copies = {}           # key -> this transaction's value
+        self.assigned = set()      # keys given a value here (always re-encoded)
+        self.deleted = set()       # snapshot keys removed (possibly given again later)
+
+    def __getitem__(self, key):
+        try:
+            return self.copies[key]
+        except KeyError:
+            pass
+        if key in self.deleted or key not in self._base:
+            raise KeyError(key)
+        value = self.copies[key] = _copy(self._base[key])
+        return value
+
+    def __setitem__(self, key, value):
+        self.copies[key] = value   # after a delete it lands at the end, as in a dict
+        self.assigned.add(key)
+
+    def __delitem__(self, key):
+        if key not in self:
+            raise KeyError(key)
+        self.copies.pop(key, None)
+        self.assigned.discard(key)
+        if key in self._base:
+            self.deleted.add(key)
+
+    def __contains__(self, key):
+        return key in self.copies or (key in self._base and key not in self.deleted)
+
+    def __iter__(self):
+        for key in self._base:
+            if key not in self.deleted:
+                yield key
+        for key in list(self.copies):
+            if key not in self._base or key in self.deleted:
+                yield key
+
+    def __len__(self):
+        added = sum(1 for key in self.copies if key not in self._base or key in self.deleted)
+        return len(self._base) - len(self.deleted) + added
+
+    def clear(self):
+        self.deleted.update(self._base)
+        self.copies.clear()
+        self.assigned.clear()
+
+    def result(self) -> tuple[dict, dict, bool]:
+        """(records, members, changed): the section after this transaction."""
+        changed = {key: value for key, value in self.copies.items()
+                   if key in self.assigned or key not in self._base or value != self._base[key]}
+        if not changed and not self.deleted:
+            return self._base, self._members, False
+        records, members = self._base.copy(), self._members.copy()
+        for key in self.deleted:
+            del records[key], members[key]
+        for key, value in changed.items():
+            members[key] = _entry(key, value)
+            records[key] = value
+        return records, members, True
 
 
 class Transaction(MutableMapping):
     """A private, copy-on-access view of the document for one transaction.
 
-    A section is decoded from its cached encoding the first time it is read
-    or replaced here, so a write costs the sections it touches, not the whole
-    document; untouched sections keep their bytes and their snapshot objects.
+    An object section is handed out as a Section (copy-on-access per record);
+    any other section is decoded from its bytes the first time it is read.
+    Untouched sections keep their bytes and their snapshot objects.
     """
 
     def __init__(self, snapshot: dict, encoded: dict):
         self._snapshot = snapshot
-        self._encoded = encoded
+        self._encoded = encoded    # name -> JSON bytes, or {key: member bytes} for an object section
         self.copies = {}      # name -> this transaction's own value
         self.deleted = set()
 
@@ -70,28 +162,64 @@ class Transaction(MutableMapping):
             return self.copies[name]
         if name in self.deleted or name not in self._snapshot:
             raise KeyError(name)
-        value = self.copies[name] = json.loads(self._encoded[name])
+        encoded = self._encoded[name]
+        if isinstance(encoded, dict):
+            value = Section(self._snapshot[name], encoded)
+        else:
+            value = json.loads(encoded)
+        self.copies[name] = value
         return value
 
     def __setitem__(self, name, value):
-        self.deleted.discard(name)
-        self.copies[name] = value
+        self.copies[name] = value   # after a delete it lands at the end, as in a dict
 
     def __delitem__(self, name):
         if name not in self:
             raise KeyError(name)
         self.copies.pop(name, None)
-        self.deleted.add(name)
+        if name in self._snapshot:
+            self.deleted.add(name)
 
     def __contains__(self, name):
         return name in self.copies or (name in self._snapshot and name not in self.deleted)
 
     def __iter__(self):
         names = [n for n in self._snapshot if n not in self.deleted]
-        return iter(names + [n for n in self.copies if n not in self._snapshot])
+        return iter(names + [n for n in self.copies if n not in self._snapshot or n in self.deleted])
 
     def __len__(self):
         return sum(1 for _ in self)
+
+    def clear(self):
+        self.deleted.update(self._snapshot)
+        self.copies.clear()
+
+
+def _encode_section(value):
+    """(snapshot value, encoded form): an object section is kept as its members' bytes."""
+    if isinstance(value, Section):
+        records, members, _ = value.result()
+        return records, members
+    if type(value) is dict:
+        return value, {key: _entry(key, item) for key, item in value.items()}
+    return value, _encode(value)
+
+
+def _differs(new, old) -> bool:
+    """Whether a section's encoding changed, key order included."""
+    if new is old:
+        return False
+    return new != old or (isinstance(new, dict) and list(new) != list(old))
+
+
+def _document_parts(encoded: dict) -> list:
+    """The document's bytes as parts for atomic_write: the sections are never concatenated."""
+    parts = [b"{"]
+    for index, (name, value) in enumerate(encoded.items()):
+        parts.append((b"," if index else b"") + _encode(name) + b":")
+        parts += (b"{", b",".join(value.values()), b"}") if isinstance(value, dict) else (value,)
+    parts.append(b"}")
+    return parts
 
 
 class Store:
@@ -105,7 +233,7 @@ class Store:
         self.path = os.path.join(data_dir, STATE_FILE)
         self.sections = dict(sections)
         self._lock = threading.RLock()
-        self._encoded = {}  # section name -> its JSON bytes, as on disk
+        self._encoded = {}  # section name -> its JSON bytes, or {key: member bytes} for an object
         self._data = {}
 
     def load(self) -> None:
@@ -130,10 +258,10 @@ class Store:
             doc = migrate(doc, self.path)
         for name, factory in self.sections.items():
             doc.setdefault(name, factory())
-        self._encoded = {name: _encode(value) for name, value in doc.items()}
+        self._encoded = {name: _encode_section(value)[1] for name, value in doc.items()}
         self._data = doc
         if raw is None:
-            atomic_write(self.path, _join(self._encoded))
+            atomic_write(self.path, _document_parts(self._encoded))
 
     def section_defaults(self) -> dict:
         """{name: default value} of every declared section, fresh copies."""
@@ -153,11 +281,10 @@ class Store:
             data, encoded, changed = {}, {}, bool(tx.deleted & self._data.keys())
             for name in tx:
                 if name in tx.copies:
-                    data[name] = tx.copies[name]
-                    encoded[name] = _encode(data[name])
-                    changed = changed or encoded[name] != self._encoded.get(name)
+                    data[name], encoded[name] = _encode_section(tx.copies[name])
+                    changed = changed or _differs(encoded[name], self._encoded.get(name))
                 else:
                     data[name], encoded[name] = self._data[name], self._encoded[name]
             if changed:
-                atomic_write(self.path, _join(encoded))
+                atomic_write(self.path, _document_parts(encoded))
                 self._data, self._encoded = data, encoded

@@ -5,7 +5,9 @@ key: a small JSON header, then the body, so one os.replace makes an entry
 appear whole and a hit is one sendfile from a known offset. The index lives in
 memory and is rebuilt from the files at start (file mtime gives the LRU order,
 so it survives restarts); a file whose size does not match its header is a
-torn write and is dropped.
+torn write and is dropped. Small bodies are also kept in memory after their
+first hit (HOT_MAX_OBJECT each, HOT_MAX_BYTES in all, oldest first out), so a
+hit on a thumbnail or a stylesheet costs no open, sendfile or close.
 
 Concurrent misses for one key share one fill: a background thread fetches the
 origin into a temp file while every waiting request (the first one included)
@@ -19,7 +21,7 @@ import os
 import struct
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -32,6 +34,8 @@ CHUNK = 256 * 1024
 STALL_TIMEOUT = 60.0     # a fill that makes no progress this long fails its readers
 TOUCH_EVERY = 60.0       # refresh an entry's mtime (its persisted LRU position) at most this often
 MAX_HEADER = 64 * 1024
+HOT_MAX_OBJECT = 64 * 1024          # bodies up to this size are kept in memory after a hit
+HOT_MAX_BYTES = 16 * 1024 * 1024    # the memory all those bodies may hold together
 
 
 class FillStalled(Exception):
@@ -71,6 +75,7 @@ class Entry:
     stored_at: float
     expires_at: float
     touched: float = 0.0
+    body: bytes | None = None   # the body in memory, for a small entry that was hit (see HOT_MAX_BYTES)
 
     @property
     def file_size(self) -> int:
@@ -80,23 +85,29 @@ class Entry:
 class Result:
     """One request's view of a cached or filling object.
 
-    hit: served from an entry already on disk (use open_file and sendfile);
-    otherwise `chunks(start, end)` tails the fill. status != 200 means the
-    origin refused and there is no body.
+    hit: served from an entry already on disk: `body` holds a small one's
+    bytes, else use open_file and sendfile; otherwise `chunks(start, end)`
+    tails the fill. status != 200 means the origin refused and there is no body.
     """
 
-    def __init__(self, status, meta, size, hit, entry=None, fill=None, fd=None, on_close=None):
+    def __init__(self, status, meta, size, hit, entry=None, fill=None, fd=None, body=None, on_close=None):
         self.status, self.meta, self.size, self.hit = status, meta, size, hit
-        self.entry, self._fill, self._fd = entry, fill, fd
+        self.entry, self._fill, self._fd, self.body = entry, fill, fd, body
         self._on_close = on_close
 
     def open_file(self):
-        """(fd, body offset) of a hit; the caller closes fd after sending."""
+        """(fd, body offset) of a hit; close() closes fd (opened here for a body held in memory)."""
+        if self._fd is None:
+            self._fd = os.open(self.entry.path, os.O_RDONLY)
         return self._fd, self.entry.offset
 
     def chunks(self, start: int = 0, end: int | None = None):
         """Body bytes [start, end) as they arrive from the origin (or from the file of a hit)."""
         end = self.size if end is None else end
+        if self.body is not None:
+            if start < end:
+                yield self.body[start:end]
+            return
         fd, base = self._fd, (self.entry.offset if self.hit else self._fill.offset)
         pos = start
         while pos < end:
@@ -245,6 +256,8 @@ class Cache:
         self._index: OrderedDict[tuple, Entry] = OrderedDict()
         self._fills: dict[tuple, _Fill] = {}
         self.total = 0
+        self._hot = deque()   # entries holding their body in memory, oldest first
+        self._hot_bytes = 0
         ensure_private_dir(self._tmp)
         self._load()
 
@@ -307,7 +320,11 @@ class Cache:
         return entry
 
     def _open_hit(self, entry):
-        """A Result reading the entry's file, or None when the file vanished meanwhile."""
+        """A Result for a hit (its body in memory when small), or None when the file vanished."""
+        body = entry.body
+        if body is not None:
+            self._touch(entry, entry.path)
+            return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
         try:
             fd = os.open(entry.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -315,14 +332,40 @@ class Cache:
                 if self._index.get(entry.key) is entry:
                     self._drop(entry)
             return None
+        self._touch(entry, fd)
+        if entry.size <= HOT_MAX_OBJECT:
+            try:
+                body = os.pread(fd, entry.size, entry.offset)
+            finally:
+                os.close(fd)
+            if len(body) != entry.size:
+                raise FillTruncated("cache file shorter than its header says")
+            self._keep_hot(entry, body)
+            return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
+        return Result(200, entry.meta, entry.size, True, entry=entry, fd=fd)
+
+    def _touch(self, entry, file):
+        """Refresh the file's mtime, its LRU position after a restart, at most every TOUCH_EVERY."""
         now = self.clock()
         if now - entry.touched >= TOUCH_EVERY:
             entry.touched = now
             try:
-                os.utime(fd)
+                os.utime(file)
             except OSError:
                 pass
-        return Result(200, entry.meta, entry.size, True, entry=entry, fd=fd)
+
+    def _keep_hot(self, entry, body: bytes):
+        """Keep a small body in memory; the oldest kept ones go when HOT_MAX_BYTES is passed."""
+        with self._lock:
+            if entry.body is not None or self._index.get(entry.key) is not entry:
+                return
+            entry.body = body
+            self._hot.append(entry)
+            self._hot_bytes += len(body)
+            while self._hot_bytes > HOT_MAX_BYTES:
+                old = self._hot.popleft()
+                self._hot_bytes -= len(old.body)
+                old.body = None
 
     def lookup(self, key: tuple) -> Result | None:
         """A fresh entry opened for reading, or None (a miss or an expired entry)."""

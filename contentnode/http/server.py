@@ -90,6 +90,24 @@ def check_header(name: str, value: str) -> None:
         raise ValueError(f"unsafe header {name!r}")
 
 
+_CHECKED_LINES = {}  # (name, value) -> "name: value", already passed check_header
+_CHECKED_LINES_MAX = 4096
+
+
+def header_line(name: str, value) -> str:
+    """`name: value` for a response header, checked once per distinct pair (most repeat)."""
+    try:
+        return _CHECKED_LINES[name, value]
+    except KeyError:
+        pass
+    text = str(value)
+    check_header(name, text)
+    if len(_CHECKED_LINES) >= _CHECKED_LINES_MAX:
+        _CHECKED_LINES.clear()   # bounded: values like Age or Content-Range vary
+    line = _CHECKED_LINES[name, value] = f"{name}: {text}"
+    return line
+
+
 MAX_HEADERS = 100
 MAX_HEAD = 65536  # request line and header lines together; worst case per connection
 
@@ -440,7 +458,11 @@ class Server(ThreadingHTTPServer):
             if isinstance(body, bytes):
                 handler.wfile.write(head + body if send_body else head)
             elif isinstance(body, FileBody):
-                handler.wfile.write(head)
+                if send_body and body.length and not isinstance(handler.connection, ssl.SSLSocket):
+                    # MSG_MORE: the head leaves with the file's first bytes, not in a packet of its own
+                    handler.connection.sendall(head, socket.MSG_MORE)
+                else:
+                    handler.wfile.write(head)
                 if send_body:
                     self._send_file(handler, body)
             elif isinstance(body, StreamBody):
@@ -457,9 +479,7 @@ class Server(ThreadingHTTPServer):
         lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
                  "Server: contentnode",
                  f"Date: {http_date()}"]
-        for name, value in response.headers:
-            check_header(name, str(value))
-            lines.append(f"{name}: {value}")
+        lines += [header_line(name, value) for name, value in response.headers]
         if not (status in (204, 304) or 100 <= status < 200):
             lines.append(f"Content-Length: {response.length}")
         if handler.close_connection or self.closing:

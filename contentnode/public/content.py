@@ -87,8 +87,26 @@ class Delivery:
 # ---------------------------------------------------------------- resolving
 
 
+_CLEAN_PATHS = {}  # raw path -> decoded path, for paths that passed clean_path
+_CLEAN_PATHS_MAX = 4096
+
+
 def clean_path(raw_path: str) -> str:
-    """The decoded request path, or 400 for traversal, encoded slashes, NUL and controls."""
+    """The decoded request path, or 400 for traversal, encoded slashes, NUL and controls.
+
+    Remembered for the last few thousand distinct good paths: the checks are a
+    pure function of the raw path, and hits repeat the same paths.
+    """
+    path = _CLEAN_PATHS.get(raw_path)
+    if path is None:
+        path = _checked_path(raw_path)
+        if len(_CLEAN_PATHS) >= _CLEAN_PATHS_MAX:
+            _CLEAN_PATHS.clear()
+        _CLEAN_PATHS[raw_path] = path
+    return path
+
+
+def _checked_path(raw_path: str) -> str:
     lowered = raw_path.lower()
     if len(raw_path) > MAX_PATH_BYTES or not raw_path.startswith("/"):
         raise ApiError(400, "invalid", "the path is not acceptable")
@@ -314,7 +332,10 @@ def object_response(req, result, target: Target) -> Response:
     status, (start, end) = (200, (0, result.size)) if span is None else (206, span)
     if span is not None:
         headers.append(("Content-Range", f"bytes {start}-{end - 1}/{result.size}"))
-    if result.hit:
+    if result.body is not None:
+        result.close()
+        body = result.body if span is None else result.body[start:end]
+    elif result.hit:
         fd, base = result.open_file()
         body = FileBody(fd, base + start, end - start, result.close)
     else:
