@@ -198,7 +198,7 @@ def test_transactions_match_a_plain_dict_model(tmp_path_factory, transactions):
             if isinstance(value, dict):
                 assert list(s.data[name]) == list(value)
         assert json.loads(disk(s)) == model
-    again = Store(os.path.dirname(s.path))
+    again = Store(os.path.dirname(s.path), {})
     again.load()
     assert again.data == model
     assert STATE_FILE == os.path.basename(s.path)
