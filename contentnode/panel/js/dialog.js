@@ -1,0 +1,40 @@
+// Native <dialog>: confirmations before destructive actions, and modal forms.
+
+import { h, uid } from './dom.js';
+import { button } from './forms.js';
+
+/** Open a modal holding `content`; returns {dialog, close}. The dialog is removed when closed. */
+export function modal({ title, content, description, wide = false, onClose }) {
+  const titleId = uid('dlg');
+  const closeBtn = h('button', { type: 'button', class: 'btn btn-ghost btn-icon dialog-x', 'aria-label': 'Close' }, '×');
+  const dialog = h('dialog', { class: ['dialog', wide && 'dialog-wide'], 'aria-labelledby': titleId },
+    h('header', { class: 'dialog-head' }, h('h2', { id: titleId }, title), closeBtn),
+    description ? h('p', { class: 'dialog-desc' }, description) : null,
+    h('div', { class: 'dialog-body' }, content));
+  const close = () => dialog.open && dialog.close();
+  closeBtn.addEventListener('click', close);
+  dialog.addEventListener('close', () => { dialog.remove(); if (onClose) onClose(); });
+  document.body.append(dialog);
+  dialog.showModal();
+  const first = dialog.querySelector('.dialog-body input:not([type=hidden]), .dialog-body select, .dialog-body textarea');
+  if (first) first.focus();
+  return { dialog, close };
+}
+
+/** Ask before a destructive action. Resolves true when confirmed. */
+export function confirm({ title, message, confirmLabel = 'Delete', danger = true, details = null }) {
+  return new Promise((resolve) => {
+    let answer = false;
+    const yes = button(confirmLabel, { kind: danger ? 'danger' : 'primary' });
+    const no = button('Cancel', { kind: 'secondary' });
+    const { close } = modal({
+      title,
+      content: h('div', {}, h('p', { class: 'dialog-message' }, message), details,
+        h('div', { class: 'form-actions' }, no, yes)),
+      onClose: () => resolve(answer),
+    });
+    yes.addEventListener('click', () => { answer = true; close(); });
+    no.addEventListener('click', close);
+    no.focus();
+  });
+}

@@ -1,0 +1,51 @@
+// Building DOM without innerHTML: text always goes through textContent, so
+// data from the API can never become markup.
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+const SVG_TAGS = new Set(['svg', 'path', 'rect', 'line', 'g', 'text', 'circle', 'polyline', 'title']);
+
+function append(el, child) {
+  if (child === null || child === undefined || child === false) return;
+  if (Array.isArray(child)) { child.forEach((c) => append(el, c)); return; }
+  el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+}
+
+/** h('button', {class: 'btn', onclick: fn}, 'Save') -> element. */
+export function h(tag, attrs, ...children) {
+  const el = SVG_TAGS.has(tag) ? document.createElementNS(SVG_NS, tag) : document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith('on') && typeof value === 'function') el.addEventListener(key.slice(2), value);
+    else if (key === 'class') el.setAttribute('class', Array.isArray(value) ? value.filter(Boolean).join(' ') : value);
+    else if (key === 'dataset') Object.assign(el.dataset, value);
+    else if (key === 'value' && 'value' in el && !SVG_TAGS.has(tag)) el.value = value;
+    else if (key === 'checked' || key === 'selected' || key === 'open') el[key] = Boolean(value);
+    else el.setAttribute(key, value === true ? '' : String(value));
+  }
+  children.forEach((c) => append(el, c));
+  return el;
+}
+
+export function clear(el) {
+  while (el.firstChild) el.firstChild.remove();
+  return el;
+}
+
+/** Replace an element's children. */
+export function mount(el, ...children) {
+  clear(el);
+  children.forEach((c) => append(el, c));
+  return el;
+}
+
+let counter = 0;
+export function uid(prefix = 'f') {
+  counter += 1;
+  return `${prefix}-${counter}`;
+}
+
+/** A small inline SVG icon from a path list (stroke icons, 24px grid). */
+export function icon(paths, cls = 'icon') {
+  return h('svg', { class: cls, viewBox: '0 0 24 24', 'aria-hidden': 'true', focusable: 'false' },
+    ...paths.map((d) => h('path', { d })));
+}
