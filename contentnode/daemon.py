@@ -26,6 +26,7 @@ from contentnode.core.audit import AuditLog
 from contentnode.core.events import EventBus
 from contentnode.core.metrics import NodeMetrics
 from contentnode.core.netguard import OutboundPolicy
+from contentnode.core.static_files import load_panel_files
 from contentnode.core.verify import new_secret
 from contentnode.fileio import DataDirLock, ensure_private_dir, remove_stale_temps
 from contentnode.http.errors import forbidden
@@ -79,6 +80,7 @@ class App:
         self.metrics = NodeMetrics(time.time())
         self.scopes = scopes
         self.routes = RouteTable(all_routes())
+        self.panel_files = load_panel_files()
         self.servers = {}
         self._shutdown_callbacks = []
         self._jobs = []

@@ -27,6 +27,7 @@ MODULES = [
     "certs",
     "https",
     "traffic",
+    "panel_assets",
 ]
 
 
