@@ -123,7 +123,7 @@ function buildShell() {
     body.classList.toggle('open', open);
   });
   nav.addEventListener('click', (e) => { if (e.target.closest('a')) { toggle.setAttribute('aria-expanded', 'false'); body.classList.remove('open'); } });
-  const brandName = h('span', { class: 'brand-node' }, state.nodeName || '');
+  const brandName = h('span', { class: 'brand-node' }, state.nodeName && state.nodeName !== 'contentnode' ? state.nodeName : '');
   const main = h('main', { id: 'main', class: 'main', tabindex: '-1' });
   const skip = h('a', { href: '#main', class: 'skip', onclick: (e) => { e.preventDefault(); main.focus(); } }, 'Skip to content');
   const aside = h('aside', { class: 'sidebar' },
@@ -133,7 +133,7 @@ function buildShell() {
     body);
   mount(root, skip, h('div', { class: 'shell' }, aside, main));
   if (can('settings:write') && !state.nodeName) {
-    get('/api/settings').then((s) => { state.nodeName = s.node_name; brandName.textContent = s.node_name; }).catch(() => {});
+    get('/api/settings').then((s) => { state.nodeName = s.node_name; if (s.node_name !== 'contentnode') brandName.textContent = s.node_name; }).catch(() => {});
   }
   return { main, nav, user: user.id, enrolOnly };
 }
