@@ -132,7 +132,7 @@ function buildShell() {
       toggle),
     body);
   mount(root, skip, h('div', { class: 'shell' }, aside, main));
-  if (can('settings:write') && !state.nodeName) {
+  if (can('settings:write') && !state.nodeName && !enrolOnly) {
     get('/api/settings').then((s) => { state.nodeName = s.node_name; if (s.node_name !== 'contentnode') brandName.textContent = s.node_name; }).catch(() => {});
   }
   return { main, nav, user: user.id, enrolOnly };
