@@ -104,6 +104,14 @@ async function twoFactorCard(ctx, redraw) {
   return card('Two-factor authentication', { description: 'Time-based codes (TOTP) from an authenticator app.' }, box);
 }
 
+/** "Chrome on Linux" from a user agent string. */
+function device(ua) {
+  if (!ua) return 'unknown device';
+  const browser = /Edg\//.test(ua) ? 'Edge' : /Firefox\//.test(ua) ? 'Firefox' : /Chrome\//.test(ua) ? 'Chrome' : /Safari\//.test(ua) ? 'Safari' : ua.split(/[ /]/)[0];
+  const os = /Windows/.test(ua) ? 'Windows' : /Mac OS X/.test(ua) ? 'macOS' : /Android/.test(ua) ? 'Android' : /iPhone|iPad/.test(ua) ? 'iOS' : /Linux/.test(ua) ? 'Linux' : '';
+  return os ? `${browser} on ${os}` : browser;
+}
+
 async function sessionsCard(ctx, redraw) {
   const { sessions } = await get('/api/me/sessions');
   const endOthers = button('End all other sessions', { kind: 'secondary', disabled: sessions.length < 2, onclick: async () => {
@@ -111,11 +119,11 @@ async function sessionsCard(ctx, redraw) {
     try { await del('/api/me/sessions'); toast('Other sessions ended'); redraw(); } catch (err) { if (err.status !== 401) toast(err.message, 'error'); }
   } });
   return card('My sessions', { description: 'Where you are signed in.', actions: endOthers }, table([
-    { label: 'Device', cell: (s) => h('div', {}, h('span', { class: 'cell-main' }, (s.user_agent || 'unknown').slice(0, 60)), s.current ? h('span', {}, ' ', badge('this session', 'info')) : null) },
+    { label: 'Device', cell: (s) => h('div', {}, h('span', { class: 'cell-main', title: s.user_agent || '' }, device(s.user_agent)), s.current ? h('span', {}, ' ', badge('this session', 'info')) : null) },
     { label: 'Address', cell: (s) => s.ip },
     { label: 'Signed in', cell: (s) => when(s.created_at) },
     { label: 'Last seen', cell: (s) => ago(s.last_seen_at) },
-    { label: 'Actions', cls: 'actions', cell: (s) => button(s.current ? 'Log out' : 'End', { class: 'btn btn-secondary btn-sm', 'aria-label': s.current ? 'Log out this session' : `End session from ${s.ip} signed in ${when(s.created_at)}`, onclick: async () => {
+    { label: 'Actions', cls: 'actions', cell: (s) => button(s.current ? 'End this session' : 'End', { class: 'btn btn-secondary btn-sm', 'aria-label': s.current ? 'End this session' : `End session from ${s.ip} signed in ${when(s.created_at)}`, onclick: async () => {
       if (!s.current && !await confirm({ title: 'End this session?', message: 'That browser or device is logged out.', confirmLabel: 'End session' })) return;
       try {
         await del(`/api/me/sessions/${s.id}`);
