@@ -4,11 +4,12 @@
 import { h, mount } from './dom.js';
 import { clock } from './format.js';
 
+/** A round axis maximum and a tick count that keeps every tick round. */
 function niceMax(v) {
-  if (v <= 0) return 1;
   const p = 10 ** Math.floor(Math.log10(v));
   const m = v / p;
-  return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+  const top = m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10;
+  return [top * p, top === 2 ? 4 : 5];
 }
 
 /**
@@ -22,7 +23,7 @@ export function lineChart(points, series, { fmt = String, longTimes = false, lab
   const wrap = h('div', { class: 'chart' }, svg, tip);
   const totals = series.map((s) => points.reduce((a, p) => a + s.value(p), 0));
   svg.setAttribute('aria-label', `${label}: ${series.map((s, i) => `${s.label} ${fmt(totals[i])} in total`).join(', ')}. Use the arrow keys to read each point.`);
-  const max = niceMax(Math.max(4, ...points.flatMap((p) => series.map((s) => s.value(p)))));
+  const [max, tickCount] = niceMax(Math.max(4, ...points.flatMap((p) => series.map((s) => s.value(p)))));
   let width = 0; let idx = -1;
 
   const x = (i) => padL + (points.length < 2 ? 0 : (i * (width - padL - padR)) / (points.length - 1));
@@ -32,8 +33,8 @@ export function lineChart(points, series, { fmt = String, longTimes = false, lab
     if (!width) return;
     svg.setAttribute('viewBox', `0 0 ${width} ${H}`);
     const grid = h('g', { class: 'grid' }); const axis = h('g', { class: 'axis' });
-    for (let t = 0; t <= 4; t += 1) {
-      const v = (max * t) / 4; const yy = y(v);
+    for (let t = 0; t <= tickCount; t += 1) {
+      const v = (max * t) / tickCount; const yy = y(v);
       grid.append(h('line', { x1: padL, x2: width - padR, y1: yy, y2: yy }));
       axis.append(h('text', { x: padL - 8, y: yy + 4, 'text-anchor': 'end' }, fmt(v)));
     }

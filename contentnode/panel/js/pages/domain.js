@@ -151,9 +151,9 @@ export async function render(ctx) {
 
   const rulesBox = h('div', {});
   if (can('routes:read')) {
-    get(`/api/rules?domain=${enc(host)}`).then(({ rules }) => mount(rulesBox, table([
+    Promise.all([get(`/api/rules?domain=${enc(host)}`), can('buckets:read') ? get('/api/buckets') : { buckets: [] }]).then(([{ rules }, { buckets }]) => mount(rulesBox, table([
       { label: 'Path', cell: (r) => h('code', {}, r.path) },
-      { label: 'Bucket', cell: (r) => r.bucket },
+      { label: 'Bucket', cell: (r) => (buckets.find((b) => b.id === r.bucket) || { name: r.bucket }).name },
       { label: 'Prefix', cell: (r) => (r.prefix ? h('code', {}, r.prefix) : '—') },
       { label: 'Enabled', cell: (r) => (r.enabled ? 'yes' : 'no') },
     ], rules, { empty: 'No rule uses this domain yet.', caption: 'Rules of this domain' }))).catch(() => {});
