@@ -146,7 +146,7 @@ async function render() {
   try {
     if (!state.session) await refreshSession();
   } catch (err) {
-    mount(root, h('div', { class: 'auth-wrap' }, errorBox(err)));
+    mount(root, h('main', { class: 'auth-wrap' }, errorBox(err)));
     return;
   }
   const s = state.session;
@@ -158,7 +158,7 @@ async function render() {
     shell = null;
     const mod = await r.load();
     if (mySeq !== seq) return;
-    const box = h('div', { class: 'auth-wrap' });
+    const box = h('main', { class: 'auth-wrap', id: 'main' });
     mount(root, box);
     mod.render({ main: box, query: where.query, params: r.params, session: s, refreshSession, go, state });
     return;

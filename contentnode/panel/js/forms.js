@@ -28,7 +28,7 @@ export function field({ label, name, type = 'text', value, hint, required, optio
   const hintId = hint ? `${cid}-hint` : null;
   describe(control, hintId, `${cid}-error`);
   return h('div', { class: ['field', cls] },
-    h('label', { for: cid }, label, required ? h('span', { class: 'req', 'aria-hidden': 'true' }, ' *') : null),
+    h('label', { for: cid }, label),
     control,
     hint ? h('p', { class: 'hint', id: hintId }, hint) : null,
     h('p', { class: 'field-error', id: `${cid}-error`, hidden: true }));

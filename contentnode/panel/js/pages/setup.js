@@ -21,10 +21,8 @@ export function render(ctx) {
         hint: 'Letters, digits and . _ @ -' }),
       field({ label: 'Password', name: 'password', type: 'password', autocomplete: 'new-password', required: true,
         hint: 'At least 12 characters. A few unrelated words make a strong one.' }),
-      field({ label: 'Confirm password', name: 'confirm', type: 'password', autocomplete: 'new-password', required: true }),
       button('Create account', { type: 'submit', class: 'btn btn-primary btn-block' }));
     onSubmit(f, async (v) => {
-      if (v.password !== v.confirm) throw { message: 'the two passwords differ', field: 'confirm' };
       await post('/api/setup', { username: v.username, password: v.password });
       await ctx.refreshSession();
       node();
