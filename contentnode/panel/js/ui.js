@@ -13,7 +13,7 @@ export function pageHeader(title, subtitle, ...actions) {
 }
 
 export function card(title, { description, actions, cls, id } = {}, ...content) {
-  return h('section', { class: ['card', cls], id, 'aria-label': title || null },
+  return h('section', { class: ['card', cls], id },
     title || actions ? h('div', { class: 'card-head' },
       h('div', {}, title ? h('h2', {}, title) : null, description ? h('p', { class: 'card-desc' }, description) : null),
       actions ? h('div', { class: 'card-actions' }, ...[].concat(actions)) : null) : null,

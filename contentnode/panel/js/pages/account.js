@@ -11,7 +11,7 @@ import { pageHeader, card, facts, table, badge, callout, copyButton, download } 
 import { qrSvg } from '../qr.js';
 
 function passwordCard() {
-  const f = form({ 'aria-label': 'Change my password' },
+  const f = form({},
     field({ label: 'Current password', name: 'current_password', type: 'password', autocomplete: 'current-password', required: true }),
     field({ label: 'New password', name: 'new_password', type: 'password', autocomplete: 'new-password', required: true }),
     field({ label: 'Repeat the new password', name: 'repeat', type: 'password', autocomplete: 'new-password', required: true }),
@@ -39,7 +39,7 @@ function showCodes(codes, onDone) {
 
 /** Ask for the password, then run fn(password). */
 function withPassword(title, submitLabel, description, fn, danger = false) {
-  const f = form({ 'aria-label': title },
+  const f = form({},
     field({ label: 'Password', name: 'password', type: 'password', autocomplete: 'current-password', required: true }),
     actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button(submitLabel, { type: 'submit', kind: danger ? 'danger' : 'primary' })));
   const { close } = modal({ title, content: f, description });
@@ -54,7 +54,7 @@ async function twoFactorCard(ctx, redraw) {
     const secretGroups = setup.secret.replace(/(.{4})/g, '$1 ').trim();
     const qrSlot = h('div', {});
     qrSvg(setup.otpauth_uri, 'QR code for your authenticator app').then((svg) => mount(qrSlot, svg)).catch(() => mount(qrSlot, h('p', { class: 'muted' }, 'The QR code could not be drawn; type the key instead.')));
-    const f = form({ 'aria-label': 'Confirm two-factor authentication', class: 'inline-form' },
+    const f = form({ class: 'inline-form' },
       field({ label: 'Authentication code', name: 'code', autocomplete: 'one-time-code', inputmode: 'numeric', required: true, hint: 'The 6-digit code your app shows now.' }),
       button('Enable', { type: 'submit' }));
     onSubmit(f, async (v) => {

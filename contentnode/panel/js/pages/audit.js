@@ -35,7 +35,7 @@ export function render(ctx) {
     mount(pager, h('span', { class: 'muted small' }, `Page ${page + 1} · ${data.entries.length} entries`), h('div', { class: 'row' }, newer, older));
   }
 
-  const f = form({ 'aria-label': 'Filter the activity log' },
+  const f = form({},
     h('div', { class: 'form-grid' },
       field({ label: 'User', name: 'user', placeholder: 'username', autocapitalize: 'none', spellcheck: 'false' }),
       field({ label: 'Action', name: 'action', placeholder: 'user. or login.failure', spellcheck: 'false', hint: 'Exact, or a prefix ending in a dot.' }),

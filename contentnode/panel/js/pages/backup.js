@@ -20,7 +20,7 @@ function exportCard(admin) {
     field({ label: 'Repeat the passphrase', name: 'passphrase2', type: 'password', autocomplete: 'new-password' }));
   const enc = admin ? checkbox({ label: 'Encrypt, with every secret', name: 'encrypted', checked: true,
     hint: 'A complete copy of the node: users, keys, certificates. Unencrypted backups leave every secret out.' }) : null;
-  const f = form({ 'aria-label': 'Export a backup' }, enc, pass, actions(button('Download backup', { type: 'submit' })));
+  const f = form({}, enc, pass, actions(button('Download backup', { type: 'submit' })));
   const sync = () => { pass.hidden = !admin || !f.elements.encrypted.checked; };
   if (enc) f.elements.encrypted.addEventListener('change', sync);
   sync();
@@ -53,7 +53,7 @@ function restoreCard() {
       pass.hidden = doc.kind !== 'encrypted';
     } catch { about.textContent = 'This file is not a JSON backup.'; }
   });
-  const f = form({ 'aria-label': 'Restore a backup' },
+  const f = form({},
     h('div', { class: 'field', 'data-field': 'backup' }, h('label', { for: 'backup-file' }, 'Backup file'), fileInput, about,
       h('p', { class: 'field-error', id: 'backup-file-error', hidden: true })),
     pass, actions(button('Restore…', { type: 'submit', kind: 'danger' })));

@@ -37,7 +37,7 @@ export async function render(ctx) {
   }
 
   const editBtn = button('Edit', { kind: 'secondary', onclick: () => {
-    const f = form({ 'aria-label': 'Edit the bucket' }, bucketFields(b),
+    const f = form({}, bucketFields(b),
       actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button('Save', { type: 'submit' })));
     const { close } = modal({ title: `Edit ${b.name}`, content: f, wide: true });
     onSubmit(f, async (v) => {
@@ -71,7 +71,7 @@ export async function render(ctx) {
     draw();
   }, { kind: 'primary' }) : null;
 
-  const testForm = form({ 'aria-label': 'Test an object', class: 'inline-form' },
+  const testForm = form({ class: 'inline-form' },
     field({ label: 'Object key', name: 'key', required: true, placeholder: 'site/index.html', spellcheck: 'false', autocapitalize: 'none' }),
     button('Fetch', { type: 'submit', kind: 'secondary' }));
   onSubmit(testForm, async (v) => {

@@ -41,7 +41,7 @@ export function bucketBody(v, b) {
 function addDialog(ctx) {
   const out = h('div', { 'aria-live': 'polite' });
   const checkBtn = button('Check first', { kind: 'secondary' });
-  const f = form({ 'aria-label': 'Add a bucket' }, bucketFields(null), out,
+  const f = form({}, bucketFields(null), out,
     actions(button('Cancel', { kind: 'ghost', onclick: () => close() }), checkBtn, button('Add bucket', { type: 'submit' })));
   const { close } = modal({ title: 'Add a bucket', content: f, wide: true, description: 'Any S3-compatible storage: AWS S3, MinIO, SeaweedFS, R2, B2…' });
   checkBtn.addEventListener('click', () => busy([...f.querySelectorAll('button')], async () => {

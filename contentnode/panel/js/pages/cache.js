@@ -12,14 +12,14 @@ import { pageHeader, card, table, badge, facts } from '../ui.js';
 const lines = (text) => text.split(/\s+/).map((s) => s.trim()).filter(Boolean);
 
 function purgeCard(domains) {
-  const urls = form({ 'aria-label': 'Purge URLs' },
+  const urls = form({},
     field({ label: 'URLs to purge', name: 'urls', type: 'textarea', rows: 4, required: true, placeholder: 'https://cdn.example.com/static/app.css', hint: 'One per line, at most 1000. Image variants go with their original.' }),
     actions(button('Purge', { type: 'submit' })));
   onSubmit(urls, async (v) => {
     const r = await post('/api/purge', { urls: lines(v.urls) });
     toast(`${count(r.purged)} cache entries purged`);
   });
-  const prefix = form({ 'aria-label': 'Purge a prefix' },
+  const prefix = form({},
     h('div', { class: 'form-grid' },
       domains ? field({ label: 'Domain', name: 'domain', options: domains.map((d) => [d.host, d.display || d.host]) })
         : field({ label: 'Domain', name: 'domain', required: true }),
@@ -42,7 +42,7 @@ function purgeCard(domains) {
 
 function warmCard() {
   const out = h('div', { 'aria-live': 'polite' });
-  const f = form({ 'aria-label': 'Warm URLs' },
+  const f = form({},
     field({ label: 'URLs to warm', name: 'urls', type: 'textarea', rows: 4, required: true, placeholder: 'https://cdn.example.com/static/hero.jpg', hint: 'One per line, at most 100; fetched four at a time.' }),
     actions(button('Warm', { type: 'submit' })));
   onSubmit(f, async (v) => {

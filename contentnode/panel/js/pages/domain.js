@@ -58,7 +58,7 @@ export async function render(ctx) {
   }, { kind: 'primary' }) : null;
 
   // Test as a visitor
-  const testForm = form({ 'aria-label': 'Test the domain', class: 'inline-form' },
+  const testForm = form({ class: 'inline-form' },
     field({ label: 'Path', name: 'path', value: '/', hint: 'Fetched as a visitor would, redirects reported, not followed.' }),
     button('Test', { type: 'submit', kind: 'secondary' }));
   onSubmit(testForm, async (v) => {
@@ -82,7 +82,7 @@ export async function render(ctx) {
     const current = r ? callout('info', `Every request is redirected with ${r.code} to `, h('code', {}, r.to), r.keep_path ? ' keeping the path and query.' : ' (path dropped).')
       : h('p', { class: 'muted' }, 'No redirect: the domain serves content through its rules.');
     if (!write) { mount(redirectBox, current); return; }
-    const f = form({ 'aria-label': 'Redirect' },
+    const f = form({},
       h('div', { class: 'form-grid' },
         field({ label: 'Redirect to', name: 'to', type: 'url', value: r ? r.to : '', placeholder: 'https://new.example.com/', cls: 'wide' }),
         field({ label: 'Status code', name: 'code', value: r ? r.code : 301, options: [['301', '301 Moved permanently'], ['302', '302 Found'], ['307', '307 Temporary redirect'], ['308', '308 Permanent redirect']] }),
@@ -109,7 +109,7 @@ export async function render(ctx) {
     const keyFile = h('input', { type: 'file', id: 'key-file', accept: '.pem,.key,text/plain' });
     readFileInto(certFile, certArea.querySelector('textarea'));
     readFileInto(keyFile, keyArea.querySelector('textarea'));
-    const f = form({ 'aria-label': 'Upload a certificate' },
+    const f = form({},
       certArea, h('div', { class: 'row small' }, h('label', { for: 'cert-file' }, 'or read the chain from a file:'), certFile),
       keyArea, h('div', { class: 'row small' }, h('label', { for: 'key-file' }, 'or read the key from a file:'), keyFile),
       actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button('Upload certificate', { type: 'submit' })));

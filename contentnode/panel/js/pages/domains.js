@@ -17,7 +17,7 @@ export function certCell(cert) {
 }
 
 function addDialog(ctx) {
-  const f = form({ 'aria-label': 'Add a domain' },
+  const f = form({},
     field({ label: 'Host name', name: 'host', required: true, autocapitalize: 'none', spellcheck: 'false', placeholder: 'cdn.example.com',
       hint: 'A name whose DNS points at this node. Unicode names are stored as punycode.' }),
     actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button('Add domain', { type: 'submit' })));

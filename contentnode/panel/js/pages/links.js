@@ -15,7 +15,7 @@ const GRACE = [[0, 'Retire it now (old links stop working)'], [3600, '1 hour'], 
 
 function createCard() {
   const out = h('div', { 'aria-live': 'polite' });
-  const f = form({ 'aria-label': 'Create a signed link' },
+  const f = form({},
     h('div', { class: 'form-grid' },
       field({ label: 'URL', name: 'url', type: 'url', required: true, cls: 'wide', placeholder: 'https://cdn.example.com/private/report.pdf', hint: 'A URL on one of this node\'s domains, covered by a rule.' }),
       field({ label: 'Expires in', name: 'expires_in', value: 3600, options: EXPIRY }),
@@ -39,7 +39,7 @@ async function keysCard(rerender) {
   let grace = 86400;
   try { grace = (await get('/api/settings')).link_grace_seconds; } catch { /* keep the default */ }
   const rotate = button('Rotate key', { kind: 'secondary', onclick: () => {
-    const f = form({ 'aria-label': 'Rotate the signing key' },
+    const f = form({},
       h('p', {}, 'A new key signs every new link. Links signed with the current key keep working only for the grace period you choose.'),
       field({ label: 'Keep the previous key valid for', name: 'grace_seconds', value: GRACE.some(([s]) => s === grace) ? grace : 86400, options: GRACE }),
       actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button('Rotate key', { type: 'submit', kind: 'danger' })));

@@ -43,7 +43,7 @@ export function render(ctx) {
 
   function passwordStep(message) {
     const submit = button('Sign in', { type: 'submit', class: 'btn btn-primary btn-block' });
-    const f = form({ 'aria-label': 'Sign in' },
+    const f = form({},
       field({ label: 'Username', name: 'username', autocomplete: 'username', autocapitalize: 'none', spellcheck: 'false', required: true }),
       field({ label: 'Password', name: 'password', type: 'password', autocomplete: 'current-password', required: true }),
       submit);
@@ -65,7 +65,7 @@ export function render(ctx) {
   function codeStep() {
     const submit = button('Verify', { type: 'submit', class: 'btn btn-primary btn-block' });
     const back = h('button', { type: 'button', class: 'btn btn-ghost btn-block', onclick: () => passwordStep() }, 'Start over');
-    const f = form({ 'aria-label': 'Two-factor authentication' },
+    const f = form({},
       field({ label: 'Authentication code', name: 'code', autocomplete: 'one-time-code', autocapitalize: 'none', spellcheck: 'false',
         required: true, hint: 'The 6-digit code from your authenticator app, or one of your recovery codes.' }),
       submit, back);

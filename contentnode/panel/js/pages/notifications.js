@@ -51,7 +51,7 @@ export async function render(ctx) {
   function drawEmail() {
     const e = n.email;
     const [testBtn, testOut] = testButton('email');
-    const f = form({ 'aria-label': 'Email' },
+    const f = form({},
       checkbox({ label: 'Send notifications by email', name: 'email.enabled', checked: e.enabled }),
       h('div', { class: 'form-grid' },
         field({ label: 'SMTP server', name: 'email.host', value: e.host, placeholder: 'mail.example.com' }),
@@ -79,7 +79,7 @@ export async function render(ctx) {
   function drawTelegram() {
     const t = n.telegram;
     const [testBtn, testOut] = testButton('telegram');
-    const f = form({ 'aria-label': 'Telegram' },
+    const f = form({},
       checkbox({ label: 'Send notifications to Telegram', name: 'telegram.enabled', checked: t.enabled }),
       h('div', { class: 'form-grid' },
         secretField('Bot token', 'telegram.bot_token', t.bot_token_set),
@@ -98,7 +98,7 @@ export async function render(ctx) {
   }
 
   function drawEvents() {
-    const f = form({ 'aria-label': 'Events' },
+    const f = form({},
       h('div', { class: 'checks', 'data-field': 'events' }, ...Object.keys(n.events).map((k) => checkbox({ label: EVENTS[k] || k, name: `events.${k}`, checked: n.events[k] }))),
       actions(button('Save events', { type: 'submit' })));
     onSubmit(f, async (v) => {

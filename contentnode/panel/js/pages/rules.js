@@ -32,7 +32,7 @@ function ruleForm(r, domains, buckets, presetDomain) {
 }
 
 function openRule(ctx, r, domains, buckets, presetDomain) {
-  const f = form({ 'aria-label': r ? 'Edit the rule' : 'Add a rule' }, ruleForm(r, domains, buckets, presetDomain),
+  const f = form({}, ruleForm(r, domains, buckets, presetDomain),
     actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button(r ? 'Save rule' : 'Add rule', { type: 'submit' })));
   const { close } = modal({ title: r ? `Edit rule ${r.path}` : 'Add a rule', content: f, wide: true });
   onSubmit(f, async (v) => {

@@ -25,7 +25,7 @@ export async function render(ctx) {
     const f = field({ label, name: k, type: 'number', min, max, value: p[k], required: true, hint: k.includes('time') || k.endsWith('duration') ? `${hint} Now ${duration(p[k])}.` : hint });
     return f;
   };
-  const f = form({ 'aria-label': 'Security policy' },
+  const f = form({},
     card('Two-factor authentication', { description: 'TOTP codes from an authenticator app, with recovery codes.' },
       field({ label: 'Who must use two-factor authentication', name: 'two_factor', value: p.two_factor, options: TWO_FACTOR,
         hint: 'Users who must and have not enrolled can only reach their account page until they do.' })),

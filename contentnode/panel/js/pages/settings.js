@@ -13,7 +13,7 @@ const lines = (t) => t.split(/[\s,]+/).map((x) => x.trim()).filter(Boolean);
 const orNull = (t) => (t && t.trim() ? t.trim() : null);
 
 function generalCard(s, onSaved) {
-  const f = form({ 'aria-label': 'Node settings' },
+  const f = form({},
     h('div', { class: 'form-grid' },
       field({ label: 'Node name', name: 'node_name', value: s.node_name, required: true, hint: 'Shown in the panel, notification subjects and backups.' }),
       field({ label: 'Public URL', name: 'public_url', type: 'url', value: s.public_url, placeholder: 'https://cdn.example.com', hint: 'Base URL of the public side, for links shown in the panel.' }),
@@ -44,7 +44,7 @@ async function httpsCard() {
   let x = await get('/api/https');
   const box = h('div', {});
   function draw() {
-    const f = form({ 'aria-label': 'HTTPS' },
+    const f = form({},
       checkbox({ label: 'Serve HTTPS', name: 'enabled', checked: x.enabled, hint: x.enabled ? `Listening on port ${x.listening_port}.` : 'Off.' }),
       field({ label: 'HTTPS port', name: 'port', type: 'number', min: 0, max: 65535, value: x.port }),
       checkbox({ label: 'Redirect HTTP to HTTPS', name: 'redirect_http', checked: x.redirect_http, hint: 'For names that have a certificate.' }),
@@ -59,12 +59,12 @@ async function httpsCard() {
 }
 
 function adminCard(s, onSaved) {
-  const hostForm = form({ 'aria-label': 'Admin host', class: 'inline-form' },
+  const hostForm = form({ class: 'inline-form' },
     field({ label: 'Admin host', name: 'host', value: s.admin_host, placeholder: 'admin.example.com', hint: 'Serves this panel on the public side, over HTTPS only. Needs a valid certificate for the name. Empty turns it off.' }),
     button('Save host', { type: 'submit' }));
   onSubmit(hostForm, async (v) => { onSaved(await put('/api/admin-host', { host: orNull(v.host) })); toast(v.host.trim() ? 'Admin host set' : 'Admin host turned off'); });
-  const allowForm = form({ 'aria-label': 'Allow list' },
-    field({ label: 'Addresses allowed on the admin host', name: 'cidrs', type: 'textarea', rows: 4, value: s.admin_allow.join('\n'),
+  const allowForm = form({},
+    field({ label: 'Allowed addresses (CIDRs)', name: 'cidrs', type: 'textarea', rows: 4, value: s.admin_allow.join('\n'),
       hint: 'IPv4/IPv6 networks or addresses, one per line. Empty: nobody reaches the admin host. The loopback admin port is never affected.' }),
     actions(button('Save allow list', { type: 'submit' })));
   onSubmit(allowForm, async (v) => {
@@ -89,7 +89,7 @@ function updatesCard(u) {
     if (st.error) mount(out, resultBanner(false, `Last check ${ago(st.checked_at)} failed: ${st.error}`));
     else if (st.latest) mount(out, st.available ? callout('info', `Version ${st.latest} is available (checked ${ago(st.checked_at)}). `, st.notes || '') : resultBanner(true, `Up to date (checked ${ago(st.checked_at)}).`));
   }
-  const f = form({ 'aria-label': 'Updates' },
+  const f = form({},
     field({ label: 'Manifest URL', name: 'url', type: 'url', value: u.url, placeholder: 'https://updates.example.com/contentnode.json', hint: 'A signed manifest; the node only tells you, it never installs anything.' }),
     field({ label: 'Channel', name: 'channel', value: u.channel, options: [['stable', 'Stable'], ['beta', 'Beta']] }),
     checkbox({ label: 'Check automatically once a day', name: 'auto_check', checked: u.auto_check }),

@@ -16,7 +16,7 @@ export function render(ctx) {
   const box = h('div', { class: 'card' });
 
   function account() {
-    const f = form({ 'aria-label': 'Create the administrator' },
+    const f = form({},
       field({ label: 'Username', name: 'username', autocomplete: 'username', autocapitalize: 'none', spellcheck: 'false', required: true,
         hint: 'Letters, digits and . _ @ -' }),
       field({ label: 'Password', name: 'password', type: 'password', autocomplete: 'new-password', required: true,
@@ -33,7 +33,7 @@ export function render(ctx) {
 
   function node() {
     const skip = h('button', { type: 'button', class: 'btn btn-ghost', onclick: finish }, 'Skip');
-    const f = form({ 'aria-label': 'Name the node' },
+    const f = form({},
       field({ label: 'Node name', name: 'node_name', value: 'contentnode', required: true,
         hint: 'Shown in the panel, in notification subjects and in backups.' }),
       actions(skip, button('Continue', { type: 'submit' })));

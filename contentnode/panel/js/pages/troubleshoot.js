@@ -23,16 +23,16 @@ function probeView(r) {
 
 function urlForm(label, submitLabel, run) {
   const out = h('div', { 'aria-live': 'polite' });
-  const f = form({ 'aria-label': label, class: 'inline-form' },
-    field({ label: 'URL', name: 'url', type: 'url', required: true, placeholder: 'https://cdn.example.com/static/app.css' }),
+  const f = form({ class: 'inline-form' },
+    field({ label, name: 'url', type: 'url', required: true, placeholder: 'https://cdn.example.com/static/app.css' }),
     button(submitLabel, { type: 'submit' }));
   onSubmit(f, async (v) => mount(out, await run(v.url.trim())));
   return [f, out];
 }
 
 export function render(ctx) {
-  const probe = urlForm('Probe a URL', 'Probe', async (url) => probeView(await post('/api/probe', { url })));
-  const diagnose = urlForm('Diagnose a URL', 'Diagnose', async (url) => {
+  const probe = urlForm('URL to probe', 'Probe', async (url) => probeView(await post('/api/probe', { url })));
+  const diagnose = urlForm('URL to diagnose', 'Diagnose', async (url) => {
     const r = await post('/api/diagnose', { url });
     return h('div', { class: 'stack' }, resultBanner(r.ok, r.ok ? 'Every step passed.' : 'A step failed.'), steps(r.steps, 'Diagnose steps'));
   });

@@ -57,14 +57,14 @@ export async function render(ctx) {
   }
 
   function resetPassword() {
-    const f = form({ 'aria-label': 'Reset the password' },
+    const f = form({},
       field({ label: 'New password', name: 'password', type: 'password', autocomplete: 'new-password', required: true }),
       actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button('Set password', { type: 'submit' })));
     const { close } = modal({ title: `New password for ${u.username}`, content: f, description: 'Their open sessions end.' });
     onSubmit(f, async (v) => { u = await put(`${path()}/password`, { password: v.password }); close(); toast('Password set'); draw(); });
   }
 
-  const roleForm = form({ 'aria-label': 'Role and scopes' }, roleAndScopes(u, ctx.user), actions(button('Save role', { type: 'submit' })));
+  const roleForm = form({}, roleAndScopes(u, ctx.user), actions(button('Save role', { type: 'submit' })));
   onSubmit(roleForm, async (v) => { u = await put(path(), roleBody(v)); toast('Role saved'); draw(); });
 
   draw();

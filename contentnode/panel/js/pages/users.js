@@ -52,7 +52,7 @@ export function roleBody(v) {
 }
 
 function addDialog(ctx) {
-  const f = form({ 'aria-label': 'Add a user' },
+  const f = form({},
     h('div', { class: 'form-grid' },
       field({ label: 'Username', name: 'username', required: true, autocomplete: 'off', autocapitalize: 'none', spellcheck: 'false' }),
       field({ label: 'Password', name: 'password', type: 'password', required: true, autocomplete: 'new-password', hint: 'Give it to them safely; they can change it.' })),
