@@ -66,7 +66,7 @@ async function twoFactorCard(ctx, redraw) {
       h('li', {}, h('p', {}, 'Scan this code with an authenticator app (1Password, Aegis, Google Authenticator…):'),
         h('div', { class: 'enrol' }, qrSlot,
           h('div', { class: 'stack' }, h('p', { class: 'muted small' }, 'Or type this key into the app:'),
-            h('code', { class: 'secret', 'data-testid': 'totp-secret' }, secretGroups), copyButton(setup.secret, 'Copy key')))),
+            h('code', { class: 'secret', 'data-testid': 'totp-secret' }, secretGroups), h('div', {}, copyButton(setup.secret, 'Copy key'))))),
       h('li', {}, h('p', {}, 'Enter the code the app shows to finish:'), f)));
     f.querySelector('input').focus();
   }

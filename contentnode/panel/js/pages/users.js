@@ -16,7 +16,7 @@ export const ROLES = [['admin', 'Administrator: everything'], ['operator', 'Oper
 export function scopeChecks(selected = []) {
   const boxes = ALL_SCOPES.map((s) => checkbox({ label: s, name: 'scopes', value: s, group: true, switch: false, checked: selected.includes(s) }));
   const set = h('fieldset', { class: 'scope-set', 'data-field': 'scopes', id: 'scopes-set' },
-    h('legend', {}, 'Scopes'), h('div', { class: 'checks' }, ...boxes),
+    h('legend', {}, 'Scopes'), h('div', { class: 'checks' }, boxes[0], h('div', { 'aria-hidden': 'true' }), ...boxes.slice(1)),
     h('p', { class: 'field-error', id: 'scopes-set-error', hidden: true }));
   function sync() {
     const inputs = [...set.querySelectorAll('input')];
