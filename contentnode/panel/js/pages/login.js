@@ -13,9 +13,9 @@ function lockout(err, submit, formEl) {
   let left = Math.max(1, Number(err.retryAfter) || 60);
   const secs = h('span', { class: 'countdown', 'data-testid': 'retry-after' }, String(left));
   const box = h('div', { class: 'callout callout-warn', role: 'alert' },
-    'Too many failed attempts. Try again in ', secs, ' s.');
+    'Too many failed attempts. Try again in ', secs, ' s', left > 120 ? ` (about ${Math.round(left / 60)} min).` : '.');
   formEl.querySelector('.form-alert').after(box);
-  const lock = () => { submit.disabled = true; };
+  const lock = () => { if (!submit.disabled) submit.disabled = true; };
   lock();
   const observer = new MutationObserver(lock);
   observer.observe(submit, { attributes: true, attributeFilter: ['disabled'] });
