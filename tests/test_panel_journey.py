@@ -23,7 +23,7 @@ from contentnode.api import all_routes
 from contentnode.http.errors import ApiError
 from contentnode.http.router import RouteTable
 from tests.node import ROOT, Node
-from tests.panel_browser import browser, check_page, new_context  # noqa: F401  (session fixture)
+from tests.panel_browser import browser, check_page, new_context, serious_violations  # noqa: F401  (session fixture)
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 ADMIN, ADMIN_PASSWORD = "admin", "a long admin pass phrase 7"
@@ -70,6 +70,34 @@ def sign_in(page, username, password):
     page.get_by_role("button", name="Sign in").click()
 
 
+def test_the_checks_catch_what_they_must(browser, node):  # noqa: F811
+    """The harness itself: a foreign request is blocked and recorded, the page's CSP refuses a
+    foreign fetch, a console error and an error answer are recorded, and axe-core reports an
+    image without a text alternative."""
+    context = new_context(browser, node)
+    page = context.new_page()
+    page.goto("/")
+    page.wait_for_load_state("networkidle")
+    page.evaluate("""async () => {
+        await fetch('http://192.0.2.1:9/x').catch(() => {});
+        await fetch('/api/nope');
+        console.error('boom');
+        const img = document.createElement('img');
+        img.src = 'data:image/gif;base64,R0lGODlhAQABAAAAACw=';
+        document.body.append(img);
+    }""")
+    other = context.new_page()
+    with pytest.raises(Exception):
+        other.goto("http://192.0.2.1:9/y")  # a navigation: the CSP does not govern it, the Watch does
+    page.wait_for_timeout(200)
+    problems = "\n".join(context.watch.problems)
+    assert "request to another origin (blocked): http://192.0.2.1:9/y" in problems, problems
+    assert "violates the following Content Security Policy directive: \"connect-src 'self'\"" in problems
+    assert "error answer 404: GET" in problems and "console error: boom" in problems, problems
+    assert "image-alt" in {v["id"] for v in serious_violations(page)}
+    context.close()
+
+
 def test_journey(browser, node, seaweed):  # noqa: F811
     started = time.monotonic()
     bucket = "panel-" + uuid.uuid4().hex[:10]
@@ -84,7 +112,6 @@ def test_journey(browser, node, seaweed):  # noqa: F811
     check_page(page, "setup")
     page.get_by_label("Username").fill(ADMIN)
     labelled(page, "Password").fill(ADMIN_PASSWORD)
-    page.get_by_label("Confirm password").fill(ADMIN_PASSWORD)
     page.get_by_role("button", name="Create account").click()
     page.get_by_label("Node name").fill("edge-1")
     page.get_by_role("button", name="Continue").click()
