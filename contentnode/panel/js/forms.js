@@ -122,6 +122,10 @@ export async function busy(buttons, fn) {
 
 /** Wire a form: handler(values, form) runs with buttons disabled; its ApiError lands beside its field. */
 export function onSubmit(formEl, handler) {
+  formEl.addEventListener('input', (event) => {
+    const slot = event.target.id && document.getElementById(`${event.target.id}-error`);
+    if (slot && !slot.hidden) { slot.hidden = true; event.target.removeAttribute('aria-invalid'); }
+  });
   formEl.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearErrors(formEl);
