@@ -63,7 +63,7 @@ export async function render(ctx) {
   const byDomain = new Map();
   for (const r of rules) { if (!byDomain.has(r.domain)) byDomain.set(r.domain, []); byDomain.get(r.domain).push(r); }
   const columns = [
-    { label: 'Path', cell: (r) => h('code', {}, r.path) },
+    { label: 'Path', cell: (r) => h('span', { class: 'rule-path' }, h('span', { class: 'muted' }, r.domain), h('code', {}, r.path)) },
     { label: 'Bucket', cell: (r) => h('div', {}, h('span', { class: 'cell-main' }, bucketName(r.bucket)), r.prefix ? h('p', { class: 'cell-sub' }, `prefix ${r.prefix}`) : null) },
     { label: 'Cache', cell: (r) => (r.cache_ttl ? duration(r.cache_ttl) : 'off') },
     { label: 'Options', cell: (r) => h('div', { class: 'row' }, r.enabled ? badge('enabled', 'ok') : badge('disabled', 'neutral'), r.signed ? badge('signed', 'info') : null, r.images ? badge('images', 'info') : null) },
