@@ -36,7 +36,7 @@ export function render(ctx) {
   }
 
   const f = form({},
-    h('div', { class: 'form-grid' },
+    h('div', { class: 'form-grid auto' },
       field({ label: 'User', name: 'user', placeholder: 'username', autocapitalize: 'none', spellcheck: 'false' }),
       field({ label: 'Action', name: 'action', placeholder: 'user. or login.failure', spellcheck: 'false', hint: 'Exact, or a prefix ending in a dot.' }),
       field({ label: 'Since', name: 'since', type: 'datetime-local' }),

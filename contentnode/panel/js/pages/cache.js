@@ -3,6 +3,7 @@
 
 import { get, post } from '../api.js';
 import { h, mount } from '../dom.js';
+import { can } from '../scopes.js';
 import { field, form, button, onSubmit, actions } from '../forms.js';
 import { confirm } from '../dialog.js';
 import { toast } from '../toast.js';
@@ -61,8 +62,8 @@ function warmCard() {
 
 export async function render(ctx) {
   const [domains, panel] = await Promise.all([
-    get('/api/domains').then((x) => x.domains).catch(() => null),
-    get('/api/panel').catch(() => ({})),
+    can('domains:read') ? get('/api/domains').then((x) => x.domains) : null,
+    can('metrics:read') ? get('/api/panel') : {},
   ]);
   const c = panel.metrics && panel.metrics.cache;
   mount(ctx.main, pageHeader('Cache', 'The disk cache in front of the origins.'),

@@ -30,7 +30,7 @@ export async function render(ctx) {
       pageHeader(u.username, self ? 'This is your account.' : `Created ${when(u.created_at)}`,
         button('Delete user', { kind: 'danger-soft', onclick: async () => {
           if (!await confirm({ title: `Delete ${u.username}?`, message: self ? 'You delete your own account and are logged out.' : 'The account and its sessions end at once.' })) return;
-          try { await del(path()); toast(`User ${u.username} deleted`); ctx.go(self ? '/login' : '/users'); } catch (err) { if (err.status !== 401) toast(err.message, 'error'); }
+          try { await del(path()); toast(`User ${u.username} deleted`); if (self) ctx.state.session = null; ctx.go(self ? '/login' : '/users'); } catch (err) { if (err.status !== 401) toast(err.message, 'error'); }
         } })));
     mount(info, facts([
       ['State', userState(u)], ['Role', u.role], ['Scopes', u.scopes.length ? u.scopes.join(', ') : 'none'],
@@ -65,7 +65,12 @@ export async function render(ctx) {
   }
 
   const roleForm = form({}, roleAndScopes(u, ctx.user), actions(button('Save role', { type: 'submit' })));
-  onSubmit(roleForm, async (v) => { u = await put(path(), roleBody(v)); toast('Role saved'); draw(); });
+  onSubmit(roleForm, async (v) => {
+    u = await put(path(), roleBody(v));
+    toast('Role saved');
+    if (self) { await ctx.refreshSession(); ctx.go('/dashboard'); return; } // my own scopes changed: rebuild the menu
+    draw();
+  });
 
   draw();
   mount(ctx.main, head,
