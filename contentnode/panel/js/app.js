@@ -99,6 +99,11 @@ async function logout() {
   go('/login');
 }
 
+/** The menu depends on who is logged in, their scopes and a pending 2FA enrolment. */
+function shellKey(s) {
+  return [s.user.id, s.user.role, s.user.scopes.join(), s.two_factor_enrollment_required].join('|');
+}
+
 function buildShell() {
   const user = state.session.user;
   const enrolOnly = state.session.two_factor_enrollment_required;
@@ -135,7 +140,7 @@ function buildShell() {
   if (can('settings:write') && !state.nodeName && !enrolOnly) {
     get('/api/settings').then((s) => { state.nodeName = s.node_name; if (s.node_name !== 'contentnode') brandName.textContent = s.node_name; }).catch(() => {});
   }
-  return { main, nav, user: user.id, enrolOnly };
+  return { main, nav, key: shellKey(state.session) };
 }
 
 async function render() {
@@ -165,7 +170,7 @@ async function render() {
   }
   if (!s.authenticated) { go(`/login?next=${encodeURIComponent(here())}`); return; }
   if (s.two_factor_enrollment_required && where.path !== '/account') { go('/account'); return; }
-  if (!shell || shell.user !== s.user.id || shell.enrolOnly !== s.two_factor_enrollment_required) shell = buildShell();
+  if (!shell || shell.key !== shellKey(s)) shell = buildShell();
   shell.nav.querySelectorAll('a').forEach((a) => {
     const active = where.path === a.dataset.path || where.path.startsWith(`${a.dataset.path}/`);
     if (active) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
