@@ -2,12 +2,16 @@
 from the set loaded at start, with the DESIGN §9 headers, ETags and 304s, and
 nothing outside that set (no path traversal)."""
 
+import configparser
+import glob
+import os
+
 import pytest
 
-from tests.node import Node
 from contentnode.core.static_files import MEDIA_TYPES, load_panel_files
 from contentnode.http.errors import ApiError
 from contentnode.http.router import Route, RouteTable
+from tests.node import ROOT, Node
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
@@ -34,6 +38,18 @@ def test_the_loaded_set_is_the_panel_and_only_servable_types():
     for name, file in FILES.items():
         assert file.media_type == MEDIA_TYPES["." + name.rsplit(".", 1)[1]]
         assert file.etag.startswith('"') and file.etag.endswith('"') and len(file.etag) > 10
+
+
+def test_every_served_file_ships_as_package_data():
+    """An installed node (a wheel, not this checkout) must hold every file the checkout serves."""
+    config = configparser.ConfigParser()
+    config.read(os.path.join(ROOT, "setup.cfg"))
+    package = os.path.join(ROOT, "contentnode")
+    shipped = set()
+    for pattern in config["options.package_data"]["contentnode"].split(","):
+        shipped.update(os.path.relpath(p, package) for p in glob.glob(os.path.join(package, pattern.strip())))
+    missing = sorted(name for name in FILES if f"panel/{name}" not in shipped)
+    assert missing == [], f"setup.cfg package_data leaves out: {missing}"
 
 
 def test_root_is_index_html_without_a_session(node):
