@@ -55,6 +55,7 @@ export const state = { session: null, nodeName: null };
 const root = document.getElementById('app');
 let shell = null;
 let seq = 0;
+let lastPath = null; // focus and scroll move only when the page changes, not on a re-render
 
 export async function refreshSession() {
   state.session = await get('/api/session');
@@ -186,6 +187,8 @@ async function render() {
     await mod.render({ main: box, query: where.query, params: r.params, session: s, user: s.user, refreshSession, go, state, rerender: render });
     if (mySeq !== seq) return;
     mount(main, box);
+    if (where.path !== lastPath) { window.scrollTo(0, 0); if (lastPath) main.focus({ preventScroll: true }); }
+    lastPath = where.path;
   } catch (err) {
     if (mySeq !== seq || err.status === 401) return;
     mount(main, errorBox(err));

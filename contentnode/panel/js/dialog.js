@@ -13,7 +13,15 @@ export function modal({ title, content, description, wide = false, onClose }) {
     h('div', { class: 'dialog-body' }, content));
   const close = () => dialog.open && dialog.close();
   closeBtn.addEventListener('click', close);
-  dialog.addEventListener('close', () => { dialog.remove(); if (onClose) onClose(); });
+  dialog.addEventListener('close', () => {
+    const toasts = dialog.querySelector('[data-testid=toasts]');
+    if (toasts) { // toasts outlive the dialog they were shown in
+      document.body.append(toasts);
+      if (toasts.childElementCount && !toasts.matches(':popover-open')) toasts.showPopover();
+    }
+    dialog.remove();
+    if (onClose) onClose();
+  });
   document.body.append(dialog);
   dialog.showModal();
   const first = dialog.querySelector('.dialog-body input:not([type=hidden]), .dialog-body select, .dialog-body textarea');
