@@ -8,6 +8,7 @@ browser revalidates cheaply.
 
 import hashlib
 import importlib.resources
+import os
 from dataclasses import dataclass
 
 MEDIA_TYPES = {
@@ -43,7 +44,7 @@ def load_panel_files() -> dict[str, StaticFile]:
             if entry.is_dir():
                 pending.append((name + "/", entry))
                 continue
-            media_type = MEDIA_TYPES.get("." + entry.name.rsplit(".", 1)[-1].lower()) if "." in entry.name else None
+            media_type = MEDIA_TYPES.get(os.path.splitext(entry.name)[1].lower())
             if media_type is not None:
                 body = entry.read_bytes()
                 files[name] = StaticFile(body, media_type, '"' + hashlib.sha256(body).hexdigest()[:32] + '"')
