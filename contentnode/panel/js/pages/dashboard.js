@@ -1,7 +1,7 @@
 // Dashboard: traffic for 1h / 24h / 7d and the health of domains, buckets and
 // certificates at a glance, from /api/panel and /api/metrics.
 
-import { get } from '../api.js';
+import { get, query } from '../api.js';
 import { h, mount } from '../dom.js';
 import { can } from '../scopes.js';
 import { lineChart } from '../chart.js';
@@ -41,13 +41,20 @@ function stats(m) {
     stat('Errors, 24 h', count(t.errors_4xx + t.errors_5xx), `${count(t.errors_5xx)} server · ${count(t.errors_4xx)} client`));
 }
 
-function trafficCard() {
-  let range = '24h'; let metric = 'requests';
+function domainPicker(domains, onPick) {
+  const sel = h('select', { id: 'traffic-domain', class: 'select-sm' },
+    h('option', { value: '' }, 'All domains'), ...domains.map((d) => h('option', { value: d.host }, d.display || d.host)));
+  sel.addEventListener('change', () => onPick(sel.value));
+  return h('div', {}, h('label', { for: 'traffic-domain', class: 'sr-only' }, 'Traffic of domain'), sel);
+}
+
+function trafficCard(domains) {
+  let range = '24h'; let metric = 'requests'; let domain = '';
   const body = h('div', {}, loading());
   const legend = h('div', { class: 'legend' });
   async function load() {
     try {
-      const data = await get(`/api/metrics?range=${range}`);
+      const data = await get(`/api/metrics${query({ range, domain })}`);
       const m = METRICS[metric];
       mount(legend, ...m.series.map((s, i) => h('span', { class: i ? 'l2' : null }, s.label)));
       mount(body, lineChart(data.points, m.series, { fmt: m.fmt, longTimes: range === '7d', label: `${m.label}, last ${range}` }));
@@ -58,7 +65,8 @@ function trafficCard() {
   load();
   return card('Traffic', {
     description: 'Requests on the public port.',
-    actions: [seg('Metric', Object.entries(METRICS).map(([k, v]) => [k, v.label]), metric, (v) => { metric = v; load(); }),
+    actions: [domains && domains.length ? domainPicker(domains, (v) => { domain = v; load(); }) : null,
+      seg('Metric', Object.entries(METRICS).map(([k, v]) => [k, v.label]), metric, (v) => { metric = v; load(); }),
       seg('Range', [['1h', '1h'], ['24h', '24h'], ['7d', '7d']], range, (v) => { range = v; load(); })],
   }, body, legend);
 }
@@ -110,7 +118,7 @@ export async function render(ctx) {
   if (upd && upd.available) parts.push(callout('info', `Version ${upd.latest} is available (this node runs ${panel.updates.current}). `, h('a', { href: '#/settings' }, 'See updates')));
   const start = gettingStarted(panel);
   if (start) parts.push(start);
-  if (panel.metrics) parts.push(stats(panel.metrics), trafficCard());
+  if (panel.metrics) parts.push(stats(panel.metrics), trafficCard(panel.domains));
   if (panel.domains || panel.buckets) parts.push(health(panel));
   if (panel.settings === undefined && !panel.metrics && !panel.domains && !panel.buckets) {
     parts.push(card('Welcome', {}, h('p', {}, 'Your account has no access to the node\'s data. '), h('a', { href: '#/account' }, 'Manage your account')));
