@@ -5,14 +5,8 @@ export const ALL_SCOPES = [
   'routes:read', 'routes:write', 'settings:write', 'users:manage', 'notifications:manage',
 ];
 
-export const ROLE_SCOPES = {
-  admin: ALL_SCOPES,
-  operator: ['metrics:read', 'domains:read', 'domains:write', 'buckets:read', 'buckets:write', 'routes:read', 'routes:write'],
-  viewer: ['metrics:read', 'domains:read', 'buckets:read', 'routes:read'],
-};
-
 /** The scopes implied by a list: x:write brings x:read. */
-export function withImplied(scopes) {
+function withImplied(scopes) {
   const out = new Set(scopes);
   for (const s of scopes) if (s.endsWith(':write')) out.add(s.replace(':write', ':read'));
   return out;

@@ -59,7 +59,7 @@ export function resultBanner(ok, text) {
   return h('p', { class: `result ${ok ? 'result-ok' : 'result-bad'}`, role: 'status' }, text);
 }
 
-export async function copyText(text) {
+async function copyText(text) {
   try {
     await navigator.clipboard.writeText(text);
   } catch {
@@ -104,8 +104,4 @@ export function noAccess() {
   return h('div', { class: 'empty-page' }, h('h1', {}, 'No access'),
     h('p', {}, 'You do not have access to this page. Ask an administrator for the scope it needs.'),
     h('a', { href: '#/dashboard', class: 'btn btn-secondary' }, 'Back to the dashboard'));
-}
-
-export function link(href, text) {
-  return h('a', { href }, text);
 }

@@ -10,10 +10,10 @@ import { toast } from '../toast.js';
 import { ago } from '../format.js';
 import { pageHeader, card, table, badge } from '../ui.js';
 
-export const ROLES = [['admin', 'Administrator: everything'], ['operator', 'Operator: domains, buckets, rules, traffic'], ['viewer', 'Viewer: read-only'], ['custom', 'Custom: chosen scopes']];
+const ROLES = [['admin', 'Administrator: everything'], ['operator', 'Operator: domains, buckets, rules, traffic'], ['viewer', 'Viewer: read-only'], ['custom', 'Custom: chosen scopes']];
 
 /** Scope checkboxes; a checked x:write checks and locks x:read, marked implied. */
-export function scopeChecks(selected = []) {
+function scopeChecks(selected = []) {
   const boxes = ALL_SCOPES.map((s) => checkbox({ label: s, name: 'scopes', value: s, group: true, switch: false, checked: selected.includes(s) }));
   const set = h('fieldset', { class: 'scope-set', 'data-field': 'scopes', id: 'scopes-set' },
     h('legend', {}, 'Scopes'), h('div', { class: 'checks' }, boxes[0], h('div', { 'aria-hidden': 'true' }), ...boxes.slice(1)),
