@@ -15,7 +15,7 @@ export async function render(ctx) {
   const self = u.id === ctx.user.id;
   const path = () => `/api/users/${u.id}`;
   const info = h('div', {});
-  const ops = h('div', { class: 'stack' });
+  const ops = h('div', { class: 'stack rows' });
   const head = h('div', {});
 
   async function refresh() { u = await get(path()); draw(); }
