@@ -120,8 +120,8 @@ export async function render(ctx) {
   if (start) parts.push(start);
   if (panel.metrics) parts.push(stats(panel.metrics), trafficCard(panel.domains));
   if (panel.domains || panel.buckets) parts.push(health(panel));
-  if (panel.settings === undefined && !panel.metrics && !panel.domains && !panel.buckets) {
-    parts.push(card('Welcome', {}, h('p', {}, 'Your account has no access to the node\'s data. '), h('a', { href: '#/account' }, 'Manage your account')));
+  if (Object.keys(panel).length === 1) { // only "user": no section is readable
+    parts.push(card('Welcome', {}, h('p', {}, 'Your account has no access to the node\'s data yet. '), h('a', { href: '#/account' }, 'Manage your account')));
   }
   if (upd && upd.checked_at && !upd.available) parts.push(h('p', { class: 'muted small' }, `Up to date (version ${panel.updates.current}), checked ${ago(upd.checked_at)}.`));
   mount(ctx.main, ...parts);
