@@ -38,6 +38,18 @@ export function table(columns, rows, { empty = 'Nothing here yet.', caption } = 
     h('tbody', {}, ...rows.map((r) => h('tr', {}, ...columns.map((c) => h('td', { class: c.cls, 'data-label': c.label }, c.cell(r))))))));
 }
 
+/** A text box that hides the rows of `tableEl` not containing its text; only for longer lists. */
+export function rowFilter(label, tableEl, minRows = 8) {
+  const rows = [...tableEl.querySelectorAll('tbody tr')];
+  if (rows.length < minRows) return null;
+  const input = h('input', { type: 'search', id: 'row-filter', class: 'filter-input', placeholder: `${label}…`, autocomplete: 'off', spellcheck: 'false' });
+  input.addEventListener('input', () => {
+    const q = input.value.trim().toLowerCase();
+    rows.forEach((tr) => { tr.hidden = Boolean(q) && !tr.textContent.toLowerCase().includes(q); });
+  });
+  return h('div', { class: 'filter' }, h('label', { for: 'row-filter', class: 'sr-only' }, label), input);
+}
+
 /** Key/value pairs as a description list; [label, value] with value a node or text. */
 export function facts(pairs) {
   return h('dl', { class: 'facts' }, ...pairs.filter(Boolean).flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v ?? '—')]));

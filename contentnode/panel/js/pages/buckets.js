@@ -8,7 +8,7 @@ import { field, form, button, onSubmit, actions, values, clearErrors, showError,
 import { modal } from '../dialog.js';
 import { toast } from '../toast.js';
 import { ago } from '../format.js';
-import { pageHeader, card, table, badge, steps, resultBanner } from '../ui.js';
+import { pageHeader, card, table, badge, steps, resultBanner, rowFilter } from '../ui.js';
 
 export function checkBadge(last) {
   if (!last) return badge('not checked', 'neutral');
@@ -62,12 +62,12 @@ function addDialog(ctx) {
 export async function render(ctx) {
   const { buckets } = await get('/api/buckets');
   const add = can('buckets:write') ? button('Add bucket', { onclick: () => addDialog(ctx) }) : null;
-  mount(ctx.main,
-    pageHeader('Buckets', 'The S3-compatible origins content is fetched from.', add),
-    card(null, {}, table([
+  const list = table([
       { label: 'Name', cell: (b) => h('a', { href: `#/buckets/${b.id}`, class: 'cell-main' }, b.name) },
       { label: 'Endpoint', cell: (b) => h('div', {}, h('code', {}, b.endpoint), h('p', { class: 'cell-sub' }, `${b.bucket} · ${b.region}`)) },
       { label: 'Secret key', cell: (b) => (b.secret_key_set ? badge('set', 'info') : badge('missing', 'warn')) },
       { label: 'Last check', cell: (b) => h('div', {}, checkBadge(b.last_check), b.last_check ? h('p', { class: 'cell-sub' }, ago(b.last_check.at)) : null) },
-    ], buckets, { empty: add ? 'No buckets yet. Connect the storage your content lives in.' : 'No buckets yet.', caption: 'Buckets' })));
+    ], buckets, { empty: add ? 'No buckets yet. Connect the storage your content lives in.' : 'No buckets yet.', caption: 'Buckets' });
+  mount(ctx.main, pageHeader('Buckets', 'The S3-compatible origins content is fetched from.', add),
+    rowFilter('Filter buckets', list), card(null, {}, list));
 }

@@ -7,7 +7,7 @@ import { field, form, button, onSubmit, actions } from '../forms.js';
 import { modal } from '../dialog.js';
 import { toast } from '../toast.js';
 import { ago, daysUntil } from '../format.js';
-import { pageHeader, card, table, statusBadge, badge } from '../ui.js';
+import { pageHeader, card, table, statusBadge, badge, rowFilter } from '../ui.js';
 
 export function certCell(cert) {
   if (!cert) return h('span', { class: 'muted' }, 'none');
@@ -33,14 +33,14 @@ function addDialog(ctx) {
 export async function render(ctx) {
   const { domains } = await get('/api/domains');
   const add = can('domains:write') ? button('Add domain', { onclick: () => addDialog(ctx) }) : null;
-  mount(ctx.main,
-    pageHeader('Domains', 'Host names this node serves, their verification and certificates.', add),
-    card(null, {}, table([
+  const list = table([
       { label: 'Domain', cell: (d) => h('div', {}, h('a', { href: `#/domains/${enc(d.host)}`, class: 'cell-main' }, d.display || d.host),
         d.display && d.display !== d.host ? h('p', { class: 'cell-sub' }, d.host) : null) },
       { label: 'Status', cell: (d) => statusBadge(d.status) },
       { label: 'Certificate', cell: (d) => certCell(d.certificate) },
       { label: 'Redirect', cell: (d) => (d.redirect ? h('span', { class: 'small' }, `${d.redirect.code} → ${d.redirect.to}`) : h('span', { class: 'muted' }, '—')) },
       { label: 'Last check', cell: (d) => (d.last_check ? ago(d.last_check.at) : h('span', { class: 'muted' }, 'never')) },
-    ], domains, { empty: add ? 'No domains yet. Add the first one to start serving content.' : 'No domains yet.', caption: 'Domains' })));
+    ], domains, { empty: add ? 'No domains yet. Add the first one to start serving content.' : 'No domains yet.', caption: 'Domains' });
+  mount(ctx.main, pageHeader('Domains', 'Host names this node serves, their verification and certificates.', add),
+    rowFilter('Filter domains', list), card(null, {}, list));
 }

@@ -8,7 +8,7 @@ import { field, form, button, checkbox, onSubmit, actions } from '../forms.js';
 import { modal } from '../dialog.js';
 import { toast } from '../toast.js';
 import { ago } from '../format.js';
-import { pageHeader, card, table, badge } from '../ui.js';
+import { pageHeader, card, table, badge, rowFilter } from '../ui.js';
 
 const ROLES = [['admin', 'Administrator: everything'], ['operator', 'Operator: domains, buckets, rules, traffic'], ['viewer', 'Viewer: read-only'], ['custom', 'Custom: chosen scopes']];
 
@@ -76,13 +76,13 @@ export function userState(u) {
 
 export async function render(ctx) {
   const { users } = await get('/api/users');
-  mount(ctx.main,
-    pageHeader('Users', 'Who may use this panel and the API, and with which scopes.', button('Add user', { onclick: () => addDialog(ctx) })),
-    card(null, {}, table([
+  const list = table([
       { label: 'User', cell: (u) => h('div', {}, h('a', { href: `#/users/${u.id}`, class: 'cell-main' }, u.username), u.id === ctx.user.id ? h('span', { class: 'cell-sub' }, ' (you)') : null) },
       { label: 'Role', cell: (u) => h('div', {}, u.role, u.role === 'custom' ? h('p', { class: 'cell-sub' }, u.scopes.join(', ') || 'no scopes') : null) },
       { label: 'State', cell: userState },
       { label: 'Sessions', cls: 'num', cell: (u) => String(u.sessions) },
       { label: 'Last login', cell: (u) => ago(u.last_login_at) },
-    ], users, { caption: 'Users' })));
+    ], users, { caption: 'Users' });
+  mount(ctx.main, pageHeader('Users', 'Who may use this panel and the API, and with which scopes.', button('Add user', { onclick: () => addDialog(ctx) })),
+    rowFilter('Filter users', list), card(null, {}, list));
 }
