@@ -15,13 +15,15 @@ from tests.node import ROOT, Node
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
-FILES = load_panel_files()
+FILES = load_panel_files()  # names for the parameters; contents as the daemon read them, below
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    """One daemon for the module: these tests only read."""
+    """One daemon for the module (these tests only read); FILES is reloaded as it starts, so a
+    file edited since collection is compared with what the daemon actually loaded."""
     instance = Node(str(tmp_path_factory.mktemp("panel-serving"))).start()
+    FILES.update(load_panel_files())
     yield instance
     instance.kill()
 
