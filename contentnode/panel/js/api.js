@@ -24,7 +24,7 @@ export function onAuthProblem(kind, fn) {
 const AUTH_ROUTES = ['/api/login', '/api/login/2fa', '/api/setup', '/api/session', '/api/logout'];
 
 export async function api(method, path, body, { text = false } = {}) {
-  const init = { method, credentials: 'same-origin', headers: { Accept: 'application/json' } };
+  const init = { method, credentials: 'include', headers: { Accept: 'application/json' } };
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
