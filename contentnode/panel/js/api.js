@@ -1,7 +1,7 @@
 // The one way the panel talks to the node: JSON over fetch with the session
 // cookie. Errors become ApiError with the API's code, message and field.
 
-export class ApiError extends Error {
+class ApiError extends Error {
   constructor(status, error = {}, extra = {}) {
     super(error.message || `the node answered ${status}`);
     this.status = status;
@@ -68,4 +68,12 @@ export function query(params) {
   return s ? `?${s}` : '';
 }
 
-export const enc = encodeURIComponent;
+/**
+ * One path segment from data (a host, an id), percent-encoded. "." and ".."
+ * are refused: URL parsing resolves them (even as %2E) into another API path.
+ */
+export function enc(segment) {
+  const s = String(segment);
+  if (s === '.' || s === '..') throw new ApiError(404, { code: 'not_found', message: `there is no record named "${s}"` });
+  return encodeURIComponent(s);
+}

@@ -3,7 +3,7 @@
 
 import { get, post, onAuthProblem } from './api.js';
 import { h, mount, icon } from './dom.js';
-import { route, start, parse, match, go } from './router.js';
+import { route, start, parse, match, go, safeNext } from './router.js';
 import { setScopes, can, canAny } from './scopes.js';
 import { noAccess, loading, errorBox } from './ui.js';
 import { toast } from './toast.js';
@@ -51,13 +51,13 @@ PAGES.forEach(([path, mod, label, , , allowed]) => route(path, page(mod), { labe
 route('/login', page('login'), { bare: true });
 route('/setup', page('setup'), { bare: true });
 
-export const state = { session: null, nodeName: null };
+const state = { session: null, nodeName: null };
 const root = document.getElementById('app');
 let shell = null;
 let seq = 0;
 let lastPath = null; // focus and scroll move only when the page changes, not on a re-render
 
-export async function refreshSession() {
+async function refreshSession() {
   state.session = await get('/api/session');
   setScopes(state.session.user ? state.session.user.scopes : []);
   return state.session;
@@ -147,6 +147,9 @@ function buildShell() {
 async function render() {
   const mySeq = ++seq;
   const where = parse();
+  // A dialog belongs to the page that opened it (and may hold a secret): a new
+  // page, a lost session or a link followed from inside it closes it.
+  document.querySelectorAll('dialog[open]').forEach((d) => d.close());
   if (!where.path.startsWith('/')) return;
   if (where.path === '/') { go('/dashboard'); return; }
   try {
@@ -159,7 +162,7 @@ async function render() {
   if (s.setup_required && where.path !== '/setup') { go('/setup'); return; }
   const r = match(where.path);
   if (r && r.meta.bare) {
-    if (where.path === '/login' && s.authenticated) { go(where.query.next || '/dashboard'); return; }
+    if (where.path === '/login' && s.authenticated) { go(safeNext(where.query.next)); return; }
     if (where.path === '/setup' && !s.setup_required && !s.authenticated) { go('/login'); return; }
     shell = null;
     const mod = await r.load();

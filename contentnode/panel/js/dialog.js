@@ -1,7 +1,7 @@
 // Native <dialog>: confirmations before destructive actions, and modal forms.
 
 import { h, uid } from './dom.js';
-import { button } from './forms.js';
+import { button, form, actions, onSubmit } from './forms.js';
 
 /** Open a modal holding `content`; returns {dialog, close}. The dialog is removed when closed. */
 export function modal({ title, content, description, wide = false, onClose }) {
@@ -27,6 +27,19 @@ export function modal({ title, content, description, wide = false, onClose }) {
   const first = dialog.querySelector('.dialog-body input:not([type=hidden]), .dialog-body select, .dialog-body textarea');
   if (first) first.focus();
   return { dialog, close };
+}
+
+/**
+ * A modal form with Cancel and a submit button. submit(values, close) runs with
+ * the buttons disabled; its ApiError lands beside the field it names. The
+ * dialog, and any secret typed into it, is gone once closed.
+ */
+export function dialogForm({ title, description, wide, submitLabel, submitKind = 'primary', extraButtons = [] }, content, submit) {
+  const f = form({}, ...[].concat(content),
+    actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), ...extraButtons, button(submitLabel, { type: 'submit', kind: submitKind })));
+  const { close } = modal({ title, description, wide, content: f });
+  onSubmit(f, (values) => submit(values, close));
+  return f;
 }
 
 /** Ask before a destructive action. Resolves true when confirmed. */

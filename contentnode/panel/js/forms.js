@@ -2,7 +2,7 @@
 // request runs and shows each API error beside the field it names.
 
 import { h, uid } from './dom.js';
-import { toast } from './toast.js';
+import { toast, toastError } from './toast.js';
 
 function describe(control, hintId, errorId) {
   control.setAttribute('aria-describedby', [hintId, errorId].filter(Boolean).join(' '));
@@ -147,7 +147,7 @@ export function onSubmit(formEl, handler) {
 export function actionButton(label, fn, opts = {}) {
   const btn = button(label, { kind: 'secondary', ...opts });
   btn.addEventListener('click', () => busy(btn, async () => {
-    try { await fn(btn); } catch (err) { if (err && err.status !== 401) toast(err.message, 'error'); }
+    try { await fn(btn); } catch (err) { toastError(err); }
   }));
   return btn;
 }

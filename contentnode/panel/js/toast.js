@@ -26,3 +26,8 @@ export function toast(message, kind = 'ok') {
     setTimeout(() => { el.remove(); if (!region.childElementCount) region.hidePopover(); }, 300);
   }, kind === 'error' ? 7000 : 4000);
 }
+
+/** A failed action as an error toast; a 401 is left to the return to the login. */
+export function toastError(err) {
+  if (err && err.status !== 401) toast(err.message, 'error');
+}

@@ -1,11 +1,11 @@
 // My account: password, two-factor authentication (QR code, manual key,
 // recovery codes shown once), and my sessions.
 
-import { get, post, put, del } from '../api.js';
+import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
 import { field, form, button, onSubmit, actions } from '../forms.js';
-import { confirm, modal } from '../dialog.js';
-import { toast } from '../toast.js';
+import { confirm, modal, dialogForm } from '../dialog.js';
+import { toast, toastError } from '../toast.js';
 import { when, ago } from '../format.js';
 import { pageHeader, card, facts, table, badge, callout, copyButton, download } from '../ui.js';
 import { qrSvg } from '../qr.js';
@@ -39,11 +39,9 @@ function showCodes(codes, onDone) {
 
 /** Ask for the password, then run fn(password). */
 function withPassword(title, submitLabel, description, fn, danger = false) {
-  const f = form({},
+  dialogForm({ title, description, submitLabel, submitKind: danger ? 'danger' : 'primary' },
     field({ label: 'Password', name: 'password', type: 'password', autocomplete: 'current-password', required: true }),
-    actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button(submitLabel, { type: 'submit', kind: danger ? 'danger' : 'primary' })));
-  const { close } = modal({ title, content: f, description });
-  onSubmit(f, async (v) => { await fn(v.password, close); });
+    (v, close) => fn(v.password, close));
 }
 
 async function twoFactorCard(ctx, redraw) {
@@ -59,6 +57,7 @@ async function twoFactorCard(ctx, redraw) {
       button('Enable', { type: 'submit' }));
     onSubmit(f, async (v) => {
       const r = await post('/api/me/2fa/enable', { code: v.code.trim() });
+      mount(box); // the secret is in the app now: drop the key and QR code from the page
       await ctx.refreshSession();
       showCodes(r.recovery_codes, () => { toast('Two-factor authentication is on'); ctx.rerender(); });
     });
@@ -116,7 +115,7 @@ async function sessionsCard(ctx, redraw) {
   const { sessions } = await get('/api/me/sessions');
   const endOthers = button('End all other sessions', { kind: 'secondary', disabled: sessions.length < 2, onclick: async () => {
     if (!await confirm({ title: 'End all your other sessions?', message: 'Every other browser or device signed in as you is logged out.', confirmLabel: 'End sessions' })) return;
-    try { await del('/api/me/sessions'); toast('Other sessions ended'); redraw(); } catch (err) { if (err.status !== 401) toast(err.message, 'error'); }
+    try { await del('/api/me/sessions'); toast('Other sessions ended'); redraw(); } catch (err) { toastError(err); }
   } });
   return card('My sessions', { description: 'Where you are signed in.', actions: endOthers }, table([
     { label: 'Device', cell: (s) => h('div', {}, h('span', { class: 'cell-main', title: s.user_agent || '' }, device(s.user_agent)), s.current ? h('span', {}, ' ', badge('this session', 'info')) : null) },
@@ -126,10 +125,10 @@ async function sessionsCard(ctx, redraw) {
     { label: 'Actions', cls: 'actions', cell: (s) => button(s.current ? 'End this session' : 'End', { class: 'btn btn-secondary btn-sm', 'aria-label': s.current ? 'End this session' : `End session from ${s.ip} signed in ${when(s.created_at)}`, onclick: async () => {
       if (!s.current && !await confirm({ title: 'End this session?', message: 'That browser or device is logged out.', confirmLabel: 'End session' })) return;
       try {
-        await del(`/api/me/sessions/${s.id}`);
+        await del(`/api/me/sessions/${enc(s.id)}`);
         if (s.current) { ctx.state.session = null; ctx.go('/login'); return; }
         toast('Session ended'); redraw();
-      } catch (err) { if (err.status !== 401) toast(err.message, 'error'); }
+      } catch (err) { toastError(err); }
     } }) },
   ], sessions, { caption: 'My sessions' }));
 }

@@ -1,14 +1,14 @@
 // One bucket: its settings (edit), check with steps, test an object, delete.
 
-import { get, post, put, del } from '../api.js';
+import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
 import { can } from '../scopes.js';
 import { field, form, button, onSubmit, actions, actionButton } from '../forms.js';
-import { confirm, modal } from '../dialog.js';
-import { toast } from '../toast.js';
+import { confirm, modal, dialogForm } from '../dialog.js';
+import { toast, toastError } from '../toast.js';
 import { when, ago, bytes } from '../format.js';
-import { pageHeader, card, facts, steps, resultBanner, badge } from '../ui.js';
-import { bucketFields, bucketBody, checkBadge } from './buckets.js';
+import { pageHeader, card, facts, steps, resultBanner } from '../ui.js';
+import { bucketFields, bucketBody, checkBadge, checkView, secretBadge } from './buckets.js';
 
 function preview(b64) {
   const raw = atob(b64 || '');
@@ -18,7 +18,7 @@ function preview(b64) {
 }
 
 export async function render(ctx) {
-  let b = await get(`/api/buckets/${encodeURIComponent(ctx.params.id)}`);
+  let b = await get(`/api/buckets/${enc(ctx.params.id)}`);
   const write = can('buckets:write');
   const info = h('div', {});
   const checkOut = h('div', { 'aria-live': 'polite' });
@@ -30,19 +30,16 @@ export async function render(ctx) {
     mount(info, facts([
       ['Endpoint', h('code', {}, b.endpoint)], ['Bucket', b.bucket], ['Region', b.region],
       ['Addressing', b.path_style ? 'path style' : 'virtual-hosted'], ['Access key', h('code', {}, b.access_key)],
-      ['Secret key', b.secret_key_set ? badge('set', 'info') : badge('missing', 'warn')],
+      ['Secret key', secretBadge(b)],
       ['Last check', h('span', {}, checkBadge(b.last_check), b.last_check ? ` ${ago(b.last_check.at)}` : '')],
       ['Created', when(b.created_at)], ['Updated', when(b.updated_at)],
     ]));
   }
 
   const editBtn = button('Edit', { kind: 'secondary', onclick: () => {
-    const f = form({}, bucketFields(b),
-      actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button('Save', { type: 'submit' })));
-    const { close } = modal({ title: `Edit ${b.name}`, content: f, wide: true });
-    onSubmit(f, async (v) => {
+    dialogForm({ title: `Edit ${b.name}`, submitLabel: 'Save', wide: true }, bucketFields(b), async (v, close) => {
       const body = bucketBody(v, b);
-      if (Object.keys(body).length) b = await put(`/api/buckets/${b.id}`, body);
+      if (Object.keys(body).length) b = await put(`/api/buckets/${enc(b.id)}`, body);
       close();
       toast('Bucket saved');
       draw();
@@ -52,12 +49,12 @@ export async function render(ctx) {
   const deleteBtn = button('Delete', { kind: 'danger-soft', onclick: async () => {
     if (!await confirm({ title: `Delete ${b.name}?`, message: 'The bucket definition and its credentials are removed from this node. Objects in the bucket are not touched.' })) return;
     try {
-      await del(`/api/buckets/${b.id}`);
+      await del(`/api/buckets/${enc(b.id)}`);
       toast(`Bucket ${b.name} deleted`);
       ctx.go('/buckets');
     } catch (err) {
       if (err.code === 'in_use') modal({ title: 'This bucket is still in use', content: h('div', { class: 'stack' }, h('p', {}, err.message), h('a', { href: '#/rules' }, 'Open the rules')) });
-      else if (err.status !== 401) toast(err.message, 'error');
+      else toastError(err);
     }
   } });
 
@@ -65,9 +62,9 @@ export async function render(ctx) {
     : resultBanner(false, `Last check failed at ${b.last_check.failed_step} ${ago(b.last_check.at)}: ${b.last_check.detail}`));
   const checkBtn = write ? actionButton('Check', async () => {
     const r = await post('/api/buckets/check', { id: b.id });
-    mount(checkOut, resultBanner(r.ok, r.ok ? 'The bucket answers with these credentials.' : 'The check failed.'), steps(r.steps, 'Check steps'));
+    mount(checkOut, checkView(r));
     toast(r.ok ? 'Check passed' : 'Check failed', r.ok ? 'ok' : 'error');
-    b = await get(`/api/buckets/${b.id}`);
+    b = await get(`/api/buckets/${enc(b.id)}`);
     draw();
   }, { kind: 'primary' }) : null;
 

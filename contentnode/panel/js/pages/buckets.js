@@ -1,14 +1,23 @@
 // Buckets: S3-compatible origins. The list, and adding one (optionally
 // checked before it is saved). Secrets are write-only: shown as "set".
 
-import { get, post } from '../api.js';
+import { get, post, enc } from '../api.js';
 import { h, mount } from '../dom.js';
 import { can } from '../scopes.js';
-import { field, form, button, onSubmit, actions, values, clearErrors, showError, busy } from '../forms.js';
-import { modal } from '../dialog.js';
+import { field, button, values, clearErrors, showError, busy } from '../forms.js';
+import { dialogForm } from '../dialog.js';
 import { toast } from '../toast.js';
 import { ago } from '../format.js';
 import { pageHeader, card, table, badge, steps, resultBanner, rowFilter } from '../ui.js';
+
+/** The answer of POST /api/buckets/check: the outcome and each step. */
+export function checkView(r) {
+  return [resultBanner(r.ok, r.ok ? 'The bucket answers with these credentials.' : 'The check failed.'), steps(r.steps, 'Check steps')];
+}
+
+export function secretBadge(b) {
+  return b.secret_key_set ? badge('set', 'info') : badge('missing', 'warn');
+}
 
 export function checkBadge(last) {
   if (!last) return badge('not checked', 'neutral');
@@ -41,31 +50,28 @@ export function bucketBody(v, b) {
 function addDialog(ctx) {
   const out = h('div', { 'aria-live': 'polite' });
   const checkBtn = button('Check first', { kind: 'secondary' });
-  const f = form({}, bucketFields(null), out,
-    actions(button('Cancel', { kind: 'ghost', onclick: () => close() }), checkBtn, button('Add bucket', { type: 'submit' })));
-  const { close } = modal({ title: 'Add a bucket', content: f, wide: true, description: 'Any S3-compatible storage: AWS S3, MinIO, SeaweedFS, R2, B2…' });
-  checkBtn.addEventListener('click', () => busy([...f.querySelectorAll('button')], async () => {
-    clearErrors(f);
-    try {
-      const r = await post('/api/buckets/check', bucketBody(values(f), null));
-      mount(out, resultBanner(r.ok, r.ok ? 'The bucket answers with these credentials.' : 'The check failed.'), steps(r.steps, 'Check steps'));
-    } catch (err) { if (err.status !== 401) showError(f, err); }
-  }));
-  onSubmit(f, async (v) => {
+  const f = dialogForm({ title: 'Add a bucket', submitLabel: 'Add bucket', wide: true, extraButtons: [checkBtn],
+    description: 'Any S3-compatible storage: AWS S3, MinIO, SeaweedFS, R2, B2…' }, [bucketFields(null), out], async (v, close) => {
     const b = await post('/api/buckets', bucketBody(v, null));
     close();
     toast(`Bucket ${b.name} added`);
-    ctx.go(`/buckets/${b.id}`);
+    ctx.go(`/buckets/${enc(b.id)}`);
   });
+  checkBtn.addEventListener('click', () => busy([...f.querySelectorAll('button')], async () => {
+    clearErrors(f);
+    try {
+      mount(out, checkView(await post('/api/buckets/check', bucketBody(values(f), null))));
+    } catch (err) { if (err.status !== 401) showError(f, err); }
+  }));
 }
 
 export async function render(ctx) {
   const { buckets } = await get('/api/buckets');
   const add = can('buckets:write') ? button('Add bucket', { onclick: () => addDialog(ctx) }) : null;
   const list = table([
-      { label: 'Name', cell: (b) => h('a', { href: `#/buckets/${b.id}`, class: 'cell-main' }, b.name) },
+      { label: 'Name', cell: (b) => h('a', { href: `#/buckets/${enc(b.id)}`, class: 'cell-main' }, b.name) },
       { label: 'Endpoint', cell: (b) => h('div', {}, h('code', {}, b.endpoint), h('p', { class: 'cell-sub' }, `${b.bucket} · ${b.region}`)) },
-      { label: 'Secret key', cell: (b) => (b.secret_key_set ? badge('set', 'info') : badge('missing', 'warn')) },
+      { label: 'Secret key', cell: secretBadge },
       { label: 'Last check', cell: (b) => h('div', {}, checkBadge(b.last_check), b.last_check ? h('p', { class: 'cell-sub' }, ago(b.last_check.at)) : null) },
     ], buckets, { empty: add ? 'No buckets yet. Connect the storage your content lives in.' : 'No buckets yet.', caption: 'Buckets' });
   mount(ctx.main, pageHeader('Buckets', 'The S3-compatible origins content is fetched from.', add),

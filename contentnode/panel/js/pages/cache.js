@@ -6,7 +6,7 @@ import { h, mount } from '../dom.js';
 import { can } from '../scopes.js';
 import { field, form, button, onSubmit, actions } from '../forms.js';
 import { confirm } from '../dialog.js';
-import { toast } from '../toast.js';
+import { toast, toastError } from '../toast.js';
 import { bytes, count, ms } from '../format.js';
 import { pageHeader, card, table, badge, facts } from '../ui.js';
 
@@ -35,7 +35,7 @@ function purgeCard(domains) {
     try {
       const r = await post('/api/purge', { all: true });
       toast(`${count(r.purged)} cache entries purged`);
-    } catch (err) { if (err.status !== 401) toast(err.message, 'error'); }
+    } catch (err) { toastError(err); }
   } });
   return card('Purge', { description: 'Drop cached copies so the next request fetches from the origin.', actions: all },
     h('div', { class: 'grid-2' }, urls, prefix));

@@ -1,7 +1,7 @@
 // Dashboard: traffic for 1h / 24h / 7d and the health of domains, buckets and
 // certificates at a glance, from /api/panel and /api/metrics.
 
-import { get, query } from '../api.js';
+import { get, query, enc } from '../api.js';
 import { h, mount } from '../dom.js';
 import { can } from '../scopes.js';
 import { lineChart } from '../chart.js';
@@ -81,15 +81,15 @@ function health(panel) {
   for (const d of domains) {
     if (d.status === 'failed') {
       const failed = d.last_check && d.last_check.steps ? d.last_check.steps.find((s) => !s.ok) : null;
-      items.push(healthItem(d.display || d.host, `#/domains/${encodeURIComponent(d.host)}`, failed ? `check failed at ${failed.name}: ${failed.detail}` : 'the last check failed', 'bad'));
+      items.push(healthItem(d.display || d.host, `#/domains/${enc(d.host)}`, failed ? `check failed at ${failed.name}: ${failed.detail}` : 'the last check failed', 'bad'));
     }
     if (d.certificate) {
       const days = daysUntil(d.certificate.not_after);
-      if (days < 30) items.push(healthItem(d.display || d.host, `#/domains/${encodeURIComponent(d.host)}`, days < 0 ? 'the certificate has expired' : `the certificate expires in ${days} days`, days < 7 ? 'bad' : 'warn'));
+      if (days < 30) items.push(healthItem(d.display || d.host, `#/domains/${enc(d.host)}`, days < 0 ? 'the certificate has expired' : `the certificate expires in ${days} days`, days < 7 ? 'bad' : 'warn'));
     }
   }
   for (const b of panel.buckets || []) {
-    if (b.last_check && !b.last_check.ok) items.push(healthItem(b.name, `#/buckets/${b.id}`, `check failed at ${b.last_check.failed_step}: ${b.last_check.detail}`, 'bad'));
+    if (b.last_check && !b.last_check.ok) items.push(healthItem(b.name, `#/buckets/${enc(b.id)}`, `check failed at ${b.last_check.failed_step}: ${b.last_check.detail}`, 'bad'));
   }
   const pending = domains.filter((d) => d.status === 'pending').length;
   const summary = [];

@@ -5,8 +5,8 @@ import { get, post, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
 import { can } from '../scopes.js';
 import { field, form, button, checkbox, onSubmit, actions, actionButton } from '../forms.js';
-import { confirm, modal } from '../dialog.js';
-import { toast } from '../toast.js';
+import { confirm, modal, dialogForm } from '../dialog.js';
+import { toast, toastError } from '../toast.js';
 import { when, ago, bytes } from '../format.js';
 import { pageHeader, card, facts, steps, statusBadge, resultBanner, errorBox, callout, table } from '../ui.js';
 import { certCell } from './domains.js';
@@ -109,12 +109,10 @@ export async function render(ctx) {
     const keyFile = h('input', { type: 'file', id: 'key-file', accept: '.pem,.key,text/plain' });
     readFileInto(certFile, certArea.querySelector('textarea'));
     readFileInto(keyFile, keyArea.querySelector('textarea'));
-    const f = form({},
+    dialogForm({ title: `Upload a certificate for ${d.display || host}`, submitLabel: 'Upload certificate', wide: true }, [
       certArea, h('div', { class: 'row small' }, h('label', { for: 'cert-file' }, 'or read the chain from a file:'), certFile),
       keyArea, h('div', { class: 'row small' }, h('label', { for: 'key-file' }, 'or read the key from a file:'), keyFile),
-      actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button('Upload certificate', { type: 'submit' })));
-    const { close } = modal({ title: `Upload a certificate for ${d.display || host}`, content: f, wide: true });
-    onSubmit(f, async (v) => {
+    ], async (v, close) => {
       await post('/api/certs/upload', { host, cert_pem: v.cert_pem, key_pem: v.key_pem });
       close();
       toast('Certificate installed');
@@ -170,7 +168,7 @@ export async function render(ctx) {
       if (err.code === 'in_use') {
         modal({ title: 'This domain is still in use', content: h('div', { class: 'stack' }, h('p', {}, err.message),
           h('p', {}, 'Delete or move these rules first: ', h('a', { href: `#/rules?domain=${enc(host)}` }, 'open the rules of this domain'), '.')) });
-      } else if (err.status !== 401) toast(err.message, 'error');
+      } else toastError(err);
     }
   } }) : null;
 

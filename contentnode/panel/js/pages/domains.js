@@ -3,8 +3,8 @@
 import { get, post, enc } from '../api.js';
 import { h, mount } from '../dom.js';
 import { can } from '../scopes.js';
-import { field, form, button, onSubmit, actions } from '../forms.js';
-import { modal } from '../dialog.js';
+import { field, button } from '../forms.js';
+import { dialogForm } from '../dialog.js';
 import { toast } from '../toast.js';
 import { ago, daysUntil } from '../format.js';
 import { pageHeader, card, table, statusBadge, badge, rowFilter } from '../ui.js';
@@ -17,17 +17,15 @@ export function certCell(cert) {
 }
 
 function addDialog(ctx) {
-  const f = form({},
+  dialogForm({ title: 'Add a domain', submitLabel: 'Add domain' },
     field({ label: 'Host name', name: 'host', required: true, autocapitalize: 'none', spellcheck: 'false', placeholder: 'cdn.example.com',
       hint: 'A name whose DNS points at this node. Unicode names are stored as punycode.' }),
-    actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button('Add domain', { type: 'submit' })));
-  const { close } = modal({ title: 'Add a domain', content: f });
-  onSubmit(f, async (v) => {
-    const d = await post('/api/domains', { host: v.host.trim() });
-    close();
-    toast(`Domain ${d.display || d.host} added; check it next`);
-    ctx.go(`/domains/${enc(d.host)}`);
-  });
+    async (v, close) => {
+      const d = await post('/api/domains', { host: v.host.trim() });
+      close();
+      toast(`Domain ${d.display || d.host} added; check it next`);
+      ctx.go(`/domains/${enc(d.host)}`);
+    });
 }
 
 export async function render(ctx) {

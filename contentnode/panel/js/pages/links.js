@@ -5,7 +5,7 @@ import { get, post } from '../api.js';
 import { h, mount } from '../dom.js';
 import { can } from '../scopes.js';
 import { field, form, button, onSubmit, actions } from '../forms.js';
-import { modal } from '../dialog.js';
+import { dialogForm } from '../dialog.js';
 import { toast } from '../toast.js';
 import { when, ago } from '../format.js';
 import { pageHeader, card, table, badge, copyButton, callout } from '../ui.js';
@@ -39,12 +39,10 @@ async function keysCard(rerender) {
   let grace = 86400;
   try { grace = (await get('/api/settings')).link_grace_seconds; } catch { /* keep the default */ }
   const rotate = button('Rotate key', { kind: 'secondary', onclick: () => {
-    const f = form({},
+    dialogForm({ title: 'Rotate the signing key?', submitLabel: 'Rotate key', submitKind: 'danger' }, [
       h('p', {}, 'A new key signs every new link. Links signed with the current key keep working only for the grace period you choose.'),
       field({ label: 'Keep the previous key valid for', name: 'grace_seconds', value: GRACE.some(([s]) => s === grace) ? grace : 86400, options: GRACE }),
-      actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button('Rotate key', { type: 'submit', kind: 'danger' })));
-    const { close } = modal({ title: 'Rotate the signing key?', content: f });
-    onSubmit(f, async (v) => {
+    ], async (v, close) => {
       const r = await post('/api/links/rotate', { grace_seconds: Number(v.grace_seconds) });
       close();
       toast(`New signing key ${r.kid}`);

@@ -4,6 +4,7 @@
 import { post } from '../api.js';
 import { h, mount } from '../dom.js';
 import { field, form, button, onSubmit, showError } from '../forms.js';
+import { safeNext } from '../router.js';
 
 export function brand() {
   return h('div', { class: 'auth-brand' }, h('span', { class: 'logo', 'aria-hidden': 'true' }), 'contentnode');
@@ -33,7 +34,7 @@ function lockout(err, submit, formEl) {
 
 export function render(ctx) {
   document.title = 'Sign in · contentnode';
-  const next = ctx.query.next && ctx.query.next.startsWith('/') && !ctx.query.next.startsWith('/login') ? ctx.query.next : '/dashboard';
+  const next = safeNext(ctx.query.next);
   const box = h('div', { class: 'card' });
 
   async function done() {

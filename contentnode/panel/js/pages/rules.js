@@ -4,9 +4,9 @@
 import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
 import { can } from '../scopes.js';
-import { field, form, button, checkbox, onSubmit, actions } from '../forms.js';
-import { confirm, modal } from '../dialog.js';
-import { toast } from '../toast.js';
+import { field, button, checkbox } from '../forms.js';
+import { confirm, dialogForm } from '../dialog.js';
+import { toast, toastError } from '../toast.js';
 import { duration } from '../format.js';
 import { pageHeader, card, table, badge } from '../ui.js';
 
@@ -32,18 +32,16 @@ function ruleForm(r, domains, buckets, presetDomain) {
 }
 
 function openRule(ctx, r, domains, buckets, presetDomain) {
-  const f = form({}, ruleForm(r, domains, buckets, presetDomain),
-    actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button(r ? 'Save rule' : 'Add rule', { type: 'submit' })));
-  const { close } = modal({ title: r ? `Edit rule ${r.path}` : 'Add a rule', content: f, wide: true });
-  onSubmit(f, async (v) => {
-    const body = {};
-    for (const k of ['domain', 'path', 'bucket', 'prefix', 'cache_ttl', ...FLAGS]) if (!r || v[k] !== r[k]) body[k] = v[k];
-    if (body.cache_ttl === null) delete body.cache_ttl;
-    if (r) { if (Object.keys(body).length) await put(`/api/rules/${r.id}`, body); } else await post('/api/rules', body);
-    close();
-    toast(r ? 'Rule saved' : 'Rule added');
-    ctx.rerender();
-  });
+  dialogForm({ title: r ? `Edit rule ${r.path}` : 'Add a rule', submitLabel: r ? 'Save rule' : 'Add rule', wide: true },
+    ruleForm(r, domains, buckets, presetDomain), async (v, close) => {
+      const body = {};
+      for (const k of ['domain', 'path', 'bucket', 'prefix', 'cache_ttl', ...FLAGS]) if (!r || v[k] !== r[k]) body[k] = v[k];
+      if (body.cache_ttl === null) delete body.cache_ttl;
+      if (r) { if (Object.keys(body).length) await put(`/api/rules/${enc(r.id)}`, body); } else await post('/api/rules', body);
+      close();
+      toast(r ? 'Rule saved' : 'Rule added');
+      ctx.rerender();
+    });
 }
 
 export async function render(ctx) {
@@ -71,7 +69,7 @@ export async function render(ctx) {
       button('Edit', { kind: 'secondary', class: 'btn btn-secondary btn-sm', 'aria-label': `Edit rule ${r.domain}${r.path}`, onclick: () => openRule(ctx, r, domainList, bucketList) }),
       button('Delete', { class: 'btn btn-danger-soft btn-sm', 'aria-label': `Delete rule ${r.domain}${r.path}`, onclick: async () => {
         if (!await confirm({ title: `Delete the rule ${r.domain}${r.path}?`, message: 'Requests for this path stop being served (404). Cached copies expire on their own.' })) return;
-        try { await del(`/api/rules/${r.id}`); toast('Rule deleted'); ctx.rerender(); } catch (err) { if (err.status !== 401) toast(err.message, 'error'); }
+        try { await del(`/api/rules/${enc(r.id)}`); toast('Rule deleted'); ctx.rerender(); } catch (err) { toastError(err); }
       } })) } : null,
   ].filter(Boolean);
 

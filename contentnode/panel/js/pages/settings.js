@@ -40,8 +40,8 @@ function generalCard(s, onSaved) {
   return card('Node', {}, f);
 }
 
-async function httpsCard() {
-  let x = await get('/api/https');
+function httpsCard(listener) {
+  let x = listener;
   const box = h('div', {});
   function draw() {
     const f = form({},
@@ -107,11 +107,13 @@ function updatesCard(u) {
 }
 
 export async function render(ctx) {
-  let s = await get('/api/settings');
+  // One request: the panel answer carries settings, https and updates for settings:write.
   const panel = await get('/api/panel');
-  const saved = (next) => { s = next; ctx.state.nodeName = s.node_name; };
+  const s = panel.settings;
+  // Every card compares with this one object, so it follows each save.
+  const saved = (next) => { Object.assign(s, next); ctx.state.nodeName = s.node_name; };
   mount(ctx.main, pageHeader('Settings', 'How this node runs and how it is reached.'),
     generalCard(s, saved),
-    h('div', { class: 'grid-2' }, await httpsCard(), updatesCard(panel.updates)),
+    h('div', { class: 'grid-2' }, httpsCard(panel.https), updatesCard(panel.updates)),
     adminCard(s, saved));
 }

@@ -1,19 +1,19 @@
 // One user: role and scopes, disable, reset password and 2FA, end sessions,
 // clear a lockout, delete.
 
-import { get, put, del } from '../api.js';
+import { get, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
 import { field, form, button, onSubmit, actions, actionButton } from '../forms.js';
-import { confirm, modal } from '../dialog.js';
-import { toast } from '../toast.js';
+import { confirm, dialogForm } from '../dialog.js';
+import { toast, toastError } from '../toast.js';
 import { when, ago } from '../format.js';
 import { pageHeader, card, facts, callout } from '../ui.js';
 import { roleAndScopes, roleBody, userState } from './users.js';
 
 export async function render(ctx) {
-  let u = await get(`/api/users/${encodeURIComponent(ctx.params.id)}`);
+  let u = await get(`/api/users/${enc(ctx.params.id)}`);
   const self = u.id === ctx.user.id;
-  const path = () => `/api/users/${u.id}`;
+  const path = () => `/api/users/${enc(u.id)}`;
   const info = h('div', {});
   const ops = h('div', { class: 'stack rows' });
   const head = h('div', {});
@@ -22,7 +22,7 @@ export async function render(ctx) {
 
   const danger = async (title, message, confirmLabel, run, done) => {
     if (!await confirm({ title, message, confirmLabel })) return;
-    try { await run(); toast(done); await refresh(); } catch (err) { if (err.status !== 401) toast(err.message, 'error'); }
+    try { await run(); toast(done); await refresh(); } catch (err) { toastError(err); }
   };
 
   function draw() {
@@ -30,7 +30,7 @@ export async function render(ctx) {
       pageHeader(u.username, self ? 'This is your account.' : `Created ${when(u.created_at)}`,
         button('Delete user', { kind: 'danger-soft', onclick: async () => {
           if (!await confirm({ title: `Delete ${u.username}?`, message: self ? 'You delete your own account and are logged out.' : 'The account and its sessions end at once.' })) return;
-          try { await del(path()); toast(`User ${u.username} deleted`); if (self) ctx.state.session = null; ctx.go(self ? '/login' : '/users'); } catch (err) { if (err.status !== 401) toast(err.message, 'error'); }
+          try { await del(path()); toast(`User ${u.username} deleted`); if (self) ctx.state.session = null; ctx.go(self ? '/login' : '/users'); } catch (err) { toastError(err); }
         } })));
     mount(info, facts([
       ['State', userState(u)], ['Role', u.role], ['Scopes', u.scopes.length ? u.scopes.join(', ') : 'none'],
@@ -57,11 +57,9 @@ export async function render(ctx) {
   }
 
   function resetPassword() {
-    const f = form({},
+    dialogForm({ title: `New password for ${u.username}`, description: 'Their open sessions end.', submitLabel: 'Set password' },
       field({ label: 'New password', name: 'password', type: 'password', autocomplete: 'new-password', required: true }),
-      actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button('Set password', { type: 'submit' })));
-    const { close } = modal({ title: `New password for ${u.username}`, content: f, description: 'Their open sessions end.' });
-    onSubmit(f, async (v) => { u = await put(`${path()}/password`, { password: v.password }); close(); toast('Password set'); draw(); });
+      async (v, close) => { u = await put(`${path()}/password`, { password: v.password }); close(); toast('Password set'); draw(); });
   }
 
   const roleForm = form({}, roleAndScopes(u, ctx.user), actions(button('Save role', { type: 'submit' })));

@@ -1,11 +1,11 @@
 // Users: the list and creating one with a role or custom scopes (checkboxes
 // that show the reads a write implies).
 
-import { get, post } from '../api.js';
+import { get, post, enc } from '../api.js';
 import { h, mount } from '../dom.js';
 import { ALL_SCOPES } from '../scopes.js';
-import { field, form, button, checkbox, onSubmit, actions } from '../forms.js';
-import { modal } from '../dialog.js';
+import { field, button, checkbox } from '../forms.js';
+import { dialogForm } from '../dialog.js';
 import { toast } from '../toast.js';
 import { ago } from '../format.js';
 import { pageHeader, card, table, badge, rowFilter } from '../ui.js';
@@ -52,14 +52,12 @@ export function roleBody(v) {
 }
 
 function addDialog(ctx) {
-  const f = form({},
+  dialogForm({ title: 'Add a user', submitLabel: 'Add user', wide: true }, [
     h('div', { class: 'form-grid' },
       field({ label: 'Username', name: 'username', required: true, autocomplete: 'off', autocapitalize: 'none', spellcheck: 'false' }),
       field({ label: 'Password', name: 'password', type: 'password', required: true, autocomplete: 'new-password', hint: 'Give it to them safely; they can change it.' })),
     roleAndScopes(null, ctx.user),
-    actions(button('Cancel', { kind: 'secondary', onclick: () => close() }), button('Add user', { type: 'submit' })));
-  const { close } = modal({ title: 'Add a user', content: f, wide: true });
-  onSubmit(f, async (v) => {
+  ], async (v, close) => {
     const u = await post('/api/users', { username: v.username.trim(), password: v.password, ...roleBody(v) });
     close();
     toast(`User ${u.username} created`);
@@ -77,7 +75,7 @@ export function userState(u) {
 export async function render(ctx) {
   const { users } = await get('/api/users');
   const list = table([
-      { label: 'User', cell: (u) => h('div', {}, h('a', { href: `#/users/${u.id}`, class: 'cell-main' }, u.username), u.id === ctx.user.id ? h('span', { class: 'cell-sub' }, ' (you)') : null) },
+      { label: 'User', cell: (u) => h('div', {}, h('a', { href: `#/users/${enc(u.id)}`, class: 'cell-main' }, u.username), u.id === ctx.user.id ? h('span', { class: 'cell-sub' }, ' (you)') : null) },
       { label: 'Role', cell: (u) => h('div', {}, u.role, u.role === 'custom' ? h('p', { class: 'cell-sub' }, u.scopes.join(', ') || 'no scopes') : null) },
       { label: 'State', cell: userState },
       { label: 'Sessions', cls: 'num', cell: (u) => String(u.sessions) },
