@@ -21,7 +21,10 @@ function exportCard(admin) {
   const enc = admin ? checkbox({ label: 'Encrypt, with every secret', name: 'encrypted', checked: true,
     hint: 'A complete copy of the node: users, keys, certificates. Unencrypted backups leave every secret out.' }) : null;
   const f = form({}, enc, pass, actions(button('Download backup', { type: 'submit' })));
-  const sync = () => { pass.hidden = !admin || !f.elements.encrypted.checked; };
+  const sync = () => {
+    pass.hidden = !admin || !f.elements.encrypted.checked;
+    if (pass.hidden) { f.elements.passphrase.value = ''; f.elements.passphrase2.value = ''; } // no hidden secret
+  };
   if (enc) f.elements.encrypted.addEventListener('change', sync);
   sync();
   onSubmit(f, async (v) => {
@@ -51,6 +54,7 @@ function restoreCard() {
       doc = JSON.parse(await file.text());
       about.textContent = `${doc.kind || 'unknown'} backup of ${doc.node || '?'} made ${when(doc.created_at)}`;
       pass.hidden = doc.kind !== 'encrypted';
+      if (pass.hidden) pass.querySelector('input').value = '';
     } catch { about.textContent = 'This file is not a JSON backup.'; }
   });
   const f = form({},
