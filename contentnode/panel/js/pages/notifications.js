@@ -48,54 +48,56 @@ export async function render(ctx) {
   let n = await get('/api/notifications');
   const emailBox = h('div', {}); const tgBox = h('div', {}); const evBox = h('div', {});
 
-  function drawEmail() {
-    const e = n.email;
-    const [testBtn, testOut] = testButton('email');
+  /**
+   * One channel's form: its switch and fields, the write-only secret (sent
+   * only when typed, null when "remove" is ticked), save, and a test.
+   */
+  function drawChannel(box, spec) {
+    const { channel, title, enableLabel, secret, secretLabel, setBadge, removeLabel, fields, body } = spec;
+    const c = n[channel];
+    const isSet = c[`${secret}_set`];
+    const [testBtn, testOut] = testButton(channel);
     const f = form({},
-      checkbox({ label: 'Send notifications by email', name: 'email.enabled', checked: e.enabled }),
-      h('div', { class: 'form-grid' },
-        field({ label: 'SMTP server', name: 'email.host', value: e.host, placeholder: 'mail.example.com' }),
-        field({ label: 'Port', name: 'email.port', type: 'number', min: 1, max: 65535, value: e.port }),
-        field({ label: 'Security', name: 'email.security', value: e.security, options: [['starttls', 'STARTTLS'], ['tls', 'TLS (port 465)'], ['none', 'None (local servers only)']] }),
-        field({ label: 'SMTP username', name: 'email.username', value: e.username, autocomplete: 'off' }),
-        secretField('SMTP password', 'email.password', e.password_set),
-        field({ label: 'From address', name: 'email.from', type: 'email', value: e.from }),
-        field({ label: 'Send to', name: 'email.to', cls: 'wide', value: (e.to || []).join(', '), hint: 'Addresses separated by commas.' })),
-      e.password_set ? checkbox({ label: 'Remove the stored password', name: 'email.clear_password', switch: false }) : null,
-      h('div', { class: 'spread' }, h('div', { class: 'row' }, e.password_set ? badge('password set', 'info') : null, testBtn), button('Save email', { type: 'submit' })), testOut);
+      checkbox({ label: enableLabel, name: `${channel}.enabled`, checked: c.enabled }),
+      h('div', { class: 'form-grid' }, ...fields(c, secretField(secretLabel, `${channel}.${secret}`, isSet))),
+      isSet ? checkbox({ label: removeLabel, name: `${channel}.clear_secret`, switch: false }) : null,
+      h('div', { class: 'spread' }, h('div', { class: 'row' }, isSet ? badge(setBadge, 'info') : null, testBtn), button(`Save ${title}`, { type: 'submit' })), testOut);
     onSubmit(f, async (v) => {
-      const b = channelBody('email', v);
-      const body = { enabled: b.enabled, host: b.host.trim() || null, port: b.port, security: b.security, username: b.username.trim() || null,
-        from: b.from.trim() || null, to: b.to.split(/[,\s]+/).filter(Boolean) };
-      if (b.password) body.password = b.password;
-      if (b.clear_password) body.password = null;
-      n = await put('/api/notifications', { email: body });
-      toast('Email settings saved');
-      drawEmail();
+      const b = channelBody(channel, v);
+      const out = { enabled: b.enabled, ...body(b) };
+      if (b[secret]) out[secret] = b[secret];
+      if (b.clear_secret) out[secret] = null;
+      n = await put('/api/notifications', { [channel]: out });
+      toast(`${title} settings saved`);
+      drawChannel(box, spec);
     });
-    mount(emailBox, f);
+    mount(box, f);
   }
 
-  function drawTelegram() {
-    const t = n.telegram;
-    const [testBtn, testOut] = testButton('telegram');
-    const f = form({},
-      checkbox({ label: 'Send notifications to Telegram', name: 'telegram.enabled', checked: t.enabled }),
-      h('div', { class: 'form-grid' },
-        secretField('Bot token', 'telegram.bot_token', t.bot_token_set),
-        field({ label: 'Chat id', name: 'telegram.chat_id', value: t.chat_id, placeholder: '-1001234567890' }),
-        field({ label: 'Bot API server', name: 'telegram.api_url', cls: 'wide', type: 'url', value: t.api_url, placeholder: 'https://api.telegram.org', hint: 'Only for a self-hosted Bot API server.' })),
-      h('div', { class: 'spread' }, h('div', { class: 'row' }, t.bot_token_set ? badge('token set', 'info') : null, testBtn), button('Save Telegram', { type: 'submit' })), testOut);
-    onSubmit(f, async (v) => {
-      const b = channelBody('telegram', v);
-      const body = { enabled: b.enabled, chat_id: b.chat_id.trim() || null, api_url: b.api_url.trim() || null };
-      if (b.bot_token) body.bot_token = b.bot_token;
-      n = await put('/api/notifications', { telegram: body });
-      toast('Telegram settings saved');
-      drawTelegram();
-    });
-    mount(tgBox, f);
-  }
+  const drawEmail = () => drawChannel(emailBox, {
+    channel: 'email', title: 'Email', enableLabel: 'Send notifications by email',
+    secret: 'password', secretLabel: 'SMTP password', setBadge: 'password set', removeLabel: 'Remove the stored password',
+    fields: (e, password) => [
+      field({ label: 'SMTP server', name: 'email.host', value: e.host, placeholder: 'mail.example.com' }),
+      field({ label: 'Port', name: 'email.port', type: 'number', min: 1, max: 65535, value: e.port }),
+      field({ label: 'Security', name: 'email.security', value: e.security, options: [['starttls', 'STARTTLS'], ['tls', 'TLS (port 465)'], ['none', 'None (local servers only)']] }),
+      field({ label: 'SMTP username', name: 'email.username', value: e.username, autocomplete: 'off' }),
+      password,
+      field({ label: 'From address', name: 'email.from', type: 'email', value: e.from }),
+      field({ label: 'Send to', name: 'email.to', cls: 'wide', value: (e.to || []).join(', '), hint: 'Addresses separated by commas.' })],
+    body: (b) => ({ host: b.host.trim() || null, port: b.port, security: b.security, username: b.username.trim() || null,
+      from: b.from.trim() || null, to: b.to.split(/[,\s]+/).filter(Boolean) }),
+  });
+
+  const drawTelegram = () => drawChannel(tgBox, {
+    channel: 'telegram', title: 'Telegram', enableLabel: 'Send notifications to Telegram',
+    secret: 'bot_token', secretLabel: 'Bot token', setBadge: 'token set', removeLabel: 'Remove the stored token',
+    fields: (t, token) => [
+      token,
+      field({ label: 'Chat id', name: 'telegram.chat_id', value: t.chat_id, placeholder: '-1001234567890' }),
+      field({ label: 'Bot API server', name: 'telegram.api_url', cls: 'wide', type: 'url', value: t.api_url, placeholder: 'https://api.telegram.org', hint: 'Only for a self-hosted Bot API server.' })],
+    body: (b) => ({ chat_id: b.chat_id.trim() || null, api_url: b.api_url.trim() || null }),
+  });
 
   function drawEvents() {
     const f = form({},
