@@ -3,11 +3,11 @@
 import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
 import { can } from '../scopes.js';
-import { field, form, button, onSubmit, actions, actionButton } from '../forms.js';
+import { field, form, button, onSubmit, actionButton } from '../forms.js';
 import { confirm, modal, dialogForm } from '../dialog.js';
 import { toast, toastError } from '../toast.js';
 import { when, ago, bytes } from '../format.js';
-import { pageHeader, card, facts, steps, resultBanner } from '../ui.js';
+import { pageHeader, card, facts, resultBanner } from '../ui.js';
 import { bucketFields, bucketBody, checkBadge, checkView, secretBadge } from './buckets.js';
 
 function preview(b64) {
