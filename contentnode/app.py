@@ -32,6 +32,7 @@ from contentnode.core.events import EventBus
 from contentnode.core.metrics import NodeMetrics
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.notify import Notifier
+from contentnode.core.static_files import load_panel_files
 from contentnode.core.verify import new_secret
 from contentnode.http.errors import forbidden
 from contentnode.http.request import Request
@@ -66,6 +67,7 @@ class App:
     scopes: object  # the contentnode.auth.scopes module: roles and scope checks
     routes: RouteTable
     panel_sections: list
+    panel_files: dict  # the web panel's static files, read once at start
     admin_dispatcher: AdminDispatcher
     public_dispatcher: PublicDispatcher
     tls: TlsRuntime
@@ -219,6 +221,7 @@ def build_app(config: Config, clock: Clock) -> App:
     app.scopes = scopes
     app.routes = RouteTable(api.ROUTES)
     app.panel_sections = api.PANEL_SECTIONS
+    app.panel_files = load_panel_files()
     app.admin_dispatcher = AdminDispatcher(app, app.routes)
     app.public_dispatcher = PublicDispatcher(app)
     app.tls = TlsRuntime(app, app.public_dispatcher)

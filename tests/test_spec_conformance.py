@@ -56,6 +56,9 @@ SPEC_ROWS = [
     ("PUT", "/api/notifications", "notifications:manage"),
     ("POST", "/api/notifications/test", "notifications:manage"),
 ]
+# The panel's static files (DESIGN §9: GET / serves the panel, no session).
+PANEL_ROWS = [("GET", "/", PUBLIC), ("HEAD", "/", PUBLIC),
+              ("GET", "/panel/{path...}", PUBLIC), ("HEAD", "/panel/{path...}", PUBLIC)]
 # Rows that stand for a whole subtree: every route under them needs this access.
 SPEC_SUBTREES = [("/api/users", "users:manage"), ("/api/audit", "users:manage"), ("/api/policy", "users:manage"),
                  ("/api/me", LOGIN)]
@@ -93,7 +96,7 @@ def test_subtrees_are_routed_with_their_scope():
 
 
 def test_no_route_outside_the_spec_is_public():
-    public = {(m, p) for m, p, a in SPEC_ROWS if a == PUBLIC}
+    public = {(m, p) for m, p, a in SPEC_ROWS + PANEL_ROWS if a == PUBLIC}
     extra = sorted(k for k, a in routed().items() if a == PUBLIC and k not in public)
     assert extra == []
 
@@ -104,7 +107,7 @@ def _documented():
     sections = {}
     for block in re.split(r"^### ", text, flags=re.M)[1:]:
         heading, _, body = block.partition("\n")
-        for method, path in re.findall(r"\b(GET|POST|PUT|PATCH|DELETE) (/[^\s,?]*)", heading):
+        for method, path in re.findall(r"\b(GET|HEAD|POST|PUT|PATCH|DELETE) (/[^\s,?]*)", heading):
             sections[(method, path)] = body
     return sections
 

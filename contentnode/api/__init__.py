@@ -9,7 +9,7 @@ it up from here.
 """
 
 from contentnode.api import (audit, backup, buckets, certs, delivery, domains, https, links, login, me,
-                             my_sessions, notifications, panel, policy, rules, settings, system,
+                             my_sessions, notifications, panel, panel_assets, policy, rules, settings, system,
                              twofactor, updates, users)
 from contentnode.auth.policy import ACCOUNT_SECTIONS
 
@@ -34,6 +34,7 @@ MODULES = [
     certs,
     https,
     delivery,
+    panel_assets,
 ]
 
 ROUTES = [route for module in MODULES for route in module.ROUTES]

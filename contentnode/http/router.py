@@ -27,6 +27,7 @@ PUBLIC, LOGIN = "public", "login"
 STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
 _PARAM = re.compile(r"\{(\w+)\}")
+_REST = re.compile(r"/\{(\w+)\.\.\.\}$")  # a last segment {name...} takes the rest of the path
 
 
 @dataclass(frozen=True)
@@ -45,14 +46,26 @@ class Route:
 
 
 class RouteTable:
-    """Static paths in a dict, patterned paths by segment count: lookups stay cheap."""
+    """Static paths in a dict, patterned paths by segment count: lookups stay cheap.
+
+    A row ending in {name...} (literal before it) matches every longer path
+    under its prefix, one or more segments; it is tried only when no other row
+    knows the path.
+    """
 
     def __init__(self, routes):
         self.routes = list(routes)
         self._static = {}
         self._patterned = {}
+        self._rest = {}  # prefix -> {method: (route, parameter name)}
         for route in self.routes:
-            if _PARAM.search(route.pattern):
+            rest = _REST.search(route.pattern)
+            if rest:
+                prefix = route.pattern[:rest.start()]
+                if "{" in prefix:
+                    raise ValueError(f"{route.pattern}: only the last segment may take the rest of the path")
+                self._rest.setdefault(prefix, {})[route.method] = (route, rest.group(1))
+            elif _PARAM.search(route.pattern):
                 if _PARAM.search("/".join(route.pattern.strip("/").split("/")[:2])):
                     raise ValueError(f"{route.pattern}: the first two segments must be literal")
                 segments = route.pattern.strip("/").split("/")
@@ -79,6 +92,8 @@ class RouteTable:
                 found = _match_segments(pattern, segments)
                 if found is not None and route.method not in methods:
                     methods[route.method] = (route, found)
+            if not methods:
+                methods = self._match_rest(raw_path)
             if method in methods:
                 return methods[method]
             methods = {m: r for m, (r, _) in methods.items()}
@@ -89,6 +104,16 @@ class RouteTable:
         allow = ", ".join(sorted(methods))
         raise ApiError(405, "method_not_allowed", f"method {method} is not allowed here; allowed: {allow}",
                        headers={"Allow": allow})
+
+    def _match_rest(self, raw_path: str) -> dict:
+        for prefix, rows in self._rest.items():
+            if raw_path.startswith(prefix + "/") and len(raw_path) > len(prefix) + 1:
+                try:
+                    value = unquote(raw_path[len(prefix) + 1:], errors="strict")
+                except UnicodeDecodeError:
+                    return {}
+                return {method: (route, {name: value}) for method, (route, name) in rows.items()}
+        return {}
 
 
 def _match_segments(pattern, segments):
@@ -235,7 +260,11 @@ def _valid_text(value) -> bool:
     return True
 
 
+# The panel's policy (DESIGN §9) on every admin answer: a JSON body opened as a page runs nothing either.
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                           "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 SECURITY_HEADERS = (
+    ("Content-Security-Policy", CONTENT_SECURITY_POLICY),
     ("X-Content-Type-Options", "nosniff"),
     ("X-Frame-Options", "DENY"),
     ("Referrer-Policy", "no-referrer"),

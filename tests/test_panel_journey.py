@@ -1,0 +1,302 @@
+"""The panel in a real browser against the real daemon and a real SeaweedFS bucket.
+
+One journey end to end (issue 14): setup in the wizard, the domain localhost
+added and checked, a bucket added and checked, a rule, the object fetched from
+the public port, a purge, a viewer created; the viewer, in its own browser
+context, sees no write control and no Users section; the admin enrols 2FA
+with the manual key and a real TOTP code, logs out and logs in with the next
+code. Every page passes check_page (no console error, no failed or foreign
+request, the CSP on every answer, axe-core clean in light and dark, no
+horizontal scrolling at 375 px, screenshots at 1280 and 375 px).
+"""
+
+import glob
+import os
+import re
+import time
+import uuid
+
+import pyotp
+import pytest
+
+from contentnode.api import all_routes
+from contentnode.http.errors import ApiError
+from contentnode.http.router import RouteTable
+from tests.node import ROOT, Node
+from tests.panel_browser import browser, check_page, new_context, serious_violations  # noqa: F401  (session fixture)
+from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+
+ADMIN, ADMIN_PASSWORD = "admin", "a long admin pass phrase 7"
+VIEWER, VIEWER_PASSWORD = "vera", "a long viewer pass phrase 8"
+OBJECT = b"hello from the origin bucket\n"
+READ_ONLY_CONTROLS = {"1h", "24h", "7d", "Requests", "Bandwidth", "Errors"}  # the dashboard chart's switches
+RECORDED_API_CALLS = set()  # (method, path) seen in the browser; checked against the route table below
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    instance = Node(str(tmp_path_factory.mktemp("panel-journey"))).start()
+    yield instance
+    instance.kill()
+
+
+def labelled(scope, label):
+    """The control labelled exactly `label` (a required field's label ends in an aria-hidden " *")."""
+    return scope.get_by_label(re.compile(rf"^{re.escape(label)}\s*\*?$"))
+
+
+def nav(page, name):
+    page.get_by_role("navigation", name="Main").get_by_role("link", name=name, exact=True).click()
+    page.get_by_role("heading", level=1, name=name).wait_for()
+
+
+def assert_steps_all_ok(page, names=None):
+    """The last step list on the page shows `names` (or at least one step), each visible and passed."""
+    steps = page.get_by_test_id("steps").last
+    steps.wait_for()
+    shown = steps.locator("li").evaluate_all("items => items.map(i => [i.dataset.step, i.className])")
+    assert shown, "no steps shown"
+    if names is not None:
+        assert [name for name, _ in shown] == names, shown
+    failed = [name for name, classes in shown if "ok" not in classes.split()]
+    assert failed == [], f"steps not passed: {shown}"
+    assert steps.locator("li").first.is_visible()
+
+
+def sign_in(page, username, password):
+    page.get_by_label("Username").fill(username)
+    labelled(page, "Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+
+
+def test_the_checks_catch_what_they_must(browser, node):  # noqa: F811
+    """The harness itself: a foreign request is blocked and recorded, the page's CSP refuses a
+    foreign fetch, a console error and an error answer are recorded, and axe-core reports an
+    image without a text alternative."""
+    context = new_context(browser, node)
+    page = context.new_page()
+    page.goto("/")
+    page.wait_for_load_state("networkidle")
+    page.evaluate("""async () => {
+        await fetch('http://192.0.2.1:9/x').catch(() => {});
+        await fetch('/api/nope');
+        console.error('boom');
+        const img = document.createElement('img');
+        img.src = 'data:image/gif;base64,R0lGODlhAQABAAAAACw=';
+        document.body.append(img);
+    }""")
+    other = context.new_page()
+    with pytest.raises(Exception):
+        other.goto("http://192.0.2.1:9/y")  # a navigation: the CSP does not govern it, the Watch does
+    page.wait_for_timeout(200)
+    problems = "\n".join(context.watch.problems)
+    assert "request to another origin (blocked): http://192.0.2.1:9/y" in problems, problems
+    assert "violates the following Content Security Policy directive: \"connect-src 'self'\"" in problems
+    assert "error answer 404: GET" in problems and "console error: boom" in problems, problems
+    assert "image-alt" in {v["id"] for v in serious_violations(page)}
+    context.close()
+
+
+def test_journey(browser, node, seaweed):  # noqa: F811
+    started = time.monotonic()
+    bucket = "panel-" + uuid.uuid4().hex[:10]
+    seaweed.create_bucket(bucket)
+    seaweed.put_object(bucket, "hello.txt", OBJECT, "text/plain")
+    admin = new_context(browser, node)
+    page = admin.new_page()
+
+    # First run: the wizard.
+    page.goto("/")
+    page.get_by_role("button", name="Create account").wait_for()
+    check_page(page, "setup")
+    page.get_by_label("Username").fill(ADMIN)
+    labelled(page, "Password").fill(ADMIN_PASSWORD)
+    page.get_by_role("button", name="Create account").click()
+    page.get_by_label("Node name").fill("edge-1")
+    page.get_by_role("button", name="Continue").click()
+    page.get_by_role("heading", level=1, name="You are all set").wait_for()
+    check_page(page, "setup-done")
+    assert node.client().get("/api/session").json["setup_required"] is False
+
+    # Domain localhost: add, check, every step shown and passed.
+    page.goto("/#/dashboard")
+    page.get_by_role("heading", level=1, name="Dashboard").wait_for()
+    check_page(page, "dashboard-empty")
+    nav(page, "Domains")
+    page.get_by_role("button", name="Add domain").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_label("Host name").fill("localhost")
+    dialog.get_by_role("button", name="Add domain").click()
+    page.get_by_role("heading", level=1, name="localhost").wait_for()
+    page.get_by_role("button", name="Check", exact=True).click()
+    assert_steps_all_ok(page, ["resolve", "fetch", "proof"])
+    check_page(page, "domain")
+
+    # Bucket: add (SeaweedFS), then check it from its page.
+    nav(page, "Buckets")
+    page.get_by_role("button", name="Add bucket").click()
+    dialog = page.get_by_role("dialog")
+    definition = seaweed.bucket_definition(bucket)
+    labelled(dialog, "Name").fill("origin")
+    dialog.get_by_label("Endpoint").fill(definition["endpoint"])
+    labelled(dialog, "Bucket").fill(bucket)
+    dialog.get_by_label("Region").fill(definition["region"])
+    dialog.get_by_label("Access key").fill(definition["access_key"])
+    dialog.get_by_label("Secret key").fill(definition["secret_key"])
+    dialog.get_by_role("button", name="Add bucket").click()
+    page.get_by_role("heading", level=1, name="origin").wait_for()
+    page.get_by_role("button", name="Check", exact=True).click()
+    assert_steps_all_ok(page)
+    check_page(page, "bucket")
+    assert definition["secret_key"] not in page.content()
+
+    # Rule: localhost / -> the bucket.
+    nav(page, "Rules")
+    page.get_by_role("button", name="Add rule").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_label("Domain").select_option("localhost")
+    dialog.get_by_label("Path").fill("/")
+    dialog.get_by_label("Bucket").select_option(label="origin")
+    dialog.get_by_role("button", name=re.compile("^(Add|Create|Save) rule$")).click()
+    dialog.wait_for(state="hidden")
+    page.get_by_role("cell", name="localhost").first.wait_for()
+    check_page(page, "rules")
+
+    # The object through the public port, twice from the cache, then purged from the panel.
+    public = node.client("public", host="localhost")
+    seaweed.reset_counts()
+    for _ in range(2):
+        got = public.get("/hello.txt")
+        assert got.status == 200 and got.body == OBJECT, got.body[:200]
+    assert seaweed.count("GET", contains=f"/{bucket}/hello.txt") == 1
+    nav(page, "Cache")
+    labelled(page, "URLs to purge").fill(f"http://localhost:{node.public_port}/hello.txt")
+    page.get_by_role("button", name="Purge", exact=True).click()
+    page.get_by_test_id("toasts").get_by_role("status").filter(has_text=re.compile("urged")).first.wait_for()
+    check_page(page, "cache")
+    assert public.get("/hello.txt").body == OBJECT
+    assert seaweed.count("GET", contains=f"/{bucket}/hello.txt") == 2, "the purge did not drop the cached copy"
+
+    # A viewer.
+    nav(page, "Users")
+    page.get_by_role("button", name=re.compile("^(Add|Create) user$")).click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_label("Username").fill(VIEWER)
+    labelled(dialog, "Password").fill(VIEWER_PASSWORD)
+    dialog.get_by_label("Role").select_option("viewer")
+    dialog.get_by_role("button", name=re.compile("^(Add|Create) user$")).click()
+    dialog.wait_for(state="hidden")
+    page.get_by_role("cell", name=VIEWER).first.wait_for()
+    check_page(page, "users")
+
+    # The viewer, in a second browser context: read-only views, no Users section.
+    viewer = new_context(browser, node)
+    vpage = viewer.new_page()
+    vpage.goto("/")
+    vpage.get_by_role("button", name="Sign in").wait_for()
+    sign_in(vpage, VIEWER, VIEWER_PASSWORD)
+    vpage.get_by_role("heading", level=1, name="Dashboard").wait_for()
+    menu = vpage.get_by_role("navigation", name="Main")
+    assert menu.get_by_role("link", name="Domains").is_visible()
+    for absent in ("Users", "Security", "Activity log", "Backup", "Settings", "Notifications", "Cache"):
+        assert menu.get_by_role("link", name=absent, exact=True).count() == 0, absent
+    for where, heading in (("#/domains", "Domains"), ("#/domains/localhost", "localhost"), ("#/buckets", "Buckets"),
+                           ("#/rules", "Rules"), ("#/dashboard", "Dashboard")):
+        vpage.goto("/" + where)
+        vpage.get_by_role("heading", level=1, name=heading).wait_for()
+        vpage.wait_for_load_state("networkidle")
+        buttons = {b.strip() for b in vpage.locator("main").get_by_role("button").all_inner_texts()}
+        assert buttons <= READ_ONLY_CONTROLS, f"the viewer is offered {sorted(buttons - READ_ONLY_CONTROLS)} on {where}"
+        assert vpage.locator("main form").count() == 0, f"the viewer is offered a form on {where}"
+        check_page(vpage, "viewer-" + where.strip("#/").replace("/", "-"))
+    vpage.goto("/#/users")
+    vpage.get_by_text("You do not have access to this page").wait_for()
+    RECORDED_API_CALLS.update(viewer.watch.api_calls)
+    viewer.close()
+
+    # Every other page of the admin's menu, and a user's page.
+    page.get_by_role("link", name=VIEWER).first.click()
+    page.get_by_role("heading", level=1, name=VIEWER).wait_for()
+    check_page(page, "user")
+    seen = {"Rules", "Cache", "Users"}
+    for name in page.get_by_role("navigation", name="Main").get_by_role("link").all_inner_texts():
+        name = name.strip()
+        if name not in seen:
+            nav(page, name)
+            check_page(page, name.lower().replace(" ", "-"))
+
+    # The admin enrols 2FA from the manual key, logs out, logs in with the next code.
+    nav(page, "My account")
+    page.get_by_role("button", name="Set up two-factor authentication").click()
+    dialog = page.get_by_role("dialog")
+    labelled(dialog, "Password").fill(ADMIN_PASSWORD)  # changing 2FA needs the password (DESIGN §6)
+    dialog.get_by_role("button", name="Continue").click()
+    secret = re.sub(r"\s", "", page.get_by_test_id("totp-secret").inner_text())
+    totp = pyotp.TOTP(secret)
+    page.get_by_label("Authentication code").fill(totp.now())
+    page.get_by_role("button", name="Enable").click()
+    page.get_by_test_id("recovery-codes").wait_for()
+    assert len(page.get_by_test_id("recovery-codes").get_by_role("listitem").all()) == 10
+    check_page(page, "account-recovery-codes")
+    page.get_by_role("button", name="I have saved them").click()
+    page.get_by_role("button", name="Log out", exact=True).click()
+    page.get_by_role("button", name="Sign in").wait_for()
+    check_page(page, "login")
+    sign_in(page, ADMIN, ADMIN_PASSWORD)
+    page.get_by_label("Authentication code").wait_for()
+    check_page(page, "login-2fa")
+    node.set_clock_offset(30)  # the code used to enable is spent: the next step's code
+    page.get_by_label("Authentication code").fill(totp.at(time.time() + 30))
+    page.get_by_role("button", name="Verify").click()
+    page.get_by_role("heading", level=1, name="Dashboard").wait_for()
+    me = page.evaluate("() => fetch('/api/me').then(r => r.json())")["user"]
+    assert me["username"] == ADMIN and me["two_factor"] is True, me
+    admin.watch.assert_clean("after the second login")
+    RECORDED_API_CALLS.update(admin.watch.api_calls)
+    admin.close()
+    print(f"\njourney: {time.monotonic() - started:.1f} s")
+
+
+
+# --- the panel calls only routes of the route table -------------------------
+
+API_STRING = re.compile(r"""['"`](/api/[^'"`\s?#]*)""")
+PLACEHOLDER = "x-param"
+
+
+def api_paths_in_scripts() -> dict:
+    """{path with each ${...} or trailing concatenation as PLACEHOLDER: [files]} from the panel's JS."""
+    found = {}
+    for path in glob.glob(os.path.join(ROOT, "contentnode", "panel", "js", "**", "*.js"), recursive=True):
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        for match in API_STRING.finditer(source):
+            text = re.sub(r"\$\{[^}`]*\}", PLACEHOLDER, match.group(1)).split("${")[0]  # `${q ? `?..` : ''}`
+            if text.endswith("/"):  # '/api/users/' + id
+                text += PLACEHOLDER
+            found.setdefault(text, []).append(os.path.relpath(path, ROOT))
+    return found
+
+
+def routed(table, method, path) -> bool:
+    try:
+        table.match(method, path)
+    except ApiError as error:
+        return error.status == 405 and method is None
+    return True
+
+
+def test_every_api_path_in_the_panel_scripts_is_a_route():
+    table = RouteTable(all_routes())
+    paths = api_paths_in_scripts()
+    assert len(paths) >= 20, sorted(paths)
+    unknown = {p: files for p, files in paths.items() if not routed(table, None, p)}
+    assert unknown == {}, f"the panel names API paths the route table does not have: {unknown}"
+
+
+def test_every_api_call_made_in_the_browser_is_a_route():
+    """Runs after the journey (same module): every (method, path) the pages asked for."""
+    assert len(RECORDED_API_CALLS) >= 15, f"the journey recorded too few API calls: {sorted(RECORDED_API_CALLS)}"
+    table = RouteTable(all_routes())
+    unknown = sorted(call for call in RECORDED_API_CALLS if not routed(table, *call))
+    assert unknown == [], f"the panel called routes the route table does not have: {unknown}"
