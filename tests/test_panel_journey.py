@@ -19,7 +19,7 @@ import uuid
 import pyotp
 import pytest
 
-from contentnode.api import all_routes
+from contentnode.api import ROUTES
 from contentnode.http.errors import ApiError
 from contentnode.http.router import RouteTable
 from tests.node import ROOT, Node
@@ -255,6 +255,7 @@ def test_journey(browser, node, seaweed):  # noqa: F811
     RECORDED_API_CALLS.update(admin.watch.api_calls)
     admin.close()
     print(f"\njourney: {time.monotonic() - started:.1f} s")
+    assert_recorded_calls_are_routes()
 
 
 
@@ -287,16 +288,16 @@ def routed(table, method, path) -> bool:
 
 
 def test_every_api_path_in_the_panel_scripts_is_a_route():
-    table = RouteTable(all_routes())
+    table = RouteTable(ROUTES)
     paths = api_paths_in_scripts()
     assert len(paths) >= 20, sorted(paths)
     unknown = {p: files for p, files in paths.items() if not routed(table, None, p)}
     assert unknown == {}, f"the panel names API paths the route table does not have: {unknown}"
 
 
-def test_every_api_call_made_in_the_browser_is_a_route():
-    """Runs after the journey (same module): every (method, path) the pages asked for."""
+def assert_recorded_calls_are_routes():
+    """Checked at the end of the journey (parallel runs give each test its own process)."""
     assert len(RECORDED_API_CALLS) >= 15, f"the journey recorded too few API calls: {sorted(RECORDED_API_CALLS)}"
-    table = RouteTable(all_routes())
+    table = RouteTable(ROUTES)
     unknown = sorted(call for call in RECORDED_API_CALLS if not routed(table, *call))
     assert unknown == [], f"the panel called routes the route table does not have: {unknown}"
