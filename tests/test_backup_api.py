@@ -281,3 +281,40 @@ def test_restores_in_one_second_keep_every_pre_restore_snapshot(node, admin):
         names.append(answer.json["pre_restore"])
     assert len(set(names)) == 4
     assert pre_restore_files(node) == sorted(names) == names  # unique, and sorted oldest first
+
+
+@pytest.mark.parametrize("where,value", [
+    (("created_at",), 1e300),
+    (("last_login_at",), -5),
+    (("password_changed_at",), "yesterday"),
+    (("totp",), {"enabled": True, "secret": "A" * 32, "last_step": 1e300, "recovery": []}),
+    (("totp",), {"enabled": True, "secret": "A" * 32, "last_step": 1, "recovery": [5, None]}),
+])
+def test_an_encrypted_backup_with_a_user_field_out_of_range_is_refused(node, admin, where, value):
+    """A user created_at of 1e300 made /api/session, /api/users and every login answer 500 after a restore."""
+    from contentnode.core import backup
+
+    doc = json.loads(state(node))
+    for user in doc["users"].values():
+        user[where[0]] = value
+    document = backup.export_encrypted(doc, {}, PASSPHRASE, "crafted")
+    before = state(node)
+    answer = admin.post("/api/backup/restore", {"backup": document, "passphrase": PASSPHRASE})
+    assert answer.status == 400 and answer.json["error"]["code"] == "invalid", answer.body
+    assert answer.json["error"]["field"] == "backup" and where[0].split("_")[0] in answer.json["error"]["message"]
+    assert state(node) == before and pre_restore_files(node) == []
+    assert node.client().get("/api/session").status == 200
+    assert admin.get("/api/users").status == 200 and admin.get("/api/me").status == 200
+
+
+def test_a_plain_backup_with_a_link_key_time_or_a_multi_line_name_is_refused(node, admin):
+    plain = admin.post("/api/backup/export", {}).json
+    for section, value in (("settings", {"node_name": "edge\r\nBcc: someone"}),
+                           ("update_status", {"checked_at": "0001-01-01T00:00:00+01:00"})):
+        crafted = json.loads(json.dumps(plain))
+        crafted["data"][section] = value
+        before = state(node)
+        answer = admin.post("/api/backup/restore", {"backup": crafted})
+        assert answer.status == 400 and f"the backup's {section} cannot" in answer.json["error"]["message"], answer.body
+        assert state(node) == before
+    assert node.client().get("/api/session").status == 200

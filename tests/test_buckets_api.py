@@ -63,7 +63,9 @@ def test_path_style_defaults_to_true_for_addresses_and_false_for_names(admin, se
     ({"endpoint": "http://127.0.0.1:99999"}, "endpoint"), ({"endpoint": "http://bad_host:80"}, "endpoint"),
     ({"region": "us east"}, "region"), ({"bucket": "UPPER"}, "bucket"), ({"bucket": "ab"}, "bucket"),
     ({"access_key": "has space"}, "access_key"), ({"secret_key": ""}, "secret_key"),
-    ({"path_style": "yes"}, "path_style"), ({"path_style": False}, "path_style"), ({"color": "red"}, "color")])
+    ({"path_style": "yes"}, "path_style"), ({"path_style": False}, "path_style"), ({"color": "red"}, "color"),
+    ({"name": "alerts\r\nBcc: x@example.com"}, "name"), ({"name": "a\u2028b"}, "name"),
+    ({"name": "a\x7fb"}, "name"), ({"name": "a\x85b"}, "name")])
 def test_bad_definitions_are_refused_and_change_nothing(admin, seaweed, change, field):
     body = dict(seaweed.bucket_definition("some-bucket"), **change)
     answer = admin.post("/api/buckets", body)

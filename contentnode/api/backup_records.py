@@ -20,10 +20,11 @@ from contentnode.core import buckets, domains, notify, rules
 from contentnode.core import settings as st
 from contentnode.core.backup import BackupError
 from contentnode.core.hostnames import HostnameError, normalize_host
-from contentnode.core.fields import FieldError
+from contentnode.core.fields import TIME_MAX, TIME_MIN, FieldError, is_time
 from contentnode.tls import HTTPS_DEFAULTS
 
 _HEX = re.compile(r"[0-9a-f]+")
+_RECOVERY_HASH = re.compile(r"[0-9a-f]{64}")  # totp.hash_recovery_code: SHA-256 hex
 
 
 class _Bad(Exception):
@@ -35,18 +36,39 @@ def _require(condition, message):
         raise _Bad(message)
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _time_text(value, what, optional=True):
     if value is None and optional:
         return
     _require(isinstance(value, str), f"{what} must be an RFC 3339 time")
     try:
-        parse_rfc3339(value)
-    except ValueError:
+        _require(TIME_MIN <= parse_rfc3339(value) <= TIME_MAX, f"{what} must lie between 2000 and 9999")
+    except (ValueError, OverflowError):
         raise _Bad(f"{what} must be an RFC 3339 time") from None
+
+
+def _time(value, what, optional=True):
+    _require((value is None and optional) or is_time(value), f"{what} must be a time between 2000 and 9999")
+
+
+def _totp(totp, name):
+    """The two-factor state as twofactor.py writes it: typed step, secret, recovery hashes."""
+    _require(isinstance(totp, dict) and set(totp) <= {"enabled", "secret", "pending_secret", "last_step",
+                                                      "recovery", "enabled_at"},
+             f"user {name!r}: bad two-factor state")
+    _require(isinstance(totp.get("enabled", False), bool), f"user {name!r}: totp.enabled must be true or false")
+    for key in ("secret", "pending_secret"):
+        _require(totp.get(key) is None or (isinstance(totp[key], str) and re.fullmatch(r"[A-Z2-7]{16,128}", totp[key])),
+                 f"user {name!r}: totp.{key} must be a base32 secret")
+    step = totp.get("last_step")
+    _require(step is None or (type(step) is int and 0 <= step <= TIME_MAX // 30 + 1),
+             f"user {name!r}: totp.last_step must be a whole number of 30-second steps")
+    recovery = totp.get("recovery", [])
+    _require(isinstance(recovery, list) and len(recovery) <= 100
+             and all(isinstance(h, str) and _RECOVERY_HASH.fullmatch(h) for h in recovery),
+             f"user {name!r}: totp.recovery must be a list of SHA-256 hex hashes")
+    _time(totp.get("enabled_at"), f"user {name!r}: totp.enabled_at")
+    if totp.get("enabled"):
+        _require(totp.get("secret") is not None, f"user {name!r}: two-factor is on without its secret")
 
 
 def _records(section, what):
@@ -77,13 +99,9 @@ def _users(section):
                  f"user {name!r}: bad scopes")
         _require(isinstance(user.get("password_hash"), str) and user["password_hash"], f"user {name!r}: no password hash")
         _require(isinstance(user.get("disabled", False), bool), f"user {name!r}: disabled must be true or false")
-        totp = user.get("totp") or {}
-        _require(isinstance(totp, dict), f"user {name!r}: bad two-factor state")
-        if totp.get("enabled"):
-            _require(isinstance(totp.get("secret"), str) and isinstance(totp.get("recovery", []), list),
-                     f"user {name!r}: two-factor is on without its secret")
+        _totp(user.get("totp") or {}, name)
         for stamp in ("created_at", "last_login_at", "password_changed_at"):
-            _require(user.get(stamp) is None or _is_number(user[stamp]), f"user {name!r}: bad {stamp}")
+            _time(user.get(stamp), f"user {name!r}: {stamp}")
         addresses = user.get("known_addresses") or []
         _require(isinstance(addresses, list) and all(isinstance(a, str) for a in addresses),
                  f"user {name!r}: bad known_addresses")
@@ -185,8 +203,8 @@ def _links(section):
     _require(isinstance(keys, dict), "links.keys must be an object")
     for kid, record in _records(keys, "link key"):
         _require(isinstance(record.get("secret"), str) and record["secret"], f"link key {kid}: no secret")
-        _require(_is_number(record.get("created_at")), f"link key {kid}: bad created_at")
-        _require(record.get("retires_at") is None or _is_number(record["retires_at"]), f"link key {kid}: bad retires_at")
+        _time(record.get("created_at"), f"link key {kid}: created_at", optional=False)
+        _time(record.get("retires_at"), f"link key {kid}: retires_at")
     _require(section.get("current") is None or section["current"] in keys, "links.current names no key")
 
 

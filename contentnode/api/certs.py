@@ -59,7 +59,7 @@ def upload_cert(req):
     v.only(body, {"host", "cert_pem", "key_pem"})
     host = v.host(body)
     for name in ("cert_pem", "key_pem"):
-        v.text(body, name, max_len=60000, strip=False)
+        v.text(body, name, max_len=60000, strip=False, single_line=False)  # PEM text is multi-line
     existing(req, host)
     try:
         bundle = certs.validate_bundle(host, body["cert_pem"], body["key_pem"], req.app.clock.now())

@@ -150,7 +150,8 @@ def password_attempt(req, username: str, password_hash, password: str, failure_a
 def login(req):
     body = v.require_object(req.body)
     v.only(body, {"username", "password"})
-    username = v.text(body, "username", max_len=200)
+    # any text is a wrong username here (401, audited as a digest), never a 400 telling names apart
+    username = v.text(body, "username", max_len=200, single_line=False)
     password = body.get("password")
     if not isinstance(password, str) or not password:
         raise invalid("password is required", "password")

@@ -13,6 +13,12 @@ import re
 from contentnode.core.hostnames import HostnameError, normalize_host
 
 _MISSING = object()
+# Control characters (C0, DEL, C1) and the Unicode line and paragraph separators:
+# refused in one-line text, so a name cannot break a mail, a log line or a UI row.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Stored times (epoch seconds): 2000-01-01T00:00:00Z to 9999-12-31T23:59:59Z, a range
+# every time formatter can print (rfc3339 of 1e300 raises).
+TIME_MIN, TIME_MAX = 946684800, 253402300799
 
 
 class FieldError(ValueError):
@@ -52,7 +58,8 @@ def _get(obj, name, required, default):
 
 
 def text(obj: dict, name: str, required: bool = True, default=None, max_len: int = 1000,
-         min_len: int = 0, pattern: str | None = None, strip: bool = True):
+         min_len: int = 0, pattern: str | None = None, strip: bool = True, single_line: bool = True):
+    """A string field; one line (no control character) unless single_line=False (PEM text)."""
     value = _get(obj, name, required, default)
     if value is _MISSING:
         return default
@@ -65,9 +72,17 @@ def text(obj: dict, name: str, required: bool = True, default=None, max_len: int
     if len(value) < min_len or (required and min_len == 0 and not value):
         raise FieldError(f"{name} must not be empty" if not value else
                       f"{name} must be at least {min_len} characters", name)
+    if single_line and _CONTROL.search(value):
+        raise FieldError(f"{name} must be one line without control characters", name)
     if pattern and not re.fullmatch(pattern, value):
         raise FieldError(f"{name} has an invalid format", name)
     return value
+
+
+def is_time(value) -> bool:
+    """A stored time: a finite number of epoch seconds within TIME_MIN..TIME_MAX."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and TIME_MIN <= value <= TIME_MAX)
 
 
 def boolean(obj: dict, name: str, required: bool = False, default=None):
