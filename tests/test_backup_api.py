@@ -297,7 +297,7 @@ def test_an_encrypted_backup_with_a_user_field_out_of_range_is_refused(node, adm
     doc = json.loads(state(node))
     for user in doc["users"].values():
         user[where[0]] = value
-    document = backup.export_encrypted(doc, {}, PASSPHRASE, "crafted")
+    document = backup.export_encrypted(doc, {}, PASSPHRASE, "crafted", time.time())
     before = state(node)
     answer = admin.post("/api/backup/restore", {"backup": document, "passphrase": PASSPHRASE})
     assert answer.status == 400 and answer.json["error"]["code"] == "invalid", answer.body
