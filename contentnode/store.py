@@ -97,7 +97,7 @@ class Transaction(MutableMapping):
 class Store:
     """The document whose top-level sections are `sections` ({name: factory of its default}).
 
-    The daemon passes the whole schema (contentnode.api.SECTIONS); the offline
+    The daemon passes the whole schema (contentnode.schema.SECTIONS); the offline
     account commands only the sections they touch.
     """
 

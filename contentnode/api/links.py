@@ -100,7 +100,6 @@ def _panel_links(req):
     return {"keys": _keys(req.app.store.data["links"], req.app.clock.now())}
 
 
-SECTIONS = {"links": signing.empty_ring}
 PANEL_SECTIONS = [("links", "settings:write", _panel_links)]
 
 ROUTES = [
