@@ -9,7 +9,8 @@ import ipaddress
 import os
 import tomllib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 
 class ConfigError(Exception):

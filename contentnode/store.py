@@ -225,7 +225,7 @@ def _document_parts(encoded: dict) -> list:
 class Store:
     """The document whose top-level sections are `sections` ({name: factory of its default}).
 
-    The daemon passes the whole schema (contentnode.api.SECTIONS); the offline
+    The daemon passes the whole schema (contentnode.schema.SECTIONS); the offline
     account commands only the sections they touch.
     """
 

@@ -6,17 +6,11 @@ nothing. Backups larger than the 64 KB request limit go through the offline
 `contentnode backup` command (contentnode/cli/backup.py).
 """
 
-import os
-import threading
-
-from contentnode.api.backup_records import check_records
 from contentnode.core import backup
+from contentnode.core.backup_records import restore_into
 from contentnode.http.errors import forbidden, invalid
 from contentnode.http.response import json_response
 from contentnode.http.router import Route
-
-_restore_lock = threading.Lock()
-
 
 def _require_admin(req, what: str) -> None:
     """users:manage alone is not enough where the backup reaches beyond user management.
@@ -51,20 +45,6 @@ def export(req):
     stamp = document["created_at"].replace(":", "").replace("-", "")
     return json_response(document, headers={
         "Content-Disposition": f'attachment; filename="contentnode-{document["kind"]}-{stamp}.json"'})
-
-
-def restore_into(ctx, document, passphrase, by, ip=None):
-    """Validate, keep the current state as a file, swap, audit. BackupError when refused.
-
-    `ctx` is the App or the offline command's context: store, data_dir, clock, audit.
-    """
-    with _restore_lock:
-        opened = backup.open_backup(document, passphrase, ctx.store.data, ctx.store.section_defaults())
-        check_records(opened.doc)
-        saved = backup.apply_restore(ctx.store, ctx.data_dir, opened, ctx.clock.now())
-    detail = {"kind": opened.kind, "created_at": opened.created_at, "pre_restore": os.path.basename(saved)}
-    ctx.audit.record("backup.restore", detail=detail, user=by, ip=ip)
-    return detail
 
 
 def restore(req):

@@ -155,7 +155,6 @@ def _panel_buckets(req):
     return list_buckets(req)["buckets"]
 
 
-SECTIONS = {"buckets": dict}
 PANEL_SECTIONS = [("buckets", "buckets:read", _panel_buckets)]
 
 ROUTES = [

@@ -15,7 +15,6 @@ from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
 
-SECTIONS = {"domains": dict}
 
 MAX_DOMAINS = 1000
 

@@ -57,7 +57,6 @@ def _panel_https(req):
     return https_view(req.app)
 
 
-SECTIONS = {"https": dict}
 PANEL_SECTIONS = [("https", "settings:write", _panel_https)]
 
 ROUTES = [

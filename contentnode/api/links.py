@@ -21,7 +21,7 @@ def _covering_rule(doc: dict, url: str) -> tuple[str, str, dict]:
     """(host, decoded path, rule) of a URL that this node serves, or 400 naming `url`."""
     try:
         parts = urlsplit(url)
-        parts.port  # raises ValueError on a malformed or out-of-range port
+        _ = parts.port  # raises ValueError on a malformed or out-of-range port
     except ValueError as exc:
         raise invalid(f"url is not a valid URL: {exc}", "url") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -100,7 +100,6 @@ def _panel_links(req):
     return {"keys": _keys(req.app.store.data["links"], req.app.clock.now())}
 
 
-SECTIONS = {"links": signing.empty_ring}
 PANEL_SECTIONS = [("links", "settings:write", _panel_links)]
 
 ROUTES = [

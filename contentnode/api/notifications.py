@@ -58,7 +58,6 @@ def build_notifier(app) -> notify.Notifier:
         get_node_name=lambda: st.effective(app.store.data)["node_name"], on_result=on_result)
 
 
-SECTIONS = {"notifications": dict}
 PANEL_SECTIONS = [("notifications", "notifications:manage", _panel_notifications)]
 
 ROUTES = [

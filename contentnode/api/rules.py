@@ -90,7 +90,6 @@ def _panel_rules(req):
     return list_rules(req)["rules"]
 
 
-SECTIONS = {"rules": dict}
 PANEL_SECTIONS = [("rules", "routes:read", _panel_rules)]
 
 ROUTES = [

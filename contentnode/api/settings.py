@@ -75,7 +75,6 @@ def _panel_settings(req):
     return current(req.app)
 
 
-SECTIONS = {"settings": dict}
 PANEL_SECTIONS = [("settings", "settings:write", _panel_settings)]
 
 ROUTES = [

@@ -14,7 +14,6 @@ def metrics(req):
     return Response(200, [("Content-Type", CONTENT_TYPE), ("Cache-Control", "no-store")], body)
 
 
-SECTIONS = {"node": dict}  # the node identity: id, verification secret, created_at
 
 ROUTES = [
     Route("GET", "/healthz", "public", healthz),

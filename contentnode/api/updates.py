@@ -112,7 +112,6 @@ def start_auto_check(app):
     return stop
 
 
-SECTIONS = {"update_status": dict}
 PANEL_SECTIONS = [("updates", "settings:write", _panel_updates)]
 
 ROUTES = [

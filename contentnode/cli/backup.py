@@ -14,7 +14,9 @@ import sys
 from contentnode.auth.policy import ACCOUNT_SECTIONS
 from contentnode.cli.context import Refused, add_data_dir_flags, open_offline
 from contentnode.core import backup
+from contentnode.core.backup_records import restore_into
 from contentnode.fileio import atomic_write
+from contentnode.schema import SECTIONS
 
 
 def _passphrase(args):
@@ -36,9 +38,6 @@ def export(ctx, args) -> str:
 
 
 def restore(ctx, args) -> str:
-    # the record rules and the whole schema live with the API until they move to core
-    from contentnode.api.backup import restore_into
-
     try:
         with open(args.file, "rb") as f:
             document = json.loads(f.read())
@@ -54,9 +53,7 @@ def restore(ctx, args) -> str:
 
 def run(config, args) -> int:
     """Export with the account sections' context; a restore needs the node's whole schema."""
-    sections = ACCOUNT_SECTIONS
-    if args.action == "restore":
-        from contentnode.api import SECTIONS as sections
+    sections = SECTIONS if args.action == "restore" else ACCOUNT_SECTIONS
     try:
         with open_offline(config, create=True, sections=sections) as ctx:
             print((export if args.action == "export" else restore)(ctx, args))

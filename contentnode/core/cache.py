@@ -23,7 +23,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from contentnode.fileio import write_all
 from contentnode.fileio import ensure_private_dir

@@ -67,7 +67,7 @@ def query_dns(server: tuple, name: str, qtype: int) -> list:
             try:
                 sock.sendto(packet, server)
                 return _parse_answer(sock.recv(4096), query_id, qtype)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except (OSError, struct.error, IndexError) as exc:
                 raise ResolveError(f"DNS query to {server[0]} port {server[1]} failed: {exc}") from None

@@ -74,7 +74,7 @@ def check_domain(host: str, scheme: str, port: int, secret: bytes, policy,
     return steps
 
 
-def _judge_proof(body: bytes, nonce: str, secret: bytes) -> tuple:
+def _judge_proof(body: bytes, nonce: str, secret: bytes) -> tuple[bool, str]:
     try:
         page = json.loads(body)
         proof, echoed, node = page["proof"], page["nonce"], page.get("node")

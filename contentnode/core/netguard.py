@@ -171,7 +171,7 @@ def _connect_any(addresses: list[str], port: int, timeout: float) -> socket.sock
     for address in addresses:
         try:
             return socket.create_connection((address, port), timeout=timeout)
-        except socket.timeout:
+        except TimeoutError:
             last = OutboundError("connect", f"connection to {address} port {port} timed out after {timeout:g} s")
         except ConnectionRefusedError:
             last = OutboundError("connect", f"connection refused by {address} port {port}")
@@ -437,7 +437,7 @@ def fetch(url: str, policy: OutboundPolicy, method: str = "GET", headers: dict |
         return FetchResult(response.status, response.reason, merged, data, elapsed, address, peer, timings)
     except OutboundError:
         raise
-    except socket.timeout:
+    except TimeoutError:
         raise OutboundError("timeout", f"no answer within {timeout:g} s") from None
     except (http.client.HTTPException, OSError, ValueError) as exc:
         if conn is not None and conn.deadline_passed():

@@ -18,7 +18,7 @@ import ssl
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from urllib.parse import quote, urlsplit
 
 from contentnode.core import netguard
@@ -118,7 +118,7 @@ def authorization(method: str, canonical_uri: str, query: str, headers: dict, pa
 
 
 def amz_date(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 # ---------------------------------------------------------------- client

@@ -13,7 +13,7 @@ import json
 import os
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from contentnode.clock import rfc3339
 from contentnode.fileio import atomic_write

@@ -6,7 +6,7 @@ Content-Length, so keep-alive never depends on closing the connection.
 
 import json
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 
 @dataclass

@@ -12,7 +12,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import unquote
 
 from contentnode.core.fields import FieldError

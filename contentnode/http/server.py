@@ -425,7 +425,7 @@ class Server(ThreadingHTTPServer):
         started = time.monotonic()
         try:
             response = self.dispatch(handler)
-        except (ConnectionError, TimeoutError, socket.timeout):
+        except (ConnectionError, TimeoutError):
             handler.close_connection = True
             return
         except Exception:

@@ -6,11 +6,15 @@ without a role) would otherwise be written durably and then fail every
 request that reads it, the public content path included, until someone
 edited the state file by hand. Each section is checked with the same rules
 its API applies; the first problem refuses the whole restore (BackupError).
+restore_into is the one restore both POST /api/backup/restore and the offline
+`contentnode backup restore` run.
 """
 
 import ipaddress
 import json
+import os
 import re
+import threading
 
 from contentnode.auth.policy import DEFAULT_POLICY, checked_policy
 from contentnode.auth.scopes import ROLES, invalid_scopes
@@ -18,6 +22,7 @@ from contentnode.auth.users import USERNAME_PATTERN
 from contentnode.clock import parse_rfc3339
 from contentnode.core import buckets, domains, notify, rules
 from contentnode.core import settings as st
+from contentnode.core import backup
 from contentnode.core.backup import BackupError
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.fields import TIME_MAX, TIME_MIN, FieldError, is_time
@@ -25,6 +30,7 @@ from contentnode.tls import HTTPS_DEFAULTS
 
 _HEX = re.compile(r"[0-9a-f]+")
 _RECOVERY_HASH = re.compile(r"[0-9a-f]{64}")  # totp.hash_recovery_code: SHA-256 hex
+_restore_lock = threading.Lock()  # one restore at a time within this process
 
 
 class _Bad(Exception):
@@ -243,3 +249,17 @@ def check_records(doc: dict) -> None:
                 check(doc[name])
         except _Bad as exc:
             raise BackupError(f"the backup's {name} cannot be restored: {exc}") from None
+
+
+def restore_into(ctx, document, passphrase, by, ip=None):
+    """Validate, keep the current state as a file, swap, audit. BackupError when refused.
+
+    `ctx` is the App or the offline command's context: store, data_dir, clock, audit.
+    """
+    with _restore_lock:
+        opened = backup.open_backup(document, passphrase, ctx.store.data, ctx.store.section_defaults())
+        check_records(opened.doc)
+        saved = backup.apply_restore(ctx.store, ctx.data_dir, opened, ctx.clock.now())
+    detail = {"kind": opened.kind, "created_at": opened.created_at, "pre_restore": os.path.basename(saved)}
+    ctx.audit.record("backup.restore", detail=detail, user=by, ip=ip)
+    return detail

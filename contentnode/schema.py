@@ -1,0 +1,22 @@
+"""The store's schema: every top-level section of the state document and its default.
+
+Declared here, beside neither the handlers nor the App, so that the daemon
+(contentnode.app) and the offline commands (contentnode.cli) read the same
+schema and a `backup restore` run offline never imports the admin API.
+"""
+
+from contentnode.auth.policy import ACCOUNT_SECTIONS
+from contentnode.core import signing
+
+SECTIONS = {
+    **ACCOUNT_SECTIONS,                # users, policy
+    "node": dict,                      # the node identity: id, verification secret, created_at
+    "settings": dict,
+    "notifications": dict,
+    "update_status": dict,
+    "domains": dict,
+    "buckets": dict,
+    "rules": dict,
+    "links": signing.empty_ring,
+    "https": dict,
+}
