@@ -256,7 +256,7 @@ class Cache:
         self._index: OrderedDict[tuple, Entry] = OrderedDict()
         self._fills: dict[tuple, _Fill] = {}
         self.total = 0
-        self._hot: deque[Entry] = deque()   # entries holding their body in memory, oldest first
+        self._hot: deque = deque()   # entries holding their body in memory, oldest first
         self._hot_bytes = 0
         ensure_private_dir(self._tmp)
         self._load()
