@@ -28,7 +28,8 @@ def public_view(record: dict) -> dict:
 def _unique_name(doc: dict, name: str, own_id: str | None = None) -> None:
     for other_id, other in doc["buckets"].items():
         if other_id != own_id and other["name"].lower() == name.lower():
-            raise conflict("conflict", f"a bucket named {name!r} already exists", "name")
+            raise conflict("conflict", f"a bucket named {name!r} already exists", "name",
+                           refs=[{"type": "bucket", "id": other_id}])
 
 
 def existing(doc: dict, bucket_id: str) -> dict:

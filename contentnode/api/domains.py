@@ -54,7 +54,7 @@ def add_domain(req):
               "last_check": None, "redirect": None, "certificate": None}
     with req.app.store.transaction() as doc:
         if host in doc["domains"]:
-            raise conflict("conflict", f"domain {host} already exists", "host")
+            raise conflict("conflict", f"domain {host} already exists", "host", refs=[{"type": "domain", "id": host}])
         if len(doc["domains"]) >= MAX_DOMAINS:
             raise conflict("conflict", f"a node serves at most {MAX_DOMAINS} domains", "host")
         doc["domains"][host] = record

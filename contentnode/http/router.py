@@ -35,6 +35,8 @@ class Route:
 
     access is "public", "login" or a scope such as "domains:write".
     enrolment_exempt rows stay reachable for a user who must still enrol in 2FA.
+    query names the query parameters the handler reads; any other is refused
+    (400 invalid naming it), so a typo never silently widens an answer.
     """
 
     method: str
@@ -42,6 +44,7 @@ class Route:
     access: str
     handler: Callable
     enrolment_exempt: bool = False
+    query: frozenset = frozenset()
 
 
 class RouteTable:
@@ -153,6 +156,7 @@ class AdminDispatcher:
                                "two-factor authentication must be set up before using this endpoint")
             if route.access != LOGIN and not self.app.scopes.allows(req.user, route.access):
                 raise ApiError(403, "forbidden", f"this needs the {route.access} scope")
+        _check_query(req)
         self._parse_body(req)
 
     def _run(self, req) -> Response:
@@ -201,6 +205,12 @@ class AdminDispatcher:
             raise ApiError(400, "bad_json", "the body holds text that is not valid Unicode (a lone surrogate)",
                            bad or None)
         req.body = body
+
+
+def _check_query(req) -> None:
+    unknown = sorted(set(req.query) - req.route.query)
+    if unknown:
+        raise ApiError(400, "invalid", f"unknown query parameter {unknown[0]!r}", unknown[0][:100])
 
 
 def _refuse_constant(name):
