@@ -11,7 +11,12 @@ it up from here.
 from contentnode.api import (audit, backup, buckets, certs, delivery, domains, https, links, login, me,
                              my_sessions, notifications, panel, policy, rules, settings, system,
                              twofactor, updates, users)
+import json
+
+from contentnode import __version__
 from contentnode.auth.policy import ACCOUNT_SECTIONS
+from contentnode.auth.sessions import COOKIE
+from contentnode.http import openapi
 
 MODULES = [
     system,
@@ -44,3 +49,8 @@ for _module in MODULES:
     SECTIONS.update(getattr(_module, "SECTIONS", {}))
 
 PANEL_SECTIONS = [section for module in MODULES for section in getattr(module, "PANEL_SECTIONS", [])]
+
+
+def openapi_json() -> str:
+    """docs/openapi.json as `make openapi` writes it: the document GET /api/openapi.json answers."""
+    return json.dumps(openapi.build(ROUTES, __version__, COOKIE), indent=2, ensure_ascii=False) + "\n"

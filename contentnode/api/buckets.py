@@ -161,10 +161,10 @@ PANEL_SECTIONS = [("buckets", "buckets:read", _panel_buckets)]
 
 ROUTES = [
     Route("GET", "/api/buckets", "buckets:read", list_buckets),
-    Route("POST", "/api/buckets", "buckets:write", create_bucket),
+    Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201),
     Route("POST", "/api/buckets/check", "buckets:write", check_bucket),
     Route("POST", "/api/buckets/test", "buckets:write", try_object),
     Route("GET", "/api/buckets/{id}", "buckets:read", get_bucket),
     Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket),
-    Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket),
+    Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket, status=204),
 ]

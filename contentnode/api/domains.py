@@ -156,12 +156,15 @@ def _panel_domains(req):
 PANEL_SECTIONS = [("domains", "domains:read", _panel_domains)]
 
 
+HOST_BODY = {"type": "object", "required": ["host"], "additionalProperties": False,
+             "properties": {"host": {"type": "string", "minLength": 1, "maxLength": 253}}}
+
 ROUTES = [
     Route("GET", "/api/domains", "domains:read", list_domains),
-    Route("POST", "/api/domains", "domains:write", add_domain),
+    Route("POST", "/api/domains", "domains:write", add_domain, status=201, body=HOST_BODY),
     Route("POST", "/api/domains/check", "domains:write", check_domain),
     Route("POST", "/api/domains/test", "domains:write", test_domain),
     Route("POST", "/api/domains/redirect", "domains:write", set_redirect),
     Route("GET", "/api/domains/{host}", "domains:read", get_domain),
-    Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain),
+    Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain, status=204),
 ]

@@ -95,8 +95,8 @@ PANEL_SECTIONS = [("rules", "routes:read", _panel_rules)]
 
 ROUTES = [
     Route("GET", "/api/rules", "routes:read", list_rules, query=frozenset({"domain"})),
-    Route("POST", "/api/rules", "routes:write", create_rule),
+    Route("POST", "/api/rules", "routes:write", create_rule, status=201),
     Route("GET", "/api/rules/{id}", "routes:read", get_rule),
     Route("PUT", "/api/rules/{id}", "routes:write", update_rule),
-    Route("DELETE", "/api/rules/{id}", "routes:write", delete_rule),
+    Route("DELETE", "/api/rules/{id}", "routes:write", delete_rule, status=204),
 ]

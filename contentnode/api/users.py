@@ -222,12 +222,12 @@ PANEL_SECTIONS = [("users", MANAGE, _panel_users)]
 
 ROUTES = [
     Route("GET", "/api/users", MANAGE, list_users),
-    Route("POST", "/api/users", MANAGE, create_user),
+    Route("POST", "/api/users", MANAGE, create_user, status=201),
     Route("GET", "/api/users/{id}", MANAGE, get_user),
     Route("PUT", "/api/users/{id}", MANAGE, update_user),
-    Route("DELETE", "/api/users/{id}", MANAGE, delete_user),
+    Route("DELETE", "/api/users/{id}", MANAGE, delete_user, status=204),
     Route("PUT", "/api/users/{id}/password", MANAGE, reset_password),
-    Route("DELETE", "/api/users/{id}/2fa", MANAGE, reset_two_factor),
-    Route("DELETE", "/api/users/{id}/sessions", MANAGE, end_sessions),
-    Route("DELETE", "/api/users/{id}/lockout", MANAGE, clear_lockout),
+    Route("DELETE", "/api/users/{id}/2fa", MANAGE, reset_two_factor, status=204),
+    Route("DELETE", "/api/users/{id}/sessions", MANAGE, end_sessions, status=204),
+    Route("DELETE", "/api/users/{id}/lockout", MANAGE, clear_lockout, status=204),
 ]

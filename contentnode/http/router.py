@@ -11,7 +11,7 @@ changes nothing, because no handler has run.
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import unquote
 
@@ -37,6 +37,8 @@ class Route:
     enrolment_exempt rows stay reachable for a user who must still enrol in 2FA.
     query names the query parameters the handler reads; any other is refused
     (400 invalid naming it), so a typo never silently widens an answer.
+    status and media are the success status and content type; body, where declared, the JSON schema of the
+    request body (the OpenAPI document, http/openapi.py, is built from these).
     """
 
     method: str
@@ -45,6 +47,9 @@ class Route:
     handler: Callable
     enrolment_exempt: bool = False
     query: frozenset = frozenset()
+    status: int = 200
+    media: str = "application/json"
+    body: dict | None = field(default=None, hash=False, compare=False)
 
 
 class RouteTable:
