@@ -71,3 +71,14 @@ def test_conflicts_name_the_blocking_records(admin):
     last = admin.put(f"/api/users/{user_id}", {"role": "viewer"})
     assert last.status == 409 and last.error_code == "last_admin"
     assert last.json["error"]["refs"] == [{"type": "user", "id": user_id}]
+
+
+def test_declared_body_shapes_are_checked_before_the_handler(admin):
+    for body, field in (({"host": 5}, "host"), ({"host": "a.example.test", "extra": 1}, "extra"), ({}, "host"),
+                        ({"host": ""}, "host")):
+        answer = admin.post("/api/domains", body)
+        assert answer.status == 400 and answer.error_code == "invalid", (body, answer.body)
+        assert answer.json["error"]["field"] == field, (body, answer.body)
+    wrong = admin.post("/api/warm", {"urls": ["http://a.example.test/x", 7]})
+    assert wrong.status == 400 and wrong.json["error"]["field"] == "urls"
+    assert admin.get("/api/domains").json["domains"] == []

@@ -302,10 +302,20 @@ def _panel_metrics(req):
 
 PANEL_SECTIONS = [("metrics", "metrics:read", _panel_metrics)]
 
+_URL = {"type": "string", "minLength": 1, "maxLength": 4096}
+URL_BODY = {"type": "object", "required": ["url"], "additionalProperties": False, "properties": {"url": _URL}}
+WARM_BODY = {"type": "object", "required": ["urls"], "additionalProperties": False,
+             "properties": {"urls": {"type": "array", "items": _URL, "minItems": 1, "maxItems": WARM_MAX_URLS}}}
+PURGE_BODY = {"type": "object", "additionalProperties": False, "properties": {
+    "urls": {"type": "array", "items": _URL, "minItems": 1, "maxItems": PURGE_MAX_URLS},
+    "domain": {"type": "string", "minLength": 1, "maxLength": 253},
+    "prefix": {"type": "string", "minLength": 1, "maxLength": 1024},
+    "all": {"type": "boolean"}}}
+
 ROUTES = [
-    Route("POST", "/api/purge", "routes:write", purge),
-    Route("POST", "/api/warm", "routes:write", warm),
-    Route("POST", "/api/probe", "routes:read", probe),
-    Route("POST", "/api/diagnose", "routes:read", diagnose),
+    Route("POST", "/api/purge", "routes:write", purge, body=PURGE_BODY),
+    Route("POST", "/api/warm", "routes:write", warm, body=WARM_BODY),
+    Route("POST", "/api/probe", "routes:read", probe, body=URL_BODY),
+    Route("POST", "/api/diagnose", "routes:read", diagnose, body=URL_BODY),
     Route("GET", "/api/metrics", "metrics:read", metrics, query=frozenset({"range", "domain"})),
 ]

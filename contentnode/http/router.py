@@ -4,8 +4,9 @@ Every admin request passes the same checks, in the order DESIGN §3 fixes,
 before any handler runs: route and method (404/405 with Allow), Host, Origin,
 client address (admin host only), body size (413 from Content-Length, before
 reading), chunked bodies (411), content type (415), session (401), 2FA
-enrolment (403), scope (403), then JSON parsing (400). A refused request
-changes nothing, because no handler has run.
+enrolment (403), scope (403), then unknown query parameters, JSON parsing and
+the declared body shape (400). A refused request changes nothing, because no
+handler has run.
 """
 
 import json
@@ -17,6 +18,7 @@ from urllib.parse import unquote
 
 from contentnode.core.fields import FieldError
 from contentnode.core.text import encodable
+from contentnode.http import schema
 from contentnode.http.errors import INTERNAL_ERROR, ApiError, error_response
 from contentnode.http.response import Response, json_response
 
@@ -37,8 +39,9 @@ class Route:
     enrolment_exempt rows stay reachable for a user who must still enrol in 2FA.
     query names the query parameters the handler reads; any other is refused
     (400 invalid naming it), so a typo never silently widens an answer.
-    status and media are the success status and content type; body, where declared, the JSON schema of the
-    request body (the OpenAPI document, http/openapi.py, is built from these).
+    status and media are the success status and content type; body, where
+    declared, the JSON schema of the request body (checked here, published by
+    http/openapi.py).
     """
 
     method: str
@@ -163,6 +166,8 @@ class AdminDispatcher:
                 raise ApiError(403, "forbidden", f"this needs the {route.access} scope")
         _check_query(req)
         self._parse_body(req)
+        if route.body is not None:
+            schema.check(route.body, req.body)
 
     def _run(self, req) -> Response:
         result = req.route.handler(req)
