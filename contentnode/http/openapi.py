@@ -56,8 +56,8 @@ def _takes_body(route) -> bool:
 def _error_statuses(route) -> list[int]:
     """The errors the dispatcher's checks can give this row, plus the handler's usual ones."""
     statuses = {400, 403, 500}
-    if route.access != PUBLIC:
-        statuses.add(401)
+    if route.access != PUBLIC or route.pattern.startswith("/api/"):
+        statuses.add(401)  # a session missing, or (login, 2FA) bad credentials
     if _PARAM.search(route.pattern) or route.method in ("PUT", "DELETE"):
         statuses.add(404)
     if _takes_body(route):
@@ -89,8 +89,6 @@ def _operation(route) -> dict:
     }
     if parameters:
         operation["parameters"] = parameters
-    if route.access != PUBLIC:
-        operation["security"] = [{"session": []}]
     if _takes_body(route):
         schema = route.body if route.body is not None else {"type": "object"}
         operation["requestBody"] = {"required": route.body is not None,
@@ -111,8 +109,9 @@ def build(routes, version: str, cookie: str) -> dict:
     return {
         "openapi": "3.1.0",
         "info": {"title": "contentnode admin API", "version": version,
-                 "description": "Generated from the route table. x-scope is the access an operation needs: "
-                                f"'{PUBLIC}', '{LOGIN}' (any session) or a scope name."},
+                 "description": "Generated from the route table. Every operation but public ones needs the "
+                                f"session cookie {cookie} from POST /api/login (securitySchemes.session); x-scope "
+                                f"is the access it needs: '{PUBLIC}', '{LOGIN}' (any session) or a scope name."},
         "paths": paths,
         "components": {
             "schemas": {"Error": ERROR_SCHEMA},

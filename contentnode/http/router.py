@@ -210,6 +210,8 @@ class AdminDispatcher:
             raise ApiError(400, "bad_json", f"the body is not valid JSON: {exc}") from None
         except RecursionError:
             raise ApiError(400, "bad_json", "the body is nested too deeply") from None
+        if body is None:  # else indistinguishable from no body at all
+            raise ApiError(400, "invalid", "a body of JSON null is not accepted; send no body instead")
         bad = _invalid_text_field(body)
         if bad is not None:
             raise ApiError(400, "bad_json", "the body holds text that is not valid Unicode (a lone surrogate)",
