@@ -12,7 +12,7 @@ BINDIR ?= /usr/local/bin
 UNITDIR ?= /etc/systemd/system
 CONFDIR ?= /etc/contentnode
 
-.PHONY: run test peers bench install uninstall dist-check clean
+.PHONY: run test peers bench install uninstall dist-check clean openapi
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) tests/peers/check.py --install-venv
@@ -35,6 +35,10 @@ peers: $(VENV)/.test-installed
 
 test: peers
 	$(PY) -m pytest -q -n $(TEST_WORKERS) tests
+
+# docs/openapi.json is generated from the route table; a test fails when it is stale.
+openapi: $(VENV)/.installed
+	$(PY) -c 'import contentnode.api as api, sys; sys.stdout.write(api.openapi_json())' > docs/openapi.json
 
 bench: $(VENV)/.test-installed
 	$(PY) bench/run.py

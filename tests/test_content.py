@@ -81,7 +81,7 @@ def test_warm_fills_the_cache(site):
     site.put("site/warm/a.bin", b"a" * 5000)
     site.put("site/warm/b.bin", b"b" * 7000)
     urls = [f"http://{site.host}/static/warm/a.bin", f"https://{site.host}/static/warm/b.bin",
-            f"http://{site.host}/static/warm/missing", "http://unknown.example.test/x"]
+            f"http://{site.host}/static/warm/missing", f"http://{site.host}/elsewhere/x"]
     response = site.admin.post("/api/warm", {"urls": urls})
     assert response.status == 200
     results = response.json["results"]

@@ -8,6 +8,11 @@ the router, the panel, the authorization tests and the spec conformance test
 pick it up from here.
 """
 
+import json
+
+from contentnode import __version__
+from contentnode.auth.sessions import COOKIE
+from contentnode.http import openapi
 from contentnode.api import (audit, backup, buckets, certs, delivery, domains, https, links, login, me,
                              my_sessions, notifications, panel, panel_assets, policy, rules, settings, system,
                              twofactor, updates, users)
@@ -39,3 +44,8 @@ MODULES = [
 ROUTES = [route for module in MODULES for route in module.ROUTES]
 
 PANEL_SECTIONS = [section for module in MODULES for section in getattr(module, "PANEL_SECTIONS", [])]
+
+
+def openapi_json() -> str:
+    """docs/openapi.json as `make openapi` writes it: the document GET /api/openapi.json answers."""
+    return json.dumps(openapi.build(ROUTES, __version__, COOKIE), indent=2, ensure_ascii=False) + "\n"

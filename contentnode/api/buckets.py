@@ -28,7 +28,8 @@ def public_view(record: dict) -> dict:
 def _unique_name(doc: dict, name: str, own_id: str | None = None) -> None:
     for other_id, other in doc["buckets"].items():
         if other_id != own_id and other["name"].lower() == name.lower():
-            raise conflict("conflict", f"a bucket named {name!r} already exists", "name")
+            raise conflict("conflict", f"a bucket named {name!r} already exists", "name",
+                           refs=[{"type": "bucket", "id": other_id}])
 
 
 def existing(doc: dict, bucket_id: str) -> dict:
@@ -159,10 +160,10 @@ PANEL_SECTIONS = [("buckets", "buckets:read", _panel_buckets)]
 
 ROUTES = [
     Route("GET", "/api/buckets", "buckets:read", list_buckets),
-    Route("POST", "/api/buckets", "buckets:write", create_bucket),
+    Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201),
     Route("POST", "/api/buckets/check", "buckets:write", check_bucket),
     Route("POST", "/api/buckets/test", "buckets:write", try_object),
     Route("GET", "/api/buckets/{id}", "buckets:read", get_bucket),
     Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket),
-    Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket),
+    Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket, status=204),
 ]

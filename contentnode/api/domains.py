@@ -53,7 +53,7 @@ def add_domain(req):
               "last_check": None, "redirect": None, "certificate": None}
     with req.app.store.transaction() as doc:
         if host in doc["domains"]:
-            raise conflict("conflict", f"domain {host} already exists", "host")
+            raise conflict("conflict", f"domain {host} already exists", "host", refs=[{"type": "domain", "id": host}])
         if len(doc["domains"]) >= MAX_DOMAINS:
             raise conflict("conflict", f"a node serves at most {MAX_DOMAINS} domains", "host")
         doc["domains"][host] = record
@@ -155,12 +155,15 @@ def _panel_domains(req):
 PANEL_SECTIONS = [("domains", "domains:read", _panel_domains)]
 
 
+HOST_BODY = {"type": "object", "required": ["host"], "additionalProperties": False,
+             "properties": {"host": {"type": "string", "minLength": 1, "maxLength": 253}}}
+
 ROUTES = [
     Route("GET", "/api/domains", "domains:read", list_domains),
-    Route("POST", "/api/domains", "domains:write", add_domain),
+    Route("POST", "/api/domains", "domains:write", add_domain, status=201, body=HOST_BODY),
     Route("POST", "/api/domains/check", "domains:write", check_domain),
     Route("POST", "/api/domains/test", "domains:write", test_domain),
     Route("POST", "/api/domains/redirect", "domains:write", set_redirect),
     Route("GET", "/api/domains/{host}", "domains:read", get_domain),
-    Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain),
+    Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain, status=204),
 ]

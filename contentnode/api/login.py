@@ -198,7 +198,7 @@ def logout(req):
 
 ROUTES = [
     Route("GET", "/api/session", "public", get_session),
-    Route("POST", "/api/setup", "public", setup),
+    Route("POST", "/api/setup", "public", setup, status=201),
     Route("POST", "/api/login", "public", login),
-    Route("POST", "/api/logout", "public", logout),
+    Route("POST", "/api/logout", "public", logout, status=204),
 ]

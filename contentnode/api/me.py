@@ -36,5 +36,5 @@ def change_password(req):
 
 ROUTES = [
     Route("GET", "/api/me", "login", get_me, enrolment_exempt=True),
-    Route("PUT", "/api/me/password", "login", change_password),
+    Route("PUT", "/api/me/password", "login", change_password, status=204),
 ]

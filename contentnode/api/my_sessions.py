@@ -44,6 +44,6 @@ def end_others(req):
 
 ROUTES = [
     Route("GET", "/api/me/sessions", "login", list_mine),
-    Route("DELETE", "/api/me/sessions", "login", end_others),
-    Route("DELETE", "/api/me/sessions/{id}", "login", end_one),
+    Route("DELETE", "/api/me/sessions", "login", end_others, status=204),
+    Route("DELETE", "/api/me/sessions/{id}", "login", end_one, status=204),
 ]

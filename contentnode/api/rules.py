@@ -21,7 +21,7 @@ def _unique_path(doc: dict, record: dict, own_id: str | None = None) -> None:
     for other_id, other in doc["rules"].items():
         if other_id != own_id and other["domain"] == record["domain"] and other["path"] == record["path"]:
             raise conflict("conflict", f"rule {other_id} already routes {record['path']} on {record['domain']}",
-                           "path")
+                           "path", refs=rules.rule_refs([other_id]))
 
 
 def existing(doc: dict, rule_id: str) -> dict:
@@ -93,9 +93,9 @@ def _panel_rules(req):
 PANEL_SECTIONS = [("rules", "routes:read", _panel_rules)]
 
 ROUTES = [
-    Route("GET", "/api/rules", "routes:read", list_rules),
-    Route("POST", "/api/rules", "routes:write", create_rule),
+    Route("GET", "/api/rules", "routes:read", list_rules, query=frozenset({"domain"})),
+    Route("POST", "/api/rules", "routes:write", create_rule, status=201),
     Route("GET", "/api/rules/{id}", "routes:read", get_rule),
     Route("PUT", "/api/rules/{id}", "routes:write", update_rule),
-    Route("DELETE", "/api/rules/{id}", "routes:write", delete_rule),
+    Route("DELETE", "/api/rules/{id}", "routes:write", delete_rule, status=204),
 ]

@@ -67,7 +67,14 @@ def _is_enabled_admin(user: dict) -> bool:
 def _keep_an_admin(before: dict, users: dict) -> None:
     if _is_enabled_admin(before) and not enabled_admins(users):
         raise conflict("last_admin", "this is the last enabled administrator; "
-                       "make another user an administrator first")
+                       "make another user an administrator first", refs=[{"type": "user", "id": before["id"]}])
+
+
+def _unique_username(doc: dict, username: str) -> None:
+    other = find_by_username(doc["users"], username)
+    if other is not None:
+        raise conflict("conflict", f"a user named {username!r} already exists", "username",
+                       refs=[{"type": "user", "id": other["id"]}])
 
 
 def _record(doc: dict, user: dict) -> dict:
@@ -99,13 +106,10 @@ def create_user(req):
     disabled = v.boolean(body, "disabled", default=False)
     _may_manage(req, role, scopes)
     password = checked_new_password(req, body.get("password"), username)
-    taken = conflict("conflict", f"a user named {username!r} already exists", "username")
-    if find_by_username(req.app.store.data["users"], username):
-        raise taken
+    _unique_username(req.app.store.data, username)
     password_hash = req.app.hasher.hash(password)
     with req.app.store.transaction() as doc:
-        if find_by_username(doc["users"], username):
-            raise taken
+        _unique_username(doc, username)
         user = new_user(username, password_hash, role, req.app.clock.now(), scopes)
         user["disabled"] = disabled
         doc["users"][user["id"]] = user
@@ -218,12 +222,12 @@ PANEL_SECTIONS = [("users", MANAGE, _panel_users)]
 
 ROUTES = [
     Route("GET", "/api/users", MANAGE, list_users),
-    Route("POST", "/api/users", MANAGE, create_user),
+    Route("POST", "/api/users", MANAGE, create_user, status=201),
     Route("GET", "/api/users/{id}", MANAGE, get_user),
     Route("PUT", "/api/users/{id}", MANAGE, update_user),
-    Route("DELETE", "/api/users/{id}", MANAGE, delete_user),
+    Route("DELETE", "/api/users/{id}", MANAGE, delete_user, status=204),
     Route("PUT", "/api/users/{id}/password", MANAGE, reset_password),
-    Route("DELETE", "/api/users/{id}/2fa", MANAGE, reset_two_factor),
-    Route("DELETE", "/api/users/{id}/sessions", MANAGE, end_sessions),
-    Route("DELETE", "/api/users/{id}/lockout", MANAGE, clear_lockout),
+    Route("DELETE", "/api/users/{id}/2fa", MANAGE, reset_two_factor, status=204),
+    Route("DELETE", "/api/users/{id}/sessions", MANAGE, end_sessions, status=204),
+    Route("DELETE", "/api/users/{id}/lockout", MANAGE, clear_lockout, status=204),
 ]

@@ -4,19 +4,21 @@ Every admin request passes the same checks, in the order DESIGN §3 fixes,
 before any handler runs: route and method (404/405 with Allow), Host, Origin,
 client address (admin host only), body size (413 from Content-Length, before
 reading), chunked bodies (411), content type (415), session (401), 2FA
-enrolment (403), scope (403), then JSON parsing (400). A refused request
-changes nothing, because no handler has run.
+enrolment (403), scope (403), then unknown query parameters, JSON parsing and
+the declared body shape (400). A refused request changes nothing, because no
+handler has run.
 """
 
 import json
 import logging
 import re
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from contentnode.core.fields import FieldError
 from contentnode.core.text import encodable
+from contentnode.http import schema
 from contentnode.http.errors import INTERNAL_ERROR, ApiError, error_response
 from contentnode.http.response import Response, json_response
 
@@ -36,6 +38,11 @@ class Route:
 
     access is "public", "login" or a scope such as "domains:write".
     enrolment_exempt rows stay reachable for a user who must still enrol in 2FA.
+    query names the query parameters the handler reads; any other is refused
+    (400 invalid naming it), so a typo never silently widens an answer.
+    status and media are the success status and content type; body, where
+    declared, the JSON schema of the request body (checked here, published by
+    http/openapi.py).
     """
 
     method: str
@@ -43,6 +50,10 @@ class Route:
     access: str
     handler: Callable
     enrolment_exempt: bool = False
+    query: frozenset = frozenset()
+    status: int = 200
+    media: str = "application/json"
+    body: dict | None = field(default=None, hash=False, compare=False)
 
 
 class RouteTable:
@@ -178,7 +189,10 @@ class AdminDispatcher:
                                "two-factor authentication must be set up before using this endpoint")
             if route.access != LOGIN and not self.app.scopes.allows(req.user, route.access):
                 raise ApiError(403, "forbidden", f"this needs the {route.access} scope")
+        _check_query(req)
         self._parse_body(req)
+        if route.body is not None:
+            schema.check(route.body, req.body)
 
     def _run(self, req) -> Response:
         result = req.route.handler(req)
@@ -221,11 +235,19 @@ class AdminDispatcher:
             raise ApiError(400, "bad_json", f"the body is not valid JSON: {exc}") from None
         except RecursionError:
             raise ApiError(400, "bad_json", "the body is nested too deeply") from None
+        if body is None:  # else indistinguishable from no body at all
+            raise ApiError(400, "invalid", "a body of JSON null is not accepted; send no body instead")
         bad = _invalid_text_field(body)
         if bad is not None:
             raise ApiError(400, "bad_json", "the body holds text that is not valid Unicode (a lone surrogate)",
                            bad or None)
         req.body = body
+
+
+def _check_query(req) -> None:
+    unknown = sorted(set(req.query) - req.route.query)
+    if unknown:
+        raise ApiError(400, "invalid", f"unknown query parameter {unknown[0]!r}", unknown[0][:100])
 
 
 def _refuse_constant(name):
