@@ -38,8 +38,8 @@ def _unchanged(if_none_match: str | None, etag: str) -> bool:
 
 
 ROUTES = [
-    Route("GET", "/", "public", index),
-    Route("HEAD", "/", "public", index),
-    Route("GET", "/panel/{path...}", "public", asset),
-    Route("HEAD", "/panel/{path...}", "public", asset),
+    Route("GET", "/", "public", index, media="text/html"),
+    Route("HEAD", "/", "public", index, media="text/html"),
+    Route("GET", "/panel/{path...}", "public", asset, media="*/*"),
+    Route("HEAD", "/panel/{path...}", "public", asset, media="*/*"),
 ]

@@ -10,7 +10,7 @@ import re
 
 from contentnode.http.router import LOGIN, PUBLIC
 
-_PARAM = re.compile(r"\{(\w+)\}")
+_PARAM = re.compile(r"\{(\w+)(?:\.\.\.)?\}")  # {name...} takes the rest of the path
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -74,6 +74,7 @@ def _operation(route) -> dict:
                   for name in _PARAM.findall(route.pattern)]
     parameters += [{"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
                    for name in sorted(route.query)]
+    success: dict
     if route.status == 204:
         success = {"description": "done, no body"}
     elif route.media != "application/json":
@@ -96,8 +97,13 @@ def _operation(route) -> dict:
     return operation
 
 
+def path_template(pattern: str) -> str:
+    """The OpenAPI path of a row: `{name...}` (the rest of the path) is written `{name}`."""
+    return _PARAM.sub(r"{\1}", pattern)
+
+
 def _operation_id(route) -> str:
-    words = re.sub(r"[^a-z0-9]+", "_", route.pattern.replace("{", "by_").lower()).strip("_")
+    words = re.sub(r"[^a-z0-9]+", "_", route.pattern.replace("{", "by_").replace("...", "").lower()).strip("_")
     return f"{route.method.lower()}_{words}"
 
 
@@ -105,7 +111,7 @@ def build(routes, version: str, cookie: str) -> dict:
     """The whole document for these Route rows, in route-table order."""
     paths: dict = {}
     for route in routes:
-        paths.setdefault(route.pattern, {})[route.method.lower()] = _operation(route)
+        paths.setdefault(path_template(route.pattern), {})[route.method.lower()] = _operation(route)
     return {
         "openapi": "3.1.0",
         "info": {"title": "contentnode admin API", "version": version,
