@@ -10,7 +10,7 @@ it up from here.
 
 from contentnode.api import (audit, backup, buckets, certs, delivery, domains, https, links, login, me,
                              my_sessions, notifications, panel, policy, rules, settings, system,
-                             twofactor, updates, users)
+                             tokens, twofactor, updates, users)
 from contentnode.auth.policy import ACCOUNT_SECTIONS
 
 MODULES = [
@@ -21,6 +21,7 @@ MODULES = [
     users,
     twofactor,
     my_sessions,
+    tokens,
     policy,
     audit,
     settings,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import unquote
 
+from contentnode.auth.tokens import token_forbidden
 from contentnode.core.fields import FieldError
 from contentnode.core.text import encodable
 from contentnode.http.errors import INTERNAL_ERROR, ApiError, error_response
@@ -148,9 +149,11 @@ class AdminDispatcher:
         if route.access != PUBLIC:
             if req.user is None:
                 raise ApiError(401, "unauthenticated", "log in first")
-            if not route.enrolment_exempt and self.app.sessions.must_enrol(req.user):
+            if not route.enrolment_exempt and self.app.sessions.must_enrol(req.user, req.api_token):
                 raise ApiError(403, "two_factor_enrollment_required",
                                "two-factor authentication must be set up before using this endpoint")
+            if req.api_token is not None and token_forbidden(route.pattern):
+                raise ApiError(403, "forbidden", "a token session cannot manage tokens, passwords, 2FA or backups")
             if route.access != LOGIN and not self.app.scopes.allows(req.user, route.access):
                 raise ApiError(403, "forbidden", f"this needs the {route.access} scope")
         self._parse_body(req)
