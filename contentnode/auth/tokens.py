@@ -56,7 +56,7 @@ def mint(doc: dict, user: dict, name, scopes, expires_in, now: float) -> tuple[d
     if any(t["user_id"] == user["id"] and t["name"] == name for t in tokens.values()):
         raise TokenError(409, "conflict", f"a token named {name!r} already exists", "name")
     token_id = secrets.token_hex(8)
-    secret = f"{PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
+    secret = f"{PREFIX}{token_id}_{secrets.token_hex(32)}"  # 256 bits
     record = {"id": token_id, "user_id": user["id"], "name": name, "scopes": sorted(set(scopes)),
               "created_at": now, "expires_at": None if expires_in is None else now + expires_in,
               "last_used_at": None, "hash": secret_hash(secret)}

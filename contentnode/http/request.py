@@ -102,6 +102,6 @@ class Request:
         An entry made through a token session names the token id (never its secret).
         """
         if self.api_token is not None:
-            detail = {**(detail or {}), "api_token": self.api_token["id"]}
+            detail = {**(detail or {}), "token_id": self.api_token["id"]}
         self.app.audit.record(action, target=target, ok=ok, detail=detail, user=self.user,
                               ip=self.client_ip, user_agent=self.user_agent)
