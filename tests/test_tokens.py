@@ -142,3 +142,29 @@ def test_secret_never_shown_again(node, admin):
     assert "hash" not in record and ["api_tokens", record["id"], "hash"] in plain.json["secrets_omitted"]
     encrypted = admin.post("/api/backup/export", {"passphrase": "a long passphrase"})
     assert encrypted.status == 200 and random_part not in json.dumps(encrypted.json)
+
+
+def test_cli_on_a_stopped_node(node, admin):
+    create_user(admin, "vera", "viewer")
+    assert admin.put("/api/policy", {"two_factor": "all"}).status == 200
+    node.stop()
+    refused = node.cli("token", "create", "--user", "vera", "--name", "x", "--scopes", "domains:write")
+    assert refused.returncode == 1 and "scopes" in refused.stderr
+    made = node.cli("token", "create", "--user", "vera", "--name", "cron", "--scopes", "domains:read")
+    assert made.returncode == 0, made.stderr
+    secret = made.stdout.strip()
+    assert secret.startswith("cn_") and len(secret.rpartition("_")[2]) == 64
+    listed = node.cli("token", "list")
+    assert listed.returncode == 0 and "cron" in listed.stdout and secret.rpartition("_")[2] not in listed.stdout
+    token_id = secret.split("_")[1]
+    node.start()
+    script, login = _token_client(node, secret)
+    assert login.status == 200 and login.json["token"]["id"] == token_id
+    assert script.get("/api/domains").status == 200
+    assert script.get("/api/session").json["two_factor_policy"] == "all"  # the rest of the state survived
+    node.stop()
+    assert node.cli("token", "revoke", token_id).returncode == 0
+    assert node.cli("token", "revoke", token_id).returncode == 1
+    node.start()
+    assert script.get("/api/domains").status == 401
+    assert secret.rpartition("_")[2] not in node.log()
