@@ -6,6 +6,7 @@ schema and a `backup restore` run offline never imports the admin API.
 """
 
 from contentnode.auth.policy import ACCOUNT_SECTIONS
+from contentnode.auth.tokens import SECTIONS as TOKEN_SECTIONS
 from contentnode.core import signing
 
 SECTIONS = {
@@ -19,4 +20,5 @@ SECTIONS = {
     "rules": dict,
     "links": signing.empty_ring,
     "https": dict,
+    **TOKEN_SECTIONS,                  # api_tokens: hashes only
 }

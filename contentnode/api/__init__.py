@@ -15,7 +15,7 @@ from contentnode.auth.sessions import COOKIE
 from contentnode.http import openapi
 from contentnode.api import (audit, backup, buckets, certs, delivery, domains, https, links, login, me,
                              my_sessions, notifications, panel, panel_assets, policy, rules, settings, system,
-                             twofactor, updates, users)
+                             tokens, twofactor, updates, users)
 
 MODULES = [
     system,
@@ -25,6 +25,7 @@ MODULES = [
     users,
     twofactor,
     my_sessions,
+    tokens,
     policy,
     audit,
     settings,

@@ -5,7 +5,8 @@ import hmac
 
 from contentnode.core import fields as v
 from contentnode.auth.passwords import password_problem
-from contentnode.auth.ratelimit import address_key, password_key
+from contentnode.auth import tokens
+from contentnode.auth.ratelimit import address_key, password_key, token_key
 from contentnode.auth.sessions import PENDING_LIFETIME, clear_cookie_header, cookie_header
 from contentnode.auth.users import find_by_username, new_user, new_username, public_user
 from contentnode.http.errors import ApiError, conflict, invalid, rate_limited
@@ -29,8 +30,9 @@ def get_session(req):
         "setup_required": not _any_admin(users),
         "two_factor_policy": policy["two_factor"],
         "two_factor_pending": req.pending_session is not None,
-        "two_factor_enrollment_required": bool(req.user and req.app.sessions.must_enrol(req.user)),
+        "two_factor_enrollment_required": bool(req.user and req.app.sessions.must_enrol(req.user, req.api_token)),
         "user": public_user(req.user) if req.user else None,
+        "token": ({"id": req.api_token["id"], "name": req.api_token["name"]} if req.api_token else None),
     }
 
 
@@ -147,8 +149,37 @@ def password_attempt(req, username: str, password_hash, password: str, failure_a
     return True
 
 
+def token_login(req, body: dict):
+    """Exchange an API token for a session: no 2FA step, its own per-address limiter key.
+
+    Wrong tokens count only on token_key(address), so guessing tokens never locks
+    the owner's interactive login (nor an address's password logins).
+    """
+    v.only(body, {"token"})
+    keys = (token_key(req.client_ip),)
+    check_rate_limit(req, keys)
+    now = req.app.clock.now()
+    record = tokens.verify(req.app.store.data.get("api_tokens", {}), body.get("token"), now)
+    user = req.app.store.data["users"].get(record["user_id"]) if record else None
+    if user is None or user.get("disabled"):
+        count_failure(req, keys, "", "login.token_failure")  # never the presented value: it may be a secret
+        raise ApiError(401, "bad_credentials", "wrong, expired or revoked token")
+    attempt_succeeded(req)
+    if req.token:
+        req.app.sessions.delete_token(req.token)
+    token, _ = req.app.sessions.create(user["id"], req.client_ip, req.user_agent, api_token=record["id"])
+    tokens.touch(req.app.store, record["id"], now)
+    req.user, req.api_token = user, record
+    req.audit("login.token", target=user["username"])
+    req.app.metrics.logins.inc("success")
+    shown = tokens.public_token(req.app.store.data["api_tokens"][record["id"]])
+    return json_response({"user": public_user(user), "token": shown}, 200, _cookie(req, token))
+
+
 def login(req):
     body = v.require_object(req.body)
+    if "token" in body:
+        return token_login(req, body)
     v.only(body, {"username", "password"})
     # any text is a wrong username here (401, audited as a digest), never a 400 telling names apart
     username = v.text(body, "username", max_len=200, single_line=False)

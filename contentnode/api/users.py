@@ -15,6 +15,7 @@ from contentnode.core import fields as v
 from contentnode.api.login import checked_new_password
 from contentnode.auth.ratelimit import address_key, password_key, second_factor_key
 from contentnode.auth.scopes import effective_scopes
+from contentnode.auth.tokens import revoke_all
 from contentnode.auth.users import (enabled_admins, find_by_username, new_user, new_username, public_user,
                                     role_and_scopes)
 from contentnode.http.errors import conflict, forbidden, not_found
@@ -146,6 +147,7 @@ def delete_user(req):
     with req.app.store.transaction() as doc:
         before = doc["users"].pop(_record(doc, target)["id"])
         _keep_an_admin(before, doc["users"])
+        revoke_all(doc, target["id"])
     ended = req.app.sessions.end_user_sessions(target["id"])
     req.audit("user.delete", target=target["username"], detail={"role": target["role"], "sessions_ended": ended})
     req.app.events.emit("user_deleted", username=target["username"], by=req.user["username"])

@@ -27,6 +27,11 @@ def password_key(username: str) -> str:
     return f"user:{username.strip().lower()}"
 
 
+def token_key(ip: str) -> str:
+    """The key counting wrong API tokens from one client address; never an account's key."""
+    return f"token-ip:{ip}"
+
+
 def second_factor_key(username: str) -> str:
     """The key counting wrong 2FA codes for one account."""
     return f"2fa:{username.strip().lower()}"

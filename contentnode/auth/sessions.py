@@ -14,6 +14,7 @@ import os
 import secrets
 import threading
 
+from contentnode.auth import tokens
 from contentnode.auth.policy import requires_two_factor
 from contentnode.fileio import atomic_write
 
@@ -87,12 +88,18 @@ class SessionManager:
 
     # --- life cycle ---------------------------------------------------------
 
-    def create(self, user_id: str, ip: str, user_agent: str, pending: bool = False) -> tuple[str, dict]:
-        """A new session; returns (token for the cookie, record). The token is never stored."""
+    def create(self, user_id: str, ip: str, user_agent: str, pending: bool = False,
+               api_token: str | None = None) -> tuple[str, dict]:
+        """A new session; returns (token for the cookie, record). The token is never stored.
+
+        api_token is the id of the API token a script logged in with, if any.
+        """
         token = secrets.token_urlsafe(32)
         now = self.clock.now()
         record = {"id": secrets.token_hex(8), "user_id": user_id, "created": now, "last_seen": now,
                   "ip": ip, "user_agent": user_agent[:200], "pending": pending}
+        if api_token:
+            record["api_token"] = api_token
         with self._lock:
             self._sessions[token_hash(token)] = record
             self._persist()
@@ -155,6 +162,13 @@ class SessionManager:
                 self._persist()
                 return
             user = self.store.data.get("users", {}).get(record["user_id"])
+            api_token = None
+            if record.get("api_token"):
+                api_token = self.store.data.get("api_tokens", {}).get(record["api_token"])
+                if not tokens.live(api_token, now) or user is None or user.get("disabled"):
+                    del self._sessions[key]  # revoked or expired token, gone owner: the session ends
+                    self._persist()
+                    return
             if user is None or user.get("disabled"):
                 return
             req.token = token
@@ -166,9 +180,18 @@ class SessionManager:
             self._dirty = True
         req.session = record
         req.user = user
+        if api_token is not None:
+            req.api_token = api_token
+            req.user = dict(user, role="custom", scopes=sorted(tokens.session_scopes(api_token, user)))
+            tokens.touch(self.store, api_token["id"], now)
 
-    def must_enrol(self, user: dict) -> bool:
+    @staticmethod
+    def barred_for_token(pattern: str) -> bool:
+        """Routes a token session may never reach: tokens, password, 2FA (DESIGN §8)."""
+        return tokens.token_forbidden(pattern)
+
+    def must_enrol(self, user: dict, api_token=None) -> bool:
         """True when the 2FA policy requires 2FA of this user and they have none yet."""
-        if (user.get("totp") or {}).get("enabled"):
-            return False
+        if api_token is not None or (user.get("totp") or {}).get("enabled"):
+            return False  # a token session has no second-factor step (DESIGN §8)
         return requires_two_factor(self._policy(), user)

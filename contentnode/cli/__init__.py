@@ -10,9 +10,9 @@ import argparse
 import sys
 
 from contentnode import __version__, config as config_module
-from contentnode.cli import audit, backup, serve, users
+from contentnode.cli import audit, backup, serve, tokens, users
 
-COMMANDS = [serve, users, backup, audit]
+COMMANDS = [serve, users, backup, audit, tokens]
 
 
 def load_config(args):

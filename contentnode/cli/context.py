@@ -61,11 +61,11 @@ def open_offline(config, create: bool = False, sections=ACCOUNT_SECTIONS):
         lock.release()
 
 
-def runner(action, create_data_dir: bool = False):
+def runner(action, create_data_dir: bool = False, sections=ACCOUNT_SECTIONS):
     """run(config, args) for an action(ctx, args) -> message; Refused becomes exit code 1."""
     def run(config, args) -> int:
         try:
-            with open_offline(config, create=create_data_dir) as ctx:
+            with open_offline(config, create=create_data_dir, sections=sections) as ctx:
                 print(action(ctx, args))
         except Refused as exc:
             print(f"contentnode: {exc}; nothing changed", file=sys.stderr)

@@ -30,8 +30,9 @@ FORMAT = "contentnode-backup"
 VERSION = 1
 FILE_FOLDERS = ("certs",)          # data-dir folders whose files belong to a complete backup
 # A plain restore keeps these of the node's own: its users, its identity and
-# verification secret, and its link signing keys (all secret, or tied to secrets).
-KEEP_ON_PLAIN_RESTORE = {"users", "node", "links"}
+# verification secret, its link signing keys and its users' API tokens (all
+# secret, or tied to secrets: a plain export leaves the token hashes out).
+KEEP_ON_PLAIN_RESTORE = {"users", "node", "links", "api_tokens"}
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1
 MAX_SCRYPT_N = 1 << 17             # 128 MiB of scrypt memory at most, even for a crafted file
 KEEP_PRE_RESTORE = 5

@@ -16,6 +16,7 @@ import os
 import re
 import threading
 
+from contentnode.auth import tokens
 from contentnode.auth.policy import DEFAULT_POLICY, checked_policy
 from contentnode.auth.scopes import ROLES, invalid_scopes
 from contentnode.auth.users import USERNAME_PATTERN
@@ -249,6 +250,10 @@ def check_records(doc: dict) -> None:
                 check(doc[name])
         except _Bad as exc:
             raise BackupError(f"the backup's {name} cannot be restored: {exc}") from None
+    try:
+        tokens.validate_records(doc.get("api_tokens", {}), set(doc.get("users") or {}))
+    except ValueError as exc:
+        raise BackupError(f"the backup's api_tokens cannot be restored: {exc}") from None
 
 
 def restore_into(ctx, document, passphrase, by, ip=None):

@@ -45,6 +45,7 @@ class Request:
         self.pending_session = None
         self.pending_user = None
         self.token = None
+        self.api_token = None  # the API token record of a token session
         self.via_admin_host = False
 
     @property
@@ -96,6 +97,11 @@ class Request:
         self._handler.close_connection = True
 
     def audit(self, action: str, target=None, ok: bool = True, detail=None) -> None:
-        """Record an audit entry for this request's user, client address and user agent."""
+        """Record an audit entry for this request's user, client address and user agent.
+
+        An entry made through a token session names the token id (never its secret).
+        """
+        if self.api_token is not None:
+            detail = {**(detail or {}), "token_id": self.api_token["id"]}
         self.app.audit.record(action, target=target, ok=ok, detail=detail, user=self.user,
                               ip=self.client_ip, user_agent=self.user_agent)

@@ -184,9 +184,11 @@ class AdminDispatcher:
         if route.access != PUBLIC:
             if req.user is None:
                 raise ApiError(401, "unauthenticated", "log in first")
-            if not route.enrolment_exempt and self.app.sessions.must_enrol(req.user):
+            if not route.enrolment_exempt and self.app.sessions.must_enrol(req.user, req.api_token):
                 raise ApiError(403, "two_factor_enrollment_required",
                                "two-factor authentication must be set up before using this endpoint")
+            if req.api_token is not None and self.app.sessions.barred_for_token(route.pattern):
+                raise ApiError(403, "forbidden", "a token session cannot manage tokens, passwords, 2FA or backups")
             if route.access != LOGIN and not self.app.scopes.allows(req.user, route.access):
                 raise ApiError(403, "forbidden", f"this needs the {route.access} scope")
         _check_query(req)

@@ -1,0 +1,70 @@
+"""API tokens (DESIGN §8): a user's own under /api/me/tokens, anyone's for users:manage.
+
+The rules (secret format, hashing, scope subset, expiry) live in auth/tokens.py;
+this module only maps requests onto them. Exchanging a token for a session is
+POST /api/login {"token"} (api/login.py).
+"""
+
+from contentnode.api.login import password_attempt
+from contentnode.api.users import MANAGE, _find
+from contentnode.auth import tokens
+from contentnode.core import fields as v
+from contentnode.http.errors import ApiError, invalid, not_found
+from contentnode.http.response import json_response, no_content
+from contentnode.http.router import Route
+
+
+
+def create_token(req):
+    """Needs the password again: a stolen session alone cannot mint a lasting credential."""
+    body = v.require_object(req.body)
+    v.only(body, {"name", "scopes", "expires_in", "password"})
+    password = body.get("password")
+    if not isinstance(password, str) or not password:
+        raise invalid("password is required", "password")
+    if not password_attempt(req, req.user["username"], req.user["password_hash"], password, "token.create",
+                            {"reason": "wrong password"}):
+        raise invalid("the password is wrong", "password")
+    try:
+        with req.app.store.transaction() as doc:
+            record, secret = tokens.mint(doc, doc["users"][req.user["id"]], body.get("name"), body.get("scopes"),
+                                         body.get("expires_in"), req.app.clock.now())
+    except tokens.TokenError as exc:
+        raise ApiError(exc.status, exc.code, str(exc), exc.field) from None
+    req.audit("token.create", target=req.user["username"], detail={"id": record["id"], "name": record["name"]})
+    return json_response({"token": tokens.public_token(record), "secret": secret}, 201)
+
+
+def _revoke(req, user: dict, token_id: str):
+    with req.app.store.transaction() as doc:
+        record = doc.get("api_tokens", {}).get(token_id)
+        if record is None or record["user_id"] != user["id"]:
+            raise not_found("no such token")
+        del doc["api_tokens"][token_id]
+    req.audit("token.revoke", target=user["username"], detail={"id": token_id, "name": record["name"]})
+    return no_content()
+
+
+def list_own(req):
+    return {"tokens": tokens.for_user(req.app.store.data.get("api_tokens", {}), req.user["id"])}
+
+
+def revoke_own(req):
+    return _revoke(req, req.user, req.params["id"])
+
+
+def list_users_tokens(req):
+    return {"tokens": tokens.for_user(req.app.store.data.get("api_tokens", {}), _find(req)["id"])}
+
+
+def revoke_users_token(req):
+    return _revoke(req, _find(req), req.params["token_id"])
+
+
+ROUTES = [
+    Route("GET", "/api/me/tokens", "login", list_own),
+    Route("POST", "/api/me/tokens", "login", create_token),
+    Route("DELETE", "/api/me/tokens/{id}", "login", revoke_own),
+    Route("GET", "/api/users/{id}/tokens", MANAGE, list_users_tokens),
+    Route("DELETE", "/api/users/{id}/tokens/{token_id}", MANAGE, revoke_users_token),
+]
