@@ -266,3 +266,10 @@ def test_declared_lengths_of_any_size_are_judged_without_a_crash(server_factory,
         assert err.value.step == "response"
     else:
         assert netguard.fetch(f"http://127.0.0.1:{server.port}/", POLICY, timeout=5, max_bytes=65536).status == 200
+
+
+def test_connecting_to_no_address_is_an_outbound_error():
+    """Once `raise None` (a TypeError) if no address was left to try."""
+    with pytest.raises(netguard.OutboundError) as err:
+        netguard._connect_any([], 80, 1.0)
+    assert err.value.step == "connect"

@@ -130,6 +130,15 @@ def test_path_style_and_virtual_hosted_targets():
     assert virtual.target("x/y")[1:] == ("bkt.minio.lan", 9000, "bkt.minio.lan:9000", "/x/y")
 
 
+def test_an_endpoint_without_a_host_is_a_clear_error_not_a_made_up_host():
+    """Once the target was "bkt.None" (virtual) or a TypeError (path style)."""
+    for path_style in (False, True):
+        cfg = s3.BucketConfig("http://", "r", "bkt", "a", "s", path_style=path_style)
+        with pytest.raises(s3.S3Error) as err:
+            cfg.target("k")
+        assert err.value.code == "url"
+
+
 def test_config_repr_hides_the_secret():
     cfg = s3.BucketConfig("http://h", "r", "b", "AKID", "TOPSECRET")
     assert "TOPSECRET" not in repr(cfg) and "AKID" not in repr(cfg)

@@ -7,7 +7,7 @@ nothing. Backups larger than the 64 KB request limit go through the offline
 """
 
 from contentnode.core import backup
-from contentnode.core.backup_records import restore_into
+from contentnode.restore import restore_into
 from contentnode.http.errors import forbidden, invalid
 from contentnode.http.response import json_response
 from contentnode.http.router import Route

@@ -14,7 +14,7 @@ import sys
 from contentnode.auth.policy import ACCOUNT_SECTIONS
 from contentnode.cli.context import Refused, add_data_dir_flags, open_offline
 from contentnode.core import backup
-from contentnode.core.backup_records import restore_into
+from contentnode.restore import restore_into
 from contentnode.fileio import atomic_write
 from contentnode.schema import SECTIONS
 

@@ -135,8 +135,8 @@ class AcmeClient:
         self._fetch = fetch
         self._sleep = sleep
         self._nonce = None
-        self._directory = None
-        self._kid = None
+        self._directory: dict | None = None
+        self._kid: str | None = None
 
     def _request(self, step, url, method="GET", headers=None, body=None):
         try:
@@ -205,7 +205,7 @@ class AcmeClient:
     def account(self) -> str:
         """Find or create the account of our key; returns its URL (kid)."""
         if self._kid is None:
-            payload = {"termsOfServiceAgreed": True}
+            payload: dict[str, object] = {"termsOfServiceAgreed": True}
             if self.contact:
                 payload["contact"] = [f"mailto:{self.contact}"]
             result = self.post("account", self.directory()["newAccount"], payload)

@@ -64,7 +64,7 @@ class AuditLog:
         self.max_bytes = max_bytes
         self.keep = keep
         self._lock = threading.Lock()
-        self._repeats = OrderedDict()  # key -> {"start", "count", "action", "target", "ip"}
+        self._repeats: OrderedDict[str, dict] = OrderedDict()  # key -> {"start", "count", "action", "target", "ip"}
         self._last_hash, self._next_id = self._tail()
         self._end_torn_line()
 

@@ -354,7 +354,7 @@ class Cache:
             except OSError:
                 pass
 
-    def _keep_hot(self, entry, body: bytes):
+    def _keep_hot(self, entry: Entry, body: bytes):
         """Keep a small body in memory; the oldest kept ones go when HOT_MAX_BYTES is passed."""
         with self._lock:
             if entry.body is not None or self._index.get(entry.key) is not entry:
@@ -415,7 +415,7 @@ class Cache:
             return Result(answer.status, answer.meta, 0, False)
         return StreamedResult(answer)
 
-    def _leave(self, fill) -> None:
+    def _leave(self, fill: _Fill) -> None:
         """One reader is done with the fill; the last one to leave before the end stops it."""
         with self._lock:
             fill.readers -= 1

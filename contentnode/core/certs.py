@@ -171,7 +171,7 @@ def _issuer_text(cert) -> str:
 
 def summary(cert, host: str | None = None) -> dict:
     """What the panel shows about a certificate (never key material)."""
-    out = {
+    out: dict[str, object] = {
         "sans": dns_names(cert),
         "issuer": _issuer_text(cert),
         "not_before": rfc3339(cert.not_valid_before_utc.timestamp()),
@@ -264,7 +264,7 @@ class SniSelector:
 
     def __init__(self, store: CertStore):
         self.store = store
-        self._cache = {}
+        self._cache: dict[str, tuple[tuple[int, int, int], ssl.SSLContext]] = {}
         self._lock = threading.Lock()
 
     def context_for(self, host: str):

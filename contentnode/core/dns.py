@@ -97,9 +97,10 @@ def resolve(host: str, dns_server: str | None = None) -> dict:
         if exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", -5)):
             return {"A": [], "AAAA": []}
         raise ResolveError(f"resolver error: {exc.strerror or exc}") from None
-    out = {"A": [], "AAAA": []}
+    out: dict[str, list[str]] = {"A": [], "AAAA": []}
     for family, *_, sockaddr in infos:
         kind = "A" if family == socket.AF_INET else "AAAA"
-        if sockaddr[0] not in out[kind]:
-            out[kind].append(sockaddr[0])
+        address = str(sockaddr[0])  # already the address text: only AF_INET and AF_INET6 answer a host name
+        if address not in out[kind]:
+            out[kind].append(address)
     return out

@@ -102,12 +102,12 @@ def transform(data: bytes, v: Variant) -> tuple[bytes, str]:
     from PIL import Image, ImageOps
 
     try:
-        img = Image.open(io.BytesIO(data))
+        img: Image.Image = Image.open(io.BytesIO(data))
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
         raise ImageError("the source is not an image this node can read") from None
     if img.width * img.height > MAX_SOURCE_PIXELS:
         raise ImageError(f"the source has more than {MAX_SOURCE_PIXELS:,} pixels")
-    fmt = v.format or {"JPEG": "jpeg", "PNG": "png", "WEBP": "webp"}.get(img.format, "png")
+    fmt = v.format or {"JPEG": "jpeg", "PNG": "png", "WEBP": "webp"}.get(img.format or "", "png")
     try:
         img = ImageOps.exif_transpose(img)
         size = _target_size(img.width, img.height, v)

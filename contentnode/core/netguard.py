@@ -100,7 +100,7 @@ def _is_local_address(ip) -> bool:
         return False
 
 
-def _refusal(ip: ipaddress._BaseAddress, port: int, policy: OutboundPolicy) -> str | None:
+def _refusal(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int, policy: OutboundPolicy) -> str | None:
     """Why this address may not be contacted, or None when it may."""
     embedded = _embedded_ipv4(ip)
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
@@ -157,7 +157,8 @@ def vet_address(host: str, port: int, policy: OutboundPolicy) -> list[str]:
             ip = ipaddress.ip_address(text.split("%")[0])
             if ip not in candidates:
                 candidates.append(ip)
-    allowed, refusals = [], []
+    allowed: list[str] = []
+    refusals: list[str] = []
     for ip in candidates:
         why = _refusal(ip, port, policy)
         (refusals if why else allowed).append(why or str(ip))
@@ -167,7 +168,7 @@ def vet_address(host: str, port: int, policy: OutboundPolicy) -> list[str]:
 
 
 def _connect_any(addresses: list[str], port: int, timeout: float) -> socket.socket:
-    last = None
+    last = OutboundError("connect", "no address to connect to")
     for address in addresses:
         try:
             return socket.create_connection((address, port), timeout=timeout)
@@ -256,9 +257,14 @@ DEADLINES = _Deadlines()
 class _Pinned:
     """Shared by the pinned connections: a vetted address and an optional total deadline."""
 
-    _guard = None
-    _deadline = None
+    _guard: DeadlineGuard | None = None
+    _deadline: float | None = None
     _cut = False  # the watchdog cut this connection (kept after close)
+    # set by the http.client connection class this is mixed into, or by its __init__:
+    sock: socket.socket | None
+    port: int
+    timeout: float | None
+    _addresses: list[str]
 
     def set_deadline(self, deadline: float | None) -> None:
         """Cut the connection at `deadline` (time.monotonic()), whatever it is doing then."""
@@ -278,7 +284,8 @@ class _Pinned:
             self._deadline is not None and time.monotonic() >= self._deadline)
 
     def _connect_pinned(self) -> socket.socket:
-        sock = _connect_any(self._addresses, self.port, self.timeout)
+        # http.client allows None (wait for ever); open_connection always gives a bound
+        sock = _connect_any(self._addresses, self.port, DEFAULT_TIMEOUT if self.timeout is None else self.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._deadline is not None:
             self._guard = DEADLINES.arm(sock, self._deadline)
@@ -345,6 +352,7 @@ def open_connection(scheme: str, host: str, port: int | None, policy: OutboundPo
         raise OutboundError("url", f"scheme {scheme!r} is not allowed: only http and https")
     port = port or (443 if scheme == "https" else 80)
     addresses = vet_address(host, port, policy)
+    conn: _PinnedHTTPConnection | _PinnedHTTPSConnection
     if scheme == "https":
         conn = _PinnedHTTPSConnection(host, port, addresses, timeout, ssl_context or default_tls_context(),
                                       deadline)
@@ -388,7 +396,8 @@ def read_capped(response, max_bytes: int, deadline: float) -> bytes:
     declared = whole_number(length) if length and length.isascii() and length.isdigit() else None
     if length and length.isascii() and length.isdigit() and (declared is None or declared > max_bytes):
         raise OutboundError("response", f"response of {length[:20]} bytes is larger than the {max_bytes} byte cap")
-    chunks, total = [], 0
+    chunks: list[bytes] = []
+    total = 0
     while True:
         if time.monotonic() > deadline:
             raise OutboundError("timeout", "the response did not complete in time")
@@ -428,7 +437,7 @@ def fetch(url: str, policy: OutboundPolicy, method: str = "GET", headers: dict |
         data = b"" if method == "HEAD" else read_capped(response, max_bytes, deadline)
         if conn.deadline_passed():
             raise OutboundError("timeout", f"the request did not complete within {timeout:g} s")
-        merged = {}
+        merged: dict[str, str] = {}
         for name, value in response.getheaders():
             key = name.lower()
             merged[key] = f"{merged[key]}, {value}" if key in merged else value

@@ -136,7 +136,7 @@ class RuleIndex:
     and "prefix". Build a new index when rules change; lookups never lock.
     """
 
-    def __init__(self, rules):
+    def __init__(self, rules) -> None:
         hosts: dict[str, dict[str, dict]] = {}
         for rule in rules:
             hosts.setdefault(rule["domain"], {})[rule["path"]] = rule

@@ -60,7 +60,7 @@ class S3Error(Exception):
         self.s3_code = s3_code
 
     def as_dict(self) -> dict:
-        out = {"code": self.code, "message": self.message}
+        out: dict[str, str | int] = {"code": self.code, "message": self.message}
         if self.status is not None:
             out["status"] = self.status
         if self.s3_code:
@@ -89,7 +89,7 @@ def _header_value(value: str) -> str:
 def canonical_request(method: str, canonical_uri: str, query: str, headers: dict,
                       payload_hash: str) -> tuple[str, str]:
     """(canonical request, signed header list) for already encoded URI and query."""
-    lowered = {}
+    lowered: dict[str, str] = {}
     for name, value in headers.items():
         key = name.lower().strip()
         lowered[key] = f"{lowered[key]},{_header_value(value)}" if key in lowered else _header_value(value)
@@ -147,6 +147,8 @@ class BucketConfig:
         """(scheme, host, port, Host header, canonical path) for a key, or the bucket when None."""
         parts = urlsplit(self.endpoint)
         scheme, host = parts.scheme, parts.hostname
+        if not host:  # core.buckets accepts no endpoint without a host; a hand-edited state file might hold one
+            raise S3Error("url", "the bucket's endpoint has no host")
         port = parts.port or (443 if scheme == "https" else 80)
         path = "/" + uri_encode(key, keep_slash=True) if key is not None else "/"
         if self.path_style:
@@ -178,7 +180,7 @@ class ListPage:
 
 
 def _headers(response) -> dict:
-    merged = {}
+    merged: dict[str, str] = {}
     for name, value in response.getheaders():
         key = name.lower()
         merged[key] = f"{merged[key]}, {value}" if key in merged else value

@@ -16,7 +16,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 UPDATE_CHANNELS = ("stable", "beta")
 
 # Keys changed through PUT /api/settings.
-GENERAL_DEFAULTS = {
+GENERAL_DEFAULTS: dict[str, object] = {
     "node_name": "contentnode",
     "public_url": None,            # base URL of the public side, for links shown in the panel
     "public_scheme": "http",       # scheme the domain check uses to reach this node

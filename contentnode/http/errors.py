@@ -17,7 +17,7 @@ class ApiError(Exception):
         self.refs = refs or []  # the records blocking a 409, as [{"type": "rule", "id": ...}]
 
     def body(self) -> dict:
-        error = {"code": self.code, "message": self.message}
+        error: dict[str, str | list] = {"code": self.code, "message": self.message}
         if self.field:
             error["field"] = self.field
         if self.refs:

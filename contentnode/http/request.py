@@ -2,12 +2,28 @@
 
 import re
 import time
+from typing import Protocol
 from urllib.parse import parse_qsl, unquote
 
 from contentnode.core.text import whole_number
 
 TOO_LONG = 10 ** 18  # a Content-Length of more digits than any body could have
 _HOST_HEADER = re.compile(r"(\[[0-9a-f:.]+\]|[^\[\]:@/\s]+)(?::[0-9]{0,5})?")
+
+
+class AuditRecorder(Protocol):
+    """The audit log as a request writes to it (core.audit.AuditLog, named by shape:
+    http needs nothing else of core's audit module)."""
+
+    def record(self, action: str, target=None, ok: bool = True, detail=None, user=None,
+               ip: str | None = None, user_agent: str | None = None) -> object: ...
+
+
+class AppServices(Protocol):
+    """What the request itself uses of the app its dispatcher hands it; the app sits
+    above http, so http names it by shape (handlers reach the rest of it)."""
+
+    audit: AuditRecorder
 
 
 class Request:
@@ -27,7 +43,7 @@ class Request:
         self.raw_path = raw_path
         self.path = unquote(raw_path, errors="replace") if "%" in raw_path else raw_path
         self.query_list = parse_qsl(self.raw_query, keep_blank_values=True) if self.raw_query else []
-        self.query = {}
+        self.query: dict[str, str] = {}
         for key, value in self.query_list:
             self.query.setdefault(key, value)
         self.headers = handler.headers
@@ -35,9 +51,9 @@ class Request:
         self.client_ip = self.peer_ip
         self.host = (self.headers.get("Host") or "").strip().lower()
         self.started = time.monotonic()
-        self.app = None
+        self.app: AppServices | None = None  # set by the dispatcher before any check or handler
         self.route = None
-        self.params = {}
+        self.params: dict[str, str] = {}
         self.raw_body = b""
         self.body = None
         self.user = None
@@ -101,6 +117,8 @@ class Request:
 
         An entry made through a token session names the token id (never its secret).
         """
+        if self.app is None:
+            raise RuntimeError("a request is audited only after its dispatcher handed it the app")
         if self.api_token is not None:
             detail = {**(detail or {}), "token_id": self.api_token["id"]}
         self.app.audit.record(action, target=target, ok=ok, detail=detail, user=self.user,

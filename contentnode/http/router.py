@@ -95,7 +95,7 @@ class RouteTable:
     def match(self, method: str, raw_path: str):
         """(route, params) for the request, or raise 404 / 405 with Allow."""
         methods = self._static.get(raw_path)
-        params = {}
+        params: dict[str, str] = {}
         if methods is None:
             methods = {}
             segments = raw_path.strip("/").split("/")

@@ -44,7 +44,7 @@ class ConnectionWatchdog(threading.Thread):
 
     def __init__(self, interval: float = 0.25):
         super().__init__(name="http-watchdog", daemon=True)
-        self._deadlines = {}
+        self._deadlines: dict[socket.socket, float] = {}
         self._lock = threading.Lock()
         self._interval = interval
         self._stopped = threading.Event()
@@ -90,7 +90,7 @@ def check_header(name: str, value: str) -> None:
         raise ValueError(f"unsafe header {name!r}")
 
 
-_CHECKED_LINES = {}  # (name, value) -> "name: value", already passed check_header
+_CHECKED_LINES: dict[tuple[str, object], str] = {}  # (name, value) -> "name: value", already passed check_header
 _CHECKED_LINES_MAX = 4096
 
 
@@ -136,15 +136,15 @@ class Headers(dict):
         return True
 
 
-_date = [0, ""]
+_date = (0, "")  # (second, its Date text), replaced whole so a reader never sees half of it
 
 
 def http_date() -> str:
     """The Date header, formatted once a second rather than once a request."""
+    global _date
     now = int(time.time())
     if _date[0] != now:
-        _date[1] = email.utils.formatdate(now, usegmt=True)
-        _date[0] = now
+        _date = (now, email.utils.formatdate(now, usegmt=True))
     return _date[1]
 
 
@@ -347,7 +347,7 @@ class Server(ThreadingHTTPServer):
         self.closing = False
         self._slots = threading.BoundedSemaphore(max_connections)
         self._lock = threading.Lock()
-        self._handlers = {}  # handler -> idle flag
+        self._handlers: dict[RequestHandler, bool] = {}  # handler -> idle flag
         self.watchdog = ConnectionWatchdog()
         self.watchdog.start()
         if ":" in address[0]:

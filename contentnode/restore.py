@@ -8,6 +8,10 @@ edited the state file by hand. Each section is checked with the same rules
 its API applies; the first problem refuses the whole restore (BackupError).
 restore_into is the one restore both POST /api/backup/restore and the offline
 `contentnode backup restore` run.
+
+It sits above core and auth, beside schema.py (which declares the sections):
+checking a whole state document takes the record rules of both, the accounts'
+from auth and the rest from core, and core may import nothing of auth.
 """
 
 import ipaddress
