@@ -16,7 +16,7 @@ ANY = "*"
 class StaleRevision(Exception):
     """The object is no longer at the revision the client read; nothing was changed."""
 
-    def __init__(self, what: str, expected: int, current: int):
+    def __init__(self, what: str, expected: int | str, current: int):
         super().__init__(f"{what} was changed since you read it (you sent revision {expected}, it is now at "
                          f"revision {current}); read it again and reapply your change")
         self.message = str(self)
@@ -31,13 +31,13 @@ def valid(value) -> bool:
 def of(record) -> int:
     """The revision of a stored record; one written before revisions existed is at 1."""
     value = record.get("revision") if isinstance(record, dict) else None
-    return value if valid(value) else 1
+    return value if type(value) is int and value >= 1 else 1
 
 
 def of_section(doc, name: str) -> int:
     """The revision of a whole-section object (settings, policy, notifications) in a document."""
     value = (doc.get("revisions") or {}).get(name)
-    return value if valid(value) else 1
+    return value if type(value) is int and value >= 1 else 1
 
 
 def require(what: str, current: int, expected: int | str | None) -> None:

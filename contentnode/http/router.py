@@ -275,11 +275,14 @@ def _check_if_match(req) -> None:
                                        "(PUT or DELETE of a rule, domain, bucket, user, settings, policy or "
                                        "notifications)", "If-Match")
     value = value.strip()
+    if value == ANY:
+        req.if_match = ANY
+        return
     found = _ENTITY_TAG.fullmatch(value)
-    if value != ANY and found is None:
+    if found is None:
         raise ApiError(400, "invalid", 'If-Match must be one revision in quotes, as the ETag header gives it '
                                        '(If-Match: "3"), or *', "If-Match")
-    req.if_match = ANY if value == ANY else int(found.group(1))
+    req.if_match = int(found.group(1))
 
 
 def _refuse_constant(name):
