@@ -208,7 +208,7 @@ class App:
 def build_app(config: Config, clock: Clock) -> App:
     """Every service once, in dependency order; the store is loaded before what reads it."""
     app = App(config, clock)
-    app.store = Store(config.data_dir, SECTIONS, revisions=REVISIONED)
+    app.store = Store(config.data_dir, SECTIONS, revisioned=REVISIONED)
     app.store.load()
     app.sessions = SessionManager(config.data_dir, app.store, clock)
     app.sessions.load()

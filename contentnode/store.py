@@ -6,7 +6,7 @@ is written durably (fileio.atomic_write) and only then becomes the new
 snapshot. An exception inside the block, or a failed write, leaves memory and
 disk as they were. Append-heavy data (audit, traffic, cache) lives elsewhere.
 
-A store given `revisions=` (a Revisioned) stamps the revisions of the
+A store given `revisioned=` (a Revisioned) stamps the revisions of the
 updatable objects as it commits (see core/revisions.py): one write path, so
 no caller can change an object and forget its revision.
 """
@@ -66,12 +66,9 @@ def _stamp_record(record: dict, old) -> None:
             record["revision"] = 1
         return
     current = revisions.of(old)
-    if "revision" in old:
-        record["revision"] = old["revision"]
-    else:
-        record.pop("revision", None)
-    same = record == old
-    record["revision"] = current if same else max(current, own if revisions.valid(own) else 0) + 1
+    record["revision"] = current  # the snapshot's own (load fills it in), so == compares the content
+    if record != old:
+        record["revision"] = max(current, own if revisions.valid(own) else 0) + 1
 
 
 def _content_changed(value, old) -> bool:
@@ -279,14 +276,14 @@ class Store:
 
     The daemon passes the whole schema (contentnode.schema.SECTIONS); the offline
     account commands only the sections they touch. Both pass the schema's
-    `revisions` (contentnode.schema.REVISIONED).
+    revisioned objects (contentnode.schema.REVISIONED).
     """
 
     def __init__(self, data_dir: str, sections: Mapping[str, Callable[[], object]],
-                 revisions: Revisioned | None = None):
+                 revisioned: Revisioned | None = None):
         self.path = os.path.join(data_dir, STATE_FILE)
         self.sections = dict(sections)
-        self.revisioned = revisions
+        self.revisioned = revisioned
         self._lock = threading.RLock()
         self._encoded = {}  # section name -> its JSON bytes, or {key: member bytes} for an object
         self._data = {}

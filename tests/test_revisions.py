@@ -193,27 +193,32 @@ def test_other_paths_raise_the_revision_too(node, admin):
     assert read(admin, path)["revision"] == 4
 
 
+def race(node, admin, kind, path, revision, number) -> list:
+    """Two clients send a change each with If-Match: revision at the same moment; their answers."""
+    gate = threading.Barrier(2)
+    answers = [None, None]
+
+    def writer(slot):
+        client = node.client()
+        client.cookies = dict(admin.cookies)
+        gate.wait()
+        answers[slot] = kind.write(client, path, number + slot, headers=match(revision))
+
+    threads = [threading.Thread(target=writer, args=(slot,)) for slot in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return answers
+
+
 @pytest.mark.parametrize("kind", [KINDS[0], KINDS[4]], ids=["rule", "settings"])
 def test_two_writers_on_one_revision_exactly_one_wins(node, admin, kind):
     path = kind.setup(admin)
     for round_ in range(4):
         revision = read(admin, path)["revision"]
-        gate = threading.Barrier(2)
-        answers = [None, None]
-
-        def writer(slot):
-            client = node.client()
-            client.cookies = dict(admin.cookies)
-            gate.wait()
-            answers[slot] = kind.write(client, path, 10 * round_ + slot, headers=match(revision))
-
-        threads = [threading.Thread(target=writer, args=(slot,)) for slot in (0, 1)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
-        statuses = sorted(a.status for a in answers)
-        assert statuses == [200, 412], [a.body for a in answers]
+        answers = race(node, admin, kind, path, revision, 10 * round_)
+        assert sorted(a.status for a in answers) == [200, 412], [a.body for a in answers]
         winner = next(a for a in answers if a.status == 200)
         assert read(admin, path) == winner.json and winner.json["revision"] == revision + 1
 
@@ -280,3 +285,54 @@ def test_a_state_file_from_before_revisions_loads_at_revision_1(node, admin):
     assert read(admin, path)["revision"] == 1 and read(admin, "/api/settings")["revision"] == 1
     assert KINDS[0].write(admin, path, 1, headers=match(1)).json["revision"] == 2
     assert admin.put("/api/settings", {"node_name": "newer"}, headers=match(1)).json["revision"] == 2
+
+
+# --- the store's stamping, without a daemon ---------------------------------------------------
+
+def revisioned_store(tmp_path):
+    from contentnode.schema import REVISIONED
+    from contentnode.store import Store
+
+    store = Store(str(tmp_path), {"rules": dict, "settings": dict, "revisions": dict}, revisioned=REVISIONED)
+    store.load()
+    return store
+
+
+def test_the_store_raises_a_revision_only_when_a_record_changes(tmp_path):
+    store = revisioned_store(tmp_path)
+    with store.transaction() as doc:
+        doc["rules"]["a"] = {"id": "a", "ttl": 1}
+        doc["rules"]["b"] = {"id": "b", "ttl": 1, "revision": 7}  # brought along (a restore): kept
+    assert store.data["rules"]["a"]["revision"] == 1 and store.data["rules"]["b"]["revision"] == 7
+    with store.transaction() as doc:
+        doc["rules"]["a"]["ttl"] = 2
+        doc["rules"]["b"] = dict(doc["rules"]["b"])  # read and assigned, unchanged
+    assert store.data["rules"]["a"]["revision"] == 2 and store.data["rules"]["b"]["revision"] == 7
+    with store.transaction() as doc:
+        doc["rules"]["a"]["revision"] = 1  # a writer cannot lower it
+        doc["rules"]["b"]["revision"] = 99  # nor move it without a change
+    assert store.data["rules"]["a"]["revision"] == 2 and store.data["rules"]["b"]["revision"] == 7
+    with store.transaction() as doc:
+        del doc["rules"]["a"]
+        doc["rules"]["a"] = {"id": "a", "ttl": 3}  # gone and back in one write: still above the old one
+    assert store.data["rules"]["a"]["revision"] == 3
+
+
+def test_a_replaced_section_and_whole_objects_get_revisions_past_both(tmp_path):
+    store = revisioned_store(tmp_path)
+    for value in ("one", "two", "three"):
+        with store.transaction() as doc:
+            doc["rules"]["a"] = {"id": "a", "name": value}
+            doc["settings"]["node_name"] = value
+    # the record was new at the first write; the (empty) settings object existed, at revision 1
+    assert store.data["rules"]["a"]["revision"] == 3 and store.data["revisions"] == {
+        "notifications": 1, "policy": 1, "settings": 4}
+    with store.transaction() as doc:  # as a restore does: every section replaced by the backup's
+        doc.clear()
+        doc.update({"rules": {"a": {"id": "a", "name": "one", "revision": 1}}, "settings": {"node_name": "one"},
+                    "revisions": {"settings": 1, "policy": "bogus"}})
+    assert store.data["rules"]["a"]["revision"] == 4
+    assert store.data["revisions"] == {"notifications": 1, "policy": 1, "settings": 5}
+    with store.transaction() as doc:
+        doc["settings"]["node_name"] = "one"  # the same value again
+    assert store.data["revisions"]["settings"] == 5

@@ -33,7 +33,7 @@ class OfflineContext:
         self.config = config
         self.clock = clock
         self.data_dir = config.data_dir
-        self.store = Store(config.data_dir, sections, revisions=REVISIONED)
+        self.store = Store(config.data_dir, sections, revisioned=REVISIONED)
         self.store.load()
         self.sessions = SessionManager(config.data_dir, self.store, clock)
         self.sessions.load()

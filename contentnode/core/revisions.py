@@ -2,7 +2,7 @@
 
 Each rule, domain, bucket and user record carries "revision", and the
 settings, policy and notifications each have one in the "revisions" section.
-The store raises them when it commits a change (store.Store, `revisions=`),
+The store raises them when it commits a change (store.Store, `revisioned=`),
 so no write path - a handler, a background check, an offline command, a
 restore - can change an object and leave its revision behind. A client that
 sends back the revision it read (If-Match) gets the change refused when the
