@@ -28,16 +28,19 @@ def valid(value) -> bool:
     return type(value) is int and value >= 1
 
 
-def of(record) -> int:
-    """The revision of a stored record; one written before revisions existed is at 1."""
-    value = record.get("revision") if isinstance(record, dict) else None
+def _or_first(value) -> int:
+    """A stored revision, or 1 where none (or a broken one) is stored: written before revisions existed."""
     return value if type(value) is int and value >= 1 else 1
+
+
+def of(record) -> int:
+    """The revision of a stored record (rule, domain, bucket, user)."""
+    return _or_first(record.get("revision") if isinstance(record, dict) else None)
 
 
 def of_section(doc, name: str) -> int:
     """The revision of a whole-section object (settings, policy, notifications) in a document."""
-    value = (doc.get("revisions") or {}).get(name)
-    return value if type(value) is int and value >= 1 else 1
+    return _or_first((doc.get("revisions") or {}).get(name))
 
 
 def require(what: str, current: int, expected: int | str | None) -> None:
