@@ -40,7 +40,7 @@ from contentnode.http.router import AdminDispatcher, RouteTable
 from contentnode.http.server import Server
 from contentnode.public import PublicDispatcher
 from contentnode.public.content import Delivery
-from contentnode.schema import SECTIONS
+from contentnode.schema import REVISIONED, SECTIONS
 from contentnode.store import Store
 from contentnode.tls import TlsRuntime
 
@@ -208,7 +208,7 @@ class App:
 def build_app(config: Config, clock: Clock) -> App:
     """Every service once, in dependency order; the store is loaded before what reads it."""
     app = App(config, clock)
-    app.store = Store(config.data_dir, SECTIONS)
+    app.store = Store(config.data_dir, SECTIONS, revisioned=REVISIONED)
     app.store.load()
     app.sessions = SessionManager(config.data_dir, app.store, clock)
     app.sessions.load()

@@ -25,12 +25,13 @@ from contentnode.auth.policy import DEFAULT_POLICY, checked_policy
 from contentnode.auth.scopes import ROLES, invalid_scopes
 from contentnode.auth.users import USERNAME_PATTERN
 from contentnode.clock import parse_rfc3339
-from contentnode.core import buckets, domains, notify, rules
+from contentnode.core import buckets, domains, notify, revisions, rules
 from contentnode.core import settings as st
 from contentnode.core import backup
 from contentnode.core.backup import BackupError
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.fields import TIME_MAX, TIME_MIN, FieldError, is_time
+from contentnode.schema import REVISIONED
 from contentnode.tls import HTTPS_DEFAULTS
 
 _HEX = re.compile(r"[0-9a-f]+")
@@ -238,6 +239,19 @@ CHECKS = (
 )
 
 
+def _revisions(doc):
+    """Revisions a backup carries are whole numbers from 1 up (the store raises them past the
+    node's own where a restored object differs; a record without one counts as revision 1)."""
+    for name in sorted(REVISIONED.records):
+        for key, record in (doc.get(name) or {}).items():
+            if isinstance(record, dict) and "revision" in record:
+                _require(revisions.valid(record["revision"]),
+                         f"{name} {key!r}: revision must be a whole number from 1 up")
+    for name, value in (doc.get("revisions") or {}).items():
+        _require(name in REVISIONED.whole and revisions.valid(value),
+                 f"revisions.{name} must be the whole-number revision of settings, policy or notifications")
+
+
 def check_records(doc: dict) -> None:
     """BackupError naming the first record of `doc` (a whole state document) that cannot work."""
     try:
@@ -254,6 +268,10 @@ def check_records(doc: dict) -> None:
                 check(doc[name])
         except _Bad as exc:
             raise BackupError(f"the backup's {name} cannot be restored: {exc}") from None
+    try:
+        _revisions(doc)
+    except _Bad as exc:
+        raise BackupError(f"the backup's revisions cannot be restored: {exc}") from None
     try:
         tokens.validate_records(doc.get("api_tokens", {}), set(doc.get("users") or {}))
     except ValueError as exc:

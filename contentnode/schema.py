@@ -8,6 +8,7 @@ schema and a `backup restore` run offline never imports the admin API.
 from contentnode.auth.policy import ACCOUNT_SECTIONS
 from contentnode.auth.tokens import SECTIONS as TOKEN_SECTIONS
 from contentnode.core import signing
+from contentnode.store import Revisioned
 
 SECTIONS = {
     **ACCOUNT_SECTIONS,                # users, policy
@@ -21,4 +22,10 @@ SECTIONS = {
     "links": signing.empty_ring,
     "https": dict,
     **TOKEN_SECTIONS,                  # api_tokens: hashes only
+    "revisions": dict,                 # the revision of each object in REVISIONED.whole
 }
+
+# The updatable objects of DESIGN §10: each record of these sections, and each of
+# these whole sections, carries a revision the store raises with every change.
+REVISIONED = Revisioned(records=frozenset({"users", "domains", "buckets", "rules"}),
+                        whole=frozenset({"settings", "policy", "notifications"}))

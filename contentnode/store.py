@@ -5,6 +5,10 @@ Readers take `store.data`, a snapshot they must not mutate. Writers use
 is written durably (fileio.atomic_write) and only then becomes the new
 snapshot. An exception inside the block, or a failed write, leaves memory and
 disk as they were. Append-heavy data (audit, traffic, cache) lives elsewhere.
+
+A store given `revisioned=` (a Revisioned) stamps the revisions of the
+updatable objects as it commits (see core/revisions.py): one write path, so
+no caller can change an object and forget its revision.
 """
 
 import json
@@ -12,8 +16,10 @@ import os
 import threading
 from collections.abc import Callable, Mapping, MutableMapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import MappingProxyType
 
+from contentnode.core import revisions
 from contentnode.fileio import atomic_write
 
 SCHEMA_VERSION = 1
@@ -40,6 +46,49 @@ def migrate(doc: dict, path: str) -> dict:
         version += 1
         doc["schema"] = version
     return doc
+
+
+@dataclass(frozen=True)
+class Revisioned:
+    """Which sections carry revisions: each record of `records` is one object with its own
+    "revision"; each of `whole` is one object whose revision lives in the "revisions" section."""
+
+    records: frozenset
+    whole: frozenset
+
+
+def _stamp_record(record: dict, old) -> None:
+    """Give a record leaving a transaction its revision: kept when its content is what the
+    snapshot held, else one above both the stored one and any it brought along (a restore's)."""
+    own = record.get("revision")
+    if not isinstance(old, dict):
+        if not revisions.valid(own):
+            record["revision"] = 1
+        return
+    current = revisions.of(old)
+    record["revision"] = current  # the snapshot's own (load fills it in), so == compares the content
+    if record != old:
+        record["revision"] = max(current, own if revisions.valid(own) else 0) + 1
+
+
+def _content_changed(value, old) -> bool:
+    """Whether a whole-section object leaves a transaction with other content than the snapshot's."""
+    if old is None:
+        return True
+    if isinstance(value, Section):
+        return bool(value.deleted - value.copies.keys()) or any(
+            key not in old or item != old[key] for key, item in value.copies.items())
+    return value != old
+
+
+def _fill_revisions(doc: dict, spec: Revisioned) -> None:
+    """Records written before revisions existed (or with a broken one) are at revision 1."""
+    for name in spec.records:
+        section = doc.get(name)
+        if isinstance(section, dict):
+            for record in section.values():
+                if isinstance(record, dict) and not revisions.valid(record.get("revision")):
+                    record["revision"] = 1
 
 
 def _encode(value) -> bytes:
@@ -226,12 +275,15 @@ class Store:
     """The document whose top-level sections are `sections` ({name: factory of its default}).
 
     The daemon passes the whole schema (contentnode.schema.SECTIONS); the offline
-    account commands only the sections they touch.
+    account commands only the sections they touch. Both pass the schema's
+    revisioned objects (contentnode.schema.REVISIONED).
     """
 
-    def __init__(self, data_dir: str, sections: Mapping[str, Callable[[], object]]):
+    def __init__(self, data_dir: str, sections: Mapping[str, Callable[[], object]],
+                 revisioned: Revisioned | None = None):
         self.path = os.path.join(data_dir, STATE_FILE)
         self.sections = dict(sections)
+        self.revisioned = revisioned
         self._lock = threading.RLock()
         self._encoded = {}  # section name -> its JSON bytes, or {key: member bytes} for an object
         self._data = {}
@@ -258,6 +310,8 @@ class Store:
             doc = migrate(doc, self.path)
         for name, factory in self.sections.items():
             doc.setdefault(name, factory())
+        if self.revisioned is not None:
+            _fill_revisions(doc, self.revisioned)
         self._encoded = {name: _encode_section(value)[1] for name, value in doc.items()}
         self._data = doc
         if raw is None:
@@ -278,6 +332,8 @@ class Store:
         with self._lock:
             tx = Transaction(self._data, self._encoded)
             yield tx
+            if self.revisioned is not None:
+                self._stamp_revisions(tx)
             data, encoded, changed = {}, {}, bool(tx.deleted & self._data.keys())
             for name in tx:
                 if name in tx.copies:
@@ -288,3 +344,27 @@ class Store:
             if changed:
                 atomic_write(self.path, _document_parts(encoded))
                 self._data, self._encoded = data, encoded
+
+    def _stamp_revisions(self, tx: Transaction) -> None:
+        """Raise the revision of every updatable object this transaction changed (and only those)."""
+        for name in self.revisioned.records:
+            section = tx.copies.get(name)
+            if isinstance(section, Mapping):
+                base = self._data.get(name) or {}
+                touched = section.copies if isinstance(section, Section) else section
+                for key, record in touched.items():
+                    if isinstance(record, dict):
+                        _stamp_record(record, base.get(key))
+        changed = {name for name in self.revisioned.whole
+                   if name in tx.copies and _content_changed(tx.copies[name], self._data.get(name))}
+        if changed or "revisions" in tx.copies:
+            given = tx.copies.get("revisions")
+            given = given if isinstance(given, Mapping) else {}
+            stamped = {}
+            for name in sorted(self.revisioned.whole):
+                current = revisions.of_section(self._data, name)
+                if name in changed:
+                    own = given.get(name)
+                    current = max(current, own if revisions.valid(own) else 0) + 1
+                stamped[name] = current
+            tx["revisions"] = stamped

@@ -6,7 +6,7 @@ from tests.accounts import PASSWORD, create_user, logged_in
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 
 DEFAULTS = {"two_factor": "optional", "password_min_length": 12, "session_idle_timeout": 3600,
-            "session_absolute_timeout": 43200, "lockout_threshold": 5, "lockout_duration": 900}
+            "session_absolute_timeout": 43200, "lockout_threshold": 5, "lockout_duration": 900, "revision": 1}
 
 
 def test_defaults_and_scope(node, admin):
@@ -47,7 +47,7 @@ def test_bad_values_are_refused_and_change_nothing(admin, body, field):
 def test_partial_update_answers_the_whole_policy(admin):
     response = admin.put("/api/policy", {"session_idle_timeout": 600, "session_absolute_timeout": 3000})
     assert response.status == 200
-    assert response.json == dict(DEFAULTS, session_idle_timeout=600, session_absolute_timeout=3000)
+    assert response.json == dict(DEFAULTS, session_idle_timeout=600, session_absolute_timeout=3000, revision=2)
     assert admin.get("/api/policy").json == response.json
     assert admin.get("/api/session").json["two_factor_policy"] == "optional"
     assert admin.put("/api/policy", {"two_factor": "all"}).json["two_factor"] == "all"

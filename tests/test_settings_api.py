@@ -22,7 +22,7 @@ def state_bytes(node):
 def test_defaults_and_login_required(node, admin):
     assert node.client().get("/api/settings").status == 401
     answer = admin.get("/api/settings")
-    assert answer.status == 200 and answer.json == DEFAULTS
+    assert answer.status == 200 and answer.json == dict(DEFAULTS, revision=1)
 
 
 def test_partial_update_answers_whole_object_and_persists(node, admin):
@@ -30,11 +30,11 @@ def test_partial_update_answers_whole_object_and_persists(node, admin):
                                          "link_grace_seconds": 600, "acme_email": "ops@example.com"})
     assert answer.status == 200
     expected = dict(DEFAULTS, node_name="edge-7", trusted_proxies=["10.0.0.0/8"],
-                    link_grace_seconds=600, acme_email="ops@example.com")
+                    link_grace_seconds=600, acme_email="ops@example.com", revision=2)
     assert answer.json == expected
     assert admin.put("/api/settings", {"log_level": "debug"}).json["node_name"] == "edge-7"
     node.restart()
-    assert admin.get("/api/settings").json == dict(expected, log_level="debug")
+    assert admin.get("/api/settings").json == dict(expected, log_level="debug", revision=3)
 
 
 @pytest.mark.parametrize("body,field", [

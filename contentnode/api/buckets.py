@@ -10,7 +10,7 @@ import secrets
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
-from contentnode.core import buckets, rules, s3
+from contentnode.core import buckets, revisions, rules, s3
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
@@ -72,6 +72,7 @@ def update_bucket(req):
     bucket_id = req.params["id"]
     with req.app.store.transaction() as doc:
         record = existing(doc, bucket_id)
+        revisions.require(f"bucket {bucket_id}", revisions.of(record), req.if_match)
         record.update(changes)
         buckets.check_record(record)
         if "name" in changes:
@@ -86,7 +87,7 @@ def update_bucket(req):
 def delete_bucket(req):
     bucket_id = req.params["id"]
     with req.app.store.transaction() as doc:
-        existing(doc, bucket_id)
+        revisions.require(f"bucket {bucket_id}", revisions.of(existing(doc, bucket_id)), req.if_match)
         users = rules.rules_using(doc, "bucket", bucket_id)
         if users:
             raise conflict("in_use", f"bucket {bucket_id} is used by rules {', '.join(users)}; delete them first",
@@ -164,6 +165,6 @@ ROUTES = [
     Route("POST", "/api/buckets/check", "buckets:write", check_bucket),
     Route("POST", "/api/buckets/test", "buckets:write", try_object),
     Route("GET", "/api/buckets/{id}", "buckets:read", get_bucket),
-    Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket),
-    Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket, status=204),
+    Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket, if_match=True),
+    Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket, status=204, if_match=True),
 ]

@@ -8,7 +8,7 @@ host, after ACME challenges and the HTTPS upgrade.
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
-from contentnode.core import domaincheck, domains, rules, settings
+from contentnode.core import domaincheck, domains, revisions, rules, settings
 from contentnode.core.hostnames import HostnameError, normalize_host, unicode_form
 from contentnode.core.steps import Steps
 from contentnode.http.errors import conflict, invalid, not_found
@@ -69,6 +69,7 @@ def delete_domain(req):
     with req.app.store.transaction() as doc:
         if host not in doc["domains"]:
             raise not_found(f"domain {host} is not configured")
+        revisions.require(f"domain {host}", revisions.of(doc["domains"][host]), req.if_match)
         users = rules.rules_using(doc, "domain", host)
         if users:
             raise conflict("in_use", f"domain {host} is used by rules {', '.join(users)}; delete them first",
@@ -141,6 +142,7 @@ def set_redirect(req):
         record = doc["domains"].get(host)
         if record is None:
             raise not_found(f"domain {host} is not configured")
+        revisions.require(f"domain {host}", revisions.of(record), req.if_match)
         record["redirect"] = redirect
         record["updated_at"] = rfc3339(req.app.clock.now())
     req.audit("domain.redirect", target=host, detail={"to": redirect and redirect["to"],
@@ -163,7 +165,7 @@ ROUTES = [
     Route("POST", "/api/domains", "domains:write", add_domain, status=201, body=HOST_BODY),
     Route("POST", "/api/domains/check", "domains:write", check_domain),
     Route("POST", "/api/domains/test", "domains:write", test_domain),
-    Route("POST", "/api/domains/redirect", "domains:write", set_redirect),
+    Route("POST", "/api/domains/redirect", "domains:write", set_redirect, if_match=True),
     Route("GET", "/api/domains/{host}", "domains:read", get_domain),
-    Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain, status=204),
+    Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain, status=204, if_match=True),
 ]

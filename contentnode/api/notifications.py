@@ -2,7 +2,7 @@
 POST /api/notifications/test. The notifier subscribes to the event bus at
 start; deliveries run on its background queue, and a final failure is audited."""
 
-from contentnode.core import notify
+from contentnode.core import notify, revisions
 from contentnode.core import settings as st
 from contentnode.core.fields import FieldError
 from contentnode.http.errors import invalid
@@ -13,17 +13,23 @@ def config(app) -> dict:
     return notify.effective(app.store.data)
 
 
+def view(doc) -> dict:
+    """The configuration the API answers: no secrets, and the revision."""
+    return dict(notify.public_view(notify.effective(doc)), revision=revisions.of_section(doc, "notifications"))
+
+
 def get_notifications(req):
-    return notify.public_view(config(req.app))
+    return view(req.app.store.data)
 
 
 def put_notifications(req):
-    new = notify.merge(config(req.app), req.body)
     with req.app.store.transaction() as doc:
+        revisions.require("the notification settings", revisions.of_section(doc, "notifications"), req.if_match)
+        new = notify.merge(notify.effective(doc), req.body)
         doc["notifications"] = new
     changed = sorted(f"{part}.{key}" for part, values in req.body.items() for key in values)
     req.audit("notifications.update", detail={"changed": changed})
-    return notify.public_view(new)
+    return view(doc)
 
 
 def test_notification(req):
@@ -43,7 +49,7 @@ def test_notification(req):
 
 
 def _panel_notifications(req):
-    return notify.public_view(config(req.app))
+    return view(req.app.store.data)
 
 
 def build_notifier(app) -> notify.Notifier:
@@ -62,6 +68,6 @@ PANEL_SECTIONS = [("notifications", "notifications:manage", _panel_notifications
 
 ROUTES = [
     Route("GET", "/api/notifications", "notifications:manage", get_notifications),
-    Route("PUT", "/api/notifications", "notifications:manage", put_notifications),
+    Route("PUT", "/api/notifications", "notifications:manage", put_notifications, if_match=True),
     Route("POST", "/api/notifications/test", "notifications:manage", test_notification),
 ]

@@ -6,28 +6,35 @@ app.apply_policy(), session limits on the next request.
 """
 
 from contentnode.core import fields as v
+from contentnode.core import revisions
 from contentnode.auth.policy import checked_policy
 from contentnode.http.router import Route
 
 
+def view(doc) -> dict:
+    """The policy object the API answers: every limit and the revision."""
+    return dict(doc["policy"], revision=revisions.of_section(doc, "policy"))
+
+
 def get_policy(req):
-    return dict(req.app.store.data["policy"])
+    return view(req.app.store.data)
 
 
 def put_policy(req):
     body = v.require_object(req.body)
-    current = req.app.store.data["policy"]
-    wanted = checked_policy(body, current)
     with req.app.store.transaction() as doc:
+        revisions.require("the policy", revisions.of_section(doc, "policy"), req.if_match)
+        current = dict(doc["policy"])
+        wanted = checked_policy(body, current)
         doc["policy"] = wanted
     req.app.apply_policy()
     # A list of {"field","from","to"}: the audit scrubber would drop a member named password_*.
     changes = [{"field": k, "from": current[k], "to": wanted[k]} for k in wanted if current[k] != wanted[k]]
     req.audit("policy.update", detail={"changes": changes})
-    return dict(wanted)
+    return view(doc)
 
 
 ROUTES = [
     Route("GET", "/api/policy", "users:manage", get_policy),
-    Route("PUT", "/api/policy", "users:manage", put_policy),
+    Route("PUT", "/api/policy", "users:manage", put_policy, if_match=True),
 ]

@@ -9,7 +9,7 @@ import secrets
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
-from contentnode.core import rules
+from contentnode.core import revisions, rules
 from contentnode.http.errors import conflict, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
@@ -65,6 +65,7 @@ def update_rule(req):
     rule_id = req.params["id"]
     with req.app.store.transaction() as doc:
         record = existing(doc, rule_id)
+        revisions.require(f"rule {rule_id}", revisions.of(record), req.if_match)
         changes = rules.record_fields(body, doc, partial=True)
         record.update(changes)
         _unique_path(doc, record, rule_id)
@@ -77,6 +78,7 @@ def delete_rule(req):
     rule_id = req.params["id"]
     with req.app.store.transaction() as doc:
         record = existing(doc, rule_id)
+        revisions.require(f"rule {rule_id}", revisions.of(record), req.if_match)
         del doc["rules"][rule_id]
     req.audit("rule.delete", target=rule_id, detail=_summary(record))
     return no_content()
@@ -96,6 +98,6 @@ ROUTES = [
     Route("GET", "/api/rules", "routes:read", list_rules, query=frozenset({"domain"})),
     Route("POST", "/api/rules", "routes:write", create_rule, status=201),
     Route("GET", "/api/rules/{id}", "routes:read", get_rule),
-    Route("PUT", "/api/rules/{id}", "routes:write", update_rule),
-    Route("DELETE", "/api/rules/{id}", "routes:write", delete_rule, status=204),
+    Route("PUT", "/api/rules/{id}", "routes:write", update_rule, if_match=True),
+    Route("DELETE", "/api/rules/{id}", "routes:write", delete_rule, status=204, if_match=True),
 ]

@@ -1,8 +1,10 @@
 """Node settings (settings:write): GET/PUT /api/settings, PUT /api/admin-host,
-PUT /api/admin-allow. Every answer is the whole settings object."""
+PUT /api/admin-allow. Every answer is the whole settings object with its revision;
+each of the three PUTs takes If-Match against it."""
 
 import logging
 
+from contentnode.core import revisions
 from contentnode.core import settings as st
 from contentnode.http.errors import conflict, invalid
 from contentnode.http.router import Route
@@ -12,12 +14,18 @@ def current(app) -> dict:
     return st.effective(app.store.data)
 
 
+def view(doc) -> dict:
+    """The settings object the API answers: every setting and the revision."""
+    return dict(st.effective(doc), revision=revisions.of_section(doc, "settings"))
+
+
 def store_settings(req, changes: dict, action: str) -> dict:
     """Write changed keys durably, audit which keys changed (values may be addresses, never secrets)."""
     with req.app.store.transaction() as doc:
+        revisions.require("the settings", revisions.of_section(doc, "settings"), req.if_match)
         doc.setdefault("settings", {}).update(changes)
     req.audit(action, detail={"changed": sorted(changes)})
-    return current(req.app)
+    return view(doc)
 
 
 def apply_log_level(app) -> None:
@@ -28,7 +36,7 @@ def apply_log_level(app) -> None:
 
 
 def get_settings(req):
-    return current(req.app)
+    return view(req.app.store.data)
 
 
 def put_settings(req):
@@ -72,14 +80,14 @@ def put_admin_allow(req):
 
 
 def _panel_settings(req):
-    return current(req.app)
+    return view(req.app.store.data)
 
 
 PANEL_SECTIONS = [("settings", "settings:write", _panel_settings)]
 
 ROUTES = [
     Route("GET", "/api/settings", "settings:write", get_settings),
-    Route("PUT", "/api/settings", "settings:write", put_settings),
-    Route("PUT", "/api/admin-host", "settings:write", put_admin_host),
-    Route("PUT", "/api/admin-allow", "settings:write", put_admin_allow),
+    Route("PUT", "/api/settings", "settings:write", put_settings, if_match=True),
+    Route("PUT", "/api/admin-host", "settings:write", put_admin_host, if_match=True),
+    Route("PUT", "/api/admin-allow", "settings:write", put_admin_allow, if_match=True),
 ]

@@ -12,6 +12,7 @@ reset end the account's sessions.
 
 from contentnode import clock
 from contentnode.core import fields as v
+from contentnode.core import revisions
 from contentnode.api.login import checked_new_password
 from contentnode.auth.ratelimit import address_key, password_key, second_factor_key
 from contentnode.auth.scopes import effective_scopes
@@ -78,10 +79,12 @@ def _unique_username(doc: dict, username: str) -> None:
                        refs=[{"type": "user", "id": other["id"]}])
 
 
-def _record(doc: dict, user: dict) -> dict:
+def _record(doc: dict, user: dict, expected=None) -> dict:
+    """The user's record in this transaction, at the revision the request's If-Match names (if any)."""
     record = doc["users"].get(user["id"])
     if record is None:
         raise not_found("no such user")
+    revisions.require(f"user {record['username']}", revisions.of(record), expected)
     return record
 
 
@@ -129,7 +132,7 @@ def update_user(req):
     disabled = v.boolean(body, "disabled", default=bool(target.get("disabled")))
     _may_manage(req, role, scopes)
     with req.app.store.transaction() as doc:
-        record = _record(doc, target)
+        record = _record(doc, target, req.if_match)
         before = dict(record)
         record.update(role=role, scopes=scopes, disabled=disabled)
         _keep_an_admin(before, doc["users"])
@@ -145,7 +148,7 @@ def delete_user(req):
     target = _find(req)
     _may_manage(req, target["role"], target.get("scopes"))
     with req.app.store.transaction() as doc:
-        before = doc["users"].pop(_record(doc, target)["id"])
+        before = doc["users"].pop(_record(doc, target, req.if_match)["id"])
         _keep_an_admin(before, doc["users"])
         revoke_all(doc, target["id"])
     ended = req.app.sessions.end_user_sessions(target["id"])
@@ -170,7 +173,7 @@ def reset_password(req):
     password = checked_new_password(req, body.get("password"), target["username"])
     password_hash = req.app.hasher.hash(password)
     with req.app.store.transaction() as doc:
-        record = _record(doc, target)
+        record = _record(doc, target, req.if_match)
         record["password_hash"] = password_hash
         record["password_changed_at"] = req.app.clock.now()
     ended = req.app.sessions.end_user_sessions(record["id"])
@@ -190,7 +193,7 @@ def reset_two_factor(req):
                                      "POST /api/me/2fa/disable, which needs your password")
     _may_manage(req, target["role"], target.get("scopes"))
     with req.app.store.transaction() as doc:
-        record = _record(doc, target)
+        record = _record(doc, target, req.if_match)
         was_enabled = bool((record.get("totp") or {}).get("enabled"))
         record["totp"] = {"enabled": False}
     req.app.login_limiter.clear(second_factor_key(record["username"]))
@@ -226,10 +229,10 @@ ROUTES = [
     Route("GET", "/api/users", MANAGE, list_users),
     Route("POST", "/api/users", MANAGE, create_user, status=201),
     Route("GET", "/api/users/{id}", MANAGE, get_user),
-    Route("PUT", "/api/users/{id}", MANAGE, update_user),
-    Route("DELETE", "/api/users/{id}", MANAGE, delete_user, status=204),
-    Route("PUT", "/api/users/{id}/password", MANAGE, reset_password),
-    Route("DELETE", "/api/users/{id}/2fa", MANAGE, reset_two_factor, status=204),
+    Route("PUT", "/api/users/{id}", MANAGE, update_user, if_match=True),
+    Route("DELETE", "/api/users/{id}", MANAGE, delete_user, status=204, if_match=True),
+    Route("PUT", "/api/users/{id}/password", MANAGE, reset_password, if_match=True),
+    Route("DELETE", "/api/users/{id}/2fa", MANAGE, reset_two_factor, status=204, if_match=True),
     Route("DELETE", "/api/users/{id}/sessions", MANAGE, end_sessions, status=204),
     Route("DELETE", "/api/users/{id}/lockout", MANAGE, clear_lockout, status=204),
 ]

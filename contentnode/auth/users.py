@@ -5,6 +5,7 @@ import secrets
 from contentnode import clock
 from contentnode.auth.scopes import ROLES, SCOPES, effective_scopes, invalid_scopes
 from contentnode.core import fields as v
+from contentnode.core import revisions
 from contentnode.core.fields import FieldError
 
 USERNAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}"
@@ -47,6 +48,7 @@ def public_user(user: dict) -> dict:
         "disabled": bool(user.get("disabled")),
         "created_at": clock.rfc3339(user.get("created_at")),
         "last_login_at": clock.rfc3339(user.get("last_login_at")),
+        "revision": revisions.of(user),
     }
 
 

@@ -16,6 +16,7 @@ from contentnode.auth.sessions import SessionManager
 from contentnode.clock import Clock
 from contentnode.core.audit import AuditLog
 from contentnode.fileio import DataDirLock, ensure_private_dir
+from contentnode.schema import REVISIONED
 from contentnode.store import STATE_FILE, Store, StoreError
 
 AGENT = "contentnode command line"
@@ -32,7 +33,7 @@ class OfflineContext:
         self.config = config
         self.clock = clock
         self.data_dir = config.data_dir
-        self.store = Store(config.data_dir, sections)
+        self.store = Store(config.data_dir, sections, revisioned=REVISIONED)
         self.store.load()
         self.sessions = SessionManager(config.data_dir, self.store, clock)
         self.sessions.load()

@@ -1,8 +1,9 @@
 """The OpenAPI 3.1 document of the admin API, built from the route table alone.
 
 Every operation comes from one Route row (method, pattern, access as
-`x-scope`, declared query parameters, success status, request body schema),
-so the document cannot drift from what the dispatcher serves. No business
+`x-scope`, declared query parameters, If-Match on the rows that take it,
+success status, request body schema), so the document cannot drift from
+what the dispatcher serves. No business
 logic here: `make openapi` writes the same document to docs/openapi.json.
 """
 
@@ -30,7 +31,7 @@ ERROR_SCHEMA = {
 }
 
 _ERROR_TEXT = {
-    400: "bad_json or invalid (field names the input)",
+    400: "bad_json or invalid (field names the input; If-Match when that header is malformed)",
     401: "unauthenticated",
     403: "forbidden (missing scope), host_not_allowed, cross_origin, ip_not_allowed, "
          "two_factor_enrollment_required",
@@ -38,11 +39,23 @@ _ERROR_TEXT = {
     405: "method_not_allowed (with Allow)",
     409: "conflict, in_use, last_admin, setup_done (refs name blocking records)",
     411: "length_required",
+    412: "precondition_failed: If-Match names a revision the object has moved on from; nothing changed "
+         "(ETag gives the current one)",
     413: "payload_too_large",
     415: "unsupported_media_type",
     429: "rate_limited (with Retry-After)",
     500: "internal",
 }
+
+
+IF_MATCH = {
+    "name": "If-Match", "in": "header", "required": False,
+    "description": 'The revision read before (the ETag, quoted: "3"), or *. Another revision is refused with '
+                   "412 precondition_failed and nothing changes; without the header the change applies.",
+    "schema": {"type": "string", "pattern": '^(\\*|"[1-9][0-9]{0,14}")$'},
+}
+ETAG = {"description": 'The revision of the object answered, quoted ("3"): send it back as If-Match.',
+        "schema": {"type": "string", "pattern": '^"[1-9][0-9]*"$'}}
 
 
 def _error(status: int) -> dict:
@@ -66,6 +79,8 @@ def _error_statuses(route) -> list[int]:
         statuses.add(409)
     if route.pattern in ("/api/login", "/api/setup", "/api/login/2fa") or "password" in route.pattern:
         statuses.add(429)
+    if route.if_match:
+        statuses.add(412)
     return sorted(statuses)
 
 
@@ -74,6 +89,8 @@ def _operation(route) -> dict:
                   for name in _PARAM.findall(route.pattern)]
     parameters += [{"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
                    for name in sorted(route.query)]
+    if route.if_match:
+        parameters.append(IF_MATCH)
     success: dict
     if route.status == 204:
         success = {"description": "done, no body"}
@@ -82,6 +99,8 @@ def _operation(route) -> dict:
     else:
         success = {"description": "success",
                    "content": {"application/json": {"schema": {"type": "object"}}}}
+        if route.if_match:
+            success["headers"] = {"ETag": ETAG}
     operation = {
         "operationId": _operation_id(route),
         "summary": (route.handler.__doc__ or route.handler.__name__).strip().splitlines()[0],

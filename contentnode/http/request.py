@@ -62,6 +62,7 @@ class Request:
         self.pending_user = None
         self.token = None
         self.api_token = None  # the API token record of a token session
+        self.if_match: int | str | None = None  # If-Match on an if_match row: None, "*" or a revision number
         self.via_admin_host = False
 
     @property

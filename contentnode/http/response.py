@@ -61,8 +61,13 @@ def json_body(obj) -> bytes:
 
 
 def json_response(obj, status: int = 200, headers: dict | None = None) -> Response:
+    """A JSON answer; one whose body is a revisioned object (a whole-number "revision"
+    member at the top) carries ETag: "<revision>" for the client's If-Match."""
     body = json_body(obj)
     hdrs = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+    revision = obj.get("revision") if isinstance(obj, dict) else None
+    if type(revision) is int and status < 300:
+        hdrs.append(("ETag", f'"{revision}"'))
     hdrs += list((headers or {}).items())
     return Response(status, hdrs, body)
 

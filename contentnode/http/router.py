@@ -4,9 +4,10 @@ Every admin request passes the same checks, in the order DESIGN §3 fixes,
 before any handler runs: route and method (404/405 with Allow), Host, Origin,
 client address (admin host only), body size (413 from Content-Length, before
 reading), chunked bodies (411), content type (415), session (401), 2FA
-enrolment (403), scope (403), then unknown query parameters, JSON parsing and
-the declared body shape (400). A refused request changes nothing, because no
-handler has run.
+enrolment (403), scope (403), then unknown query parameters, the If-Match
+header, JSON parsing and the declared body shape (400). A refused request
+changes nothing, because no handler has run. A handler whose object moved on
+since the If-Match revision raises core.revisions.StaleRevision: 412.
 """
 
 import json
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from contentnode.core.fields import FieldError
+from contentnode.core.revisions import ANY, StaleRevision
 from contentnode.core.text import encodable
 from contentnode.http import schema
 from contentnode.http.errors import INTERNAL_ERROR, ApiError, error_response
@@ -30,6 +32,7 @@ STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
 _PARAM = re.compile(r"\{(\w+)\}")
 _REST = re.compile(r"/\{(\w+)\.\.\.\}$")  # a last segment {name...} takes the rest of the path
+_ENTITY_TAG = re.compile(r'"([1-9][0-9]{0,14})"')  # a revision as the ETag header gives it
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,8 @@ class Route:
     (400 invalid naming it), so a typo never silently widens an answer.
     status and media are the success status and content type; body, where
     declared, the JSON schema of the request body (checked here, published by
-    http/openapi.py).
+    http/openapi.py). if_match rows change one revisioned object and take
+    If-Match (req.if_match); any other row refuses the header.
     """
 
     method: str
@@ -54,6 +58,7 @@ class Route:
     status: int = 200
     media: str = "application/json"
     body: dict | None = field(default=None, hash=False, compare=False)
+    if_match: bool = False
 
 
 class RouteTable:
@@ -165,6 +170,9 @@ class AdminDispatcher:
             response = error_response(error)
             if (req.content_length or 0) > 0 and not req.raw_body or req.chunked:
                 req.close_after()  # an unread body would be parsed as the next request
+        except StaleRevision as stale:  # If-Match named an older revision: nothing was changed
+            response = error_response(ApiError(412, "precondition_failed", stale.message,
+                                               headers={"ETag": f'"{stale.current}"'}))
         except (ConnectionError, TimeoutError):
             raise
         except Exception:
@@ -192,7 +200,12 @@ class AdminDispatcher:
             if route.access != LOGIN and not self.app.scopes.allows(req.user, route.access):
                 raise ApiError(403, "forbidden", f"this needs the {route.access} scope")
         _check_query(req)
+        _check_if_match(req)
         self._parse_body(req)
+        if isinstance(req.body, dict) and "revision" in req.body:
+            raise ApiError(400, "invalid", "revision is read-only (the node raises it with every change); to make "
+                                           'a change conditional, send the revision you read as If-Match: "<revision>"',
+                           "revision")
         if route.body is not None:
             schema.check(route.body, req.body)
 
@@ -250,6 +263,26 @@ def _check_query(req) -> None:
     unknown = sorted(set(req.query) - req.route.query)
     if unknown:
         raise ApiError(400, "invalid", f"unknown query parameter {unknown[0]!r}", unknown[0][:100])
+
+
+def _check_if_match(req) -> None:
+    """req.if_match from the header: None (absent), "*" or the revision number it names."""
+    value = req.headers.get("If-Match")  # repeated headers arrive joined: "1", "2" is refused below
+    if value is None:
+        return
+    if not req.route.if_match:
+        raise ApiError(400, "invalid", "If-Match is taken only where a revisioned object is changed "
+                                       "(PUT or DELETE of a rule, domain, bucket, user, settings, policy or "
+                                       "notifications)", "If-Match")
+    value = value.strip()
+    if value == ANY:
+        req.if_match = ANY
+        return
+    found = _ENTITY_TAG.fullmatch(value)
+    if found is None:
+        raise ApiError(400, "invalid", 'If-Match must be one revision in quotes, as the ETag header gives it '
+                                       '(If-Match: "3"), or *', "If-Match")
+    req.if_match = int(found.group(1))
 
 
 def _refuse_constant(name):

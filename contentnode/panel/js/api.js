@@ -1,9 +1,13 @@
 // The one way the panel talks to the node: JSON over fetch with the session
 // cookie. Errors become ApiError with the API's code, message and field.
+// An edit sends the revision its form was drawn from (If-Match), so a save
+// never silently overwrites a change someone else made meanwhile (412).
+
+const STALE = 'Someone else changed this since you opened it, so nothing was saved. Reload the page to see their change, then make yours again.';
 
 class ApiError extends Error {
   constructor(status, error = {}, extra = {}) {
-    super(error.message || `the node answered ${status}`);
+    super(error.code === 'precondition_failed' ? STALE : error.message || `the node answered ${status}`);
     this.status = status;
     this.code = error.code || 'http_error';
     this.field = error.field || null;
@@ -23,8 +27,9 @@ export function onAuthProblem(kind, fn) {
 // Routes whose 401 belongs to the form that called them, not to the session.
 const AUTH_ROUTES = ['/api/login', '/api/login/2fa', '/api/setup', '/api/session', '/api/logout'];
 
-export async function api(method, path, body, { text = false } = {}) {
+export async function api(method, path, body, { text = false, revision } = {}) {
   const init = { method, credentials: 'include', headers: { Accept: 'application/json' } };
+  if (revision !== undefined) init.headers['If-Match'] = `"${revision}"`;
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
@@ -56,9 +61,10 @@ export async function api(method, path, body, { text = false } = {}) {
 }
 
 export const get = (path) => api('GET', path);
-export const post = (path, body = {}) => api('POST', path, body);
-export const put = (path, body) => api('PUT', path, body);
-export const del = (path) => api('DELETE', path);
+// opts.revision: the revision the edit was made on, sent as If-Match.
+export const post = (path, body = {}, opts = {}) => api('POST', path, body, opts);
+export const put = (path, body, opts = {}) => api('PUT', path, body, opts);
+export const del = (path, opts = {}) => api('DELETE', path, undefined, opts);
 
 /** Query string from an object, skipping empty values. */
 export function query(params) {

@@ -39,7 +39,7 @@ export async function render(ctx) {
   const editBtn = button('Edit', { kind: 'secondary', onclick: () => {
     dialogForm({ title: `Edit ${b.name}`, submitLabel: 'Save', wide: true }, bucketFields(b), async (v, close) => {
       const body = bucketBody(v, b);
-      if (Object.keys(body).length) b = await put(`/api/buckets/${enc(b.id)}`, body);
+      if (Object.keys(body).length) b = await put(`/api/buckets/${enc(b.id)}`, body, { revision: b.revision });
       close();
       toast('Bucket saved');
       draw();
@@ -49,7 +49,7 @@ export async function render(ctx) {
   const deleteBtn = button('Delete', { kind: 'danger-soft', onclick: async () => {
     if (!await confirm({ title: `Delete ${b.name}?`, message: 'The bucket definition and its credentials are removed from this node. Objects in the bucket are not touched.' })) return;
     try {
-      await del(`/api/buckets/${enc(b.id)}`);
+      await del(`/api/buckets/${enc(b.id)}`, { revision: b.revision });
       toast(`Bucket ${b.name} deleted`);
       ctx.go('/buckets');
     } catch (err) {

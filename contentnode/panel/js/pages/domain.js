@@ -88,12 +88,12 @@ export async function render(ctx) {
         field({ label: 'Status code', name: 'code', value: r ? r.code : 301, options: [['301', '301 Moved permanently'], ['302', '302 Found'], ['307', '307 Temporary redirect'], ['308', '308 Permanent redirect']] }),
         checkbox({ label: 'Keep the path and query', name: 'keep_path', checked: r ? r.keep_path : true })),
       actions(r ? actionButton('Remove redirect', async () => {
-        d = await post('/api/domains/redirect', { host, to: null });
+        d = await post('/api/domains/redirect', { host, to: null }, { revision: d.revision });
         toast('Redirect removed');
         drawRedirect();
       }, { kind: 'danger-soft' }) : null, button(r ? 'Save redirect' : 'Set redirect', { type: 'submit' })));
     onSubmit(f, async (v) => {
-      d = await post('/api/domains/redirect', { host, to: v.to.trim(), code: Number(v.code), keep_path: v.keep_path });
+      d = await post('/api/domains/redirect', { host, to: v.to.trim(), code: Number(v.code), keep_path: v.keep_path }, { revision: d.revision });
       toast('Redirect saved');
       drawRedirect();
     });
@@ -161,7 +161,7 @@ export async function render(ctx) {
     const ok = await confirm({ title: `Delete ${d.display || host}?`, message: 'The node stops serving this name and its certificate file is deleted. This cannot be undone.' });
     if (!ok) return;
     try {
-      await del(`/api/domains/${enc(host)}`);
+      await del(`/api/domains/${enc(host)}`, { revision: d.revision });
       toast(`Domain ${d.display || host} deleted`);
       ctx.go('/domains');
     } catch (err) {

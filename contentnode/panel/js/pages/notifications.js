@@ -67,7 +67,7 @@ export async function render(ctx) {
       const out = { enabled: b.enabled, ...body(b) };
       if (b[secret]) out[secret] = b[secret];
       if (b.clear_secret) out[secret] = null;
-      n = await put('/api/notifications', { [channel]: out });
+      n = await put('/api/notifications', { [channel]: out }, { revision: n.revision });
       toast(`${title} settings saved`);
       drawChannel(box, spec);
     });
@@ -104,7 +104,7 @@ export async function render(ctx) {
       h('div', { class: 'checks', 'data-field': 'events' }, ...Object.keys(n.events).map((k) => checkbox({ label: EVENTS[k] || k, name: `events.${k}`, checked: n.events[k] }))),
       actions(button('Save events', { type: 'submit' })));
     onSubmit(f, async (v) => {
-      n = await put('/api/notifications', { events: channelBody('events', v) });
+      n = await put('/api/notifications', { events: channelBody('events', v) }, { revision: n.revision });
       toast('Events saved');
       drawEvents();
     });

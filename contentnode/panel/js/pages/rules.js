@@ -37,7 +37,7 @@ function openRule(ctx, r, domains, buckets, presetDomain) {
       const body = {};
       for (const k of ['domain', 'path', 'bucket', 'prefix', 'cache_ttl', ...FLAGS]) if (!r || v[k] !== r[k]) body[k] = v[k];
       if (body.cache_ttl === null) delete body.cache_ttl;
-      if (r) { if (Object.keys(body).length) await put(`/api/rules/${enc(r.id)}`, body); } else await post('/api/rules', body);
+      if (r) { if (Object.keys(body).length) await put(`/api/rules/${enc(r.id)}`, body, { revision: r.revision }); } else await post('/api/rules', body);
       close();
       toast(r ? 'Rule saved' : 'Rule added');
       ctx.rerender();
@@ -69,7 +69,7 @@ export async function render(ctx) {
       button('Edit', { kind: 'secondary', class: 'btn btn-secondary btn-sm', 'aria-label': `Edit rule ${r.domain}${r.path}`, onclick: () => openRule(ctx, r, domainList, bucketList) }),
       button('Delete', { class: 'btn btn-danger-soft btn-sm', 'aria-label': `Delete rule ${r.domain}${r.path}`, onclick: async () => {
         if (!await confirm({ title: `Delete the rule ${r.domain}${r.path}?`, message: 'Requests for this path stop being served (404). Cached copies expire on their own.' })) return;
-        try { await del(`/api/rules/${enc(r.id)}`); toast('Rule deleted'); ctx.rerender(); } catch (err) { toastError(err); }
+        try { await del(`/api/rules/${enc(r.id)}`, { revision: r.revision }); toast('Rule deleted'); ctx.rerender(); } catch (err) { toastError(err); }
       } })) } : null,
   ].filter(Boolean);
 

@@ -38,7 +38,7 @@ export async function render(ctx) {
     if (!Object.keys(body).length) { toast('Nothing changed'); return; }
     const strict = (body.two_factor === 'all' || (body.two_factor === 'admins' && ctx.user.role === 'admin')) && !ctx.user.two_factor;
     if (strict && !await confirm({ title: 'Require 2FA from yourself too?', message: 'You have no two-factor authentication yet: after saving, you can only use your account page until you set it up.', confirmLabel: 'Save policy', danger: false })) return;
-    Object.assign(p, await put('/api/policy', body));
+    Object.assign(p, await put('/api/policy', body, { revision: p.revision }));
     toast('Policy saved');
     if (strict) { await ctx.refreshSession(); ctx.go('/account'); }
   });

@@ -34,7 +34,7 @@ function generalCard(s, onSaved) {
     const body = {};
     for (const [k, val] of Object.entries(next)) if (JSON.stringify(val) !== JSON.stringify(s[k])) body[k] = val;
     if (!Object.keys(body).length) { toast('Nothing changed'); return; }
-    onSaved(await put('/api/settings', body));
+    onSaved(await put('/api/settings', body, { revision: s.revision }));
     toast('Settings saved');
   });
   return card('Node', {}, f);
@@ -62,7 +62,7 @@ function adminCard(s, onSaved) {
   const hostForm = form({ class: 'inline-form' },
     field({ label: 'Admin host', name: 'host', value: s.admin_host, placeholder: 'admin.example.com', hint: 'Serves this panel on the public side, over HTTPS only. Needs a valid certificate for the name. Empty turns it off.' }),
     button('Save host', { type: 'submit' }));
-  onSubmit(hostForm, async (v) => { onSaved(await put('/api/admin-host', { host: orNull(v.host) })); toast(v.host.trim() ? 'Admin host set' : 'Admin host turned off'); });
+  onSubmit(hostForm, async (v) => { onSaved(await put('/api/admin-host', { host: orNull(v.host) }, { revision: s.revision })); toast(v.host.trim() ? 'Admin host set' : 'Admin host turned off'); });
   const allowForm = form({},
     field({ label: 'Allowed addresses (CIDRs)', name: 'cidrs', type: 'textarea', rows: 4, value: s.admin_allow.join('\n'),
       hint: 'IPv4/IPv6 networks or addresses, one per line. Empty: nobody reaches the admin host. The loopback admin port is never affected.' }),
@@ -70,19 +70,19 @@ function adminCard(s, onSaved) {
   onSubmit(allowForm, async (v) => {
     const cidrs = lines(v.cidrs);
     try {
-      onSaved(await put('/api/admin-allow', { cidrs }));
+      onSaved(await put('/api/admin-allow', { cidrs }, { revision: s.revision }));
     } catch (err) {
       if (err.status !== 409) throw err;
       const ok = await confirm({ title: 'Lock yourself out?', message: `${err.message.replace(/; send "confirm": true to apply it anyway$/, '')}. After saving, this browser cannot reach the panel through the admin host; only the loopback port on the node will work.`, confirmLabel: 'Save anyway' });
       if (!ok) return;
-      onSaved(await put('/api/admin-allow', { cidrs, confirm: true }));
+      onSaved(await put('/api/admin-allow', { cidrs, confirm: true }, { revision: s.revision }));
     }
     toast('Allow list saved');
   });
   return card('Admin access', { description: 'Reach this panel from the internet through a name of your own.' }, hostForm, allowForm);
 }
 
-function updatesCard(u) {
+function updatesCard(u, s) {
   const out = h('div', { 'aria-live': 'polite' });
   const st = u.status;
   if (st) {
@@ -101,6 +101,10 @@ function updatesCard(u) {
     }), button('Save updates', { type: 'submit' })));
   onSubmit(f, async (v) => {
     Object.assign(u, await put('/api/updates', { url: orNull(v.url), channel: v.channel, auto_check: v.auto_check }));
+    // These live in the settings object, whose revision this save moved: follow it, unless someone else changed more.
+    const fresh = await get('/api/settings');
+    const rest = (x) => JSON.stringify({ ...x, updates: null, revision: null });
+    if (rest(fresh) === rest(s)) s.revision = fresh.revision;
     toast('Update settings saved');
   });
   return card('Updates', { description: `This node runs version ${u.current}.` }, facts([['Running', badge(u.current, 'info')], ['Last check', st && st.checked_at ? when(st.checked_at) : 'never']]), out, f);
@@ -114,6 +118,6 @@ export async function render(ctx) {
   const saved = (next) => { Object.assign(s, next); ctx.state.nodeName = s.node_name; };
   mount(ctx.main, pageHeader('Settings', 'How this node runs and how it is reached.'),
     generalCard(s, saved),
-    h('div', { class: 'grid-2' }, httpsCard(panel.https), updatesCard(panel.updates)),
+    h('div', { class: 'grid-2' }, httpsCard(panel.https), updatesCard(panel.updates, s)),
     adminCard(s, saved));
 }

@@ -1,0 +1,54 @@
+"""Revisions of the updatable objects (DESIGN §10): safe concurrent edits.
+
+Each rule, domain, bucket and user record carries "revision", and the
+settings, policy and notifications each have one in the "revisions" section.
+The store raises them when it commits a change (store.Store, `revisioned=`),
+so no write path - a handler, a background check, an offline command, a
+restore - can change an object and leave its revision behind. A client that
+sends back the revision it read (If-Match) gets the change refused when the
+object moved on since: require() is called inside the same transaction as
+the write, so no other write can slip between the comparison and the change.
+"""
+
+ANY = "*"
+
+
+class StaleRevision(Exception):
+    """The object is no longer at the revision the client read; nothing was changed."""
+
+    def __init__(self, what: str, expected: int | str, current: int):
+        super().__init__(f"{what} was changed since you read it (you sent revision {expected}, it is now at "
+                         f"revision {current}); read it again and reapply your change")
+        self.message = str(self)
+        self.current = current
+
+
+def valid(value) -> bool:
+    """Whether value can be a revision: a whole number from 1 up (not a bool)."""
+    return type(value) is int and value >= 1
+
+
+def _or_first(value) -> int:
+    """A stored revision, or 1 where none (or a broken one) is stored: written before revisions existed."""
+    return value if type(value) is int and value >= 1 else 1
+
+
+def of(record) -> int:
+    """The revision of a stored record (rule, domain, bucket, user)."""
+    return _or_first(record.get("revision") if isinstance(record, dict) else None)
+
+
+def of_section(doc, name: str) -> int:
+    """The revision of a whole-section object (settings, policy, notifications) in a document."""
+    return _or_first((doc.get("revisions") or {}).get(name))
+
+
+def require(what: str, current: int, expected: int | str | None) -> None:
+    """Refuse (StaleRevision) when the client's If-Match names another revision.
+
+    expected is what the http layer parsed: None (no If-Match: the write
+    applies), "*" (any revision of an existing object) or a revision number.
+    """
+    if expected is None or expected == ANY or expected == current:
+        return
+    raise StaleRevision(what, expected, current)
