@@ -11,6 +11,7 @@ from contentnode.core.backup_records import restore_into
 from contentnode.http.errors import forbidden, invalid
 from contentnode.http.response import json_response
 from contentnode.http.router import Route
+from contentnode.http.schema import nullable, obj, text
 
 def _require_admin(req, what: str) -> None:
     """users:manage alone is not enough where the backup reaches beyond user management.
@@ -63,7 +64,11 @@ def restore(req):
     return dict(detail, restored=True)
 
 
+_PASSPHRASE = nullable(text(1024, min_length=8))
+EXPORT_BODY = obj({"passphrase": _PASSPHRASE}, description="a passphrase makes an encrypted backup")
+RESTORE_BODY = obj({"backup": {"type": "object"}, "passphrase": _PASSPHRASE}, required=["backup"])
+
 ROUTES = [
-    Route("POST", "/api/backup/export", "users:manage", export),
-    Route("POST", "/api/backup/restore", "users:manage", restore),
+    Route("POST", "/api/backup/export", "users:manage", export, body=EXPORT_BODY, body_optional=True),
+    Route("POST", "/api/backup/restore", "users:manage", restore, body=RESTORE_BODY),
 ]

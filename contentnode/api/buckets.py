@@ -14,6 +14,7 @@ from contentnode.core import buckets, rules, s3
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, obj, text
 
 MAX_BUCKETS = 1000
 
@@ -158,12 +159,24 @@ def _panel_buckets(req):
 
 PANEL_SECTIONS = [("buckets", "buckets:read", _panel_buckets)]
 
+_PATTERNS = {"region": buckets.REGION, "bucket": buckets.BUCKET_NAME, "access_key": buckets.KEY_TEXT,
+             "secret_key": buckets.KEY_TEXT}
+_FIELDS = {name: text(limit, pattern=f"^(?:{_PATTERNS[name]})$" if name in _PATTERNS else None)
+           for name, limit in buckets.MAX_LENGTHS.items()}
+_FIELDS["path_style"] = BOOLEAN
+_ID = text(64)
+CREATE_BODY = obj(_FIELDS, required=sorted(buckets.FIELDS - {"path_style"}))
+UPDATE_BODY = obj(_FIELDS)
+CHECK_BODY = obj(dict(_FIELDS, id=_ID), description="id: a stored bucket, overlaid by the fields given; "
+                                                    "without id, a complete definition")
+TEST_BODY = obj(dict(_FIELDS, id=_ID, key=text(1024)), required=["key"], description=CHECK_BODY["description"])
+
 ROUTES = [
     Route("GET", "/api/buckets", "buckets:read", list_buckets),
-    Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201),
-    Route("POST", "/api/buckets/check", "buckets:write", check_bucket),
-    Route("POST", "/api/buckets/test", "buckets:write", try_object),
+    Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201, body=CREATE_BODY),
+    Route("POST", "/api/buckets/check", "buckets:write", check_bucket, body=CHECK_BODY),
+    Route("POST", "/api/buckets/test", "buckets:write", try_object, body=TEST_BODY),
     Route("GET", "/api/buckets/{id}", "buckets:read", get_bucket),
-    Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket),
+    Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket, body=UPDATE_BODY),
     Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket, status=204),
 ]

@@ -20,6 +20,7 @@ from contentnode.core.steps import Steps, elapsed_ms
 from contentnode.core.traffic import COUNTERS, RANGES
 from contentnode.http.errors import ApiError, invalid
 from contentnode.http.router import Route
+from contentnode.http.schema import array, obj, one_of, text
 
 FLUSH_SECONDS = 60
 WARM_MAX_URLS = 100
@@ -302,17 +303,12 @@ def _panel_metrics(req):
 
 PANEL_SECTIONS = [("metrics", "metrics:read", _panel_metrics)]
 
-# list sizes are the handlers' to check: a schema bound would let generated
-# misfits hit the 64 KiB body limit first (413) instead of naming the field
-_URL = {"type": "string", "minLength": 1, "maxLength": 4096}
-URL_BODY = {"type": "object", "required": ["url"], "additionalProperties": False, "properties": {"url": _URL}}
-WARM_BODY = {"type": "object", "required": ["urls"], "additionalProperties": False,
-             "properties": {"urls": {"type": "array", "items": _URL, "minItems": 1}}}
-PURGE_BODY = {"type": "object", "additionalProperties": False, "properties": {
-    "urls": {"type": "array", "items": _URL, "minItems": 1},
-    "domain": {"type": "string", "minLength": 1, "maxLength": 253},
-    "prefix": {"type": "string", "minLength": 1, "maxLength": 1024},
-    "all": {"type": "boolean"}}}
+_URL = text(4096)
+URL_BODY = obj({"url": _URL}, required=["url"])
+WARM_BODY = obj({"urls": array(_URL, WARM_MAX_URLS, min_items=1)}, required=["urls"])
+PURGE_BODY = obj({"urls": array(_URL, PURGE_MAX_URLS, min_items=1), "domain": text(253), "prefix": text(1024),
+                  "all": one_of(True)},
+                 description='exactly one of {"urls"}, {"domain", "prefix"} or {"all": true}')
 
 ROUTES = [
     Route("POST", "/api/purge", "routes:write", purge, body=PURGE_BODY),

@@ -14,6 +14,7 @@ from contentnode.core.steps import Steps
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, nullable, obj, one_of, text
 
 
 MAX_DOMAINS = 1000
@@ -155,15 +156,18 @@ def _panel_domains(req):
 PANEL_SECTIONS = [("domains", "domains:read", _panel_domains)]
 
 
-HOST_BODY = {"type": "object", "required": ["host"], "additionalProperties": False,
-             "properties": {"host": {"type": "string", "minLength": 1, "maxLength": 253}}}
+HOST = text(253)
+HOST_BODY = obj({"host": HOST}, required=["host"])
+TEST_BODY = obj({"host": HOST, "path": text(2000)}, required=["host"])
+REDIRECT_BODY = obj({"host": HOST, "to": nullable(text(2048)), "code": one_of(*domains.REDIRECT_CODES),
+                     "keep_path": BOOLEAN}, required=["host", "to"], description="to: null clears the redirect")
 
 ROUTES = [
     Route("GET", "/api/domains", "domains:read", list_domains),
     Route("POST", "/api/domains", "domains:write", add_domain, status=201, body=HOST_BODY),
-    Route("POST", "/api/domains/check", "domains:write", check_domain),
-    Route("POST", "/api/domains/test", "domains:write", test_domain),
-    Route("POST", "/api/domains/redirect", "domains:write", set_redirect),
+    Route("POST", "/api/domains/check", "domains:write", check_domain, body=HOST_BODY),
+    Route("POST", "/api/domains/test", "domains:write", test_domain, body=TEST_BODY),
+    Route("POST", "/api/domains/redirect", "domains:write", set_redirect, body=REDIRECT_BODY),
     Route("GET", "/api/domains/{host}", "domains:read", get_domain),
     Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain, status=204),
 ]

@@ -8,6 +8,7 @@ from contentnode.core import fields as v
 from contentnode.tls import HTTPS_DEFAULTS
 from contentnode.http.errors import conflict
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, integer, obj
 
 
 def https_view(app) -> dict:
@@ -59,7 +60,9 @@ def _panel_https(req):
 
 PANEL_SECTIONS = [("https", "settings:write", _panel_https)]
 
+HTTPS_BODY = obj({"enabled": BOOLEAN, "port": integer(0, 65535), "redirect_http": BOOLEAN, "hsts": BOOLEAN})
+
 ROUTES = [
     Route("GET", "/api/https", "settings:write", get_https),
-    Route("PUT", "/api/https", "settings:write", put_https),
+    Route("PUT", "/api/https", "settings:write", put_https, body=HTTPS_BODY),
 ]

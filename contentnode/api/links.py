@@ -15,6 +15,7 @@ from contentnode.core.settings import effective
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.http.errors import invalid
 from contentnode.http.router import Route
+from contentnode.http.schema import integer, nullable, obj, text
 
 
 def _covering_rule(doc: dict, url: str) -> tuple[str, str, dict]:
@@ -102,8 +103,12 @@ def _panel_links(req):
 
 PANEL_SECTIONS = [("links", "settings:write", _panel_links)]
 
+LINK_BODY = obj({"url": text(4000), "expires_in": integer(signing.MIN_EXPIRES_IN, signing.MAX_EXPIRES_IN),
+                 "ip": nullable(text(64))}, required=["url", "expires_in"])
+ROTATE_BODY = obj({"grace_seconds": integer(0, signing.MAX_GRACE)})
+
 ROUTES = [
-    Route("POST", "/api/links", "routes:write", create_link),
-    Route("POST", "/api/links/rotate", "settings:write", rotate_key),
+    Route("POST", "/api/links", "routes:write", create_link, body=LINK_BODY),
+    Route("POST", "/api/links/rotate", "settings:write", rotate_key, body=ROTATE_BODY, body_optional=True),
     Route("GET", "/api/links/keys", "settings:write", list_keys),
 ]

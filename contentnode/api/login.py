@@ -4,14 +4,15 @@ import hashlib
 import hmac
 
 from contentnode.core import fields as v
-from contentnode.auth.passwords import password_problem
+from contentnode.auth.passwords import MAX_LENGTH as PASSWORD_MAX_LENGTH, password_problem
 from contentnode.auth import tokens
 from contentnode.auth.ratelimit import address_key, password_key, token_key
 from contentnode.auth.sessions import PENDING_LIFETIME, clear_cookie_header, cookie_header
-from contentnode.auth.users import find_by_username, new_user, new_username, public_user
+from contentnode.auth.users import USERNAME_PATTERN, find_by_username, new_user, new_username, public_user
 from contentnode.http.errors import ApiError, conflict, invalid, rate_limited
 from contentnode.http.response import json_response, no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import obj, text
 
 
 def _secure(req) -> bool:
@@ -227,9 +228,16 @@ def logout(req):
     return no_content({"Set-Cookie": clear_cookie_header(_secure(req))})
 
 
+# A new password's length floor is the policy's (password_min_length), checked by the handler.
+NEW_PASSWORD = {"type": "string", "minLength": 1, "maxLength": PASSWORD_MAX_LENGTH}
+USERNAME = text(64, pattern=f"^{USERNAME_PATTERN}$")
+SETUP_BODY = obj({"username": USERNAME, "password": NEW_PASSWORD}, required=["username", "password"])
+LOGIN_BODY = obj({"username": text(200), "password": {"type": "string", "minLength": 1}, "token": text(200)},
+                 description='{"username", "password"}, or {"token"} to log in with an API token')
+
 ROUTES = [
     Route("GET", "/api/session", "public", get_session),
-    Route("POST", "/api/setup", "public", setup, status=201),
-    Route("POST", "/api/login", "public", login),
-    Route("POST", "/api/logout", "public", logout, status=204),
+    Route("POST", "/api/setup", "public", setup, status=201, body=SETUP_BODY),
+    Route("POST", "/api/login", "public", login, body=LOGIN_BODY),
+    Route("POST", "/api/logout", "public", logout, status=204, body=obj({}), body_optional=True),
 ]

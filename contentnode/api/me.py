@@ -1,11 +1,12 @@
 """The logged-in user's own account: who am I, change my password."""
 
 from contentnode.core import fields as v
-from contentnode.api.login import checked_new_password, password_attempt
+from contentnode.api.login import NEW_PASSWORD, checked_new_password, password_attempt
 from contentnode.auth.users import public_user
 from contentnode.http.errors import ApiError
 from contentnode.http.response import no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import obj
 
 
 def get_me(req):
@@ -34,7 +35,10 @@ def change_password(req):
     return no_content()
 
 
+PASSWORD_BODY = obj({"current_password": {"type": "string", "minLength": 1}, "new_password": NEW_PASSWORD},
+                    required=["current_password", "new_password"])
+
 ROUTES = [
     Route("GET", "/api/me", "login", get_me, enrolment_exempt=True),
-    Route("PUT", "/api/me/password", "login", change_password, status=204),
+    Route("PUT", "/api/me/password", "login", change_password, status=204, body=PASSWORD_BODY),
 ]

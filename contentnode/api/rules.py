@@ -9,10 +9,12 @@ import secrets
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
+from contentnode.api.domains import HOST
 from contentnode.core import rules
 from contentnode.http.errors import conflict, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, integer, obj, text
 
 MAX_RULES = 20_000
 
@@ -92,10 +94,16 @@ def _panel_rules(req):
 
 PANEL_SECTIONS = [("rules", "routes:read", _panel_rules)]
 
+_FIELDS = {"domain": HOST, "path": text(rules.MAX_PATH), "bucket": text(64),
+           "prefix": text(rules.MAX_PREFIX, min_length=0), "cache_ttl": integer(0, rules.MAX_CACHE_TTL),
+           "signed": BOOLEAN, "images": BOOLEAN, "enabled": BOOLEAN}
+CREATE_BODY = obj(_FIELDS, required=["domain", "path", "bucket"])
+UPDATE_BODY = obj(_FIELDS)
+
 ROUTES = [
     Route("GET", "/api/rules", "routes:read", list_rules, query=frozenset({"domain"})),
-    Route("POST", "/api/rules", "routes:write", create_rule, status=201),
+    Route("POST", "/api/rules", "routes:write", create_rule, status=201, body=CREATE_BODY),
     Route("GET", "/api/rules/{id}", "routes:read", get_rule),
-    Route("PUT", "/api/rules/{id}", "routes:write", update_rule),
+    Route("PUT", "/api/rules/{id}", "routes:write", update_rule, body=UPDATE_BODY),
     Route("DELETE", "/api/rules/{id}", "routes:write", delete_rule, status=204),
 ]

@@ -6,6 +6,7 @@ import logging
 from contentnode.core import settings as st
 from contentnode.http.errors import conflict, invalid
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, array, integer, nullable, obj, one_of, refused, text
 
 
 def current(app) -> dict:
@@ -77,9 +78,22 @@ def _panel_settings(req):
 
 PANEL_SECTIONS = [("settings", "settings:write", _panel_settings)]
 
+_URL = text(2048)
+SETTINGS_BODY = obj({
+    "node_name": text(64), "public_url": nullable(_URL), "public_scheme": one_of("http", "https"),
+    "public_port": nullable(integer(1, 65535)), "acme_directory": _URL, "acme_email": nullable(text(254)),
+    "cache_max_bytes": integer(0, st.MAX_CACHE_BYTES), "allow_private_outbound": BOOLEAN,
+    "trusted_proxies": array({"type": "string"}, st.MAX_CIDRS), "link_grace_seconds": integer(0, st.MAX_GRACE),
+    "log_level": one_of(*st.LOG_LEVELS),
+    **{key: refused(f"is changed with PUT /api/{key.replace('_', '-')}") for key in st.DEFAULTS
+       if key not in st.GENERAL_DEFAULTS}}, description="a partial update: the settings given change")
+ADMIN_HOST_BODY = obj({"host": nullable(text(253))}, required=["host"], description="null: no admin host")
+ADMIN_ALLOW_BODY = obj({"cidrs": array({"type": "string"}, st.MAX_CIDRS), "confirm": BOOLEAN},
+                       required=["cidrs"], description="[] allows every address")
+
 ROUTES = [
     Route("GET", "/api/settings", "settings:write", get_settings),
-    Route("PUT", "/api/settings", "settings:write", put_settings),
-    Route("PUT", "/api/admin-host", "settings:write", put_admin_host),
-    Route("PUT", "/api/admin-allow", "settings:write", put_admin_allow),
+    Route("PUT", "/api/settings", "settings:write", put_settings, body=SETTINGS_BODY),
+    Route("PUT", "/api/admin-host", "settings:write", put_admin_host, body=ADMIN_HOST_BODY),
+    Route("PUT", "/api/admin-allow", "settings:write", put_admin_allow, body=ADMIN_ALLOW_BODY),
 ]

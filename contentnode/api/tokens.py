@@ -8,10 +8,12 @@ POST /api/login {"token"} (api/login.py).
 from contentnode.api.login import password_attempt
 from contentnode.api.users import MANAGE, _find
 from contentnode.auth import tokens
+from contentnode.auth.scopes import SCOPES
 from contentnode.core import fields as v
 from contentnode.http.errors import ApiError, invalid, not_found
 from contentnode.http.response import json_response, no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import array, integer, nullable, obj, one_of, text
 
 
 
@@ -61,9 +63,15 @@ def revoke_users_token(req):
     return _revoke(req, _find(req), req.params["token_id"])
 
 
+CREATE_BODY = obj({"name": text(tokens.NAME_MAX), "scopes": array(one_of(*SCOPES), min_items=1),
+                   "expires_in": nullable(integer(tokens.EXPIRES_IN_MIN, tokens.EXPIRES_IN_MAX)),
+                   "password": {"type": "string", "minLength": 1}},
+                  required=["name", "scopes", "password"],
+                  description="scopes: a subset of your own; expires_in: seconds, null for never")
+
 ROUTES = [
     Route("GET", "/api/me/tokens", "login", list_own),
-    Route("POST", "/api/me/tokens", "login", create_token),
+    Route("POST", "/api/me/tokens", "login", create_token, status=201, body=CREATE_BODY),
     Route("DELETE", "/api/me/tokens/{id}", "login", revoke_own),
     Route("GET", "/api/users/{id}/tokens", MANAGE, list_users_tokens),
     Route("DELETE", "/api/users/{id}/tokens/{token_id}", MANAGE, revoke_users_token),

@@ -16,6 +16,7 @@ from contentnode.auth.users import public_user
 from contentnode.core import settings as st
 from contentnode.http.errors import ApiError, conflict, invalid
 from contentnode.http.router import Route
+from contentnode.http.schema import obj, text
 
 
 def two_factor_keys(req, username: str) -> tuple:
@@ -162,11 +163,16 @@ def regenerate_recovery_codes(req):
     return {"recovery_codes": codes}
 
 
+PASSWORD_BODY = obj({"password": {"type": "string", "minLength": 1}}, required=["password"])
+SECOND_STEP_BODY = obj({"code": text(64)}, required=["code"], description="a TOTP code or a recovery code")
+ENABLE_BODY = obj({"code": text(16)}, required=["code"], description="a code from the set-up secret")
+
 ROUTES = [
-    Route("POST", "/api/login/2fa", "public", login_second_step),
+    Route("POST", "/api/login/2fa", "public", login_second_step, body=SECOND_STEP_BODY),
     Route("GET", "/api/me/2fa", "login", status, enrolment_exempt=True),
-    Route("POST", "/api/me/2fa/setup", "login", setup, enrolment_exempt=True),
-    Route("POST", "/api/me/2fa/enable", "login", enable, enrolment_exempt=True),
-    Route("POST", "/api/me/2fa/disable", "login", disable, enrolment_exempt=True),
-    Route("POST", "/api/me/2fa/recovery-codes", "login", regenerate_recovery_codes, enrolment_exempt=True),
+    Route("POST", "/api/me/2fa/setup", "login", setup, enrolment_exempt=True, body=PASSWORD_BODY),
+    Route("POST", "/api/me/2fa/enable", "login", enable, enrolment_exempt=True, body=ENABLE_BODY),
+    Route("POST", "/api/me/2fa/disable", "login", disable, enrolment_exempt=True, body=PASSWORD_BODY),
+    Route("POST", "/api/me/2fa/recovery-codes", "login", regenerate_recovery_codes, enrolment_exempt=True,
+          body=PASSWORD_BODY),
 ]

@@ -12,15 +12,16 @@ reset end the account's sessions.
 
 from contentnode import clock
 from contentnode.core import fields as v
-from contentnode.api.login import checked_new_password
+from contentnode.api.login import NEW_PASSWORD, USERNAME, checked_new_password
 from contentnode.auth.ratelimit import address_key, password_key, second_factor_key
-from contentnode.auth.scopes import effective_scopes
+from contentnode.auth.scopes import ROLES, SCOPES, effective_scopes
 from contentnode.auth.tokens import revoke_all
 from contentnode.auth.users import (enabled_admins, find_by_username, new_user, new_username, public_user,
                                     role_and_scopes)
 from contentnode.http.errors import conflict, forbidden, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, array, nullable, obj, one_of
 
 MANAGE = "users:manage"
 
@@ -222,13 +223,20 @@ def _panel_users(req):
 
 PANEL_SECTIONS = [("users", MANAGE, _panel_users)]
 
+_ROLE = one_of(*ROLES)
+_SCOPES = nullable(array(one_of(*SCOPES), len(SCOPES)))  # chosen for the custom role only
+CREATE_BODY = obj({"username": USERNAME, "password": NEW_PASSWORD, "role": _ROLE, "scopes": _SCOPES,
+                   "disabled": BOOLEAN}, required=["username", "password", "role"])
+UPDATE_BODY = obj({"role": _ROLE, "scopes": _SCOPES, "disabled": BOOLEAN})
+RESET_BODY = obj({"password": NEW_PASSWORD}, required=["password"])
+
 ROUTES = [
     Route("GET", "/api/users", MANAGE, list_users),
-    Route("POST", "/api/users", MANAGE, create_user, status=201),
+    Route("POST", "/api/users", MANAGE, create_user, status=201, body=CREATE_BODY),
     Route("GET", "/api/users/{id}", MANAGE, get_user),
-    Route("PUT", "/api/users/{id}", MANAGE, update_user),
+    Route("PUT", "/api/users/{id}", MANAGE, update_user, body=UPDATE_BODY),
     Route("DELETE", "/api/users/{id}", MANAGE, delete_user, status=204),
-    Route("PUT", "/api/users/{id}/password", MANAGE, reset_password),
+    Route("PUT", "/api/users/{id}/password", MANAGE, reset_password, body=RESET_BODY),
     Route("DELETE", "/api/users/{id}/2fa", MANAGE, reset_two_factor, status=204),
     Route("DELETE", "/api/users/{id}/sessions", MANAGE, end_sessions, status=204),
     Route("DELETE", "/api/users/{id}/lockout", MANAGE, clear_lockout, status=204),

@@ -15,6 +15,8 @@ from contentnode.auth.scopes import effective_scopes, invalid_scopes
 PREFIX = "cn_"
 SECTIONS = {"api_tokens": dict}
 LAST_USED_GRANULARITY = 60.0  # last_used_at is written at most once a minute per token
+NAME_MAX = 64
+EXPIRES_IN_MIN, EXPIRES_IN_MAX = 60, 10 * 365 * 86400  # a minute to ten years
 
 
 class TokenError(ValueError):
@@ -40,8 +42,8 @@ def user_scopes(user: dict) -> list:
 
 def mint(doc: dict, user: dict, name, scopes, expires_in, now: float) -> tuple[dict, str]:
     """Validate and add a token for user inside an open transaction; returns (record, secret)."""
-    if not isinstance(name, str) or not name.strip() or len(name) > 64:
-        raise TokenError(400, "invalid", "name must be a non-empty string of at most 64 characters", "name")
+    if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
+        raise TokenError(400, "invalid", f"name must be a non-empty string of at most {NAME_MAX} characters", "name")
     if not isinstance(scopes, list) or not scopes or not all(isinstance(s, str) for s in scopes):
         raise TokenError(400, "invalid", "scopes must be a non-empty list of scope names", "scopes")
     unknown = invalid_scopes(scopes)
@@ -50,7 +52,7 @@ def mint(doc: dict, user: dict, name, scopes, expires_in, now: float) -> tuple[d
     if unknown or beyond:
         raise TokenError(400, "invalid", f"scopes not held by this user: {', '.join(unknown or beyond)}", "scopes")
     if expires_in is not None and (isinstance(expires_in, bool) or not isinstance(expires_in, int)
-                                   or not 60 <= expires_in <= 10 * 365 * 86400):
+                                   or not EXPIRES_IN_MIN <= expires_in <= EXPIRES_IN_MAX):
         raise TokenError(400, "invalid", "expires_in must be null or seconds between 60 and 10 years", "expires_in")
     tokens = doc.setdefault("api_tokens", {})
     if any(t["user_id"] == user["id"] and t["name"] == name for t in tokens.values()):

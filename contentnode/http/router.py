@@ -42,7 +42,7 @@ class Route:
     (400 invalid naming it), so a typo never silently widens an answer.
     status and media are the success status and content type; body, where
     declared, the JSON schema of the request body (checked here, published by
-    http/openapi.py).
+    http/openapi.py); body_optional rows also take no body at all.
     """
 
     method: str
@@ -54,6 +54,7 @@ class Route:
     status: int = 200
     media: str = "application/json"
     body: dict | None = field(default=None, hash=False, compare=False)
+    body_optional: bool = False
 
 
 class RouteTable:
@@ -193,7 +194,7 @@ class AdminDispatcher:
                 raise ApiError(403, "forbidden", f"this needs the {route.access} scope")
         _check_query(req)
         self._parse_body(req)
-        if route.body is not None:
+        if route.body is not None and not (route.body_optional and req.body is None):
             schema.check(route.body, req.body)
 
     def _run(self, req) -> Response:
