@@ -35,10 +35,7 @@ def _passphrase(body):
 
 
 def export(req):
-    body = req.body if req.body is not None else {}
-    if not isinstance(body, dict) or not set(body) <= {"passphrase"}:
-        raise invalid('the body must be {} or {"passphrase": "..."}', "passphrase")
-    passphrase = _passphrase(body)
+    passphrase = _passphrase(req.body or {})  # the shape is EXPORT_BODY's
     if passphrase is not None:
         _require_admin(req, "export an encrypted backup (it holds every secret of the node)")
     document = backup.make_export(req.app.store.data, req.app.data_dir, passphrase, req.app.clock.now())
@@ -49,9 +46,7 @@ def export(req):
 
 
 def restore(req):
-    body = req.body
-    if not isinstance(body, dict) or "backup" not in body or not set(body) <= {"backup", "passphrase"}:
-        raise invalid('the body must be {"backup": <document>, "passphrase"?: "..."}', "backup")
+    body = req.body  # the shape is RESTORE_BODY's
     _require_admin(req, "restore a backup (it replaces users, settings and secrets)")
     try:
         detail = restore_into(req.app, body["backup"], body.get("passphrase"), req.user, req.client_ip)

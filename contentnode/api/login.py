@@ -23,6 +23,21 @@ def _any_admin(users: dict) -> bool:
     return any(u["role"] == "admin" for u in users.values())
 
 
+def session_user(req) -> dict:
+    """The user object of this session. A token session acts with the token's scopes (intersected
+    with the owner's); it shows the owner's role, and those scopes as the ones it holds."""
+    shown = public_user(req.user)
+    if req.api_token is not None:
+        owner = req.app.store.data["users"].get(req.user["id"])
+        shown["role"] = owner["role"] if owner else shown["role"]
+    return shown
+
+
+def token_summary(req) -> dict | None:
+    """{"id", "name"} of the API token this session logged in with; None for a password login."""
+    return {"id": req.api_token["id"], "name": req.api_token["name"]} if req.api_token else None
+
+
 def get_session(req):
     users = req.app.store.data["users"]
     policy = req.app.store.data["policy"]
@@ -32,8 +47,8 @@ def get_session(req):
         "two_factor_policy": policy["two_factor"],
         "two_factor_pending": req.pending_session is not None,
         "two_factor_enrollment_required": bool(req.user and req.app.sessions.must_enrol(req.user, req.api_token)),
-        "user": public_user(req.user) if req.user else None,
-        "token": ({"id": req.api_token["id"], "name": req.api_token["name"]} if req.api_token else None),
+        "user": session_user(req) if req.user else None,
+        "token": token_summary(req),
     }
 
 

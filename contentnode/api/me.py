@@ -1,8 +1,7 @@
 """The logged-in user's own account: who am I, change my password."""
 
 from contentnode.core import fields as v
-from contentnode.api.login import NEW_PASSWORD, checked_new_password, password_attempt
-from contentnode.auth.users import public_user
+from contentnode.api.login import NEW_PASSWORD, checked_new_password, password_attempt, session_user, token_summary
 from contentnode.http.errors import ApiError
 from contentnode.http.response import no_content
 from contentnode.http.router import Route
@@ -10,7 +9,8 @@ from contentnode.http.schema import obj
 
 
 def get_me(req):
-    return {"user": public_user(req.user)}
+    """Who this session is: the user, and the API token it logged in with (null for a password login)."""
+    return {"user": session_user(req), "token": token_summary(req)}
 
 
 def change_password(req):

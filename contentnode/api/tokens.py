@@ -6,7 +6,7 @@ POST /api/login {"token"} (api/login.py).
 """
 
 from contentnode.api.login import password_attempt
-from contentnode.api.users import MANAGE, _find
+from contentnode.api.users import MANAGE, user_in_path
 from contentnode.auth import tokens
 from contentnode.auth.scopes import SCOPES
 from contentnode.core import fields as v
@@ -56,11 +56,11 @@ def revoke_own(req):
 
 
 def list_users_tokens(req):
-    return {"tokens": tokens.for_user(req.app.store.data.get("api_tokens", {}), _find(req)["id"])}
+    return {"tokens": tokens.for_user(req.app.store.data.get("api_tokens", {}), user_in_path(req)["id"])}
 
 
 def revoke_users_token(req):
-    return _revoke(req, _find(req), req.params["token_id"])
+    return _revoke(req, user_in_path(req), req.params["token_id"])
 
 
 CREATE_BODY = obj({"name": text(tokens.NAME_MAX), "scopes": array(one_of(*SCOPES), min_items=1),

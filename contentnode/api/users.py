@@ -16,7 +16,7 @@ from contentnode.api.login import NEW_PASSWORD, USERNAME, checked_new_password
 from contentnode.auth.ratelimit import address_key, password_key, second_factor_key
 from contentnode.auth.scopes import ROLES, SCOPES, effective_scopes
 from contentnode.auth.tokens import revoke_all
-from contentnode.auth.users import (enabled_admins, find_by_username, new_user, new_username, public_user,
+from contentnode.auth.users import (enabled_admins, find_by_username, find_user, new_user, new_username, public_user,
                                     role_and_scopes)
 from contentnode.http.errors import conflict, forbidden, not_found
 from contentnode.http.response import created, no_content
@@ -40,11 +40,9 @@ def admin_view(req, user: dict) -> dict:
     return view
 
 
-def _find(req) -> dict:
-    """The user named by the {id} path parameter: an id, or else a username."""
-    users = req.app.store.data["users"]
-    ident = req.params["id"]
-    user = users.get(ident) or find_by_username(users, ident)
+def user_in_path(req) -> dict:
+    """The user named by the {id} path parameter (an id, or else a username), or 404."""
+    user = find_user(req.app.store.data["users"], req.params["id"])
     if user is None:
         raise not_found("no such user")
     return user
@@ -97,7 +95,7 @@ def list_users(req):
 
 
 def get_user(req):
-    return admin_view(req, _find(req))
+    return admin_view(req, user_in_path(req))
 
 
 def create_user(req):
@@ -124,7 +122,7 @@ def update_user(req):
     """PUT {"role"?, "scopes"?, "disabled"?}: a partial update."""
     body = v.require_object(req.body)
     v.only(body, {"role", "scopes", "disabled"})
-    target = _find(req)
+    target = user_in_path(req)
     _may_manage(req, target["role"], target.get("scopes"))
     role, scopes = role_and_scopes(body, target)
     disabled = v.boolean(body, "disabled", default=bool(target.get("disabled")))
@@ -143,7 +141,7 @@ def update_user(req):
 
 
 def delete_user(req):
-    target = _find(req)
+    target = user_in_path(req)
     _may_manage(req, target["role"], target.get("scopes"))
     with req.app.store.transaction() as doc:
         before = doc["users"].pop(_record(doc, target)["id"])
@@ -163,7 +161,7 @@ def reset_password(req):
     """
     body = v.require_object(req.body)
     v.only(body, {"password"})
-    target = _find(req)
+    target = user_in_path(req)
     if target["id"] == req.user["id"]:
         raise forbidden("forbidden", "your own password is changed with PUT /api/me/password, "
                                      "which needs the current one")
@@ -185,7 +183,7 @@ def reset_two_factor(req):
     Not for one's own account: disabling one's 2FA needs the password (DESIGN §6),
     which POST /api/me/2fa/disable asks for; a session alone must not be enough.
     """
-    target = _find(req)
+    target = user_in_path(req)
     if target["id"] == req.user["id"]:
         raise forbidden("forbidden", "your own two-factor authentication is turned off with "
                                      "POST /api/me/2fa/disable, which needs your password")
@@ -200,7 +198,7 @@ def reset_two_factor(req):
 
 
 def end_sessions(req):
-    target = _find(req)
+    target = user_in_path(req)
     _may_manage(req, target["role"], target.get("scopes"))
     ended = req.app.sessions.end_user_sessions(target["id"], keep_id=_own_session_kept(req, target))
     req.audit("user.sessions_end", target=target["username"], detail={"sessions_ended": ended})
@@ -209,7 +207,7 @@ def end_sessions(req):
 
 def clear_lockout(req):
     """Clears the account's failure counts and those of the addresses it logged in from."""
-    target = _find(req)
+    target = user_in_path(req)
     _may_manage(req, target["role"], target.get("scopes"))
     keys = _lockout_keys(target) + [address_key(a) for a in target.get("known_addresses") or ()]
     cleared = [k for k in keys if req.app.login_limiter.clear(k)]

@@ -101,7 +101,7 @@ def _shown(option) -> str:
 
 def obj(properties: dict, required=(), description: str | None = None) -> dict:
     """A JSON object with exactly these members (unknown ones are refused)."""
-    schema = {"type": "object", "additionalProperties": False, "properties": properties}
+    schema: dict = {"type": "object", "additionalProperties": False, "properties": properties}
     if required:
         schema["required"] = list(required)
     if description:
@@ -110,7 +110,7 @@ def obj(properties: dict, required=(), description: str | None = None) -> dict:
 
 
 def text(max_length: int, min_length: int = 1, pattern: str | None = None) -> dict:
-    schema = {"type": "string", "minLength": min_length, "maxLength": max_length}
+    schema: dict = {"type": "string", "minLength": min_length, "maxLength": max_length}
     if pattern is not None:
         schema["pattern"] = pattern
     return schema
@@ -128,7 +128,7 @@ def one_of(*values) -> dict:
 
 
 def array(items: dict, max_items: int | None = None, min_items: int = 0) -> dict:
-    schema = {"type": "array", "items": items}
+    schema: dict = {"type": "array", "items": items}
     if max_items is not None:
         schema["maxItems"] = max_items
     if min_items:
