@@ -50,8 +50,7 @@ def get_bucket(req):
 
 
 def create_bucket(req):
-    body = v.require_object(req.body)
-    v.only(body, buckets.FIELDS)
+    body = req.body
     record = buckets.record_fields(body, partial=False)
     buckets.check_record(record)
     stamp = rfc3339(req.app.clock.now())
@@ -67,8 +66,7 @@ def create_bucket(req):
 
 
 def update_bucket(req):
-    body = v.require_object(req.body)
-    v.only(body, buckets.FIELDS)
+    body = req.body
     changes = buckets.record_fields(body, partial=True)
     bucket_id = req.params["id"]
     with req.app.store.transaction() as doc:
@@ -101,14 +99,13 @@ def client_for(app, record: dict) -> s3.S3Client:
     return s3.S3Client(s3.BucketConfig.from_record(record), app.outbound, clock=app.clock.now)
 
 
-def _target(req, allowed: set) -> tuple[str | None, dict]:
+def _target(req) -> tuple[str | None, dict]:
     """(stored id or None, the complete record to use) for check and test bodies.
 
     With "id", the stored record, overlaid by any fields given (to try new
     credentials before saving); without it, a complete definition.
     """
-    body = v.require_object(req.body)
-    v.only(body, allowed)
+    body = req.body
     bucket_id = v.text(body, "id", required=False, max_len=64)
     definition = {k: val for k, val in body.items() if k in buckets.FIELDS}
     if bucket_id is None:
@@ -121,7 +118,7 @@ def _target(req, allowed: set) -> tuple[str | None, dict]:
 
 
 def check_bucket(req):
-    bucket_id, record = _target(req, buckets.FIELDS | {"id"})
+    bucket_id, record = _target(req)
     report = s3.check_bucket(client_for(req.app, record))
     overlaid = bool(set(req.body) & buckets.FIELDS)
     if bucket_id is not None and not overlaid:
@@ -143,11 +140,11 @@ def _record_check(app, bucket_id: str, name: str, report: dict) -> None:
 
 
 def try_object(req):
-    body = v.require_object(req.body)
+    body = req.body
     key = v.text(body, "key", max_len=1024, strip=False)
     if any(ord(c) < 32 or ord(c) == 127 for c in key):
         raise invalid("key must not contain control characters", "key")
-    bucket_id, record = _target(req, buckets.FIELDS | {"id", "key"})
+    bucket_id, record = _target(req)
     result = s3.probe_object(client_for(req.app, record), key)
     req.audit("bucket.test", target=bucket_id or record["endpoint"], ok=result["ok"], detail={"key": key[:200]})
     return {"id": bucket_id, "key": key, **result}

@@ -5,7 +5,6 @@ that cannot be bound is refused (409 port_in_use) and changes nothing.
 """
 
 from contentnode.core import fields as v
-from contentnode.tls import HTTPS_DEFAULTS
 from contentnode.http.errors import conflict
 from contentnode.http.router import Route
 from contentnode.http.schema import BOOLEAN, integer, obj
@@ -23,8 +22,7 @@ def get_https(req):
 
 
 def put_https(req):
-    body = v.require_object(req.body)
-    v.only(body, set(HTTPS_DEFAULTS))
+    body = req.body
     current = req.app.tls.https_settings()
     wanted = {
         "enabled": v.boolean(body, "enabled", default=current["enabled"]),

@@ -61,8 +61,7 @@ def checked_new_password(req, password, username: str, field: str = "password") 
 
 
 def setup(req):
-    body = v.require_object(req.body)
-    v.only(body, {"username", "password"})
+    body = req.body
     username = new_username(body)
     password = checked_new_password(req, body.get("password"), username)
     if _any_admin(req.app.store.data["users"]):

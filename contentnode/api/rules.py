@@ -47,8 +47,7 @@ def get_rule(req):
 
 
 def create_rule(req):
-    body = v.require_object(req.body)
-    v.only(body, rules.FIELDS)
+    body = req.body
     stamp = rfc3339(req.app.clock.now())
     with req.app.store.transaction() as doc:
         if len(doc["rules"]) >= MAX_RULES:
@@ -62,8 +61,7 @@ def create_rule(req):
 
 
 def update_rule(req):
-    body = v.require_object(req.body)
-    v.only(body, rules.FIELDS)
+    body = req.body
     rule_id = req.params["id"]
     with req.app.store.transaction() as doc:
         record = existing(doc, rule_id)
