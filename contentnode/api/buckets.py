@@ -14,7 +14,7 @@ from contentnode.core import buckets, rules, s3
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, obj, text
+from contentnode.http.schema import BOOLEAN, STRING, answer, listing, obj, refused, text
 
 MAX_BUCKETS = 1000
 
@@ -168,12 +168,17 @@ CHECK_BODY = obj(dict(_FIELDS, id=_ID), description="id: a stored bucket, overla
                                                     "without id, a complete definition")
 TEST_BODY = obj(dict(_FIELDS, id=_ID, key=text(1024)), required=["key"], description=CHECK_BODY["description"])
 
+BUCKET = answer({"id": STRING, **{name: STRING for name in buckets.MAX_LENGTHS if name != "secret_key"},
+                 "path_style": BOOLEAN, "secret_key_set": BOOLEAN, "secret_key": refused("is write-only"),
+                 "created_at": STRING, "updated_at": STRING, "last_check": {"type": ["object", "null"]}},
+                optional=("secret_key", "created_at", "updated_at", "last_check"))
+
 ROUTES = [
-    Route("GET", "/api/buckets", "buckets:read", list_buckets),
-    Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201, body=CREATE_BODY),
+    Route("GET", "/api/buckets", "buckets:read", list_buckets, answer=listing("buckets", BUCKET)),
+    Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201, body=CREATE_BODY, answer=BUCKET),
     Route("POST", "/api/buckets/check", "buckets:write", check_bucket, body=CHECK_BODY),
     Route("POST", "/api/buckets/test", "buckets:write", try_object, body=TEST_BODY),
-    Route("GET", "/api/buckets/{id}", "buckets:read", get_bucket),
-    Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket, body=UPDATE_BODY),
+    Route("GET", "/api/buckets/{id}", "buckets:read", get_bucket, answer=BUCKET),
+    Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket, body=UPDATE_BODY, answer=BUCKET),
     Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket, status=204),
 ]

@@ -14,7 +14,7 @@ from contentnode.core.steps import Steps
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, nullable, obj, one_of, text
+from contentnode.http.schema import BOOLEAN, STRING, answer, listing, nullable, obj, one_of, text
 
 
 MAX_DOMAINS = 1000
@@ -158,12 +158,19 @@ TEST_BODY = obj({"host": HOST, "path": text(2000)}, required=["host"])
 REDIRECT_BODY = obj({"host": HOST, "to": nullable(text(2048)), "code": one_of(*domains.REDIRECT_CODES),
                      "keep_path": BOOLEAN}, required=["host", "to"], description="to: null clears the redirect")
 
+DOMAIN = answer({"host": STRING, "display": STRING, "status": STRING, "created_at": STRING, "updated_at": STRING,
+                 "last_check": {"type": ["object", "null"]},
+                 "redirect": nullable(answer({"to": STRING, "code": one_of(*domains.REDIRECT_CODES),
+                                              "keep_path": BOOLEAN})),
+                 "certificate": {"type": ["object", "null"]}},
+                optional=("display", "created_at", "updated_at", "last_check", "redirect", "certificate"))
+
 ROUTES = [
-    Route("GET", "/api/domains", "domains:read", list_domains),
-    Route("POST", "/api/domains", "domains:write", add_domain, status=201, body=HOST_BODY),
+    Route("GET", "/api/domains", "domains:read", list_domains, answer=listing("domains", DOMAIN)),
+    Route("POST", "/api/domains", "domains:write", add_domain, status=201, body=HOST_BODY, answer=DOMAIN),
     Route("POST", "/api/domains/check", "domains:write", check_domain, body=HOST_BODY),
     Route("POST", "/api/domains/test", "domains:write", test_domain, body=TEST_BODY),
-    Route("POST", "/api/domains/redirect", "domains:write", set_redirect, body=REDIRECT_BODY),
-    Route("GET", "/api/domains/{host}", "domains:read", get_domain),
+    Route("POST", "/api/domains/redirect", "domains:write", set_redirect, body=REDIRECT_BODY, answer=DOMAIN),
+    Route("GET", "/api/domains/{host}", "domains:read", get_domain, answer=DOMAIN),
     Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain, status=204),
 ]

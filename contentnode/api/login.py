@@ -4,6 +4,8 @@ import hashlib
 import hmac
 
 from contentnode.core import fields as v
+from contentnode.auth.policy import TWO_FACTOR_MODES
+from contentnode.auth.scopes import ROLES, SCOPES
 from contentnode.auth.passwords import MAX_LENGTH as PASSWORD_MAX_LENGTH, password_problem
 from contentnode.auth import tokens
 from contentnode.auth.ratelimit import address_key, password_key, token_key
@@ -12,7 +14,7 @@ from contentnode.auth.users import USERNAME_PATTERN, find_by_username, new_user,
 from contentnode.http.errors import ApiError, conflict, invalid, rate_limited
 from contentnode.http.response import json_response, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import obj, text
+from contentnode.http.schema import BOOLEAN, STRING, answer, array, nullable, obj, one_of, text
 
 
 def _secure(req) -> bool:
@@ -242,6 +244,14 @@ def logout(req):
     return no_content({"Set-Cookie": clear_cookie_header(_secure(req))})
 
 
+USER = answer({"id": STRING, "username": STRING, "role": one_of(*ROLES), "scopes": array(one_of(*SCOPES)),
+               "two_factor": BOOLEAN, "disabled": BOOLEAN, "created_at": nullable(STRING),
+               "last_login_at": nullable(STRING)})
+TOKEN_SUMMARY = nullable(answer({"id": STRING, "name": STRING}))
+SESSION = answer({"authenticated": BOOLEAN, "setup_required": BOOLEAN, "two_factor_policy": one_of(*TWO_FACTOR_MODES),
+                  "two_factor_pending": BOOLEAN, "two_factor_enrollment_required": BOOLEAN,
+                  "user": nullable(USER), "token": TOKEN_SUMMARY})
+
 # A new password's length floor is the policy's (password_min_length), checked by the handler.
 NEW_PASSWORD = {"type": "string", "minLength": 1, "maxLength": PASSWORD_MAX_LENGTH}
 USERNAME = text(64, pattern=f"^{USERNAME_PATTERN}$")
@@ -250,7 +260,7 @@ LOGIN_BODY = obj({"username": text(200), "password": {"type": "string", "minLeng
                  description='{"username", "password"}, or {"token"} to log in with an API token')
 
 ROUTES = [
-    Route("GET", "/api/session", "public", get_session),
+    Route("GET", "/api/session", "public", get_session, answer=SESSION),
     Route("POST", "/api/setup", "public", setup, status=201, body=SETUP_BODY),
     Route("POST", "/api/login", "public", login, body=LOGIN_BODY),
     Route("POST", "/api/logout", "public", logout, status=204, body=obj({}), body_optional=True),

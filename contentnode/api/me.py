@@ -1,10 +1,10 @@
 """The logged-in user's own account: who am I, change my password."""
 
-from contentnode.api.login import NEW_PASSWORD, checked_new_password, password_attempt, session_user, token_summary
+from contentnode.api.login import NEW_PASSWORD, TOKEN_SUMMARY, USER, checked_new_password, password_attempt, session_user, token_summary
 from contentnode.http.errors import ApiError
 from contentnode.http.response import no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import obj
+from contentnode.http.schema import answer, obj
 
 
 def get_me(req):
@@ -37,6 +37,7 @@ PASSWORD_BODY = obj({"current_password": {"type": "string", "minLength": 1}, "ne
                     required=["current_password", "new_password"])
 
 ROUTES = [
-    Route("GET", "/api/me", "login", get_me, enrolment_exempt=True),
+    Route("GET", "/api/me", "login", get_me, enrolment_exempt=True,
+          answer=answer({"user": USER, "token": TOKEN_SUMMARY})),
     Route("PUT", "/api/me/password", "login", change_password, status=204, body=PASSWORD_BODY),
 ]

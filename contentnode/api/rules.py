@@ -14,7 +14,7 @@ from contentnode.core import rules
 from contentnode.http.errors import conflict, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, integer, obj, text
+from contentnode.http.schema import BOOLEAN, STRING, answer, integer, listing, obj, text
 
 MAX_RULES = 20_000
 
@@ -98,10 +98,16 @@ _FIELDS = {"domain": HOST, "path": text(rules.MAX_PATH), "bucket": text(64),
 CREATE_BODY = obj(_FIELDS, required=["domain", "path", "bucket"])
 UPDATE_BODY = obj(_FIELDS)
 
+RULE = answer({"id": STRING, "domain": STRING, "path": STRING, "bucket": STRING, "prefix": STRING,
+               "cache_ttl": integer(0, rules.MAX_CACHE_TTL), "signed": BOOLEAN, "images": BOOLEAN, "enabled": BOOLEAN,
+               "created_at": STRING, "updated_at": STRING},
+              optional=("prefix", "cache_ttl", "signed", "images", "enabled", "created_at", "updated_at"))
+
 ROUTES = [
-    Route("GET", "/api/rules", "routes:read", list_rules, query=frozenset({"domain"})),
-    Route("POST", "/api/rules", "routes:write", create_rule, status=201, body=CREATE_BODY),
-    Route("GET", "/api/rules/{id}", "routes:read", get_rule),
-    Route("PUT", "/api/rules/{id}", "routes:write", update_rule, body=UPDATE_BODY),
+    Route("GET", "/api/rules", "routes:read", list_rules, query=frozenset({"domain"}),
+          answer=listing("rules", RULE)),
+    Route("POST", "/api/rules", "routes:write", create_rule, status=201, body=CREATE_BODY, answer=RULE),
+    Route("GET", "/api/rules/{id}", "routes:read", get_rule, answer=RULE),
+    Route("PUT", "/api/rules/{id}", "routes:write", update_rule, body=UPDATE_BODY, answer=RULE),
     Route("DELETE", "/api/rules/{id}", "routes:write", delete_rule, status=204),
 ]

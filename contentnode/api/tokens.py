@@ -12,7 +12,7 @@ from contentnode.auth.scopes import SCOPES
 from contentnode.http.errors import ApiError, invalid, not_found
 from contentnode.http.response import json_response, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import array, integer, nullable, obj, one_of, text
+from contentnode.http.schema import STRING, answer, array, integer, listing, nullable, obj, one_of, refused, text
 
 
 
@@ -67,10 +67,16 @@ CREATE_BODY = obj({"name": text(tokens.NAME_MAX), "scopes": array(one_of(*SCOPES
                   required=["name", "scopes", "password"],
                   description="scopes: a subset of your own; expires_in: seconds, null for never")
 
+TOKEN = answer({"id": STRING, "name": STRING, "scopes": array(one_of(*SCOPES)), "created_at": STRING,
+                "expires_at": nullable(STRING), "last_used_at": nullable(STRING), "hash": refused("is never shown")},
+               optional=("hash",))
+TOKENS = listing("tokens", TOKEN)
+
 ROUTES = [
-    Route("GET", "/api/me/tokens", "login", list_own),
-    Route("POST", "/api/me/tokens", "login", create_token, status=201, body=CREATE_BODY),
+    Route("GET", "/api/me/tokens", "login", list_own, answer=TOKENS),
+    Route("POST", "/api/me/tokens", "login", create_token, status=201, body=CREATE_BODY,
+          answer=answer({"token": TOKEN, "secret": {"type": "string", "pattern": "^cn_[0-9a-f]+_[0-9a-f]{64}$"}})),
     Route("DELETE", "/api/me/tokens/{id}", "login", revoke_own),
-    Route("GET", "/api/users/{id}/tokens", MANAGE, list_users_tokens),
+    Route("GET", "/api/users/{id}/tokens", MANAGE, list_users_tokens, answer=TOKENS),
     Route("DELETE", "/api/users/{id}/tokens/{token_id}", MANAGE, revoke_users_token),
 ]

@@ -12,7 +12,7 @@ reset end the account's sessions.
 
 from contentnode import clock
 from contentnode.core import fields as v
-from contentnode.api.login import NEW_PASSWORD, USERNAME, checked_new_password
+from contentnode.api.login import NEW_PASSWORD, USER, USERNAME, checked_new_password
 from contentnode.auth.ratelimit import address_key, password_key, second_factor_key
 from contentnode.auth.scopes import ROLES, SCOPES, effective_scopes
 from contentnode.auth.tokens import revoke_all
@@ -21,7 +21,7 @@ from contentnode.auth.users import (enabled_admins, find_by_username, find_user,
 from contentnode.http.errors import conflict, forbidden, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, array, nullable, obj, one_of
+from contentnode.http.schema import BOOLEAN, STRING, answer, array, listing, nullable, obj, one_of
 
 MANAGE = "users:manage"
 
@@ -224,14 +224,16 @@ CREATE_BODY = obj({"username": USERNAME, "password": NEW_PASSWORD, "role": _ROLE
                    "disabled": BOOLEAN}, required=["username", "password", "role"])
 UPDATE_BODY = obj({"role": _ROLE, "scopes": _SCOPES, "disabled": BOOLEAN})
 RESET_BODY = obj({"password": NEW_PASSWORD}, required=["password"])
+ADMIN_VIEW = answer({**USER["properties"], "password_changed_at": nullable(STRING), "locked": BOOLEAN,
+                     "sessions": {"type": "integer", "minimum": 0}})
 
 ROUTES = [
-    Route("GET", "/api/users", MANAGE, list_users),
-    Route("POST", "/api/users", MANAGE, create_user, status=201, body=CREATE_BODY),
-    Route("GET", "/api/users/{id}", MANAGE, get_user),
-    Route("PUT", "/api/users/{id}", MANAGE, update_user, body=UPDATE_BODY),
+    Route("GET", "/api/users", MANAGE, list_users, answer=listing("users", ADMIN_VIEW)),
+    Route("POST", "/api/users", MANAGE, create_user, status=201, body=CREATE_BODY, answer=ADMIN_VIEW),
+    Route("GET", "/api/users/{id}", MANAGE, get_user, answer=ADMIN_VIEW),
+    Route("PUT", "/api/users/{id}", MANAGE, update_user, body=UPDATE_BODY, answer=ADMIN_VIEW),
     Route("DELETE", "/api/users/{id}", MANAGE, delete_user, status=204),
-    Route("PUT", "/api/users/{id}/password", MANAGE, reset_password, body=RESET_BODY),
+    Route("PUT", "/api/users/{id}/password", MANAGE, reset_password, body=RESET_BODY, answer=ADMIN_VIEW),
     Route("DELETE", "/api/users/{id}/2fa", MANAGE, reset_two_factor, status=204),
     Route("DELETE", "/api/users/{id}/sessions", MANAGE, end_sessions, status=204),
     Route("DELETE", "/api/users/{id}/lockout", MANAGE, clear_lockout, status=204),

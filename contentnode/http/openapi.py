@@ -94,7 +94,7 @@ def _operation(route) -> dict:
         success = {"description": "success", "content": {route.media: {"schema": {"type": "string"}}}}
     else:
         success = {"description": "success",
-                   "content": {"application/json": {"schema": {"type": "object"}}}}
+                   "content": {"application/json": {"schema": route.answer or {"type": "object"}}}}
     operation = {
         "operationId": _operation_id(route),
         "summary": (route.handler.__doc__ or route.handler.__name__).strip().splitlines()[0],

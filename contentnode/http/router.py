@@ -42,7 +42,8 @@ class Route:
     (400 invalid naming it), so a typo never silently widens an answer.
     status and media are the success status and content type; body, where
     declared, the JSON schema of the request body (checked here, published by
-    http/openapi.py); body_optional rows also take no body at all.
+    http/openapi.py); body_optional rows also take no body at all. answer, where
+    declared, the JSON schema of the success body (published only).
     """
 
     method: str
@@ -55,6 +56,7 @@ class Route:
     media: str = "application/json"
     body: dict | None = field(default=None, hash=False, compare=False)
     body_optional: bool = False
+    answer: dict | None = field(default=None, hash=False, compare=False)
 
 
 class RouteTable:

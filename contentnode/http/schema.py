@@ -136,6 +136,20 @@ def array(items: dict, max_items: int | None = None, min_items: int = 0) -> dict
     return schema
 
 
+STRING = {"type": "string"}
+
+
+def answer(properties: dict, optional=()) -> dict:
+    """An object the node answers: these members (all present but `optional`); later members may be added."""
+    return {"type": "object", "required": [name for name in properties if name not in optional],
+            "properties": properties}
+
+
+def listing(plural: str, item: dict) -> dict:
+    """A list answer: {"<plural>": [item, ...]}."""
+    return answer({plural: {"type": "array", "items": item}})
+
+
 def refused(reason: str) -> dict:
     """A member this body never takes, and why ("is changed with PUT /api/x"): the reason is the message."""
     return {"not": {}, "description": reason}
