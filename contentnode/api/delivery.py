@@ -20,7 +20,7 @@ from contentnode.core.steps import Steps, elapsed_ms
 from contentnode.core.traffic import COUNTERS, RANGES
 from contentnode.http.errors import ApiError, invalid
 from contentnode.http.router import Route
-from contentnode.http.schema import array, obj, one_of, text
+from contentnode.http.schema import answer, array, obj, one_of, text
 
 FLUSH_SECONDS = 60
 WARM_MAX_URLS = 100
@@ -301,7 +301,8 @@ PURGE_BODY = obj({"urls": array(_URL, PURGE_MAX_URLS, min_items=1), "domain": te
                  description='exactly one of {"urls"}, {"domain", "prefix"} or {"all": true}')
 
 ROUTES = [
-    Route("POST", "/api/purge", "routes:write", purge, body=PURGE_BODY),
+    Route("POST", "/api/purge", "routes:write", purge, body=PURGE_BODY,
+          answer=answer({"purged": {"type": "integer", "minimum": 0}})),
     Route("POST", "/api/warm", "routes:write", warm, body=WARM_BODY),
     Route("POST", "/api/probe", "routes:read", probe, body=URL_BODY),
     Route("POST", "/api/diagnose", "routes:read", diagnose, body=URL_BODY),

@@ -7,7 +7,7 @@ that cannot be bound is refused (409 port_in_use) and changes nothing.
 from contentnode.core import fields as v
 from contentnode.http.errors import conflict
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, integer, obj
+from contentnode.http.schema import BOOLEAN, STRING, answer, array, integer, nullable, obj
 
 
 def https_view(app) -> dict:
@@ -60,7 +60,10 @@ PANEL_SECTIONS = [("https", "settings:write", _panel_https)]
 
 HTTPS_BODY = obj({"enabled": BOOLEAN, "port": integer(0, 65535), "redirect_http": BOOLEAN, "hsts": BOOLEAN})
 
+HTTPS = answer({"enabled": BOOLEAN, "port": integer(0, 65535), "redirect_http": BOOLEAN, "hsts": BOOLEAN,
+                "listening_port": nullable(integer(1, 65535)), "hosts_with_certificates": array(STRING)})
+
 ROUTES = [
-    Route("GET", "/api/https", "settings:write", get_https),
-    Route("PUT", "/api/https", "settings:write", put_https, body=HTTPS_BODY),
+    Route("GET", "/api/https", "settings:write", get_https, answer=HTTPS),
+    Route("PUT", "/api/https", "settings:write", put_https, body=HTTPS_BODY, answer=HTTPS),
 ]

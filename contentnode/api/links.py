@@ -15,7 +15,7 @@ from contentnode.core.settings import effective
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.http.errors import invalid
 from contentnode.http.router import Route
-from contentnode.http.schema import integer, nullable, obj, text
+from contentnode.http.schema import BOOLEAN, STRING, answer, integer, listing, nullable, obj, text
 
 
 def _covering_rule(doc: dict, url: str) -> tuple[str, str, dict]:
@@ -105,8 +105,11 @@ LINK_BODY = obj({"url": text(4000), "expires_in": integer(signing.MIN_EXPIRES_IN
                  "ip": nullable(text(64))}, required=["url", "expires_in"])
 ROTATE_BODY = obj({"grace_seconds": integer(0, signing.MAX_GRACE)})
 
+KEYS = listing("keys", answer({"kid": STRING, "current": BOOLEAN, "created_at": STRING,
+                               "retires_at": nullable(STRING)}))
+
 ROUTES = [
     Route("POST", "/api/links", "routes:write", create_link, body=LINK_BODY),
     Route("POST", "/api/links/rotate", "settings:write", rotate_key, body=ROTATE_BODY, body_optional=True),
-    Route("GET", "/api/links/keys", "settings:write", list_keys),
+    Route("GET", "/api/links/keys", "settings:write", list_keys, answer=KEYS),
 ]

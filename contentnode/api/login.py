@@ -261,7 +261,8 @@ LOGIN_BODY = obj({"username": text(200), "password": {"type": "string", "minLeng
 
 ROUTES = [
     Route("GET", "/api/session", "public", get_session, answer=SESSION),
-    Route("POST", "/api/setup", "public", setup, status=201, body=SETUP_BODY),
+    Route("POST", "/api/setup", "public", setup, status=201, body=SETUP_BODY,
+          answer=answer({"user": USER})),
     Route("POST", "/api/login", "public", login, body=LOGIN_BODY),
     Route("POST", "/api/logout", "public", logout, status=204, body=obj({}), body_optional=True),
 ]

@@ -8,7 +8,7 @@ from contentnode.core.events import EVENTS
 from contentnode.core.fields import FieldError
 from contentnode.http.errors import invalid
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, array, integer, nullable, obj, one_of, text
+from contentnode.http.schema import BOOLEAN, STRING, answer, array, integer, nullable, obj, one_of, refused, text
 
 
 def config(app) -> dict:
@@ -71,10 +71,20 @@ NOTIFICATIONS_BODY = obj({
                      "chat_id": {"type": ["string", "integer", "null"]}, "api_url": _optional_text(2048)}),
     "events": obj({name: BOOLEAN for name in EVENTS})},
     description="a partial update; a secret (email.password, telegram.bot_token) left out stays, null clears it")
+NOTIFICATIONS = answer({
+    "email": answer({"enabled": BOOLEAN, "host": nullable(STRING), "port": integer(1, 65535),
+                     "security": one_of(*notify.SECURITY_MODES), "username": nullable(STRING),
+                     "password_set": BOOLEAN, "password": refused("is write-only"), "from": nullable(STRING),
+                     "to": array(STRING)}, optional=("password",)),
+    "telegram": answer({"enabled": BOOLEAN, "bot_token_set": BOOLEAN, "bot_token": refused("is write-only"),
+                        "chat_id": {"type": ["string", "integer", "null"]}, "api_url": nullable(STRING)},
+                       optional=("bot_token",)),
+    "events": answer({name: BOOLEAN for name in EVENTS})})
 TEST_BODY = obj({"channel": one_of(*notify.CHANNELS)}, required=["channel"])
 
 ROUTES = [
-    Route("GET", "/api/notifications", "notifications:manage", get_notifications),
-    Route("PUT", "/api/notifications", "notifications:manage", put_notifications, body=NOTIFICATIONS_BODY),
+    Route("GET", "/api/notifications", "notifications:manage", get_notifications, answer=NOTIFICATIONS),
+    Route("PUT", "/api/notifications", "notifications:manage", put_notifications, body=NOTIFICATIONS_BODY,
+          answer=NOTIFICATIONS),
     Route("POST", "/api/notifications/test", "notifications:manage", test_notification, body=TEST_BODY),
 ]

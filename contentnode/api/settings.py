@@ -6,7 +6,7 @@ import logging
 from contentnode.core import settings as st
 from contentnode.http.errors import conflict, invalid
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, array, integer, nullable, obj, one_of, refused, text
+from contentnode.http.schema import BOOLEAN, STRING, answer, array, integer, nullable, obj, one_of, refused, text
 
 
 def current(app) -> dict:
@@ -80,13 +80,21 @@ SETTINGS_BODY = obj({
     "log_level": one_of(*st.LOG_LEVELS),
     **{key: refused(f"is changed with PUT /api/{key.replace('_', '-')}") for key in st.DEFAULTS
        if key not in st.GENERAL_DEFAULTS}}, description="a partial update: the settings given change")
+UPDATES = answer({"channel": one_of(*st.UPDATE_CHANNELS), "auto_check": BOOLEAN, "url": nullable(STRING)})
+SETTINGS = answer({
+    "node_name": STRING, "public_url": nullable(STRING), "public_scheme": one_of("http", "https"),
+    "public_port": nullable(integer(1, 65535)), "acme_directory": STRING, "acme_email": nullable(STRING),
+    "cache_max_bytes": integer(0, st.MAX_CACHE_BYTES), "allow_private_outbound": BOOLEAN,
+    "trusted_proxies": array(STRING), "link_grace_seconds": integer(0, st.MAX_GRACE),
+    "log_level": one_of(*st.LOG_LEVELS), "admin_host": nullable(STRING), "admin_allow": array(STRING),
+    "updates": UPDATES})
 ADMIN_HOST_BODY = obj({"host": nullable(text(253))}, required=["host"], description="null: no admin host")
 ADMIN_ALLOW_BODY = obj({"cidrs": array({"type": "string"}, st.MAX_CIDRS), "confirm": BOOLEAN},
                        required=["cidrs"], description="[] allows every address")
 
 ROUTES = [
-    Route("GET", "/api/settings", "settings:write", get_settings),
-    Route("PUT", "/api/settings", "settings:write", put_settings, body=SETTINGS_BODY),
-    Route("PUT", "/api/admin-host", "settings:write", put_admin_host, body=ADMIN_HOST_BODY),
-    Route("PUT", "/api/admin-allow", "settings:write", put_admin_allow, body=ADMIN_ALLOW_BODY),
+    Route("GET", "/api/settings", "settings:write", get_settings, answer=SETTINGS),
+    Route("PUT", "/api/settings", "settings:write", put_settings, body=SETTINGS_BODY, answer=SETTINGS),
+    Route("PUT", "/api/admin-host", "settings:write", put_admin_host, body=ADMIN_HOST_BODY, answer=SETTINGS),
+    Route("PUT", "/api/admin-allow", "settings:write", put_admin_allow, body=ADMIN_ALLOW_BODY, answer=SETTINGS),
 ]

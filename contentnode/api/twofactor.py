@@ -10,13 +10,13 @@ from contentnode.core import fields as v
 from contentnode.api.login import (attempt_succeeded, check_rate_limit, complete_login, count_failure,
                                    password_attempt)
 from contentnode.auth import totp
-from contentnode.auth.policy import requires_two_factor
+from contentnode.auth.policy import TWO_FACTOR_MODES, requires_two_factor
 from contentnode.auth.ratelimit import address_key, second_factor_key
 from contentnode.auth.users import public_user
 from contentnode.core import settings as st
 from contentnode.http.errors import ApiError, conflict, invalid
 from contentnode.http.router import Route
-from contentnode.http.schema import obj, text
+from contentnode.http.schema import BOOLEAN, answer, obj, one_of, text
 
 
 def two_factor_keys(req, username: str) -> tuple:
@@ -162,9 +162,12 @@ PASSWORD_BODY = obj({"password": {"type": "string", "minLength": 1}}, required=[
 SECOND_STEP_BODY = obj({"code": text(64)}, required=["code"], description="a TOTP code or a recovery code")
 ENABLE_BODY = obj({"code": text(16)}, required=["code"], description="a code from the set-up secret")
 
+STATUS = answer({"enabled": BOOLEAN, "setup_pending": BOOLEAN, "required": BOOLEAN,
+                 "policy": one_of(*TWO_FACTOR_MODES), "recovery_codes_left": {"type": "integer", "minimum": 0}})
+
 ROUTES = [
     Route("POST", "/api/login/2fa", "public", login_second_step, body=SECOND_STEP_BODY),
-    Route("GET", "/api/me/2fa", "login", status, enrolment_exempt=True),
+    Route("GET", "/api/me/2fa", "login", status, enrolment_exempt=True, answer=STATUS),
     Route("POST", "/api/me/2fa/setup", "login", setup, enrolment_exempt=True, body=PASSWORD_BODY),
     Route("POST", "/api/me/2fa/enable", "login", enable, enrolment_exempt=True, body=ENABLE_BODY),
     Route("POST", "/api/me/2fa/disable", "login", disable, enrolment_exempt=True, body=PASSWORD_BODY),

@@ -9,7 +9,7 @@ import logging
 import threading
 
 from contentnode import __version__, clock
-from contentnode.api.settings import current, store_settings
+from contentnode.api.settings import UPDATES, current, store_settings
 from contentnode.core import settings as st
 from contentnode.core import updates
 from contentnode.http.errors import ApiError, invalid
@@ -119,6 +119,6 @@ UPDATES_BODY = obj({"channel": one_of(*st.UPDATE_CHANNELS), "auto_check": BOOLEA
                    description="a partial update; url: the signed update feed, null for none")
 
 ROUTES = [
-    Route("PUT", "/api/updates", "settings:write", put_updates, body=UPDATES_BODY),
+    Route("PUT", "/api/updates", "settings:write", put_updates, body=UPDATES_BODY, answer=UPDATES),
     Route("POST", "/api/update/check", "settings:write", check_now, body=obj({}), body_optional=True),
 ]
