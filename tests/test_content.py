@@ -65,7 +65,7 @@ def test_purge_by_prefix_and_all(site):
 @pytest.mark.parametrize("body,field", [
     ({}, None), ({"all": False}, "all"), ({"urls": []}, "urls"), ({"urls": ["ftp://x/y"]}, "urls"),
     ({"urls": ["http://cdn.example.test/a/../b"]}, "urls"), ({"domain": "cdn.example.test"}, None),
-    ({"domain": "cdn.example.test", "prefix": "nope"}, "prefix"), ({"all": True, "urls": []}, None),
+    ({"domain": "cdn.example.test", "prefix": "nope"}, "prefix"), ({"all": True, "urls": []}, "urls"),
     ({"urls": "http://cdn.example.test/x"}, "urls"), ({"everything": True}, "everything"),
 ])
 def test_bad_purge_is_refused_and_changes_nothing(site, body, field):

@@ -36,6 +36,9 @@ def test_every_route_appears_with_its_scope_and_nothing_else():
         assert declared == set(route.query), key
         if route.body is not None:
             assert operation["requestBody"]["content"]["application/json"]["schema"] == route.body
+            assert operation["requestBody"]["required"] is not route.body_optional, key
+        if route.answer is not None:
+            assert operation["responses"][str(route.status)]["content"]["application/json"]["schema"] == route.answer
     assert len({op["operationId"] for op in operations.values()}) == len(operations)
 
 

@@ -67,7 +67,7 @@ def test_admin_allow_validates_and_normalises(node, admin):
     before = state_bytes(node)
     for body, field in [({"cidrs": ["192.0.2.0/33"]}, "cidrs"), ({"cidrs": "10.0.0.0/8"}, "cidrs"),
                         ({"cidrs": [], "confirm": "yes"}, "confirm"), ({}, "cidrs"),
-                        ({"cidrs": [], "extra": 1}, "cidrs")]:
+                        ({"cidrs": [], "extra": 1}, "extra")]:
         bad = admin.put("/api/admin-allow", body)
         assert (bad.status, bad.json["error"]["field"]) == (400, field), body
     assert state_bytes(node) == before
@@ -81,11 +81,11 @@ def test_admin_allow_from_loopback_needs_no_confirm(admin):
 
 def test_admin_host_needs_a_name_and_a_certificate(node, admin):
     before = state_bytes(node)
-    for body, message in [({"host": "admin"}, "fully qualified"), ({"host": 5}, "string"),
-                          ({"name": "a.example"}, "body must be"),
-                          ({"host": "admin.example.com"}, "no valid certificate")]:
+    for body, message, field in [({"host": "admin"}, "fully qualified", "host"), ({"host": 5}, "string", "host"),
+                                 ({"name": "a.example"}, "unknown field", "name"), ({}, "required", "host"),
+                                 ({"host": "admin.example.com"}, "no valid certificate", "host")]:
         answer = admin.put("/api/admin-host", body)
-        assert answer.status == 400 and answer.json["error"]["field"] == "host"
+        assert answer.status == 400 and answer.json["error"]["field"] == field
         assert message in answer.json["error"]["message"], answer.json
     assert state_bytes(node) == before
     cleared = admin.put("/api/admin-host", {"host": None})

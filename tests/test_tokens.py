@@ -1,7 +1,12 @@
 """API tokens (DESIGN §8) through HTTP against the real daemon."""
 
 import json
+import os
+import time
 
+import pytest
+
+from contentnode.clock import parse_rfc3339
 from tests.accounts import PASSWORD, create_user, logged_in
 from tests.node import ADMIN_PASSWORD
 
@@ -22,7 +27,7 @@ def test_create_list_revoke_and_token_login(node, admin):
     token, secret = made.json["token"], made.json["secret"]
     assert secret.startswith(f"cn_{token['id']}_") and len(secret.rpartition("_")[2]) == 64
     assert token["scopes"] == ["domains:write", "metrics:read"] and token["last_used_at"] is None
-    assert token["expires_at"] == token["created_at"] + 3600
+    assert parse_rfc3339(token["expires_at"]) == parse_rfc3339(token["created_at"]) + 3600  # RFC 3339 times
     assert admin.get("/api/me/tokens").json == {"tokens": [token]}
     assert admin.get("/api/users/admin/tokens").json == {"tokens": [token]}
 
@@ -77,7 +82,11 @@ def test_intersection_follows_the_owner_and_disable_delete_end_sessions(node, ad
     admin.put("/api/users/olga", {"role": "viewer"})  # viewer keeps domains:read, loses domains:write
     assert script.post("/api/domains", {"host": "a.example.com"}).error_code == "forbidden"
     assert script.get("/api/buckets").status == 200
-    assert script.get("/api/me").json["user"]["scopes"] == ["buckets:read"]
+    me = script.get("/api/me").json  # the owner's role; the scopes this session holds; the token
+    assert me["user"]["role"] == "viewer" and me["user"]["scopes"] == ["buckets:read"]
+    assert me["token"] == {"id": login.json["token"]["id"], "name": "cron"}
+    assert script.get("/api/session").json["user"] == me["user"] == script.get("/api/panel").json["user"]
+    assert olga.get("/api/me").json["token"] is None
 
     admin.put("/api/users/olga", {"disabled": True})
     assert script.get("/api/buckets").status == 401
@@ -168,3 +177,54 @@ def test_cli_on_a_stopped_node(node, admin):
     node.start()
     assert script.get("/api/domains").status == 401
     assert secret.rpartition("_")[2] not in node.log()
+
+
+def _state(node) -> bytes:
+    with open(os.path.join(node.data_dir, "state.json"), "rb") as f:
+        return f.read()
+
+
+def test_last_used_at_is_written_at_most_once_a_minute(node, admin):
+    secret = _mint(admin, ADMIN_PASSWORD).json["secret"]
+    script, login = _token_client(node, secret)
+    first = login.json["token"]["last_used_at"]
+    assert first is not None
+    before = _state(node)
+    node.set_clock_offset(50)
+    assert script.get("/api/domains").status == 200
+    assert _state(node) == before  # a use within the minute writes nothing
+    assert admin.get("/api/me/tokens").json["tokens"][0]["last_used_at"] == first
+    node.set_clock_offset(70)
+    assert script.get("/api/domains").status == 200
+    later = admin.get("/api/me/tokens").json["tokens"][0]["last_used_at"]
+    assert parse_rfc3339(later) - parse_rfc3339(first) >= 60 and _state(node) != before
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"user_id": "nobody"}, "belongs to no user"),
+    ({"hash": "not-a-hash"}, "SHA-256"),
+    ({"hash": "A" * 64}, "SHA-256"),
+    ({"scopes": ["domains:read", "root"]}, "scopes"),
+    ({"scopes": "domains:read"}, "scopes"),
+    ({"expires_at": "tomorrow"}, "time"),
+    ({"name": ""}, "name"),
+])
+def test_a_restore_with_an_invalid_token_record_changes_nothing(node, admin, change, reason):
+    """A hand-edited encrypted backup cannot plant a token nobody owns, or one a session cannot read."""
+    from contentnode.core import backup
+
+    _mint(admin, ADMIN_PASSWORD)
+    doc = json.loads(_state(node))
+    record = next(iter(doc["api_tokens"].values()))
+    record.update(change)
+    passphrase = "a long passphrase"
+    document = backup.export_encrypted(doc, {}, passphrase, "crafted", time.time())
+    before = _state(node)
+    answer = admin.post("/api/backup/restore", {"backup": document, "passphrase": passphrase})
+    assert answer.status == 400 and answer.json["error"]["field"] == "backup", answer.body
+    message = answer.json["error"]["message"]
+    assert "the backup's api_tokens cannot be restored" in message and record["id"] in message, message
+    assert reason in message, message
+    assert _state(node) == before
+    assert not [n for n in os.listdir(node.data_dir) if n.startswith("pre-restore-")]
+    assert admin.get("/api/me/tokens").status == 200

@@ -11,6 +11,7 @@ from contentnode.restore import restore_into
 from contentnode.http.errors import forbidden, invalid
 from contentnode.http.response import json_response
 from contentnode.http.router import Route
+from contentnode.http.schema import nullable, obj, text
 
 def _require_admin(req, what: str) -> None:
     """users:manage alone is not enough where the backup reaches beyond user management.
@@ -34,10 +35,7 @@ def _passphrase(body):
 
 
 def export(req):
-    body = req.body if req.body is not None else {}
-    if not isinstance(body, dict) or not set(body) <= {"passphrase"}:
-        raise invalid('the body must be {} or {"passphrase": "..."}', "passphrase")
-    passphrase = _passphrase(body)
+    passphrase = _passphrase(req.body or {})  # the shape is EXPORT_BODY's
     if passphrase is not None:
         _require_admin(req, "export an encrypted backup (it holds every secret of the node)")
     document = backup.make_export(req.app.store.data, req.app.data_dir, passphrase, req.app.clock.now())
@@ -48,9 +46,7 @@ def export(req):
 
 
 def restore(req):
-    body = req.body
-    if not isinstance(body, dict) or "backup" not in body or not set(body) <= {"backup", "passphrase"}:
-        raise invalid('the body must be {"backup": <document>, "passphrase"?: "..."}', "backup")
+    body = req.body  # the shape is RESTORE_BODY's
     _require_admin(req, "restore a backup (it replaces users, settings and secrets)")
     try:
         detail = restore_into(req.app, body["backup"], body.get("passphrase"), req.user, req.client_ip)
@@ -63,7 +59,11 @@ def restore(req):
     return dict(detail, restored=True)
 
 
+_PASSPHRASE = nullable(text(1024, min_length=8))
+EXPORT_BODY = obj({"passphrase": _PASSPHRASE}, description="a passphrase makes an encrypted backup")
+RESTORE_BODY = obj({"backup": {"type": "object"}, "passphrase": _PASSPHRASE}, required=["backup"])
+
 ROUTES = [
-    Route("POST", "/api/backup/export", "users:manage", export),
-    Route("POST", "/api/backup/restore", "users:manage", restore),
+    Route("POST", "/api/backup/export", "users:manage", export, body=EXPORT_BODY, body_optional=True),
+    Route("POST", "/api/backup/restore", "users:manage", restore, body=RESTORE_BODY),
 ]

@@ -14,6 +14,7 @@ from contentnode.core import buckets, revisions, rules, s3
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, STRING, answer, listing, obj, refused, text
 
 MAX_BUCKETS = 1000
 
@@ -49,8 +50,7 @@ def get_bucket(req):
 
 
 def create_bucket(req):
-    body = v.require_object(req.body)
-    v.only(body, buckets.FIELDS)
+    body = req.body
     record = buckets.record_fields(body, partial=False)
     buckets.check_record(record)
     stamp = rfc3339(req.app.clock.now())
@@ -66,8 +66,7 @@ def create_bucket(req):
 
 
 def update_bucket(req):
-    body = v.require_object(req.body)
-    v.only(body, buckets.FIELDS)
+    body = req.body
     changes = buckets.record_fields(body, partial=True)
     bucket_id = req.params["id"]
     with req.app.store.transaction() as doc:
@@ -101,14 +100,13 @@ def client_for(app, record: dict) -> s3.S3Client:
     return s3.S3Client(s3.BucketConfig.from_record(record), app.outbound, clock=app.clock.now)
 
 
-def _target(req, allowed: set) -> tuple[str | None, dict]:
+def _target(req) -> tuple[str | None, dict]:
     """(stored id or None, the complete record to use) for check and test bodies.
 
     With "id", the stored record, overlaid by any fields given (to try new
     credentials before saving); without it, a complete definition.
     """
-    body = v.require_object(req.body)
-    v.only(body, allowed)
+    body = req.body
     bucket_id = v.text(body, "id", required=False, max_len=64)
     definition = {k: val for k, val in body.items() if k in buckets.FIELDS}
     if bucket_id is None:
@@ -121,7 +119,7 @@ def _target(req, allowed: set) -> tuple[str | None, dict]:
 
 
 def check_bucket(req):
-    bucket_id, record = _target(req, buckets.FIELDS | {"id"})
+    bucket_id, record = _target(req)
     report = s3.check_bucket(client_for(req.app, record))
     overlaid = bool(set(req.body) & buckets.FIELDS)
     if bucket_id is not None and not overlaid:
@@ -143,11 +141,11 @@ def _record_check(app, bucket_id: str, name: str, report: dict) -> None:
 
 
 def try_object(req):
-    body = v.require_object(req.body)
+    body = req.body
     key = v.text(body, "key", max_len=1024, strip=False)
     if any(ord(c) < 32 or ord(c) == 127 for c in key):
         raise invalid("key must not contain control characters", "key")
-    bucket_id, record = _target(req, buckets.FIELDS | {"id", "key"})
+    bucket_id, record = _target(req)
     result = s3.probe_object(client_for(req.app, record), key)
     req.audit("bucket.test", target=bucket_id or record["endpoint"], ok=result["ok"], detail={"key": key[:200]})
     return {"id": bucket_id, "key": key, **result}
@@ -159,12 +157,29 @@ def _panel_buckets(req):
 
 PANEL_SECTIONS = [("buckets", "buckets:read", _panel_buckets)]
 
+_PATTERNS = {"region": buckets.REGION, "bucket": buckets.BUCKET_NAME, "access_key": buckets.KEY_TEXT,
+             "secret_key": buckets.KEY_TEXT}
+_FIELDS = {name: text(limit, pattern=f"^(?:{_PATTERNS[name]})$" if name in _PATTERNS else None)
+           for name, limit in buckets.MAX_LENGTHS.items()}
+_FIELDS["path_style"] = BOOLEAN
+_ID = text(64)
+CREATE_BODY = obj(_FIELDS, required=sorted(buckets.FIELDS - {"path_style"}))
+UPDATE_BODY = obj(_FIELDS)
+CHECK_BODY = obj(dict(_FIELDS, id=_ID), description="id: a stored bucket, overlaid by the fields given; "
+                                                    "without id, a complete definition")
+TEST_BODY = obj(dict(_FIELDS, id=_ID, key=text(1024)), required=["key"], description=CHECK_BODY["description"])
+
+BUCKET = answer({"id": STRING, **{name: STRING for name in buckets.MAX_LENGTHS if name != "secret_key"},
+                 "path_style": BOOLEAN, "secret_key_set": BOOLEAN, "secret_key": refused("is write-only"),
+                 "created_at": STRING, "updated_at": STRING, "last_check": {"type": ["object", "null"]}},
+                optional=("secret_key", "created_at", "updated_at", "last_check"))
+
 ROUTES = [
-    Route("GET", "/api/buckets", "buckets:read", list_buckets),
-    Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201),
-    Route("POST", "/api/buckets/check", "buckets:write", check_bucket),
-    Route("POST", "/api/buckets/test", "buckets:write", try_object),
-    Route("GET", "/api/buckets/{id}", "buckets:read", get_bucket),
-    Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket, if_match=True),
+    Route("GET", "/api/buckets", "buckets:read", list_buckets, answer=listing("buckets", BUCKET)),
+    Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201, body=CREATE_BODY, answer=BUCKET),
+    Route("POST", "/api/buckets/check", "buckets:write", check_bucket, body=CHECK_BODY),
+    Route("POST", "/api/buckets/test", "buckets:write", try_object, body=TEST_BODY),
+    Route("GET", "/api/buckets/{id}", "buckets:read", get_bucket, answer=BUCKET),
+    Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket, body=UPDATE_BODY, answer=BUCKET, if_match=True),
     Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket, status=204, if_match=True),
 ]

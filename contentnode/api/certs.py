@@ -13,7 +13,7 @@ import os
 import threading
 
 from contentnode.core import fields as v
-from contentnode.api.domains import existing, run_check
+from contentnode.api.domains import HOST, HOST_BODY, existing, run_check
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core import certs, netguard, settings
 from contentnode.core.acme import AcmeClient, AcmeError, load_account_key
@@ -21,6 +21,7 @@ from contentnode.core.renewal import Renewer
 from contentnode.http.errors import ApiError, conflict, invalid, not_found
 from contentnode.http.response import json_response
 from contentnode.http.router import Route
+from contentnode.http.schema import obj, text
 
 log = logging.getLogger("contentnode.certs")
 
@@ -55,8 +56,7 @@ def _answer(host: str, info: dict) -> dict:
 
 
 def upload_cert(req):
-    body = v.require_object(req.body)
-    v.only(body, {"host", "cert_pem", "key_pem"})
+    body = req.body
     host = v.host(body)
     for name in ("cert_pem", "key_pem"):
         v.text(body, name, max_len=60000, strip=False, single_line=False)  # PEM text is multi-line
@@ -97,8 +97,7 @@ def issue_certificate(app, host: str) -> dict:
 
 
 def issue_cert(req):
-    body = v.require_object(req.body)
-    v.only(body, {"host"})
+    body = req.body
     host = v.host(body)
     existing(req, host)
     try:
@@ -148,7 +147,10 @@ def start_renewal(app):
     app.every(RENEWAL_INTERVAL, run, "cert-renewal")
 
 
+_PEM = text(60000)
+UPLOAD_BODY = obj({"host": HOST, "cert_pem": _PEM, "key_pem": _PEM}, required=["host", "cert_pem", "key_pem"])
+
 ROUTES = [
-    Route("POST", "/api/certs/upload", "domains:write", upload_cert),
-    Route("POST", "/api/certs/issue", "domains:write", issue_cert),
+    Route("POST", "/api/certs/upload", "domains:write", upload_cert, body=UPLOAD_BODY),
+    Route("POST", "/api/certs/issue", "domains:write", issue_cert, body=HOST_BODY),
 ]

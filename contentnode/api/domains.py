@@ -14,6 +14,7 @@ from contentnode.core.steps import Steps
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, STRING, answer, listing, nullable, obj, one_of, text
 
 
 MAX_DOMAINS = 1000
@@ -45,8 +46,7 @@ def get_domain(req):
 
 
 def add_domain(req):
-    body = v.require_object(req.body)
-    v.only(body, {"host"})
+    body = req.body
     host = v.host(body)
     stamp = rfc3339(req.app.clock.now())
     record = {"host": host, "status": "pending", "created_at": stamp, "updated_at": stamp,
@@ -105,8 +105,7 @@ def run_check(app, host: str) -> Steps:
 
 
 def check_domain(req):
-    body = v.require_object(req.body)
-    v.only(body, {"host"})
+    body = req.body
     host = v.host(body)
     existing(req, host)
     steps = run_check(req.app, host)
@@ -115,8 +114,7 @@ def check_domain(req):
 
 
 def test_domain(req):
-    body = v.require_object(req.body)
-    v.only(body, {"host", "path"})
+    body = req.body
     host = v.host(body)
     path = v.text(body, "path", required=False, default="/", max_len=2000)
     if not path.startswith("/") or any(c in path for c in " \r\n\t#"):
@@ -134,8 +132,7 @@ def test_domain(req):
 
 
 def set_redirect(req):
-    body = v.require_object(req.body)
-    v.only(body, {"host", "to", "code", "keep_path"})
+    body = req.body
     host = v.host(body)
     redirect = domains.redirect_rule(body, host)
     with req.app.store.transaction() as doc:
@@ -157,15 +154,25 @@ def _panel_domains(req):
 PANEL_SECTIONS = [("domains", "domains:read", _panel_domains)]
 
 
-HOST_BODY = {"type": "object", "required": ["host"], "additionalProperties": False,
-             "properties": {"host": {"type": "string", "minLength": 1, "maxLength": 253}}}
+HOST = text(253)
+HOST_BODY = obj({"host": HOST}, required=["host"])
+TEST_BODY = obj({"host": HOST, "path": text(2000)}, required=["host"])
+REDIRECT_BODY = obj({"host": HOST, "to": nullable(text(2048)), "code": one_of(*domains.REDIRECT_CODES),
+                     "keep_path": BOOLEAN}, required=["host", "to"], description="to: null clears the redirect")
+
+DOMAIN = answer({"host": STRING, "display": STRING, "status": STRING, "created_at": STRING, "updated_at": STRING,
+                 "last_check": {"type": ["object", "null"]},
+                 "redirect": nullable(answer({"to": STRING, "code": one_of(*domains.REDIRECT_CODES),
+                                              "keep_path": BOOLEAN})),
+                 "certificate": {"type": ["object", "null"]}},
+                optional=("display", "created_at", "updated_at", "last_check", "redirect", "certificate"))
 
 ROUTES = [
-    Route("GET", "/api/domains", "domains:read", list_domains),
-    Route("POST", "/api/domains", "domains:write", add_domain, status=201, body=HOST_BODY),
-    Route("POST", "/api/domains/check", "domains:write", check_domain),
-    Route("POST", "/api/domains/test", "domains:write", test_domain),
-    Route("POST", "/api/domains/redirect", "domains:write", set_redirect, if_match=True),
-    Route("GET", "/api/domains/{host}", "domains:read", get_domain),
+    Route("GET", "/api/domains", "domains:read", list_domains, answer=listing("domains", DOMAIN)),
+    Route("POST", "/api/domains", "domains:write", add_domain, status=201, body=HOST_BODY, answer=DOMAIN),
+    Route("POST", "/api/domains/check", "domains:write", check_domain, body=HOST_BODY),
+    Route("POST", "/api/domains/test", "domains:write", test_domain, body=TEST_BODY),
+    Route("POST", "/api/domains/redirect", "domains:write", set_redirect, body=REDIRECT_BODY, answer=DOMAIN, if_match=True),
+    Route("GET", "/api/domains/{host}", "domains:read", get_domain, answer=DOMAIN),
     Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain, status=204, if_match=True),
 ]

@@ -5,9 +5,9 @@ that cannot be bound is refused (409 port_in_use) and changes nothing.
 """
 
 from contentnode.core import fields as v
-from contentnode.tls import HTTPS_DEFAULTS
 from contentnode.http.errors import conflict
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, STRING, answer, array, integer, nullable, obj
 
 
 def https_view(app) -> dict:
@@ -22,8 +22,7 @@ def get_https(req):
 
 
 def put_https(req):
-    body = v.require_object(req.body)
-    v.only(body, set(HTTPS_DEFAULTS))
+    body = req.body
     current = req.app.tls.https_settings()
     wanted = {
         "enabled": v.boolean(body, "enabled", default=current["enabled"]),
@@ -59,7 +58,12 @@ def _panel_https(req):
 
 PANEL_SECTIONS = [("https", "settings:write", _panel_https)]
 
+HTTPS_BODY = obj({"enabled": BOOLEAN, "port": integer(0, 65535), "redirect_http": BOOLEAN, "hsts": BOOLEAN})
+
+HTTPS = answer({"enabled": BOOLEAN, "port": integer(0, 65535), "redirect_http": BOOLEAN, "hsts": BOOLEAN,
+                "listening_port": nullable(integer(1, 65535)), "hosts_with_certificates": array(STRING)})
+
 ROUTES = [
-    Route("GET", "/api/https", "settings:write", get_https),
-    Route("PUT", "/api/https", "settings:write", put_https),
+    Route("GET", "/api/https", "settings:write", get_https, answer=HTTPS),
+    Route("PUT", "/api/https", "settings:write", put_https, body=HTTPS_BODY, answer=HTTPS),
 ]

@@ -15,6 +15,7 @@ from contentnode.core.settings import effective
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.http.errors import invalid
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, STRING, answer, integer, listing, nullable, obj, text
 
 
 def _covering_rule(doc: dict, url: str) -> tuple[str, str, dict]:
@@ -44,8 +45,7 @@ def _covering_rule(doc: dict, url: str) -> tuple[str, str, dict]:
 
 
 def create_link(req):
-    body = v.require_object(req.body)
-    v.only(body, {"url", "expires_in", "ip"})
+    body = req.body
     url = v.text(body, "url", max_len=4000)
     expires_in = v.integer(body, "expires_in", signing.MIN_EXPIRES_IN, signing.MAX_EXPIRES_IN, required=True)
     ip = v.text(body, "ip", required=False, max_len=64)
@@ -71,8 +71,7 @@ def create_link(req):
 
 
 def rotate_key(req):
-    body = v.require_object(req.body if req.body is not None else {})
-    v.only(body, {"grace_seconds"})
+    body = req.body or {}
     grace = v.integer(body, "grace_seconds", 0, signing.MAX_GRACE,
                       default=effective(req.app.store.data)["link_grace_seconds"])
     stamp = req.app.clock.now()
@@ -102,8 +101,15 @@ def _panel_links(req):
 
 PANEL_SECTIONS = [("links", "settings:write", _panel_links)]
 
+LINK_BODY = obj({"url": text(4000), "expires_in": integer(signing.MIN_EXPIRES_IN, signing.MAX_EXPIRES_IN),
+                 "ip": nullable(text(64))}, required=["url", "expires_in"])
+ROTATE_BODY = obj({"grace_seconds": integer(0, signing.MAX_GRACE)})
+
+KEYS = listing("keys", answer({"kid": STRING, "current": BOOLEAN, "created_at": STRING,
+                               "retires_at": nullable(STRING)}))
+
 ROUTES = [
-    Route("POST", "/api/links", "routes:write", create_link),
-    Route("POST", "/api/links/rotate", "settings:write", rotate_key),
-    Route("GET", "/api/links/keys", "settings:write", list_keys),
+    Route("POST", "/api/links", "routes:write", create_link, body=LINK_BODY),
+    Route("POST", "/api/links/rotate", "settings:write", rotate_key, body=ROTATE_BODY, body_optional=True),
+    Route("GET", "/api/links/keys", "settings:write", list_keys, answer=KEYS),
 ]

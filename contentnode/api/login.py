@@ -4,14 +4,17 @@ import hashlib
 import hmac
 
 from contentnode.core import fields as v
-from contentnode.auth.passwords import password_problem
+from contentnode.auth.policy import TWO_FACTOR_MODES
+from contentnode.auth.scopes import ROLES, SCOPES
+from contentnode.auth.passwords import MAX_LENGTH as PASSWORD_MAX_LENGTH, password_problem
 from contentnode.auth import tokens
 from contentnode.auth.ratelimit import address_key, password_key, token_key
 from contentnode.auth.sessions import PENDING_LIFETIME, clear_cookie_header, cookie_header
-from contentnode.auth.users import find_by_username, new_user, new_username, public_user
+from contentnode.auth.users import USERNAME_PATTERN, find_by_username, new_user, new_username, public_user
 from contentnode.http.errors import ApiError, conflict, invalid, rate_limited
 from contentnode.http.response import json_response, no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, STRING, answer, array, nullable, obj, one_of, text
 
 
 def _secure(req) -> bool:
@@ -20,6 +23,21 @@ def _secure(req) -> bool:
 
 def _any_admin(users: dict) -> bool:
     return any(u["role"] == "admin" for u in users.values())
+
+
+def session_user(req) -> dict:
+    """The user object of this session. A token session acts with the token's scopes (intersected
+    with the owner's); it shows the owner's role, and those scopes as the ones it holds."""
+    shown = public_user(req.user)
+    if req.api_token is not None:
+        owner = req.app.store.data["users"].get(req.user["id"])
+        shown["role"] = owner["role"] if owner else shown["role"]
+    return shown
+
+
+def token_summary(req) -> dict | None:
+    """{"id", "name"} of the API token this session logged in with; None for a password login."""
+    return {"id": req.api_token["id"], "name": req.api_token["name"]} if req.api_token else None
 
 
 def get_session(req):
@@ -31,8 +49,8 @@ def get_session(req):
         "two_factor_policy": policy["two_factor"],
         "two_factor_pending": req.pending_session is not None,
         "two_factor_enrollment_required": bool(req.user and req.app.sessions.must_enrol(req.user, req.api_token)),
-        "user": public_user(req.user) if req.user else None,
-        "token": ({"id": req.api_token["id"], "name": req.api_token["name"]} if req.api_token else None),
+        "user": session_user(req) if req.user else None,
+        "token": token_summary(req),
     }
 
 
@@ -45,8 +63,7 @@ def checked_new_password(req, password, username: str, field: str = "password") 
 
 
 def setup(req):
-    body = v.require_object(req.body)
-    v.only(body, {"username", "password"})
+    body = req.body
     username = new_username(body)
     password = checked_new_password(req, body.get("password"), username)
     if _any_admin(req.app.store.data["users"]):
@@ -227,9 +244,25 @@ def logout(req):
     return no_content({"Set-Cookie": clear_cookie_header(_secure(req))})
 
 
+USER = answer({"id": STRING, "username": STRING, "role": one_of(*ROLES), "scopes": array(one_of(*SCOPES)),
+               "two_factor": BOOLEAN, "disabled": BOOLEAN, "created_at": nullable(STRING),
+               "last_login_at": nullable(STRING)})
+TOKEN_SUMMARY = nullable(answer({"id": STRING, "name": STRING}))
+SESSION = answer({"authenticated": BOOLEAN, "setup_required": BOOLEAN, "two_factor_policy": one_of(*TWO_FACTOR_MODES),
+                  "two_factor_pending": BOOLEAN, "two_factor_enrollment_required": BOOLEAN,
+                  "user": nullable(USER), "token": TOKEN_SUMMARY})
+
+# A new password's length floor is the policy's (password_min_length), checked by the handler.
+NEW_PASSWORD = {"type": "string", "minLength": 1, "maxLength": PASSWORD_MAX_LENGTH}
+USERNAME = text(64, pattern=f"^{USERNAME_PATTERN}$")
+SETUP_BODY = obj({"username": USERNAME, "password": NEW_PASSWORD}, required=["username", "password"])
+LOGIN_BODY = obj({"username": text(200), "password": {"type": "string", "minLength": 1}, "token": text(200)},
+                 description='{"username", "password"}, or {"token"} to log in with an API token')
+
 ROUTES = [
-    Route("GET", "/api/session", "public", get_session),
-    Route("POST", "/api/setup", "public", setup, status=201),
-    Route("POST", "/api/login", "public", login),
-    Route("POST", "/api/logout", "public", logout, status=204),
+    Route("GET", "/api/session", "public", get_session, answer=SESSION),
+    Route("POST", "/api/setup", "public", setup, status=201, body=SETUP_BODY,
+          answer=answer({"user": USER})),
+    Route("POST", "/api/login", "public", login, body=LOGIN_BODY),
+    Route("POST", "/api/logout", "public", logout, status=204, body=obj({}), body_optional=True),
 ]

@@ -1,21 +1,20 @@
 """The logged-in user's own account: who am I, change my password."""
 
-from contentnode.core import fields as v
-from contentnode.api.login import checked_new_password, password_attempt
-from contentnode.auth.users import public_user
+from contentnode.api.login import NEW_PASSWORD, TOKEN_SUMMARY, USER, checked_new_password, password_attempt, session_user, token_summary
 from contentnode.http.errors import ApiError
 from contentnode.http.response import no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import answer, obj
 
 
 def get_me(req):
-    return {"user": public_user(req.user)}
+    """Who this session is: the user, and the API token it logged in with (null for a password login)."""
+    return {"user": session_user(req), "token": token_summary(req)}
 
 
 def change_password(req):
     """Needs the current password; ends every other session of this user."""
-    body = v.require_object(req.body)
-    v.only(body, {"current_password", "new_password"})
+    body = req.body
     current = body.get("current_password")
     if not isinstance(current, str) or not current:
         raise ApiError(400, "invalid", "current_password is required", "current_password")
@@ -34,7 +33,11 @@ def change_password(req):
     return no_content()
 
 
+PASSWORD_BODY = obj({"current_password": {"type": "string", "minLength": 1}, "new_password": NEW_PASSWORD},
+                    required=["current_password", "new_password"])
+
 ROUTES = [
-    Route("GET", "/api/me", "login", get_me, enrolment_exempt=True),
-    Route("PUT", "/api/me/password", "login", change_password, status=204),
+    Route("GET", "/api/me", "login", get_me, enrolment_exempt=True,
+          answer=answer({"user": USER, "token": TOKEN_SUMMARY})),
+    Route("PUT", "/api/me/password", "login", change_password, status=204, body=PASSWORD_BODY),
 ]

@@ -4,9 +4,11 @@ start; deliveries run on its background queue, and a final failure is audited.""
 
 from contentnode.core import notify, revisions
 from contentnode.core import settings as st
+from contentnode.core.events import EVENTS
 from contentnode.core.fields import FieldError
 from contentnode.http.errors import invalid
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, STRING, answer, array, integer, nullable, obj, one_of, refused, text
 
 
 def config(app) -> dict:
@@ -33,12 +35,7 @@ def put_notifications(req):
 
 
 def test_notification(req):
-    body = req.body if isinstance(req.body, dict) else None
-    if body is None or set(body) != {"channel"}:
-        raise invalid('the body must be {"channel": "email"|"telegram"}', "channel")
-    channel = body["channel"]
-    if channel not in notify.CHANNELS:
-        raise invalid("channel must be email or telegram", "channel")
+    channel = req.body["channel"]  # one of notify.CHANNELS: TEST_BODY says so
     try:
         notify.require_complete(channel, config(req.app)[channel])
     except FieldError as exc:
@@ -66,8 +63,34 @@ def build_notifier(app) -> notify.Notifier:
 
 PANEL_SECTIONS = [("notifications", "notifications:manage", _panel_notifications)]
 
+def _optional_text(max_length: int) -> dict:
+    """A text member where null or "" clears the value."""
+    return nullable(text(max_length, min_length=0))
+
+
+NOTIFICATIONS_BODY = obj({
+    "email": obj({"enabled": BOOLEAN, "host": _optional_text(253), "port": integer(1, 65535),
+                  "security": one_of(*notify.SECURITY_MODES), "username": _optional_text(254),
+                  "password": _optional_text(1024), "from": _optional_text(254),
+                  "to": array({"type": "string"}, notify.MAX_RECIPIENTS)}),
+    "telegram": obj({"enabled": BOOLEAN, "bot_token": _optional_text(200),
+                     "chat_id": {"type": ["string", "integer", "null"]}, "api_url": _optional_text(2048)}),
+    "events": obj({name: BOOLEAN for name in EVENTS})},
+    description="a partial update; a secret (email.password, telegram.bot_token) left out stays, null clears it")
+NOTIFICATIONS = answer({
+    "email": answer({"enabled": BOOLEAN, "host": nullable(STRING), "port": integer(1, 65535),
+                     "security": one_of(*notify.SECURITY_MODES), "username": nullable(STRING),
+                     "password_set": BOOLEAN, "password": refused("is write-only"), "from": nullable(STRING),
+                     "to": array(STRING)}, optional=("password",)),
+    "telegram": answer({"enabled": BOOLEAN, "bot_token_set": BOOLEAN, "bot_token": refused("is write-only"),
+                        "chat_id": {"type": ["string", "integer", "null"]}, "api_url": nullable(STRING)},
+                       optional=("bot_token",)),
+    "events": answer({name: BOOLEAN for name in EVENTS})})
+TEST_BODY = obj({"channel": one_of(*notify.CHANNELS)}, required=["channel"])
+
 ROUTES = [
-    Route("GET", "/api/notifications", "notifications:manage", get_notifications),
-    Route("PUT", "/api/notifications", "notifications:manage", put_notifications, if_match=True),
-    Route("POST", "/api/notifications/test", "notifications:manage", test_notification),
+    Route("GET", "/api/notifications", "notifications:manage", get_notifications, answer=NOTIFICATIONS),
+    Route("PUT", "/api/notifications", "notifications:manage", put_notifications, body=NOTIFICATIONS_BODY,
+          answer=NOTIFICATIONS, if_match=True),
+    Route("POST", "/api/notifications/test", "notifications:manage", test_notification, body=TEST_BODY),
 ]

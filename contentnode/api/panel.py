@@ -5,12 +5,12 @@ gathers them and the App holds the list. A section appears only for users
 holding its scope.
 """
 
-from contentnode.auth.users import public_user
+from contentnode.api.login import session_user
 from contentnode.http.router import Route
 
 
 def get_panel(req):
-    answer = {"user": public_user(req.user)}
+    answer = {"user": session_user(req)}
     for name, scope, builder in req.app.panel_sections:
         if req.app.scopes.allows(req.user, scope):
             answer[name] = builder(req)

@@ -7,8 +7,9 @@ app.apply_policy(), session limits on the next request.
 
 from contentnode.core import fields as v
 from contentnode.core import revisions
-from contentnode.auth.policy import checked_policy
+from contentnode.auth.policy import LIMITS, TWO_FACTOR_MODES, checked_policy
 from contentnode.http.router import Route
+from contentnode.http.schema import answer, integer, obj, one_of
 
 
 def view(doc) -> dict:
@@ -34,7 +35,11 @@ def put_policy(req):
     return view(doc)
 
 
+_POLICY = {"two_factor": one_of(*TWO_FACTOR_MODES), **{name: integer(lo, hi) for name, (lo, hi) in LIMITS.items()}}
+POLICY_BODY = obj(_POLICY, description="a partial update, checked as a whole")
+POLICY = answer(_POLICY)
+
 ROUTES = [
-    Route("GET", "/api/policy", "users:manage", get_policy),
-    Route("PUT", "/api/policy", "users:manage", put_policy, if_match=True),
+    Route("GET", "/api/policy", "users:manage", get_policy, answer=POLICY),
+    Route("PUT", "/api/policy", "users:manage", put_policy, body=POLICY_BODY, answer=POLICY, if_match=True),
 ]

@@ -9,10 +9,12 @@ import secrets
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
+from contentnode.api.domains import HOST
 from contentnode.core import revisions, rules
 from contentnode.http.errors import conflict, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, STRING, answer, integer, listing, obj, text
 
 MAX_RULES = 20_000
 
@@ -45,8 +47,7 @@ def get_rule(req):
 
 
 def create_rule(req):
-    body = v.require_object(req.body)
-    v.only(body, rules.FIELDS)
+    body = req.body
     stamp = rfc3339(req.app.clock.now())
     with req.app.store.transaction() as doc:
         if len(doc["rules"]) >= MAX_RULES:
@@ -60,8 +61,7 @@ def create_rule(req):
 
 
 def update_rule(req):
-    body = v.require_object(req.body)
-    v.only(body, rules.FIELDS)
+    body = req.body
     rule_id = req.params["id"]
     with req.app.store.transaction() as doc:
         record = existing(doc, rule_id)
@@ -94,10 +94,22 @@ def _panel_rules(req):
 
 PANEL_SECTIONS = [("rules", "routes:read", _panel_rules)]
 
+_FIELDS = {"domain": HOST, "path": text(rules.MAX_PATH), "bucket": text(64),
+           "prefix": text(rules.MAX_PREFIX, min_length=0), "cache_ttl": integer(0, rules.MAX_CACHE_TTL),
+           "signed": BOOLEAN, "images": BOOLEAN, "enabled": BOOLEAN}
+CREATE_BODY = obj(_FIELDS, required=["domain", "path", "bucket"])
+UPDATE_BODY = obj(_FIELDS)
+
+RULE = answer({"id": STRING, "domain": STRING, "path": STRING, "bucket": STRING, "prefix": STRING,
+               "cache_ttl": integer(0, rules.MAX_CACHE_TTL), "signed": BOOLEAN, "images": BOOLEAN, "enabled": BOOLEAN,
+               "created_at": STRING, "updated_at": STRING},
+              optional=("prefix", "cache_ttl", "signed", "images", "enabled", "created_at", "updated_at"))
+
 ROUTES = [
-    Route("GET", "/api/rules", "routes:read", list_rules, query=frozenset({"domain"})),
-    Route("POST", "/api/rules", "routes:write", create_rule, status=201),
-    Route("GET", "/api/rules/{id}", "routes:read", get_rule),
-    Route("PUT", "/api/rules/{id}", "routes:write", update_rule, if_match=True),
+    Route("GET", "/api/rules", "routes:read", list_rules, query=frozenset({"domain"}),
+          answer=listing("rules", RULE)),
+    Route("POST", "/api/rules", "routes:write", create_rule, status=201, body=CREATE_BODY, answer=RULE),
+    Route("GET", "/api/rules/{id}", "routes:read", get_rule, answer=RULE),
+    Route("PUT", "/api/rules/{id}", "routes:write", update_rule, body=UPDATE_BODY, answer=RULE, if_match=True),
     Route("DELETE", "/api/rules/{id}", "routes:write", delete_rule, status=204, if_match=True),
 ]

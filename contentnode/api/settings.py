@@ -8,6 +8,7 @@ from contentnode.core import revisions
 from contentnode.core import settings as st
 from contentnode.http.errors import conflict, invalid
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, STRING, answer, array, integer, nullable, obj, one_of, refused, text
 
 
 def current(app) -> dict:
@@ -54,10 +55,7 @@ def _valid_certificate(app, host: str) -> bool:
 
 
 def put_admin_host(req):
-    body = req.body if isinstance(req.body, dict) else None
-    if body is None or set(body) != {"host"}:
-        raise invalid('the body must be {"host": "<name>"} or {"host": null}', "host")
-    host = body["host"]
+    host = req.body["host"]  # the shape is ADMIN_HOST_BODY's
     if host is not None:
         host = st.hostname("host", host)
         if not _valid_certificate(req.app, host):
@@ -67,11 +65,7 @@ def put_admin_host(req):
 
 
 def put_admin_allow(req):
-    body = req.body if isinstance(req.body, dict) else None
-    if body is None or "cidrs" not in body or not set(body) <= {"cidrs", "confirm"}:
-        raise invalid('the body must be {"cidrs": [...], "confirm"?: bool}', "cidrs")
-    if not isinstance(body.get("confirm", False), bool):
-        raise invalid("confirm must be true or false", "confirm")
+    body = req.body  # the shape is ADMIN_ALLOW_BODY's
     cidrs = st.cidr_list("cidrs", body["cidrs"])
     if req.via_admin_host and not st.address_in(req.client_ip, cidrs) and not body.get("confirm"):
         raise conflict("conflict", f"this list shuts out your own address {req.client_ip}; "
@@ -85,9 +79,30 @@ def _panel_settings(req):
 
 PANEL_SECTIONS = [("settings", "settings:write", _panel_settings)]
 
+_URL = text(2048)
+SETTINGS_BODY = obj({
+    "node_name": text(64), "public_url": nullable(_URL), "public_scheme": one_of("http", "https"),
+    "public_port": nullable(integer(1, 65535)), "acme_directory": _URL, "acme_email": nullable(text(254)),
+    "cache_max_bytes": integer(0, st.MAX_CACHE_BYTES), "allow_private_outbound": BOOLEAN,
+    "trusted_proxies": array({"type": "string"}, st.MAX_CIDRS), "link_grace_seconds": integer(0, st.MAX_GRACE),
+    "log_level": one_of(*st.LOG_LEVELS),
+    **{key: refused(f"is changed with PUT /api/{key.replace('_', '-')}") for key in st.DEFAULTS
+       if key not in st.GENERAL_DEFAULTS}}, description="a partial update: the settings given change")
+UPDATES = answer({"channel": one_of(*st.UPDATE_CHANNELS), "auto_check": BOOLEAN, "url": nullable(STRING)})
+SETTINGS = answer({
+    "node_name": STRING, "public_url": nullable(STRING), "public_scheme": one_of("http", "https"),
+    "public_port": nullable(integer(1, 65535)), "acme_directory": STRING, "acme_email": nullable(STRING),
+    "cache_max_bytes": integer(0, st.MAX_CACHE_BYTES), "allow_private_outbound": BOOLEAN,
+    "trusted_proxies": array(STRING), "link_grace_seconds": integer(0, st.MAX_GRACE),
+    "log_level": one_of(*st.LOG_LEVELS), "admin_host": nullable(STRING), "admin_allow": array(STRING),
+    "updates": UPDATES})
+ADMIN_HOST_BODY = obj({"host": nullable(text(253))}, required=["host"], description="null: no admin host")
+ADMIN_ALLOW_BODY = obj({"cidrs": array({"type": "string"}, st.MAX_CIDRS), "confirm": BOOLEAN},
+                       required=["cidrs"], description="[] allows every address")
+
 ROUTES = [
-    Route("GET", "/api/settings", "settings:write", get_settings),
-    Route("PUT", "/api/settings", "settings:write", put_settings, if_match=True),
-    Route("PUT", "/api/admin-host", "settings:write", put_admin_host, if_match=True),
-    Route("PUT", "/api/admin-allow", "settings:write", put_admin_allow, if_match=True),
+    Route("GET", "/api/settings", "settings:write", get_settings, answer=SETTINGS),
+    Route("PUT", "/api/settings", "settings:write", put_settings, body=SETTINGS_BODY, answer=SETTINGS, if_match=True),
+    Route("PUT", "/api/admin-host", "settings:write", put_admin_host, body=ADMIN_HOST_BODY, answer=SETTINGS, if_match=True),
+    Route("PUT", "/api/admin-allow", "settings:write", put_admin_allow, body=ADMIN_ALLOW_BODY, answer=SETTINGS, if_match=True),
 ]

@@ -6,19 +6,19 @@ POST /api/login {"token"} (api/login.py).
 """
 
 from contentnode.api.login import password_attempt
-from contentnode.api.users import MANAGE, _find
+from contentnode.api.users import MANAGE, user_in_path
 from contentnode.auth import tokens
-from contentnode.core import fields as v
+from contentnode.auth.scopes import SCOPES
 from contentnode.http.errors import ApiError, invalid, not_found
 from contentnode.http.response import json_response, no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import STRING, answer, array, integer, listing, nullable, obj, one_of, refused, text
 
 
 
 def create_token(req):
     """Needs the password again: a stolen session alone cannot mint a lasting credential."""
-    body = v.require_object(req.body)
-    v.only(body, {"name", "scopes", "expires_in", "password"})
+    body = req.body
     password = body.get("password")
     if not isinstance(password, str) or not password:
         raise invalid("password is required", "password")
@@ -54,17 +54,29 @@ def revoke_own(req):
 
 
 def list_users_tokens(req):
-    return {"tokens": tokens.for_user(req.app.store.data.get("api_tokens", {}), _find(req)["id"])}
+    return {"tokens": tokens.for_user(req.app.store.data.get("api_tokens", {}), user_in_path(req)["id"])}
 
 
 def revoke_users_token(req):
-    return _revoke(req, _find(req), req.params["token_id"])
+    return _revoke(req, user_in_path(req), req.params["token_id"])
 
+
+CREATE_BODY = obj({"name": text(tokens.NAME_MAX), "scopes": array(one_of(*SCOPES), min_items=1),
+                   "expires_in": nullable(integer(tokens.EXPIRES_IN_MIN, tokens.EXPIRES_IN_MAX)),
+                   "password": {"type": "string", "minLength": 1}},
+                  required=["name", "scopes", "password"],
+                  description="scopes: a subset of your own; expires_in: seconds, null for never")
+
+TOKEN = answer({"id": STRING, "name": STRING, "scopes": array(one_of(*SCOPES)), "created_at": STRING,
+                "expires_at": nullable(STRING), "last_used_at": nullable(STRING), "hash": refused("is never shown")},
+               optional=("hash",))
+TOKENS = listing("tokens", TOKEN)
 
 ROUTES = [
-    Route("GET", "/api/me/tokens", "login", list_own),
-    Route("POST", "/api/me/tokens", "login", create_token),
+    Route("GET", "/api/me/tokens", "login", list_own, answer=TOKENS),
+    Route("POST", "/api/me/tokens", "login", create_token, status=201, body=CREATE_BODY,
+          answer=answer({"token": TOKEN, "secret": {"type": "string", "pattern": "^cn_[0-9a-f]+_[0-9a-f]{64}$"}})),
     Route("DELETE", "/api/me/tokens/{id}", "login", revoke_own),
-    Route("GET", "/api/users/{id}/tokens", MANAGE, list_users_tokens),
+    Route("GET", "/api/users/{id}/tokens", MANAGE, list_users_tokens, answer=TOKENS),
     Route("DELETE", "/api/users/{id}/tokens/{token_id}", MANAGE, revoke_users_token),
 ]

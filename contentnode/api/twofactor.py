@@ -10,12 +10,13 @@ from contentnode.core import fields as v
 from contentnode.api.login import (attempt_succeeded, check_rate_limit, complete_login, count_failure,
                                    password_attempt)
 from contentnode.auth import totp
-from contentnode.auth.policy import requires_two_factor
+from contentnode.auth.policy import TWO_FACTOR_MODES, requires_two_factor
 from contentnode.auth.ratelimit import address_key, second_factor_key
 from contentnode.auth.users import public_user
 from contentnode.core import settings as st
 from contentnode.http.errors import ApiError, conflict, invalid
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, answer, obj, one_of, text
 
 
 def two_factor_keys(req, username: str) -> tuple:
@@ -45,8 +46,7 @@ def login_second_step(req):
     if req.pending_session is None or user is None:
         raise ApiError(401, "unauthenticated",
                        "no login is waiting for a code (it expires after 5 minutes); log in with the password first")
-    body = v.require_object(req.body)
-    v.only(body, {"code"})
+    body = req.body
     code = v.text(body, "code", max_len=64)
     keys = two_factor_keys(req, user["username"])
     check_rate_limit(req, keys)
@@ -93,8 +93,7 @@ def status(req):
 
 def setup(req):
     """A new secret, not active until /enable confirms a code from it (replaces 2FA when already on)."""
-    body = v.require_object(req.body or {})
-    v.only(body, {"password"})
+    body = req.body
     if req.app.store.data["policy"]["two_factor"] == "off" and not _state(req.user).get("enabled"):
         raise conflict("conflict", "the policy turns two-factor authentication off on this node")
     _confirm_password(req, body)
@@ -110,8 +109,7 @@ def setup(req):
 
 def enable(req):
     """Confirm the set-up secret with a code: 2FA is on, ten recovery codes are shown once."""
-    body = v.require_object(req.body)
-    v.only(body, {"code"})
+    body = req.body
     code = v.text(body, "code", max_len=16)
     codes, hashes = totp.new_recovery_codes()
     with req.app.store.transaction() as doc:
@@ -135,8 +133,7 @@ def _require_enabled(req) -> None:
 
 
 def disable(req):
-    body = v.require_object(req.body)
-    v.only(body, {"password"})
+    body = req.body
     _require_enabled(req)
     if requires_two_factor(req.app.store.data["policy"], req.user):
         raise conflict("conflict", "the policy requires two-factor authentication for this account")
@@ -151,8 +148,7 @@ def disable(req):
 
 def regenerate_recovery_codes(req):
     """Ten new recovery codes; every earlier one stops working."""
-    body = v.require_object(req.body)
-    v.only(body, {"password"})
+    body = req.body
     _require_enabled(req)
     _confirm_password(req, body)
     codes, hashes = totp.new_recovery_codes()
@@ -162,11 +158,19 @@ def regenerate_recovery_codes(req):
     return {"recovery_codes": codes}
 
 
+PASSWORD_BODY = obj({"password": {"type": "string", "minLength": 1}}, required=["password"])
+SECOND_STEP_BODY = obj({"code": text(64)}, required=["code"], description="a TOTP code or a recovery code")
+ENABLE_BODY = obj({"code": text(16)}, required=["code"], description="a code from the set-up secret")
+
+STATUS = answer({"enabled": BOOLEAN, "setup_pending": BOOLEAN, "required": BOOLEAN,
+                 "policy": one_of(*TWO_FACTOR_MODES), "recovery_codes_left": {"type": "integer", "minimum": 0}})
+
 ROUTES = [
-    Route("POST", "/api/login/2fa", "public", login_second_step),
-    Route("GET", "/api/me/2fa", "login", status, enrolment_exempt=True),
-    Route("POST", "/api/me/2fa/setup", "login", setup, enrolment_exempt=True),
-    Route("POST", "/api/me/2fa/enable", "login", enable, enrolment_exempt=True),
-    Route("POST", "/api/me/2fa/disable", "login", disable, enrolment_exempt=True),
-    Route("POST", "/api/me/2fa/recovery-codes", "login", regenerate_recovery_codes, enrolment_exempt=True),
+    Route("POST", "/api/login/2fa", "public", login_second_step, body=SECOND_STEP_BODY),
+    Route("GET", "/api/me/2fa", "login", status, enrolment_exempt=True, answer=STATUS),
+    Route("POST", "/api/me/2fa/setup", "login", setup, enrolment_exempt=True, body=PASSWORD_BODY),
+    Route("POST", "/api/me/2fa/enable", "login", enable, enrolment_exempt=True, body=ENABLE_BODY),
+    Route("POST", "/api/me/2fa/disable", "login", disable, enrolment_exempt=True, body=PASSWORD_BODY),
+    Route("POST", "/api/me/2fa/recovery-codes", "login", regenerate_recovery_codes, enrolment_exempt=True,
+          body=PASSWORD_BODY),
 ]

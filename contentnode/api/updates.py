@@ -9,11 +9,12 @@ import logging
 import threading
 
 from contentnode import __version__, clock
-from contentnode.api.settings import current, store_settings
+from contentnode.api.settings import UPDATES, current, store_settings
 from contentnode.core import settings as st
 from contentnode.core import updates
 from contentnode.http.errors import ApiError, invalid
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, nullable, obj, one_of, text
 
 log = logging.getLogger("contentnode.updates")
 DAY = 86400
@@ -114,7 +115,10 @@ def start_auto_check(app):
 
 PANEL_SECTIONS = [("updates", "settings:write", _panel_updates)]
 
+UPDATES_BODY = obj({"channel": one_of(*st.UPDATE_CHANNELS), "auto_check": BOOLEAN, "url": nullable(text(2048))},
+                   description="a partial update; url: the signed update feed, null for none")
+
 ROUTES = [
-    Route("PUT", "/api/updates", "settings:write", put_updates),
-    Route("POST", "/api/update/check", "settings:write", check_now),
+    Route("PUT", "/api/updates", "settings:write", put_updates, body=UPDATES_BODY, answer=UPDATES),
+    Route("POST", "/api/update/check", "settings:write", check_now, body=obj({}), body_optional=True),
 ]

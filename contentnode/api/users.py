@@ -13,15 +13,16 @@ reset end the account's sessions.
 from contentnode import clock
 from contentnode.core import fields as v
 from contentnode.core import revisions
-from contentnode.api.login import checked_new_password
+from contentnode.api.login import NEW_PASSWORD, USER, USERNAME, checked_new_password
 from contentnode.auth.ratelimit import address_key, password_key, second_factor_key
-from contentnode.auth.scopes import effective_scopes
+from contentnode.auth.scopes import ROLES, SCOPES, effective_scopes
 from contentnode.auth.tokens import revoke_all
-from contentnode.auth.users import (enabled_admins, find_by_username, new_user, new_username, public_user,
+from contentnode.auth.users import (enabled_admins, find_by_username, find_user, new_user, new_username, public_user,
                                     role_and_scopes)
 from contentnode.http.errors import conflict, forbidden, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, STRING, answer, array, listing, nullable, obj, one_of
 
 MANAGE = "users:manage"
 
@@ -40,11 +41,9 @@ def admin_view(req, user: dict) -> dict:
     return view
 
 
-def _find(req) -> dict:
-    """The user named by the {id} path parameter: an id, or else a username."""
-    users = req.app.store.data["users"]
-    ident = req.params["id"]
-    user = users.get(ident) or find_by_username(users, ident)
+def user_in_path(req) -> dict:
+    """The user named by the {id} path parameter (an id, or else a username), or 404."""
+    user = find_user(req.app.store.data["users"], req.params["id"])
     if user is None:
         raise not_found("no such user")
     return user
@@ -99,12 +98,11 @@ def list_users(req):
 
 
 def get_user(req):
-    return admin_view(req, _find(req))
+    return admin_view(req, user_in_path(req))
 
 
 def create_user(req):
-    body = v.require_object(req.body)
-    v.only(body, {"username", "password", "role", "scopes", "disabled"})
+    body = req.body
     username = new_username(body)
     role, scopes = role_and_scopes(body)
     disabled = v.boolean(body, "disabled", default=False)
@@ -124,9 +122,8 @@ def create_user(req):
 
 def update_user(req):
     """PUT {"role"?, "scopes"?, "disabled"?}: a partial update."""
-    body = v.require_object(req.body)
-    v.only(body, {"role", "scopes", "disabled"})
-    target = _find(req)
+    body = req.body
+    target = user_in_path(req)
     _may_manage(req, target["role"], target.get("scopes"))
     role, scopes = role_and_scopes(body, target)
     disabled = v.boolean(body, "disabled", default=bool(target.get("disabled")))
@@ -145,7 +142,7 @@ def update_user(req):
 
 
 def delete_user(req):
-    target = _find(req)
+    target = user_in_path(req)
     _may_manage(req, target["role"], target.get("scopes"))
     with req.app.store.transaction() as doc:
         before = doc["users"].pop(_record(doc, target, req.if_match)["id"])
@@ -163,9 +160,8 @@ def reset_password(req):
     Not for one's own account: a session alone must not be enough to change
     one's password; PUT /api/me/password asks for the current one.
     """
-    body = v.require_object(req.body)
-    v.only(body, {"password"})
-    target = _find(req)
+    body = req.body
+    target = user_in_path(req)
     if target["id"] == req.user["id"]:
         raise forbidden("forbidden", "your own password is changed with PUT /api/me/password, "
                                      "which needs the current one")
@@ -187,7 +183,7 @@ def reset_two_factor(req):
     Not for one's own account: disabling one's 2FA needs the password (DESIGN §6),
     which POST /api/me/2fa/disable asks for; a session alone must not be enough.
     """
-    target = _find(req)
+    target = user_in_path(req)
     if target["id"] == req.user["id"]:
         raise forbidden("forbidden", "your own two-factor authentication is turned off with "
                                      "POST /api/me/2fa/disable, which needs your password")
@@ -202,7 +198,7 @@ def reset_two_factor(req):
 
 
 def end_sessions(req):
-    target = _find(req)
+    target = user_in_path(req)
     _may_manage(req, target["role"], target.get("scopes"))
     ended = req.app.sessions.end_user_sessions(target["id"], keep_id=_own_session_kept(req, target))
     req.audit("user.sessions_end", target=target["username"], detail={"sessions_ended": ended})
@@ -211,7 +207,7 @@ def end_sessions(req):
 
 def clear_lockout(req):
     """Clears the account's failure counts and those of the addresses it logged in from."""
-    target = _find(req)
+    target = user_in_path(req)
     _may_manage(req, target["role"], target.get("scopes"))
     keys = _lockout_keys(target) + [address_key(a) for a in target.get("known_addresses") or ()]
     cleared = [k for k in keys if req.app.login_limiter.clear(k)]
@@ -225,13 +221,22 @@ def _panel_users(req):
 
 PANEL_SECTIONS = [("users", MANAGE, _panel_users)]
 
+_ROLE = one_of(*ROLES)
+_SCOPES = nullable(array(one_of(*SCOPES), len(SCOPES)))  # chosen for the custom role only
+CREATE_BODY = obj({"username": USERNAME, "password": NEW_PASSWORD, "role": _ROLE, "scopes": _SCOPES,
+                   "disabled": BOOLEAN}, required=["username", "password", "role"])
+UPDATE_BODY = obj({"role": _ROLE, "scopes": _SCOPES, "disabled": BOOLEAN})
+RESET_BODY = obj({"password": NEW_PASSWORD}, required=["password"])
+ADMIN_VIEW = answer({**USER["properties"], "password_changed_at": nullable(STRING), "locked": BOOLEAN,
+                     "sessions": {"type": "integer", "minimum": 0}})
+
 ROUTES = [
-    Route("GET", "/api/users", MANAGE, list_users),
-    Route("POST", "/api/users", MANAGE, create_user, status=201),
-    Route("GET", "/api/users/{id}", MANAGE, get_user),
-    Route("PUT", "/api/users/{id}", MANAGE, update_user, if_match=True),
+    Route("GET", "/api/users", MANAGE, list_users, answer=listing("users", ADMIN_VIEW)),
+    Route("POST", "/api/users", MANAGE, create_user, status=201, body=CREATE_BODY, answer=ADMIN_VIEW),
+    Route("GET", "/api/users/{id}", MANAGE, get_user, answer=ADMIN_VIEW),
+    Route("PUT", "/api/users/{id}", MANAGE, update_user, body=UPDATE_BODY, answer=ADMIN_VIEW, if_match=True),
     Route("DELETE", "/api/users/{id}", MANAGE, delete_user, status=204, if_match=True),
-    Route("PUT", "/api/users/{id}/password", MANAGE, reset_password, if_match=True),
+    Route("PUT", "/api/users/{id}/password", MANAGE, reset_password, body=RESET_BODY, answer=ADMIN_VIEW, if_match=True),
     Route("DELETE", "/api/users/{id}/2fa", MANAGE, reset_two_factor, status=204, if_match=True),
     Route("DELETE", "/api/users/{id}/sessions", MANAGE, end_sessions, status=204),
     Route("DELETE", "/api/users/{id}/lockout", MANAGE, clear_lockout, status=204),

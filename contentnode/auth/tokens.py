@@ -8,13 +8,20 @@ the id embedded in the secret is a single dict access.
 
 import hashlib
 import hmac
+import re
 import secrets
 
+from contentnode import clock
 from contentnode.auth.scopes import effective_scopes, invalid_scopes
+from contentnode.core.fields import is_time
 
 PREFIX = "cn_"
 SECTIONS = {"api_tokens": dict}
 LAST_USED_GRANULARITY = 60.0  # last_used_at is written at most once a minute per token
+_TIMES = ("created_at", "expires_at", "last_used_at")
+_HASH = re.compile(r"[0-9a-f]{64}")
+NAME_MAX = 64
+EXPIRES_IN_MIN, EXPIRES_IN_MAX = 60, 10 * 365 * 86400  # a minute to ten years
 
 
 class TokenError(ValueError):
@@ -31,7 +38,9 @@ def secret_hash(secret: str) -> str:
 
 
 def public_token(record: dict) -> dict:
-    return {key: record.get(key) for key in ("id", "name", "scopes", "created_at", "expires_at", "last_used_at")}
+    """The token object of DESIGN §8 (times as RFC 3339); never the hash."""
+    shown = {key: record.get(key) for key in ("id", "name", "scopes")}
+    return dict(shown, **{key: clock.rfc3339(record.get(key)) for key in _TIMES})
 
 
 def user_scopes(user: dict) -> list:
@@ -40,8 +49,8 @@ def user_scopes(user: dict) -> list:
 
 def mint(doc: dict, user: dict, name, scopes, expires_in, now: float) -> tuple[dict, str]:
     """Validate and add a token for user inside an open transaction; returns (record, secret)."""
-    if not isinstance(name, str) or not name.strip() or len(name) > 64:
-        raise TokenError(400, "invalid", "name must be a non-empty string of at most 64 characters", "name")
+    if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
+        raise TokenError(400, "invalid", f"name must be a non-empty string of at most {NAME_MAX} characters", "name")
     if not isinstance(scopes, list) or not scopes or not all(isinstance(s, str) for s in scopes):
         raise TokenError(400, "invalid", "scopes must be a non-empty list of scope names", "scopes")
     unknown = invalid_scopes(scopes)
@@ -50,7 +59,7 @@ def mint(doc: dict, user: dict, name, scopes, expires_in, now: float) -> tuple[d
     if unknown or beyond:
         raise TokenError(400, "invalid", f"scopes not held by this user: {', '.join(unknown or beyond)}", "scopes")
     if expires_in is not None and (isinstance(expires_in, bool) or not isinstance(expires_in, int)
-                                   or not 60 <= expires_in <= 10 * 365 * 86400):
+                                   or not EXPIRES_IN_MIN <= expires_in <= EXPIRES_IN_MAX):
         raise TokenError(400, "invalid", "expires_in must be null or seconds between 60 and 10 years", "expires_in")
     tokens = doc.setdefault("api_tokens", {})
     if any(t["user_id"] == user["id"] and t["name"] == name for t in tokens.values()):
@@ -123,11 +132,27 @@ def token_forbidden(pattern: str) -> bool:
 
 
 def validate_records(tokens, user_ids) -> None:
-    """Used by restore: every record well formed and owned by a restored user."""
+    """Used by restore: every record well formed (what sessions and listings read) and owned by a restored user."""
     if not isinstance(tokens, dict):
         raise ValueError("api_tokens must be an object")
-    for token_id, t in tokens.items():
-        if (not isinstance(t, dict) or t.get("id") != token_id or t.get("user_id") not in user_ids
-                or not isinstance(t.get("hash"), str) or len(t["hash"]) != 64
-                or not isinstance(t.get("scopes"), list) or invalid_scopes(t["scopes"])):
-            raise ValueError(f"api token {token_id!r} is malformed")
+    for token_id, record in tokens.items():
+        problem = _record_problem(token_id, record, user_ids)
+        if problem:
+            raise ValueError(f"api token {token_id!r} {problem}")
+
+
+def _record_problem(token_id: str, t, user_ids) -> str | None:
+    if not isinstance(t, dict) or t.get("id") != token_id:
+        return "is not a token record under its own id"
+    if not isinstance(t.get("user_id"), str) or t["user_id"] not in user_ids:
+        return "belongs to no user of the backup"
+    if not isinstance(t.get("hash"), str) or not _HASH.fullmatch(t["hash"]):
+        return "has no SHA-256 hash (64 lower-case hex digits)"
+    scopes = t.get("scopes")
+    if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes) or invalid_scopes(scopes):
+        return "holds scopes that are not scope names"
+    if not isinstance(t.get("name"), str) or not t["name"].strip() or len(t["name"]) > NAME_MAX:
+        return f"has no name of 1 to {NAME_MAX} characters"
+    if not is_time(t.get("created_at")) or any(t.get(key) is not None and not is_time(t[key]) for key in _TIMES):
+        return "has a time that is not a time"
+    return None

@@ -60,6 +60,11 @@ def find_by_username(users: dict, username: str) -> dict | None:
     return None
 
 
+def find_user(users: dict, ident: str) -> dict | None:
+    """The user with this id, or else with this username (paths name users either way)."""
+    return users.get(ident) or find_by_username(users, ident)
+
+
 def new_user(username: str, password_hash: str, role: str, now: float, scopes=()) -> dict:
     return {
         "id": secrets.token_hex(8),

@@ -13,14 +13,15 @@ from contentnode.core.fields import FieldError
 from contentnode.core.hostnames import HostnameError, normalize_host
 
 FIELDS = {"name", "endpoint", "region", "bucket", "access_key", "secret_key", "path_style"}
-_BUCKET_NAME = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
-_REGION = r"[A-Za-z0-9_\-]{1,64}"
-_KEY_TEXT = r"[\x21-\x7e]+"  # printable ASCII, no spaces
+BUCKET_NAME = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
+REGION = r"[A-Za-z0-9_\-]{1,64}"
+KEY_TEXT = r"[\x21-\x7e]+"  # printable ASCII, no spaces
+MAX_LENGTHS = {"name": 100, "endpoint": 300, "region": 64, "bucket": 63, "access_key": 128, "secret_key": 256}
 
 
 def _endpoint(body: dict) -> tuple[str, bool]:
     """(normalised endpoint, whether its host is an address or localhost) from body["endpoint"]."""
-    raw = v.text(body, "endpoint", max_len=300)
+    raw = v.text(body, "endpoint", max_len=MAX_LENGTHS["endpoint"])
     try:
         parts = urlsplit(raw)
         port = parts.port
@@ -51,19 +52,20 @@ def record_fields(body: dict, partial: bool) -> dict:
     required = not partial
     out = {}
     if "name" in body or required:
-        out["name"] = v.text(body, "name", max_len=100)
+        out["name"] = v.text(body, "name", max_len=MAX_LENGTHS["name"])
     if "endpoint" in body or required:
         out["endpoint"], by_address = _endpoint(body)
         if "path_style" not in body and not partial:
             out["path_style"] = by_address
     if "region" in body or required:
-        out["region"] = v.text(body, "region", max_len=64, pattern=_REGION)
+        out["region"] = v.text(body, "region", max_len=MAX_LENGTHS["region"], pattern=REGION)
     if "bucket" in body or required:
-        out["bucket"] = v.text(body, "bucket", max_len=63, pattern=_BUCKET_NAME)
+        out["bucket"] = v.text(body, "bucket", max_len=MAX_LENGTHS["bucket"], pattern=BUCKET_NAME)
     if "access_key" in body or required:
-        out["access_key"] = v.text(body, "access_key", max_len=128, pattern=_KEY_TEXT)
+        out["access_key"] = v.text(body, "access_key", max_len=MAX_LENGTHS["access_key"], pattern=KEY_TEXT)
     if "secret_key" in body or required:
-        out["secret_key"] = v.text(body, "secret_key", max_len=256, pattern=_KEY_TEXT, strip=False)
+        out["secret_key"] = v.text(body, "secret_key", max_len=MAX_LENGTHS["secret_key"], pattern=KEY_TEXT,
+                                   strip=False)
     if "path_style" in body:
         out["path_style"] = v.boolean(body, "path_style", required=True)
     return out

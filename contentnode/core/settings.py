@@ -39,6 +39,8 @@ DEFAULTS = dict(
 )
 
 MAX_CIDRS = 100
+MAX_CACHE_BYTES = 1 << 50
+MAX_GRACE = 30 * 86400  # link_grace_seconds
 _HOST_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,253}$")
 
@@ -207,10 +209,10 @@ _CHECKS = {
     "public_port": _optional(lambda f, v: _int(f, v, 1, 65535)),
     "acme_directory": http_url,
     "acme_email": _optional(_email),
-    "cache_max_bytes": lambda f, v: _int(f, v, 0, 1 << 50),
+    "cache_max_bytes": lambda f, v: _int(f, v, 0, MAX_CACHE_BYTES),
     "allow_private_outbound": _bool,
     "trusted_proxies": cidr_list,
-    "link_grace_seconds": lambda f, v: _int(f, v, 0, 30 * 86400),
+    "link_grace_seconds": lambda f, v: _int(f, v, 0, MAX_GRACE),
     "log_level": lambda f, v: _choice(f, v, LOG_LEVELS),
 }
 

@@ -11,6 +11,7 @@ import re
 
 from contentnode.http.router import LOGIN, PUBLIC
 
+_RECORD_MEMBERS = {"host", "domain", "id", "url", "urls"}
 _PARAM = re.compile(r"\{(\w+)(?:\.\.\.)?\}")  # {name...} takes the rest of the path
 
 ERROR_SCHEMA = {
@@ -71,17 +72,29 @@ def _error_statuses(route) -> list[int]:
     statuses = {400, 403, 500}
     if route.access != PUBLIC or route.pattern.startswith("/api/"):
         statuses.add(401)  # a session missing, or (login, 2FA) bad credentials
-    if _PARAM.search(route.pattern) or route.method in ("PUT", "DELETE"):
+    if _PARAM.search(route.pattern) or route.method in ("PUT", "DELETE") or _names_a_record(route):
         statuses.add(404)
     if _takes_body(route):
         statuses.update({411, 413, 415})
     if route.method in ("POST", "PUT", "DELETE"):
         statuses.add(409)
-    if route.pattern in ("/api/login", "/api/setup", "/api/login/2fa") or "password" in route.pattern:
+    if route.pattern in ("/api/login", "/api/setup", "/api/login/2fa") or "password" in route.pattern \
+            or _asks_own_password(route):
         statuses.add(429)
     if route.if_match:
         statuses.add(412)
     return sorted(statuses)
+
+
+def _names_a_record(route) -> bool:
+    """A body member that names a stored domain or bucket (or a URL on a domain): it may be unknown."""
+    return bool(_RECORD_MEMBERS & set((route.body or {}).get("properties", {})))
+
+
+def _asks_own_password(route) -> bool:
+    """A session's row whose body takes the caller's password: wrong ones count like failed logins."""
+    members = (route.body or {}).get("properties", {})
+    return "current_password" in members or (route.access == LOGIN and "password" in members)
 
 
 def _operation(route) -> dict:
@@ -98,7 +111,7 @@ def _operation(route) -> dict:
         success = {"description": "success", "content": {route.media: {"schema": {"type": "string"}}}}
     else:
         success = {"description": "success",
-                   "content": {"application/json": {"schema": {"type": "object"}}}}
+                   "content": {"application/json": {"schema": route.answer or {"type": "object"}}}}
         if route.if_match:
             success["headers"] = {"ETag": ETAG}
     operation = {
@@ -111,7 +124,7 @@ def _operation(route) -> dict:
         operation["parameters"] = parameters
     if _takes_body(route):
         schema = route.body if route.body is not None else {"type": "object"}
-        operation["requestBody"] = {"required": route.body is not None,
+        operation["requestBody"] = {"required": route.body is not None and not route.body_optional,
                                     "content": {"application/json": {"schema": schema}}}
     return operation
 

@@ -45,8 +45,10 @@ class Route:
     (400 invalid naming it), so a typo never silently widens an answer.
     status and media are the success status and content type; body, where
     declared, the JSON schema of the request body (checked here, published by
-    http/openapi.py). if_match rows change one revisioned object and take
-    If-Match (req.if_match); any other row refuses the header.
+    http/openapi.py); body_optional rows also take no body at all. answer, where
+    declared, the JSON schema of the success body (published only). if_match
+    rows change one revisioned object and take If-Match (req.if_match); any
+    other row refuses the header.
     """
 
     method: str
@@ -59,6 +61,8 @@ class Route:
     media: str = "application/json"
     body: dict | None = field(default=None, hash=False, compare=False)
     if_match: bool = False
+    body_optional: bool = False
+    answer: dict | None = field(default=None, hash=False, compare=False)
 
 
 class RouteTable:
@@ -206,7 +210,7 @@ class AdminDispatcher:
             raise ApiError(400, "invalid", "revision is read-only (the node raises it with every change); to make "
                                            'a change conditional, send the revision you read as If-Match: "<revision>"',
                            "revision")
-        if route.body is not None:
+        if route.body is not None and not (route.body_optional and req.body is None):
             schema.check(route.body, req.body)
 
     def _run(self, req) -> Response:
