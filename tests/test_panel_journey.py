@@ -225,6 +225,43 @@ def test_journey(browser, node, seaweed):  # noqa: F811
             nav(page, name)
             check_page(page, name.lower().replace(" ", "-"))
 
+    # An API token for a script: made in My account, its secret read from the page once, used
+    # by a script over HTTP, seen on the admin's user page and revoked there.
+    nav(page, "My account")
+    page.get_by_role("button", name="New token").click()
+    dialog = page.get_by_role("dialog")
+    labelled(dialog, "Name").fill("nightly purge")
+    labelled(dialog, "routes:write").check()
+    labelled(dialog, "Expires").select_option("2592000")
+    labelled(dialog, "Your password").fill(ADMIN_PASSWORD)
+    dialog.get_by_role("button", name="Create token").click()
+    token_secret = page.get_by_test_id("token-secret").inner_text().strip()
+    assert re.fullmatch(r"cn_[A-Za-z0-9]+_[0-9a-f]{64}", token_secret), token_secret
+    check_page(page, "account-token-secret")
+    page.get_by_role("button", name="I have saved it").click()
+    page.get_by_test_id("token-secret").wait_for(state="detached")
+    script = node.client()
+    login = script.post("/api/login", {"token": token_secret})
+    assert login.status == 200 and login.json["token"]["name"] == "nightly purge", login.body
+    assert script.get("/api/rules").status == 200
+    assert script.get("/api/users").status == 403  # only the token's scopes
+    page.reload()
+    row = page.get_by_role("row").filter(has_text="nightly purge")
+    row.wait_for()
+    assert row.get_by_role("cell").nth(4).inner_text().strip() != "never", row.inner_text()
+    assert token_secret not in page.content()
+    check_page(page, "account-tokens")
+    nav(page, "Users")
+    page.get_by_role("link", name=ADMIN, exact=True).first.click()
+    page.get_by_role("heading", level=1, name=ADMIN).wait_for()
+    row = page.get_by_role("row").filter(has_text="nightly purge")
+    row.get_by_role("button", name="Revoke token nightly purge").click()
+    page.get_by_role("dialog").get_by_role("button", name="Revoke").click()
+    row.wait_for(state="detached")
+    check_page(page, "user-tokens")
+    assert script.get("/api/rules").status == 401  # its session ended with it
+    assert node.client().post("/api/login", {"token": token_secret}).status == 401
+
     # The admin enrols 2FA from the manual key, logs out, logs in with the next code.
     nav(page, "My account")
     page.get_by_role("button", name="Set up two-factor authentication").click()

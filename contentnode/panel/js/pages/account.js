@@ -1,5 +1,7 @@
 // My account: password, two-factor authentication (QR code, manual key,
-// recovery codes shown once), and my sessions.
+// recovery codes shown once), my API tokens (the secret shown once), and my
+// sessions. A session opened with a token gets none of the credential cards:
+// the API refuses them to token sessions (DESIGN §8).
 
 import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
@@ -9,6 +11,8 @@ import { toast, toastError } from '../toast.js';
 import { when, ago } from '../format.js';
 import { pageHeader, card, facts, table, badge, callout, copyButton, download } from '../ui.js';
 import { qrSvg } from '../qr.js';
+import { scopeChecks } from './users.js';
+import { tokenTable } from '../tokens.js';
 
 function passwordCard() {
   const f = form({},
@@ -103,6 +107,44 @@ async function twoFactorCard(ctx, redraw) {
   return card('Two-factor authentication', { description: 'Time-based codes (TOTP) from an authenticator app.' }, box);
 }
 
+const EXPIRIES = [['', 'Never'], ['86400', 'In 1 day'], ['2592000', 'In 30 days'], ['7776000', 'In 90 days'], ['31536000', 'In 1 year']];
+
+/** A new token's secret, shown this once: copy it (or a curl login line), then it is gone. */
+function showSecret(token, secret, onDone) {
+  const login = `curl -s -c cookies.txt -H 'Content-Type: application/json' -d '{"token":"${secret}"}' ${location.origin}/api/login`;
+  const done = button('I have saved it', { onclick: () => close() });
+  const { close } = modal({ title: `Token "${token.name}" created`, onClose: onDone, wide: true,
+    description: 'Copy it now: it is shown only this once. The node keeps only a hash of it.',
+    content: h('div', { class: 'stack' },
+      h('code', { class: 'secret token-secret', 'data-testid': 'token-secret' }, secret),
+      h('p', { class: 'muted small' }, 'A script logs in with it (no 2FA step) and uses the session cookie, for example:'),
+      h('pre', { class: 'pre' }, login),
+      h('div', { class: 'form-actions' }, copyButton(secret, 'Copy token'), copyButton(login, 'Copy curl login'), done)) });
+}
+
+function createToken(ctx, redraw) {
+  dialogForm({ title: 'New API token', submitLabel: 'Create token', wide: true,
+    description: 'A token lets a script act as you, limited to the scopes you tick, until it expires or you revoke it.' }, [
+    h('div', { class: 'form-grid' },
+      field({ label: 'Name', name: 'name', required: true, autocomplete: 'off', spellcheck: 'false', hint: 'What it is for, e.g. "nightly purge". Unique among your tokens.' }),
+      field({ label: 'Expires', name: 'expires_in', value: '7776000', options: EXPIRIES })),
+    scopeChecks([], ctx.user.scopes),
+    field({ label: 'Your password', name: 'password', type: 'password', autocomplete: 'current-password', required: true, hint: 'Confirms it is you.' }),
+  ], async (v, close) => {
+    const r = await post('/api/me/tokens', { name: v.name.trim(), scopes: v.scopes || [], password: v.password,
+      expires_in: v.expires_in ? Number(v.expires_in) : null });
+    close();
+    showSecret(r.token, r.secret, redraw);
+  });
+}
+
+async function tokensCard(ctx, redraw) {
+  const { tokens } = await get('/api/me/tokens');
+  const create = button('New token', { onclick: () => createToken(ctx, redraw) });
+  return card('API tokens', { description: 'For scripts and cron jobs: each logs in without your password or 2FA, with the scopes you give it.', actions: create },
+    tokenTable(tokens, (t) => `/api/me/tokens/${enc(t.id)}`, redraw, 'My API tokens'));
+}
+
 /** "Chrome on Linux" from a user agent string. */
 function device(ua) {
   if (!ua) return 'unknown device';
@@ -143,11 +185,19 @@ export async function render(ctx) {
       await twoFactorCard(ctx, redraw));
     return;
   }
-  const [tf, sess] = await Promise.all([twoFactorCard(ctx, redraw), sessionsCard(ctx, redraw)]);
+  const profile = card('Profile', {}, facts([['Username', me.username], ['Role', me.role], ['Scopes', me.scopes.join(', ') || 'none'],
+    ['Created', when(me.created_at)], ['Last login', when(me.last_login_at)]]));
+  if (ctx.session.token) {
+    // The API refuses passwords, 2FA and tokens to a token session: offer none of them.
+    mount(ctx.main, pageHeader('My account', `Signed in as ${me.username}`),
+      callout('info', `You are signed in with the API token "${ctx.session.token.name}". Your password, two-factor authentication and API tokens can be changed only after logging in with your password.`),
+      profile, await sessionsCard(ctx, redraw));
+    return;
+  }
+  const [tf, tokens, sess] = await Promise.all([twoFactorCard(ctx, redraw), tokensCard(ctx, redraw), sessionsCard(ctx, redraw)]);
   mount(ctx.main, pageHeader('My account', `Signed in as ${me.username}`),
     tf,
-    h('div', { class: 'grid-2' }, passwordCard(),
-      card('Profile', {}, facts([['Username', me.username], ['Role', me.role], ['Scopes', me.scopes.join(', ') || 'none'],
-        ['Created', when(me.created_at)], ['Last login', when(me.last_login_at)]]))),
+    h('div', { class: 'grid-2' }, passwordCard(), profile),
+    tokens,
     sess);
 }

@@ -1,5 +1,5 @@
 // One user: role and scopes, disable, reset password and 2FA, end sessions,
-// clear a lockout, delete.
+// clear a lockout, delete, and their API tokens (listed, revocable).
 
 import { get, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
@@ -9,6 +9,7 @@ import { toast, toastError } from '../toast.js';
 import { when, ago } from '../format.js';
 import { pageHeader, card, facts, callout } from '../ui.js';
 import { roleAndScopes, roleBody, userState } from './users.js';
+import { tokenTable } from '../tokens.js';
 
 export async function render(ctx) {
   let u = await get(`/api/users/${enc(ctx.params.id)}`);
@@ -71,8 +72,16 @@ export async function render(ctx) {
     draw();
   });
 
+  const tokensBox = h('div', {});
+  async function drawTokens() {
+    const { tokens } = await get(`${path()}/tokens`);
+    mount(tokensBox, tokenTable(tokens, (t) => `${path()}/tokens/${enc(t.id)}`, () => drawTokens().catch(toastError), `API tokens of ${u.username}`));
+  }
+
   draw();
+  await drawTokens();
   mount(ctx.main, head,
     h('div', { class: 'grid-2' }, card('Account', {}, info), card('Role and scopes', { description: 'Changes apply on their next request.' }, roleForm)),
-    card('Actions', {}, ops));
+    card('Actions', {}, ops),
+    card('API tokens', { description: self ? 'Your own tokens are created under My account.' : 'Tokens they made for their scripts. Only they can create them; you can revoke them.' }, tokensBox));
 }

@@ -12,11 +12,17 @@ import { pageHeader, card, table, badge, rowFilter } from '../ui.js';
 
 const ROLES = [['admin', 'Administrator: everything'], ['operator', 'Operator: domains, buckets, rules, traffic'], ['viewer', 'Viewer: read-only'], ['custom', 'Custom: chosen scopes']];
 
-/** Scope checkboxes; a checked x:write checks and locks x:read, marked implied. */
-function scopeChecks(selected = []) {
-  const boxes = ALL_SCOPES.map((s) => checkbox({ label: s, name: 'scopes', value: s, group: true, switch: false, checked: selected.includes(s) }));
+/**
+ * Scope checkboxes; a checked x:write checks and locks x:read, marked implied.
+ * `offered` narrows the boxes (a token gets at most its owner's scopes).
+ */
+export function scopeChecks(selected = [], offered = ALL_SCOPES) {
+  const names = ALL_SCOPES.filter((s) => offered.includes(s));
+  const boxes = names.map((s) => checkbox({ label: s, name: 'scopes', value: s, group: true, switch: false, checked: selected.includes(s) }));
+  // metrics:read has no write partner: alone on its row, so each read sits beside its write
+  const grid = names[0] === 'metrics:read' ? [boxes[0], h('div', { 'aria-hidden': 'true' }), ...boxes.slice(1)] : boxes;
   const set = h('fieldset', { class: 'scope-set', 'data-field': 'scopes', id: 'scopes-set' },
-    h('legend', {}, 'Scopes'), h('div', { class: 'checks' }, boxes[0], h('div', { 'aria-hidden': 'true' }), ...boxes.slice(1)),
+    h('legend', {}, 'Scopes'), h('div', { class: 'checks' }, ...grid),
     h('p', { class: 'field-error', id: 'scopes-set-error', hidden: true }));
   function sync() {
     const inputs = [...set.querySelectorAll('input')];
