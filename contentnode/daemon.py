@@ -65,7 +65,7 @@ def serve(config) -> int:
     ready_file = os.environ.get("CONTENTNODE_READY_FILE")
     if ready_file:
         with open(ready_file, "w") as f:
-            f.write(f"{admin.server_address[1]} {public.server_address[1]}\n")
+            f.write(f"{app.servers['admin'].server_address[1]} {app.servers['public'].server_address[1]}\n")
     while not stop.wait(1.0):
         pass
     app.stop()
