@@ -65,6 +65,13 @@ def _text(value):
     return value
 
 
+def _path(value):
+    text = _text(value)
+    if not text.strip() or "\0" in text:
+        raise ValueError("an empty path or one holding a NUL byte names no folder")
+    return text
+
+
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -98,7 +105,7 @@ class Option:
 
 
 OPTIONS = (
-    Option("data_dir", _text, DEFAULT_DATA_DIR,
+    Option("data_dir", _path, DEFAULT_DATA_DIR,
            "folder for state, keys, certificates, cache, logs; the node only takes a new, empty or own folder"),
     Option("admin_bind", _address, "127.0.0.1", "address of the admin API (keep it on loopback)"),
     Option("admin_port", _port, 9090, "port of the admin API"),
@@ -154,7 +161,7 @@ def load(config_file: str | None = None, flags: dict | None = None, environ=None
                 table = tomllib.load(f)
         except OSError as exc:
             raise ConfigError(f"config: cannot read {config_file}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"config: {config_file} is not valid TOML: {exc}") from None
         for name, raw in table.items():
             _apply(values, sources, name, raw, f"config file {config_file}")

@@ -50,6 +50,9 @@ def test_bad_config_file_values(tmp_path):
     config.write_text('admin_port = [\n')
     result = run_cli("serve", "--config", str(config))
     assert result.returncode == 2 and "not valid TOML" in result.stderr
+    config.write_bytes(b'admin_port = "\xff"\n')
+    result = run_cli("serve", "--config", str(config))
+    assert result.returncode == 2 and "not valid TOML" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_precedence_file_env_flag(tmp_path):
@@ -169,6 +172,7 @@ def test_data_dir_below_a_regular_file_is_refused(tmp_path):
     ({"CONTENTNODE_ADMIN_BIND": "localhost"}, (), "admin_bind = 'localhost'"),
     ({"CONTENTNODE_CONFIG": "/nonexistent/contentnode.toml"}, (), "cannot read /nonexistent/contentnode.toml"),
     ({"CONTENTNODE_MAX_CONNECTIONS": "0"}, (), "max_connections = '0'"),
+    ({"CONTENTNODE_DATA_DIR": ""}, (), "data_dir = '' (environment CONTENTNODE_DATA_DIR): an empty path"),
 ])
 def test_config_errors_exit_2_with_one_line(tmp_path, env, args, message):
     """RestartPreventExitStatus=2 in the unit: a config error must not be retried, and reads as one line."""
