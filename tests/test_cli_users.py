@@ -114,3 +114,17 @@ def test_help_lists_the_roles_scopes_and_defaults():
     for option in OPTIONS:
         if option.name in ("data_dir", "admin_bind", "admin_port", "public_bind", "public_port", "log_level"):
             assert f"--{option.name.replace('_', '-')}" in serve and f"(default: {option.default})" in serve
+
+
+def test_offline_commands_never_take_over_an_unrelated_folder(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "photo.jpg").write_bytes(b"\xff\xd8")
+    os.chmod(theirs, 0o755)
+    result = Node(str(tmp_path)).cli("user", "create", "root", "--role", "admin", input_text=NEW + "\n")
+    assert result.returncode == 0  # Node's own data dir: new, so it is made
+    from tests.test_startup import run_cli
+    refused = run_cli("user", "create", "root", "--role", "admin", "--data-dir", str(theirs))
+    assert refused.returncode == 2 and f"the data dir {theirs} already holds" in refused.stderr
+    assert sorted(p.name for p in theirs.iterdir()) == ["photo.jpg"]
+    assert os.stat(theirs).st_mode & 0o777 == 0o755
