@@ -15,10 +15,15 @@ def run(config, args) -> int:
     try:
         return serve(config)
     except (StoreError, RuntimeError, OSError) as exc:
-        if isinstance(exc, PermissionError) and exc.filename:
-            exc = permission_problem(exc.filename)
-        print(f"contentnode: cannot start: {exc}", file=sys.stderr)
+        print(f"contentnode: cannot start: {_reason(exc)}", file=sys.stderr)
         return 1
+
+
+def _reason(exc: Exception) -> str:
+    """A path that cannot be written is explained (owner, mode, fix); the rest say enough."""
+    if isinstance(exc, PermissionError) and exc.filename:
+        return permission_problem(exc.filename)
+    return str(exc)
 
 
 def add_parser(sub) -> None:
