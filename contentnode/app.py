@@ -34,6 +34,7 @@ from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.notify import Notifier
 from contentnode.core.static_files import load_panel_files
 from contentnode.core.verify import new_secret
+from contentnode.http.binding import BindError
 from contentnode.http.errors import forbidden
 from contentnode.http.request import Request
 from contentnode.http.router import AdminDispatcher, RouteTable
@@ -189,10 +190,13 @@ class App:
                               response.status, getattr(handler, "bytes_sent", 0), seconds)
 
     def start_server(self, name: str, bind: str, port: int, dispatcher, tls_context=None) -> Server:
-        server = Server((bind, port), self._dispatch(name, dispatcher, "https" if tls_context else "http"),
-                        name, max_connections=self.config.max_connections,
-                        request_timeout=self.config.request_timeout, idle_timeout=self.config.idle_timeout,
-                        tls_context=tls_context, on_request=self._on_request)
+        try:
+            server = Server((bind, port), self._dispatch(name, dispatcher, "https" if tls_context else "http"),
+                            name, max_connections=self.config.max_connections,
+                            request_timeout=self.config.request_timeout, idle_timeout=self.config.idle_timeout,
+                            tls_context=tls_context, on_request=self._on_request)
+        except OSError as exc:
+            raise BindError(name, bind, port, exc) from exc
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
                                   name=f"{name}-accept", daemon=True)
         thread.start()

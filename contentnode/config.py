@@ -65,10 +65,20 @@ def _text(value):
     return value
 
 
+def _path(value):
+    text = _text(value)
+    if not text.strip() or "\0" in text:
+        raise ValueError("an empty path or one holding a NUL byte names no folder")
+    return text
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
 def _log_level(value):
     level = str(value).strip().lower()
-    if level not in ("debug", "info", "warning", "error"):
-        raise ValueError("one of debug, info, warning, error")
+    if level not in LOG_LEVELS:
+        raise ValueError("one of " + ", ".join(LOG_LEVELS))
     return level
 
 
@@ -82,16 +92,21 @@ def _dns_server(value):
     return text
 
 
+DEFAULT_DATA_DIR = "contentnode-data"  # a name no other program's folder is likely to have
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
     parse: Callable[[Any], Any]
     default: Any
     help: str
+    choices: tuple | None = None  # offered by the command line's --help
 
 
 OPTIONS = (
-    Option("data_dir", _text, "var", "folder for state, keys, certificates, cache, logs"),
+    Option("data_dir", _path, DEFAULT_DATA_DIR,
+           "folder for state, keys, certificates, cache, logs; the node only takes a new, empty or own folder"),
     Option("admin_bind", _address, "127.0.0.1", "address of the admin API (keep it on loopback)"),
     Option("admin_port", _port, 9090, "port of the admin API"),
     Option("public_bind", _address, "0.0.0.0", "address of the public port"),
@@ -99,7 +114,8 @@ OPTIONS = (
     Option("max_connections", _positive_int, 256, "open connections per listener; more get 503"),
     Option("request_timeout", _seconds, 10.0, "seconds a client has to send one whole request"),
     Option("idle_timeout", _seconds, 60.0, "seconds a keep-alive connection may stay idle"),
-    Option("log_level", _log_level, "info", "debug, info, warning or error"),
+    Option("log_level", _log_level, "info", "least severe log line written; beats a level stored "
+           "through the API", LOG_LEVELS),
     Option("hash_memory_kib", _positive_int, 19456, "argon2id memory per password hash"),
     Option("hash_time_cost", _positive_int, 2, "argon2id iterations"),
     Option("max_concurrent_hashes", _positive_int, 2, "password hashes computed at once"),
@@ -145,7 +161,7 @@ def load(config_file: str | None = None, flags: dict | None = None, environ=None
                 table = tomllib.load(f)
         except OSError as exc:
             raise ConfigError(f"config: cannot read {config_file}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"config: {config_file} is not valid TOML: {exc}") from None
         for name, raw in table.items():
             _apply(values, sources, name, raw, f"config file {config_file}")

@@ -1,5 +1,6 @@
 """The daemon: logging, the data-dir lock, build_app, start, wait for a signal, stop."""
 
+import ipaddress
 import logging
 import os
 import signal
@@ -10,9 +11,11 @@ from contentnode import __version__, sdnotify
 from contentnode.app import LOG_DATE_FORMAT, build_app
 from contentnode.auth.passwords import return_hash_memory_to_os
 from contentnode.clock import Clock
-from contentnode.fileio import DataDirLock, ensure_private_dir, remove_stale_temps
+from contentnode.fileio import DataDirLock, remove_stale_temps
+from contentnode.store import claim_data_dir
 
 log = logging.getLogger("contentnode")
+banner = logging.getLogger("contentnode.start")
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -20,26 +23,36 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 def setup_logging(level: str) -> None:
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper()),
                         format=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
+    banner.setLevel(logging.INFO)  # the start-up banner shows whatever level is configured or stored
+
+
+def print_banner(app) -> None:
+    """Ports, data dir and whether setup is still open; a warning when that open setup is reachable."""
+    config, admin, public = app.config, app.servers["admin"], app.servers["public"]
+    setup_required = not any(u["role"] == "admin" for u in app.store.data["users"].values())
+    banner.info("contentnode %s, data dir %s", __version__, config.data_dir)
+    banner.info("admin API on http://%s:%d", config.admin_bind, admin.server_address[1])
+    banner.info("public port on http://%s:%d", config.public_bind, public.server_address[1])
+    if setup_required:
+        banner.info("setup required: POST /api/setup {\"username\",\"password\"} on the admin API "
+                    "creates the first administrator")
+        if not ipaddress.ip_address(config.admin_bind).is_loopback:
+            banner.warning("the admin API listens on %s, beyond loopback, while setup is still open: "
+                           "anyone who reaches it can create the first administrator; run setup now "
+                           "or bind the admin API to 127.0.0.1", config.admin_bind)
 
 
 def serve(config) -> int:
     setup_logging(config.log_level)
     return_hash_memory_to_os()
-    ensure_private_dir(config.data_dir)
+    claim_data_dir(config.data_dir)
     lock = DataDirLock(config.data_dir)
     lock.acquire()
     if remove_stale_temps(config.data_dir):
         log.info("removed temp files left by an interrupted write")
     app = build_app(config, Clock.from_environment())
     app.start()
-    admin, public = app.servers["admin"], app.servers["public"]
-    setup_required = not any(u["role"] == "admin" for u in app.store.data["users"].values())
-    log.info("contentnode %s, data dir %s", __version__, config.data_dir)
-    log.info("admin API on http://%s:%d", config.admin_bind, admin.server_address[1])
-    log.info("public port on http://%s:%d", config.public_bind, public.server_address[1])
-    if setup_required:
-        log.info("setup required: POST /api/setup {\"username\",\"password\"} on the admin API "
-                 "creates the first administrator")
+    print_banner(app)
     stop = threading.Event()
 
     def request_stop(signum, frame):
@@ -52,7 +65,7 @@ def serve(config) -> int:
     ready_file = os.environ.get("CONTENTNODE_READY_FILE")
     if ready_file:
         with open(ready_file, "w") as f:
-            f.write(f"{admin.server_address[1]} {public.server_address[1]}\n")
+            f.write(f"{app.servers['admin'].server_address[1]} {app.servers['public'].server_address[1]}\n")
     while not stop.wait(1.0):
         pass
     app.stop()

@@ -2,7 +2,9 @@
 
 import fcntl
 import os
+import pwd
 import secrets
+import stat
 
 
 def fsync_dir(path: str) -> None:
@@ -92,6 +94,26 @@ def ensure_private_dir(path: str) -> None:
     except FileExistsError:
         pass
     os.chmod(path, 0o700)
+
+
+def permission_problem(path: str) -> str:
+    """Why `path` cannot be written and what to do: the nearest existing folder's owner and mode."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    info = os.stat(existing)
+    me = _user_name(os.geteuid())
+    owner = _user_name(info.st_uid)
+    return (f"{path} is not writable: {existing} belongs to {owner} with mode "
+            f"{stat.S_IMODE(info.st_mode):04o} and contentnode runs as {me}; run contentnode as {owner}, "
+            f"give the folder to {me} (chown -R {me} {existing}), or choose another --data-dir")
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 class DataDirLock:

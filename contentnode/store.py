@@ -24,6 +24,45 @@ from contentnode.fileio import atomic_write
 
 SCHEMA_VERSION = 1
 STATE_FILE = "state.json"
+DATA_DIR_MARKER = ".contentnode-data-dir"  # written when the node claims its data dir
+
+
+class DataDirRefused(Exception):
+    """The data dir path holds something that is not this node's; start-up stops with exit code 2."""
+
+
+def claim_data_dir(path: str) -> None:
+    """Make `path` the node's private (0700) data dir, never taking over someone else's folder.
+
+    A folder is the node's when the node creates it, when it is empty (systemd's
+    StateDirectory, a `mkdir` by the operator), or when it already holds
+    state.json or the marker file. Anything else (run from / with the default,
+    a typo naming /var or a home folder) keeps its mode and contents.
+    """
+    missing, existing = [], os.path.abspath(path)
+    while not os.path.lexists(existing):
+        missing.append(existing)
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise DataDirRefused(f"the data dir {path} cannot be made: {existing} is a file, not a folder; "
+                             "choose another with --data-dir (or data_dir in the config)")
+    if not missing:
+        names = set(os.listdir(path))
+        if names and not names & {STATE_FILE, DATA_DIR_MARKER}:
+            raise DataDirRefused(
+                f"the data dir {path} already holds {len(names)} item(s) that are not contentnode's "
+                f"(no {STATE_FILE}); refusing to take it over, nothing changed. Choose a new or empty folder "
+                "with --data-dir (or data_dir in the config)")
+    for folder in reversed(missing):  # parents too are made 0700 (os.makedirs would give the umask's 0755)
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+    os.chmod(path, 0o700)
+    marker = os.path.join(path, DATA_DIR_MARKER)
+    if not os.path.exists(marker):
+        atomic_write(marker, b"contentnode data dir: state, keys, certificates, cache, logs\n")
+
 
 # Migrations: MIGRATIONS[v] turns a version-v document into version v+1. Declared
 # here beside SCHEMA_VERSION, which goes up by one with each entry added.

@@ -48,7 +48,7 @@ def _give_node_identity(data_dir):
 def test_offline_commands_never_import_the_api_or_the_app(tmp_path):
     data_dir = str(tmp_path / "data")
     backup_file = str(tmp_path / "backup.json")
-    _run(data_dir, "user", "create", "root", input_text=PASSWORD + "\n")
+    _run(data_dir, "user", "create", "root", "--role", "admin", input_text=PASSWORD + "\n")
     assert "root" in _run(data_dir, "user", "list").stdout
     _run(data_dir, "audit", "verify")
     _give_node_identity(data_dir)

@@ -2,11 +2,15 @@
 
 import json
 import os
+import pwd
+import shutil
 import signal
 import stat
 import subprocess
 import sys
 import time
+
+import pytest
 
 from contentnode import __version__
 from tests.node import ROOT, Node
@@ -46,6 +50,9 @@ def test_bad_config_file_values(tmp_path):
     config.write_text('admin_port = [\n')
     result = run_cli("serve", "--config", str(config))
     assert result.returncode == 2 and "not valid TOML" in result.stderr
+    config.write_bytes(b'admin_port = "\xff"\n')
+    result = run_cli("serve", "--config", str(config))
+    assert result.returncode == 2 and "not valid TOML" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_precedence_file_env_flag(tmp_path):
@@ -96,7 +103,9 @@ def test_second_daemon_on_same_data_dir_refused(node):
     assert result.returncode == 1 and "in use by another contentnode process" in result.stderr
 
 
-def test_default_data_dir_is_var_in_current_folder(tmp_path):
+def test_default_data_dir_is_contentnode_data_in_current_folder(tmp_path):
+    """An empty folder of the default name (as systemd's StateDirectory or a mkdir leaves it) is taken."""
+    (tmp_path / "contentnode-data").mkdir(mode=0o755)
     ready = tmp_path / "ready"
     proc = subprocess.Popen([sys.executable, "-m", "contentnode", "serve", "--admin-port", "0", "--public-port", "0",
                              "--public-bind", "127.0.0.1"], cwd=str(tmp_path), stderr=subprocess.PIPE,
@@ -105,10 +114,167 @@ def test_default_data_dir_is_var_in_current_folder(tmp_path):
         deadline = time.monotonic() + 20
         while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert (tmp_path / "var" / "state.json").exists()
+        assert (tmp_path / "contentnode-data" / "state.json").exists()
+        assert stat.S_IMODE(os.stat(tmp_path / "contentnode-data").st_mode) == 0o700
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0
     text = err.decode()
-    assert "setup required" in text and str(tmp_path / "var") in text and "stopped" in text
+    assert "setup required" in text and str(tmp_path / "contentnode-data") in text and "stopped" in text
+
+
+# --- safe defaults and messages (issue 10 item 6) ------------------------------
+
+def _serve(*args, env=None, cwd=None, prefix=()):
+    """One `serve` run expected to stop by itself; admin and public on loopback, port 0 unless given."""
+    defaults = {"--admin-port": "0", "--public-port": "0", "--public-bind": "127.0.0.1"}
+    for flag, value in defaults.items():
+        if flag not in args:
+            args += (flag, value)
+    full_env = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
+    return subprocess.run([*prefix, sys.executable, "-m", "contentnode", "serve", *args], capture_output=True,
+                          text=True, env=full_env, cwd=cwd, timeout=30)
+
+
+def _snapshot(folder):
+    return (stat.S_IMODE(os.stat(folder).st_mode),
+            {p.name: p.read_bytes() for p in folder.iterdir()})
+
+
+def test_unrelated_folder_of_the_default_name_is_never_taken_over(tmp_path):
+    """Run from a folder that already holds someone's `contentnode-data`: exit 2, nothing touched."""
+    theirs = tmp_path / "contentnode-data"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("not the node's")
+    os.chmod(theirs, 0o755)
+    before = _snapshot(theirs)
+    result = _serve(cwd=str(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert str(theirs) in result.stderr and "refusing to take it over" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert _snapshot(theirs) == before  # mode 0755 and the one file, no state.json, no lock
+
+
+def test_data_dir_below_a_regular_file_is_refused(tmp_path):
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("x")
+    os.chmod(blocker, 0o644)
+    result = _serve("--data-dir", str(blocker / "data"))
+    assert result.returncode == 2
+    assert f"{blocker} is a file, not a folder" in result.stderr and "Traceback" not in result.stderr
+    assert stat.S_IMODE(os.stat(blocker).st_mode) == 0o644 and blocker.read_text() == "x"
+
+
+@pytest.mark.parametrize("env,args,message", [
+    ({"CONTENTNODE_LOG_LEVEL": "loud"}, (), "log_level = 'loud' (environment CONTENTNODE_LOG_LEVEL)"),
+    ({}, ("--log-level", "loud"), "argument --log-level: invalid choice: 'loud'"),
+    ({"CONTENTNODE_ADMIN_BIND": "localhost"}, (), "admin_bind = 'localhost'"),
+    ({"CONTENTNODE_CONFIG": "/nonexistent/contentnode.toml"}, (), "cannot read /nonexistent/contentnode.toml"),
+    ({"CONTENTNODE_MAX_CONNECTIONS": "0"}, (), "max_connections = '0'"),
+    ({"CONTENTNODE_DATA_DIR": ""}, (), "data_dir = '' (environment CONTENTNODE_DATA_DIR): an empty path"),
+])
+def test_config_errors_exit_2_with_one_line(tmp_path, env, args, message):
+    """RestartPreventExitStatus=2 in the unit: a config error must not be retried, and reads as one line."""
+    result = _serve("--data-dir", str(tmp_path / "data"), *args, env=env)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "data").exists()  # a config error creates nothing
+
+
+@pytest.mark.parametrize("listener", ["admin", "public"])
+def test_port_in_use_names_the_listener_address_and_port(tmp_path, listener):
+    import socket
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    try:
+        result = _serve("--data-dir", str(tmp_path / "data"), f"--{listener}-port", str(port))
+    finally:
+        holder.close()
+    assert result.returncode == 1
+    assert (f"the {listener} listener cannot bind 127.0.0.1 port {port}: the port is in use; "
+            "another program holds it") in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_port_held_by_another_contentnode_says_so(node, tmp_path):
+    result = _serve("--data-dir", str(tmp_path / "second"), "--admin-port", str(node.admin_port))
+    assert result.returncode == 1
+    assert (f"the admin listener cannot bind 127.0.0.1 port {node.admin_port}: the port is in use; "
+            "another contentnode answers there") in result.stderr, result.stderr
+
+
+def _without(*capabilities):
+    """Run as root but without these capabilities (setpriv from util-linux), as an unprivileged user would."""
+    setpriv = shutil.which("setpriv")
+    assert setpriv, "setpriv (util-linux) is needed to drop capabilities for this test"
+    return (setpriv, "--bounding-set=" + ",".join("-" + c for c in capabilities))
+
+
+def test_low_port_without_capability_says_what_is_missing(tmp_path):
+    result = _serve("--data-dir", str(tmp_path / "data"), "--public-port", "80",
+                    prefix=_without("net_bind_service"))
+    assert result.returncode == 1
+    assert "the public listener cannot bind 127.0.0.1 port 80: permission denied" in result.stderr, result.stderr
+    assert "CAP_NET_BIND_SERVICE" in result.stderr
+
+
+def test_unwritable_data_dir_names_path_owner_and_mode(tmp_path):
+    """Root ignores file modes; without CAP_DAC_OVERRIDE it meets them like any user would."""
+    parent = tmp_path / "owned-by-nobody"
+    parent.mkdir()
+    os.chmod(parent, 0o755)
+    os.chown(parent, pwd.getpwnam("nobody").pw_uid, -1)
+    result = _serve("--data-dir", str(parent / "data"),
+                    prefix=_without("dac_override", "dac_read_search", "fowner"))
+    assert result.returncode == 1
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert (f"{parent / 'data'} is not writable: {parent} belongs to nobody with mode 0755 "
+            f"and contentnode runs as {me}") in result.stderr, result.stderr
+    assert f"chown -R {me} {parent}" in result.stderr and "Traceback" not in result.stderr
+    assert not (parent / "data").exists()
+
+
+def _access_lines(text):
+    return [line for line in text.splitlines() if "contentnode.access" in line]
+
+
+def test_banner_at_stored_error_level_and_environment_beats_it(node, admin):
+    assert admin.put("/api/settings", {"log_level": "error"}).status == 200
+    node.stop()
+    os.truncate(node.log_path, 0)
+    node.start()
+    node.client().get("/healthz")
+    log = node.log()
+    assert f"data dir {node.data_dir}" in log and f"admin API on http://127.0.0.1:{node.admin_port}" in log
+    assert f"public port on http://127.0.0.1:{node.public_port}" in log
+    assert not _access_lines(log)  # the stored level holds for everything else
+    node.stop()
+    os.truncate(node.log_path, 0)
+    node.extra_env["CONTENTNODE_LOG_LEVEL"] = "info"
+    node.start()
+    node.client().get("/healthz")
+    time.sleep(0.2)
+    assert _access_lines(node.log()), node.log()  # environment > stored setting
+    node.stop()
+    os.truncate(node.log_path, 0)
+    node.extra_env.pop("CONTENTNODE_LOG_LEVEL")
+    node.args = ["--log-level", "info"]
+    node.start()
+    node.client().get("/healthz")
+    time.sleep(0.2)
+    assert _access_lines(node.log())  # flag > stored setting
+
+
+def test_open_setup_beyond_loopback_warns(tmp_path):
+    beyond = Node(str(tmp_path), args=("--admin-bind", "0.0.0.0")).start()
+    try:
+        assert "beyond loopback, while setup is still open" in beyond.log()
+    finally:
+        beyond.kill()
+
+
+def test_open_setup_on_loopback_does_not_warn(node):
+    assert "setup required" in node.log() and "beyond loopback" not in node.log()

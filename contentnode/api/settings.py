@@ -29,10 +29,11 @@ def store_settings(req, changes: dict, action: str) -> dict:
     return view(doc)
 
 
-def apply_log_level(app) -> None:
-    """A log level set through the API overrides the start-up config's."""
+def apply_log_level(app, changed: bool = False) -> None:
+    """The stored log level stands in for the default at start; a start-up value (config file,
+    environment, flag) beats it. A PUT that changes it applies at once, until the next start."""
     level = app.store.data.get("settings", {}).get("log_level")
-    if level:
+    if level and (changed or app.config.sources.get("log_level") == "default"):
         logging.getLogger().setLevel(level.upper())
 
 
@@ -45,7 +46,7 @@ def put_settings(req):
     if not changes:
         raise invalid("no setting given")
     answer = store_settings(req, changes, "settings.update")
-    apply_log_level(req.app)
+    apply_log_level(req.app, changed="log_level" in changes)
     return answer
 
 

@@ -11,13 +11,14 @@ import sys
 
 from contentnode import __version__, config as config_module
 from contentnode.cli import audit, backup, serve, tokens, users
+from contentnode.fileio import permission_problem
+from contentnode.store import DataDirRefused
 
 COMMANDS = [serve, users, backup, audit, tokens]
 
 
 def load_config(args):
-    flags = {k: getattr(args, k, None) for k in
-             ("data_dir", "admin_port", "admin_bind", "public_port", "public_bind")}
+    flags = {k: getattr(args, k, None) for k in serve.FLAGS}
     return config_module.load(getattr(args, "config", None), flags)
 
 
@@ -38,7 +39,12 @@ def main(argv=None) -> int:
         return 2
     try:
         config = load_config(args)
-    except config_module.ConfigError as exc:
+        return args.run(config, args)
+    except (config_module.ConfigError, DataDirRefused) as exc:  # exit 2: systemd does not retry these
         print(f"contentnode: {exc}", file=sys.stderr)
         return 2
-    return args.run(config, args)
+    except PermissionError as exc:
+        if not exc.filename:
+            raise
+        print(f"contentnode: {permission_problem(exc.filename)}; nothing changed", file=sys.stderr)
+        return 1

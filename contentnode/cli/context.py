@@ -14,10 +14,11 @@ from contentnode.auth.passwords import PasswordHasher
 from contentnode.auth.policy import ACCOUNT_SECTIONS
 from contentnode.auth.sessions import SessionManager
 from contentnode.clock import Clock
+from contentnode.config import DEFAULT_DATA_DIR
 from contentnode.core.audit import AuditLog
-from contentnode.fileio import DataDirLock, ensure_private_dir
+from contentnode.fileio import DataDirLock
 from contentnode.schema import REVISIONED
-from contentnode.store import STATE_FILE, Store, StoreError
+from contentnode.store import STATE_FILE, Store, StoreError, claim_data_dir
 
 AGENT = "contentnode command line"
 
@@ -46,7 +47,7 @@ def open_offline(config, create: bool = False, sections=ACCOUNT_SECTIONS):
     """An OfflineContext on the data dir, loaded under the data-dir lock; Refused when it cannot be."""
     if not create and not os.path.exists(os.path.join(config.data_dir, STATE_FILE)):
         raise Refused(f"no node data in {config.data_dir} (pass --data-dir)")
-    ensure_private_dir(config.data_dir)
+    claim_data_dir(config.data_dir)
     lock = DataDirLock(config.data_dir)
     try:
         lock.acquire()
@@ -76,5 +77,6 @@ def runner(action, create_data_dir: bool = False, sections=ACCOUNT_SECTIONS):
 
 
 def add_data_dir_flags(parser) -> None:
-    parser.add_argument("--config", help="TOML config file")
-    parser.add_argument("--data-dir", help="the node's data dir")
+    parser.add_argument("--config", help="TOML config file (default: $CONTENTNODE_CONFIG, else none)")
+    parser.add_argument("--data-dir", help=f"the node's data dir (default: {DEFAULT_DATA_DIR} in the current "
+                                           "folder, unless the config file or $CONTENTNODE_DATA_DIR names one)")

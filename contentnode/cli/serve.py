@@ -2,6 +2,11 @@
 
 import sys
 
+from contentnode.config import OPTIONS
+from contentnode.fileio import permission_problem
+
+FLAGS = ("data_dir", "admin_port", "admin_bind", "public_port", "public_bind", "log_level")
+
 
 def run(config, args) -> int:
     from contentnode.daemon import serve  # the whole App: only this command needs it
@@ -10,16 +15,23 @@ def run(config, args) -> int:
     try:
         return serve(config)
     except (StoreError, RuntimeError, OSError) as exc:
-        print(f"contentnode: cannot start: {exc}", file=sys.stderr)
+        print(f"contentnode: cannot start: {_reason(exc)}", file=sys.stderr)
         return 1
 
 
+def _reason(exc: Exception) -> str:
+    """A path that cannot be written is explained (owner, mode, fix); the rest say enough."""
+    if isinstance(exc, PermissionError) and exc.filename:
+        return permission_problem(exc.filename)
+    return str(exc)
+
+
 def add_parser(sub) -> None:
-    p = sub.add_parser("serve", help="run the daemon (admin API and public port)")
-    p.add_argument("--config", help="TOML config file")
-    p.add_argument("--data-dir", help="folder for state, keys, certificates, cache and logs")
-    p.add_argument("--admin-port", help="admin API port (default 9090)")
-    p.add_argument("--admin-bind", help="admin API address (default 127.0.0.1)")
-    p.add_argument("--public-port", help="public port (default 8080)")
-    p.add_argument("--public-bind", help="public address (default 0.0.0.0)")
+    p = sub.add_parser("serve", help="run the daemon (admin API and public port)",
+                       description="Values come from defaults < --config file < CONTENTNODE_* environment < flags.")
+    p.add_argument("--config", help="TOML config file (default: $CONTENTNODE_CONFIG, else none)")
+    for option in OPTIONS:
+        if option.name in FLAGS:
+            p.add_argument("--" + option.name.replace("_", "-"), choices=option.choices,
+                           help=f"{option.help} (default: {option.default})")
     p.set_defaults(run=run)

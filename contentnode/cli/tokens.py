@@ -9,6 +9,7 @@ secret. The secret is printed once, alone on stdout, so `$(...)` captures it.
 from contentnode import clock
 from contentnode.auth import tokens
 from contentnode.auth.policy import ACCOUNT_SECTIONS
+from contentnode.auth.scopes import SCOPES
 from contentnode.auth.users import find_by_username
 from contentnode.cli.context import AGENT, Refused, add_data_dir_flags, runner
 
@@ -66,7 +67,7 @@ def add_parser(sub) -> None:
     p = actions.add_parser("create", help="create a token; its secret is printed once on stdout")
     p.add_argument("--user", required=True)
     p.add_argument("--name", required=True)
-    p.add_argument("--scopes", required=True, help="comma-separated scopes, a subset of the user's")
+    p.add_argument("--scopes", required=True, help="comma-separated scopes, a subset of the user's, of: " + ", ".join(SCOPES))
     p.add_argument("--expires-in", type=int, help="seconds until it expires (default: never)")
     p.set_defaults(run=runner(create, sections=SECTIONS))
     add_data_dir_flags(p)

@@ -12,7 +12,7 @@ import sys
 
 from contentnode import clock
 from contentnode.auth.passwords import password_problem
-from contentnode.auth.scopes import ROLES
+from contentnode.auth.scopes import ROLES, SCOPES
 from contentnode.auth.users import find_by_username, new_user, new_username, role_and_scopes
 from contentnode.cli.context import AGENT, Refused, add_data_dir_flags, runner
 from contentnode.core.fields import FieldError
@@ -102,8 +102,9 @@ def add_parser(sub) -> None:
     actions = user.add_subparsers(dest="action", required=True)
     p = actions.add_parser("create", help="create a user; the password is read from a prompt or stdin")
     p.add_argument("username")
-    p.add_argument("--role", choices=tuple(ROLES), default="admin")
-    p.add_argument("--scopes", help="comma-separated scopes for --role custom")
+    p.add_argument("--role", required=True, choices=tuple(ROLES),
+                   help="the account's role, one of %(choices)s (no default: say which)")
+    p.add_argument("--scopes", help="comma-separated scopes for --role custom, of: " + ", ".join(SCOPES))
     p.set_defaults(run=runner(create, create_data_dir=True))
     add_data_dir_flags(p)
     p = actions.add_parser("reset-password", help="set a new password (prompt or stdin); ends the user's sessions")
