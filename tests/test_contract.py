@@ -82,3 +82,16 @@ def test_declared_body_shapes_are_checked_before_the_handler(admin):
     wrong = admin.post("/api/warm", {"urls": ["http://a.example.test/x", 7]})
     assert wrong.status == 400 and wrong.json["error"]["field"] == "urls"
     assert admin.get("/api/domains").json["domains"] == []
+
+
+def test_a_body_sent_where_none_is_declared_is_refused(admin):
+    """DESIGN §10: unknown body members are 400 everywhere, DELETE included."""
+    rule = admin.post("/api/domains", {"host": "a.example.test"})
+    assert rule.status == 201
+    refused = admin.request("DELETE", "/api/domains/a.example.test", {"force": True})
+    assert refused.status == 400 and refused.error_code == "invalid", refused.body
+    assert refused.json["error"]["field"] == "force"
+    assert admin.get("/api/domains/a.example.test").status == 200  # nothing was deleted
+    listed = admin.request("DELETE", "/api/me/sessions", [1])
+    assert listed.status == 400 and listed.error_code == "invalid" and "takes no body" in listed.json["error"]["message"]
+    assert admin.request("DELETE", "/api/domains/a.example.test", {}).status == 204

@@ -212,6 +212,8 @@ class AdminDispatcher:
                            "revision")
         if route.body is not None and not (route.body_optional and req.body is None):
             schema.check(route.body, req.body)
+        elif route.body is None and req.body not in (None, {}):
+            _refuse_body(req)
 
     def _run(self, req) -> Response:
         result = req.route.handler(req)
@@ -267,6 +269,14 @@ def _check_query(req) -> None:
     unknown = sorted(set(req.query) - req.route.query)
     if unknown:
         raise ApiError(400, "invalid", f"unknown query parameter {unknown[0]!r}", unknown[0][:100])
+
+
+def _refuse_body(req) -> None:
+    """A row that declares no body takes none: members sent to it would be silently ignored."""
+    member = next(iter(req.body), None) if isinstance(req.body, dict) else None
+    what = f"has no member {member!r}" if member is not None else "takes no body"
+    raise ApiError(400, "invalid", f"{req.route.method} {req.route.pattern} {what}; send no body",
+                   member[:100] if member is not None else None)
 
 
 def _check_if_match(req) -> None:
