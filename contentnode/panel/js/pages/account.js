@@ -118,7 +118,7 @@ function showSecret(token, secret, onDone) {
     content: h('div', { class: 'stack' },
       h('code', { class: 'secret token-secret', 'data-testid': 'token-secret' }, secret),
       h('p', { class: 'muted small' }, 'A script logs in with it (no 2FA step) and uses the session cookie, for example:'),
-      h('pre', { class: 'pre' }, login),
+      h('pre', { class: 'pre', 'data-testid': 'token-curl' }, login),
       h('div', { class: 'form-actions' }, copyButton(secret, 'Copy token'), copyButton(login, 'Copy curl login'), done)) });
 }
 
