@@ -78,6 +78,7 @@ class App:
     servers: dict
     update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
     access_stream: TextIO  # where access lines go: stderr, beside the log records
+    accept_poll_seconds: float  # how often an accept loop looks for stop(): each listener's stop waits that long
 
     def __init__(self, config: Config, clock: Clock):
         self.config = config
@@ -86,6 +87,7 @@ class App:
         self.servers = {}  # listener name -> Server; the HTTPS listener comes and goes at run time
         self.access_stream = sys.stderr
         self.update_kick = threading.Event()
+        self.accept_poll_seconds = 0.25
         self._jobs = []
         self._stop_steps = []
         self._stopping = threading.Event()
@@ -198,8 +200,8 @@ class App:
                         name, max_connections=self.config.max_connections,
                         request_timeout=self.config.request_timeout, idle_timeout=self.config.idle_timeout,
                         tls_context=tls_context, on_request=self._on_request)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
-                                  name=f"{name}-accept", daemon=True)
+        thread = threading.Thread(target=server.serve_forever, name=f"{name}-accept", daemon=True,
+                                  kwargs={"poll_interval": self.accept_poll_seconds})
         thread.start()
         self.servers[name] = server
         return server
