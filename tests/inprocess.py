@@ -25,6 +25,9 @@ from tests.node import Node
 # One per process by design (core.netguard's outbound deadlines): not the App's to stop.
 PROCESS_THREADS = {"outbound-deadlines"}
 STOP_SECONDS = 10.0
+# The daemon's accept loops look for stop() every 0.25 s, so each stop waited about that long
+# per listener: half a second of every test. 50 wake-ups a second cost the test process little.
+ACCEPT_POLL_SECONDS = 0.02
 
 
 class InProcessNode(Node):
@@ -66,6 +69,7 @@ class InProcessNode(Node):
             remove_stale_temps(self.data_dir)
             app = build_app(config, Clock(self.clock_file))
             app.access_stream = self._log
+            app.accept_poll_seconds = ACCEPT_POLL_SECONDS
             self.app = app
             app.start()
         except BaseException:
