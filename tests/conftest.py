@@ -8,8 +8,8 @@ module brings the process back for that test (SIGKILL, signals, restarts).
 
 import pytest
 
-from tests.inprocess import InProcessNode
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.inprocess import node_class
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.peers.check import missing_peers
 from tests.peers.seaweed import seaweed  # noqa: F401  (the session's SeaweedFS, for every module)
 
@@ -25,13 +25,6 @@ def pytest_sessionstart(session):
     if problems:
         pytest.exit("test peers missing (make test installs them):\n  " + "\n  ".join(problems),
                     returncode=3)
-
-
-def node_class(request):
-    """InProcessNode for a test or module marked in_process (and not daemon_process), else Node."""
-    if request.node.get_closest_marker("in_process") and not request.node.get_closest_marker("daemon_process"):
-        return InProcessNode
-    return Node
 
 
 @pytest.fixture
