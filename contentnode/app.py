@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from functools import lru_cache
+from typing import TextIO
 
 from contentnode import __version__, api
 from contentnode.api import certs as certs_api
@@ -76,12 +77,18 @@ class App:
     delivery: Delivery
     notifier: Notifier
     servers: dict
+    update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
+    access_stream: TextIO  # where access lines go: stderr, beside the log records
+    accept_poll_seconds: float  # how often an accept loop looks for stop(): each listener's stop waits that long
 
     def __init__(self, config: Config, clock: Clock):
         self.config = config
         self.clock = clock
         self.data_dir = config.data_dir
         self.servers = {}  # listener name -> Server; the HTTPS listener comes and goes at run time
+        self.access_stream = sys.stderr
+        self.update_kick = threading.Event()
+        self.accept_poll_seconds = 0.25
         self._jobs = []
         self._stop_steps = []
         self._stopping = threading.Event()
@@ -186,8 +193,8 @@ class App:
     def _on_request(self, port_name, handler, response, seconds) -> None:
         self.metrics.observe_request(port_name, handler.command, response.status, seconds)
         if access_log.isEnabledFor(logging.INFO):
-            write_access_line(port_name, handler.client_address[0], handler.command, handler.path,
-                              response.status, getattr(handler, "bytes_sent", 0), seconds)
+            write_access_line(self.access_stream, port_name, handler.client_address[0], handler.command,
+                              handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds)
 
     def start_server(self, name: str, bind: str, port: int, dispatcher, tls_context=None) -> Server:
         try:
@@ -197,8 +204,8 @@ class App:
                             tls_context=tls_context, on_request=self._on_request)
         except OSError as exc:
             raise BindError(name, bind, port, exc) from exc
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
-                                  name=f"{name}-accept", daemon=True)
+        thread = threading.Thread(target=server.serve_forever, name=f"{name}-accept", daemon=True,
+                                  kwargs={"poll_interval": self.accept_poll_seconds})
         thread.start()
         self.servers[name] = server
         return server
@@ -262,7 +269,7 @@ def _parse_networks(cidrs: tuple) -> tuple:
 _stamp = [0, ""]
 
 
-def write_access_line(port, client, method, target, status, size, seconds) -> None:
+def write_access_line(stream, port, client, method, target, status, size, seconds) -> None:
     """One line per request, in the logging format but without its per-record cost.
 
     The query string is left out (it may carry signatures); control characters are escaped.
@@ -274,5 +281,5 @@ def write_access_line(port, client, method, target, status, size, seconds) -> No
     path = target.split("?", 1)[0][:300]
     if not path.isprintable():
         path = path.encode("unicode_escape").decode("ascii")
-    sys.stderr.write(f'{_stamp[1]} INFO contentnode.access: {port} {client} "{method} {path}" '
-                     f"{status} {size} {seconds * 1000:.1f}ms\n")
+    stream.write(f'{_stamp[1]} INFO contentnode.access: {port} {client} "{method} {path}" '
+                 f"{status} {size} {seconds * 1000:.1f}ms\n")

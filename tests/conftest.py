@@ -1,9 +1,22 @@
-"""Shared fixtures: a fresh daemon per test, and an administrator logged in to it."""
+"""Shared fixtures: a fresh node per test, an administrator logged in to it, the peers.
+
+`node` is a daemon process (tests/node.py Node) unless the test or its module
+is marked `in_process`: then it is the App built in the test process
+(tests/inprocess.py InProcessNode). `daemon_process` on a test in such a
+module brings the process back for that test (SIGKILL, signals, restarts).
+"""
 
 import pytest
 
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.inprocess import node_class
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.peers.check import missing_peers
+from tests.peers.seaweed import seaweed  # noqa: F401  (the session's SeaweedFS, for every module)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "in_process: `node` is the App in the test process (InProcessNode)")
+    config.addinivalue_line("markers", "daemon_process: `node` is a daemon process even in an in_process module")
 
 
 def pytest_sessionstart(session):
@@ -15,11 +28,11 @@ def pytest_sessionstart(session):
 
 
 @pytest.fixture
-def node(tmp_path):
-    """A running daemon with an empty data dir (setup not done)."""
-    instance = Node(str(tmp_path)).start()
+def node(request, tmp_path):
+    """A running node with an empty data dir (setup not done)."""
+    instance = node_class(request)(str(tmp_path)).start()
     yield instance
-    instance.kill()
+    instance.close()
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 class Site:
     """A node serving one SeaweedFS bucket under `host`; helpers for origin objects and rules."""
 
-    def __init__(self, workdir, seaweed, host="cdn.example.test"):
+    def __init__(self, workdir, seaweed, host="cdn.example.test", node_class=Node):
         self.seaweed = seaweed
         self.host = host
-        self.node = Node(workdir).start()
+        self.node = node_class(workdir).start()
         self.admin = self.node.client()
         response = self.admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD})
         assert response.status == 201, response.body
@@ -57,4 +57,4 @@ class Site:
             conn.close()
 
     def close(self):
-        self.node.kill()
+        self.node.close()

@@ -95,6 +95,10 @@ class Node:
             self.proc.wait()
         self._close_log()
 
+    def close(self) -> None:
+        """The end of a test: SIGKILL (nothing to wait for; the data dir is thrown away)."""
+        self.kill()
+
     def _close_log(self):
         if getattr(self, "_log", None):
             self._log.close()

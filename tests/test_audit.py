@@ -7,6 +7,8 @@ import pytest
 from tests.accounts import PASSWORD, audit_lines, create_user, enrol, logged_in, mid_step_offset
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 
+pytestmark = pytest.mark.in_process  # HTTP to the App; the offline audit check runs beside a daemon process
+
 
 def _walk_through_everything(node, admin):
     """Perform one of each audited account action; returns the secrets that went over the wire."""
@@ -127,6 +129,7 @@ def test_audit_needs_users_manage(node, admin):
     assert logged_in(node, "vera").get("/api/audit").error_code == "forbidden"
 
 
+@pytest.mark.daemon_process
 def test_hash_chain_names_the_edited_line(node, admin):
     create_user(admin, "bob")
     admin.put("/api/users/bob", {"disabled": True})

@@ -2,6 +2,8 @@
 
 The expected scopes per role are written out here from the spec, not taken
 from contentnode.auth.scopes, so a wrong role table fails these tests.
+
+pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
 Rows added by later areas are covered without touching this file.
 """
 
@@ -11,7 +13,8 @@ import pytest
 
 from contentnode.api import ROUTES as ALL_ROUTES
 from tests.accounts import PASSWORD, create_user, logged_in
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.inprocess import node_class
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
 
 ALL = {"metrics:read", "domains:read", "domains:write", "buckets:read", "buckets:write", "routes:read",
        "routes:write", "settings:write", "users:manage", "notifications:manage"}
@@ -42,8 +45,8 @@ def _name(route) -> str:
 
 
 @pytest.fixture(scope="module")
-def clients(tmp_path_factory):
-    node = Node(str(tmp_path_factory.mktemp("authorization"))).start()
+def clients(request, tmp_path_factory):
+    node = node_class(request)(str(tmp_path_factory.mktemp("authorization"))).start()
     try:
         admin = node.client()
         assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
@@ -54,7 +57,7 @@ def clients(tmp_path_factory):
                 result[name] = logged_in(node, name, PASSWORD)
         yield result
     finally:
-        node.kill()
+        node.close()
 
 
 def test_the_table_has_protected_rows():

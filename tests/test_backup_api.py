@@ -10,8 +10,9 @@ import time
 import pytest
 
 from tests import certgen
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
-from tests.peers.seaweed import seaweed  # noqa: F401 (fixture)
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
+
+pytestmark = pytest.mark.in_process  # HTTP to the App and SeaweedFS; restarts and offline commands: daemons
 
 PASSPHRASE = "a long backup passphrase"
 SMTP_PASSWORD = "smtp-Pa55word-x"
@@ -19,10 +20,11 @@ TOKEN = "4242:" + "Q" * 35
 VIEWER_PASSWORD = "viewer password 123!"
 
 
-def fresh_node(tmp_path):
+def fresh_node(node, tmp_path):
+    """A second node of the same kind as `node` (in-process or a daemon process)."""
     workdir = tmp_path / "fresh"
     workdir.mkdir()
-    return Node(str(workdir))
+    return type(node)(str(workdir))
 
 
 def read(path):
@@ -78,6 +80,7 @@ def test_plain_export_is_free_of_secrets(node, admin, seaweed):
     assert ["buckets", bucket_id, "secret_key"] in answer.json["secrets_omitted"]
 
 
+@pytest.mark.daemon_process
 def test_encrypted_round_trip_onto_a_fresh_node(node, admin, seaweed, tmp_path):
     bucket_id = populate(admin, seaweed, "backup-trip")
     sealed = admin.post("/api/backup/export", {"passphrase": PASSPHRASE})
@@ -85,7 +88,7 @@ def test_encrypted_round_trip_onto_a_fresh_node(node, admin, seaweed, tmp_path):
     for secret in secrets_of(node, seaweed) + ["viewer1", "backup-trip"]:
         assert secret not in sealed.body.decode()
 
-    fresh = fresh_node(tmp_path).start()
+    fresh = fresh_node(node, tmp_path).start()
     try:
         other = fresh.client()
         assert other.post("/api/setup", {"username": "someone", "password": ADMIN_PASSWORD + "!"}).status == 201
@@ -105,7 +108,7 @@ def test_encrypted_round_trip_onto_a_fresh_node(node, admin, seaweed, tmp_path):
         fresh.restart()
         assert fresh.client().login(ADMIN_USER, ADMIN_PASSWORD).status == 200
     finally:
-        fresh.kill()
+        fresh.close()
 
 
 def _tampered(doc):
@@ -160,7 +163,7 @@ def test_plain_restore_keeps_users_and_secrets(node, admin, seaweed):
 def test_plain_restore_of_a_bucket_this_node_never_had_is_refused(node, admin, seaweed, tmp_path):
     populate(admin, seaweed, "backup-foreign")
     plain = admin.post("/api/backup/export", {}).json
-    fresh = fresh_node(tmp_path).start()
+    fresh = fresh_node(node, tmp_path).start()
     try:
         c = fresh.client()
         c.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD})
@@ -170,7 +173,7 @@ def test_plain_restore_of_a_bucket_this_node_never_had_is_refused(node, admin, s
             answer.json["error"]["message"]
         assert state(fresh) == before
     finally:
-        fresh.kill()
+        fresh.close()
 
 
 def test_backup_needs_users_manage(node, admin):
@@ -245,6 +248,7 @@ def test_an_encrypted_backup_without_an_administrator_is_refused(node, admin):
     assert node.client().get("/api/session").json["setup_required"] is False
 
 
+@pytest.mark.daemon_process
 def test_offline_export_and_restore(node, admin, tmp_path):
     admin.put("/api/settings", {"node_name": "offline-src"})
     passfile = tmp_path / "pass"
@@ -257,7 +261,7 @@ def test_offline_export_and_restore(node, admin, tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads(read(target))["kind"] == "encrypted"
 
-    fresh = fresh_node(tmp_path)
+    fresh = fresh_node(node, tmp_path)
     wrong = tmp_path / "wrong"
     wrong.write_text("not the passphrase")
     refused = fresh.cli("backup", "restore", target, "--passphrase-file", str(wrong))
@@ -270,7 +274,7 @@ def test_offline_export_and_restore(node, admin, tmp_path):
         assert c.login(ADMIN_USER, ADMIN_PASSWORD).status == 200
         assert c.get("/api/settings").json["node_name"] == "offline-src"
     finally:
-        fresh.kill()
+        fresh.close()
 
 
 def test_restores_in_one_second_keep_every_pre_restore_snapshot(node, admin):

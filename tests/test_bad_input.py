@@ -14,10 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.x509.oid import ExtensionOID, NameOID
+import pytest
 
 from tests.accounts import audit_lines, code, mid_step_offset
 from tests.certgen import cert_pem, key_pem, new_key
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
+
+pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
 
 
 def _raw_post(client, path, raw: bytes):

@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
+
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,8 @@ from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.certgen import DAY, cert_pem, key_pem, make_ca, make_leaf, new_key
 from tests.tlsclient import fetch_over_tls
 
+pytestmark = pytest.mark.in_process  # HTTP to the App; the restart runs a daemon process
+
 HOST = "shop.example.com"
 
 
@@ -138,6 +140,7 @@ def _wait_for_log(node, text, seconds=15.0):
     return False
 
 
+@pytest.mark.daemon_process
 def test_expiry_warning_raised_by_the_renewal_job(domain, node, ca):
     assert _upload(domain, *_bundle(ca)).status == 200  # valid for 90 more days
     node.set_clock_offset(80 * 86400)

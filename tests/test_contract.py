@@ -5,6 +5,8 @@ import pytest
 
 from contentnode.api import ROUTES
 
+pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
+
 BUCKET = {"name": "origin", "endpoint": "http://127.0.0.1:9", "region": "us-east-1", "bucket": "origin-bucket",
           "access_key": "AKIDEXAMPLE", "secret_key": "secret-example-key", "path_style": True}
 

@@ -2,8 +2,11 @@
 
 import pytest
 
+from tests.inprocess import node_class
 from tests.node import Node
 from tests.peers.pebble import ChallTestSrv
+
+pytestmark = pytest.mark.in_process  # HTTP to the App and local peers: no process needed
 
 
 def _add(admin, host):
@@ -89,16 +92,16 @@ def test_other_nodes_proof_is_rejected(tmp_path, admin, node):
 
 
 @pytest.fixture
-def dns_node(tmp_path):
+def dns_node(request, tmp_path):
     """A node resolving names through pebble-challtestsrv, which knows only shop.example.test."""
     dns = ChallTestSrv(str(tmp_path), default_ipv4="", default_ipv6="")
     dns.add_a("shop.example.test", ["127.0.0.1"])
     (tmp_path / "n").mkdir()
-    instance = Node(str(tmp_path / "n"), env={"CONTENTNODE_DNS_RESOLVER": dns.dns_address}).start()
+    instance = node_class(request)(str(tmp_path / "n"), env={"CONTENTNODE_DNS_RESOLVER": dns.dns_address}).start()
     client = instance.client()
     assert client.post("/api/setup", {"username": "admin", "password": "correct horse battery staple"}).status == 201
     yield client
-    instance.kill()
+    instance.close()
     dns.stop()
 
 

@@ -11,6 +11,8 @@ from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.peers.pebble import free_port
 from tests.tlsclient import fetch_over_tls
 
+pytestmark = pytest.mark.in_process  # HTTP and HTTPS to the App; the restart runs a daemon process
+
 HOST = "secure.example.com"
 NONCE_PATH = "/.well-known/service/check?nonce=" + "n" * 24
 
@@ -112,6 +114,7 @@ def test_upgrade_and_hsts(with_cert, node, ca):
     assert b"strict-transport-security: max-age=31536000" in raw.lower()
 
 
+@pytest.mark.daemon_process
 def test_https_comes_back_after_restart(with_cert, node, ca):
     port = free_port()
     with_cert.put("/api/https", {"enabled": True, "port": port})

@@ -9,12 +9,15 @@ import pytest
 
 from contentnode.clock import parse_rfc3339
 from tests.content_setup import Site
-from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+from tests.inprocess import node_class
+
+pytestmark = pytest.mark.in_process  # HTTP to the App and SeaweedFS: no process needed
 
 
 @pytest.fixture
-def site(tmp_path, seaweed):
-    instance = Site(str(tmp_path), seaweed, host=f"links-{uuid.uuid4().hex[:6]}.example.test")
+def site(request, tmp_path, seaweed):
+    instance = Site(str(tmp_path), seaweed, host=f"links-{uuid.uuid4().hex[:6]}.example.test",
+                    node_class=node_class(request))
     instance.add_rule("/private", prefix="secret/", signed=True)
     instance.add_rule("/open", prefix="public/")
     instance.put("secret/doc.txt", b"signed content")

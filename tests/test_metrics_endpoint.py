@@ -16,6 +16,8 @@ from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.peers.check import PROMTOOL
 
+pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
+
 
 def scrape(node):
     r = node.client().get("/metrics")

@@ -10,6 +10,8 @@ from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 from tests.peers.smtp import SmtpServer
 from tests.peers.telegram import FakeTelegram
 
+pytestmark = pytest.mark.in_process  # HTTP to the App and local peers; TLS to the SMTP peer needs SSL_CERT_FILE: a daemon process
+
 TOKEN = "4242:" + "T" * 35
 SMTP_PASSWORD = "smtp-Pa55word"
 

@@ -5,6 +5,8 @@ import pytest
 from tests.accounts import PASSWORD, create_user, logged_in
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 
+pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
+
 DEFAULTS = {"two_factor": "optional", "password_min_length": 12, "session_idle_timeout": 3600,
             "session_absolute_timeout": 43200, "lockout_threshold": 5, "lockout_duration": 900, "revision": 1}
 

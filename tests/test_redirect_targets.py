@@ -4,7 +4,11 @@ written is a logged 500, never a silently dropped connection."""
 import json
 import os
 
+import pytest
+
 from tests.test_wire import raw_request
+
+pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
 
 
 def _public_get(node, host):

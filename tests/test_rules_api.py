@@ -5,7 +5,9 @@ import uuid
 import pytest
 
 from tests.content_setup import Site
-from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+from tests.inprocess import node_class
+
+pytestmark = pytest.mark.in_process  # HTTP to the App and SeaweedFS; the test without Pillow runs a daemon process
 
 DOMAIN = "www.example.test"
 
@@ -121,8 +123,9 @@ def test_rules_need_a_session(node):
     assert node.client().post("/api/rules", {"path": "/"}).error_code == "unauthenticated"
 
 
-def test_longest_rule_wins_on_the_public_port(tmp_path, seaweed):
-    site = Site(str(tmp_path), seaweed, host=f"lp-{uuid.uuid4().hex[:6]}.example.test")
+def test_longest_rule_wins_on_the_public_port(request, tmp_path, seaweed):
+    site = Site(str(tmp_path), seaweed, host=f"lp-{uuid.uuid4().hex[:6]}.example.test",
+                node_class=node_class(request))
     try:
         site.put("root/page.txt", b"from root")
         site.put("assets/page.txt", b"from assets")

@@ -9,7 +9,10 @@ import time
 
 import pytest
 
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.inprocess import node_class
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
+
+pytestmark = pytest.mark.in_process  # sockets to the App's listeners; SIGTERM needs a daemon process
 
 
 def healthz(port, timeout=1.0):
@@ -22,11 +25,11 @@ def healthz(port, timeout=1.0):
 
 
 @pytest.fixture
-def tuned_node(tmp_path):
-    instance = Node(str(tmp_path), env={"CONTENTNODE_REQUEST_TIMEOUT": "2", "CONTENTNODE_IDLE_TIMEOUT": "3",
+def tuned_node(request, tmp_path):
+    instance = node_class(request)(str(tmp_path), env={"CONTENTNODE_REQUEST_TIMEOUT": "2", "CONTENTNODE_IDLE_TIMEOUT": "3",
                                         "CONTENTNODE_MAX_CONNECTIONS": "8"}).start()
     yield instance
-    instance.kill()
+    instance.close()
 
 
 def test_slow_client_and_200_idle_connections_do_not_block_health(node):
@@ -100,6 +103,7 @@ def test_over_capacity_gets_503_not_a_thread(tuned_node):
     assert healthz(tuned_node.admin_port, timeout=5) == 200
 
 
+@pytest.mark.daemon_process
 def test_graceful_shutdown_finishes_in_flight_request(node):
     setup = json.dumps({"username": ADMIN_USER, "password": ADMIN_PASSWORD}).encode()
     with socket.create_connection(("127.0.0.1", node.admin_port), timeout=15) as sock:

@@ -3,7 +3,11 @@
 import json
 import os
 
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+import pytest
+
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
+
+pytestmark = pytest.mark.in_process  # HTTP and the clock only; the restarts below run a daemon process
 
 
 def cookie_attrs(resp):
@@ -42,6 +46,7 @@ def test_logout_ends_session_on_server(node, admin):
     assert replay.get("/api/me").status == 401
 
 
+@pytest.mark.daemon_process
 def test_session_survives_restart(node, admin):
     node.restart()
     assert admin.get("/api/me").status == 200
@@ -64,6 +69,7 @@ def test_absolute_timeout(node, admin):
     assert admin.get("/api/me").status == 401
 
 
+@pytest.mark.daemon_process
 def test_idle_timeout_counts_across_restart(node, admin):
     admin.get("/api/me")
     node.stop()
@@ -163,13 +169,13 @@ def test_guesses_sent_together_cannot_get_past_the_lockout(node, admin):
     assert len(lockouts) == 1
     # a success gives its attempt back: five right logins in a row never lock anyone out
     os.makedirs(os.path.join(node.workdir, "second"))
-    fresh = Node(os.path.join(node.workdir, "second")).start()
+    fresh = type(node)(os.path.join(node.workdir, "second")).start()
     try:
         assert fresh.client().post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
         for _ in range(8):
             assert fresh.client().login(ADMIN_USER, ADMIN_PASSWORD).status == 200
     finally:
-        fresh.kill()
+        fresh.close()
 
 
 def test_weak_passwords_refused(node):

@@ -13,6 +13,8 @@ from contentnode.core.settings import DEFAULTS
 from tests import certgen
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 
+pytestmark = pytest.mark.in_process  # HTTP to the App; the restart runs a daemon process
+
 
 def state_bytes(node):
     with open(os.path.join(node.data_dir, "state.json"), "rb") as f:
@@ -25,6 +27,7 @@ def test_defaults_and_login_required(node, admin):
     assert answer.status == 200 and answer.json == dict(DEFAULTS, revision=1)
 
 
+@pytest.mark.daemon_process
 def test_partial_update_answers_whole_object_and_persists(node, admin):
     answer = admin.put("/api/settings", {"node_name": "edge-7", "trusted_proxies": ["10.1.2.3/8"],
                                          "link_grace_seconds": 600, "acme_email": "ops@example.com"})

@@ -11,6 +11,8 @@ import pytest
 from contentnode.api import ROUTES as ALL_ROUTES
 from tests.node import ROOT
 
+pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
+
 PUBLIC, LOGIN = "public", "login"
 
 # (method, path, access) exactly as SPEC.md's endpoint tables give them.

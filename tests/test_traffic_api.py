@@ -5,12 +5,14 @@ import re
 import pytest
 
 from tests.content_setup import Site
-from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+from tests.inprocess import node_class
+
+pytestmark = pytest.mark.in_process  # HTTP to the App and SeaweedFS; the restart runs a daemon process
 
 
 @pytest.fixture
-def site(tmp_path, seaweed):  # noqa: F811
-    instance = Site(str(tmp_path), seaweed, host="traffic.example.test")
+def site(request, tmp_path, seaweed):
+    instance = Site(str(tmp_path), seaweed, host="traffic.example.test", node_class=node_class(request))
     instance.add_rule("/", prefix="t/", cache_ttl=300)
     instance.add_domain("second.example.test")
     yield instance
@@ -40,6 +42,7 @@ def test_metrics_ranges_and_bad_range(site):
     assert site.node.client().get("/api/metrics?range=1h").status == 401
 
 
+@pytest.mark.daemon_process
 def test_points_and_prometheus_counters_move_and_survive_restart(site):
     site.put("t/a.txt", b"a" * 1000)
     before = totals(site.admin.get("/api/metrics?range=1h").json)

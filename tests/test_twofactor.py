@@ -2,8 +2,12 @@
 
 import re
 
+import pytest
+
 from tests.accounts import PASSWORD, code, create_user, enrol, logged_in, mid_step_offset, wrong_code
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
+
+pytestmark = pytest.mark.in_process  # HTTP and the clock only: no process needed
 
 
 def _password_step(node, username=ADMIN_USER, password=ADMIN_PASSWORD):

@@ -6,9 +6,12 @@ import pytest
 
 from contentnode import __version__
 from contentnode.core.updates import parse_version
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.inprocess import node_class
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.peers.telegram import FakeTelegram
 from tests.peers.update_server import UpdateServer, new_key, payload, sign_manifest, tamper, unsigned
+
+pytestmark = pytest.mark.in_process  # HTTP to the App and a local update server: no process needed
 
 NEWER = "99.1.0"
 TOKEN = "4242:" + "T" * 35
@@ -31,16 +34,16 @@ def served(release_key):
 
 
 @pytest.fixture
-def keyed(tmp_path, release_key):
+def keyed(request, tmp_path, release_key):
     """A daemon configured with the test release key."""
     _, pem = release_key
     b64 = "".join(pem.strip().splitlines()[1:-1])
-    instance = Node(str(tmp_path), env={"CONTENTNODE_UPDATE_PUBLIC_KEY": b64}).start()
+    instance = node_class(request)(str(tmp_path), env={"CONTENTNODE_UPDATE_PUBLIC_KEY": b64}).start()
     client = instance.client()
     assert client.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
     instance.admin = client
     yield instance
-    instance.kill()
+    instance.close()
 
 
 def test_check_good_manifest(keyed, served):

@@ -5,6 +5,8 @@ import pytest
 from tests.accounts import PASSWORD, create_user, logged_in
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 
+pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
+
 
 def test_create_read_list_update_delete(node, admin):
     bob = create_user(admin, "bob", "viewer")

@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+pytestmark = pytest.mark.in_process  # HTTP to the App; the restart runs a daemon process
+
 
 def node_secret(node):
     with open(os.path.join(node.data_dir, "state.json")) as f:
@@ -23,6 +25,7 @@ def test_proof_is_hmac_of_nonce(node):
                       "proof": hmac.new(secret, nonce.encode(), hashlib.sha256).hexdigest()}
 
 
+@pytest.mark.daemon_process
 def test_secret_survives_restart_and_differs_between_nodes(node, tmp_path_factory):
     from tests.node import Node
     first = node_secret(node)

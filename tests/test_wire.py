@@ -10,6 +10,8 @@ import pytest
 
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 
+pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
+
 
 def state_digest(node):
     with open(os.path.join(node.data_dir, "state.json"), "rb") as f:

@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
+
 SEED = 1212
 REQUESTS_PER_PORT = 400
 SMUGGLED = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"

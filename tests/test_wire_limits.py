@@ -8,6 +8,8 @@ import pytest
 
 from tests.test_wire import raw_request
 
+pytestmark = pytest.mark.in_process  # HTTP to the App; the memory test measures a daemon process
+
 
 def _port(node, port):
     return node.admin_port if port == "admin" else node.public_port
@@ -46,6 +48,7 @@ def _rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
+@pytest.mark.daemon_process
 def test_unfinished_heads_hold_little_memory(node):
     """30 connections each sending 99 header lines of 64 KiB and never finishing: RSS grows by the cap at most.
 

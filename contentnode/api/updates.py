@@ -18,7 +18,6 @@ from contentnode.http.schema import BOOLEAN, nullable, obj, one_of, text
 
 log = logging.getLogger("contentnode.updates")
 DAY = 86400
-_kick = threading.Event()
 
 
 def _public_key(app):
@@ -57,7 +56,7 @@ def put_updates(req):
     merged = dict(current(req.app)["updates"], **changes)
     answer = store_settings(req, {"updates": merged}, "settings.updates")
     if changes.get("auto_check"):
-        _kick.set()
+        req.app.update_kick.set()
     return answer["updates"]
 
 
@@ -83,8 +82,8 @@ def _due(app) -> bool:
 
 def _auto_loop(app, stopping):
     while not stopping.is_set():
-        _kick.wait(600)
-        _kick.clear()
+        app.update_kick.wait(600)
+        app.update_kick.clear()
         if stopping.is_set() or not _due(app):
             continue
         try:
@@ -106,10 +105,10 @@ def start_auto_check(app):
 
     def stop():
         stopping.set()
-        _kick.set()
+        app.update_kick.set()
 
     threading.Thread(target=_auto_loop, args=(app, stopping), name="update-check", daemon=True).start()
-    _kick.set()
+    app.update_kick.set()
     return stop
 
 

@@ -349,10 +349,10 @@ class Server(ThreadingHTTPServer):
         self._lock = threading.Lock()
         self._handlers: dict[RequestHandler, bool] = {}  # handler -> idle flag
         self.watchdog = ConnectionWatchdog()
-        self.watchdog.start()
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, RequestHandler)
+        self.watchdog.start()  # only once bound: a port in use must not leave a thread behind
 
     # --- connections -------------------------------------------------------
 

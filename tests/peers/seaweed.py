@@ -279,9 +279,9 @@ _SHARED = {}
 def seaweed(tmp_path_factory):
     """One SeaweedFS for the whole session (fails, never skips, when `weed` is missing).
 
-    Test modules import this fixture; pytest then makes one definition per
-    module, so the server itself is shared here and closed at the first teardown
-    (all session teardowns run at the end of the session).
+    Registered once in tests/conftest.py. A module that still imports it gets
+    a definition of its own from pytest, so the server itself is shared here
+    and closed at the first teardown (session teardowns run at the end).
     """
     server = _SHARED.get("server")
     if server is None:
