@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= ./var
 # pytest-xdist workers: measured on the 2-core machine (docs/DEVELOPING.md, "Tests").
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 
 PREFIX ?= /opt/contentnode
 BINDIR ?= /usr/local/bin
@@ -14,16 +14,19 @@ CONFDIR ?= /etc/contentnode
 
 .PHONY: run test peers bench install uninstall dist-check clean openapi
 
-$(VENV)/.installed: setup.cfg pyproject.toml
+# Debian 12's pip (23) installs the editable package as it is: no pip upgrade. The tests'
+# venv is one install of the package with both extras (it holds everything `run` needs).
+$(PY):
 	$(PYTHON) tests/peers/check.py --install-venv
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[images]'
 	touch $@
 
-$(VENV)/.test-installed: $(VENV)/.installed
+$(VENV)/.test-installed: setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[images,test]'
-	touch $@
+	touch $@ $(VENV)/.installed
 
 run: $(VENV)/.installed
 	$(VENV)/bin/contentnode serve --data-dir $(DATA_DIR)
@@ -33,8 +36,9 @@ peers: $(VENV)/.test-installed
 	$(PYTHON) tests/peers/check.py --install
 	$(PY) tests/peers/check.py
 
+# One file per worker at a time, the longest files first (tests/conftest.py STARTED_FIRST).
 test: peers
-	$(PY) -m pytest -q -n $(TEST_WORKERS) tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 # docs/openapi.json is generated from the route table; a test fails when it is stale.
 openapi: $(VENV)/.installed

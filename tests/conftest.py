@@ -19,6 +19,19 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "daemon_process: `node` is a daemon process even in an in_process module")
 
 
+# The files whose tests run longest (the browser journey alone takes 80 s or more), in that order.
+STARTED_FIRST = ("test_panel_journey.py", "test_crash_safety.py", "test_schemathesis.py", "test_cli_users.py")
+
+
+def pytest_collection_modifyitems(items):
+    """The longest files first: with `--dist loadfile --no-loadscope-reorder` (make test) each goes
+    to its own worker at the start instead of being the tail of the run."""
+    def rank(item):
+        name = item.path.name
+        return STARTED_FIRST.index(name) if name in STARTED_FIRST else len(STARTED_FIRST)
+    items.sort(key=rank)  # stable: the rest keep pytest's order
+
+
 def pytest_sessionstart(session):
     """Stop before any test runs when a peer is missing: one message, not a traceback per test."""
     problems = missing_peers()
