@@ -50,7 +50,7 @@ class ChallengeStore:
     """
 
     def __init__(self, folder: str | None = None, clear: bool = False):
-        self._tokens = {}
+        self._tokens: dict[str, str] = {}
         self._lock = threading.Lock()
         self._folder = folder
         if folder is not None:
