@@ -2,7 +2,7 @@
 
 The daemon binds the public socket once (a busy port fails at start, in the
 daemon, with its usual message), serves the admin API and HTTPS itself, and
-starts N workers with `python -m contentnode.workers`. Each worker is a fresh
+starts N workers with `python -m contentnode.public_worker`. Each worker is a fresh
 interpreter, not a fork of the threaded daemon, so it inherits no lock some
 daemon thread held; it gets the listening socket and a pipe as inherited file
 descriptors and its configuration as JSON on stdin, builds the same App
@@ -26,12 +26,10 @@ the daemon stops the workers (SIGTERM: they finish in-flight requests; after
 STOP_GRACE_SECONDS, SIGKILL). A worker also stops when the daemon is gone.
 """
 
-import ctypes
 import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -39,12 +37,11 @@ import time
 
 log = logging.getLogger("contentnode.workers")
 
-STATE_POLL_SECONDS = 0.25
-COUNTS_EVERY = 0.25
+STATE_POLL_SECONDS = 0.25     # how often a worker looks for a changed state file
+COUNTS_EVERY = 0.25           # how often a worker sends its counts
 STOP_GRACE_SECONDS = 10.0
 RESTART_PAUSE_MAX = 30.0
 MAX_COUNTS_LINE = 4 << 20      # a counts line is far smaller (bounded labels); a longer one is dropped
-PR_SET_PDEATHSIG = 1
 
 
 class _Worker:
@@ -102,7 +99,7 @@ class PublicWorkers:
         setup = {"config": config, "slot": slot, "listener_fd": listener.fileno(),
                  "counts_fd": counts_write, "daemon_pid": os.getpid()}
         try:
-            process = subprocess.Popen([sys.executable, "-m", "contentnode.workers"], stdin=subprocess.PIPE,
+            process = subprocess.Popen([sys.executable, "-m", "contentnode.public_worker"], stdin=subprocess.PIPE,
                                        pass_fds=(listener.fileno(), counts_write))
         finally:
             os.close(counts_write)
@@ -124,8 +121,8 @@ class PublicWorkers:
                     message = json.loads(line)
                     delivery.traffic.merge_pending(message["traffic"])
                     metrics.merge_requests(message["requests"])
-                except (ValueError, KeyError, TypeError):
-                    log.warning("ignored a malformed counts line from a public worker")
+                except Exception:  # this reader must live on: a full pipe would stall the worker
+                    log.exception("ignored a counts line from a public worker")
 
     def _watch(self) -> None:
         while not self._stopping.wait(0.25):
@@ -144,77 +141,6 @@ class PublicWorkers:
                 self._spawn(slot)
 
 
-# --------------------------------------------------------------- in the worker
-
-
-def run_worker(setup: dict) -> int:
-    """The worker's whole life: serve the inherited public socket until SIGTERM."""
-    from contentnode.app import build_app
-    from contentnode.clock import Clock
-    from contentnode.config import Config
-    from contentnode.daemon import setup_logging
-
-    config = Config(setup["config"], {name: "daemon" for name in setup["config"]})
-    slot = setup["slot"]
-    setup_logging(config.log_level)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C reaches the daemon, which stops us
-    _die_with_daemon(setup["daemon_pid"])
-    counts = os.fdopen(setup["counts_fd"], "wb")
-    listener = socket.socket(fileno=setup["listener_fd"])
-    app = build_app(config, Clock.from_environment(), worker_slot=slot)
-    server = app.serve_public_socket(listener)
-    log.info("public worker %d serving (slot %d)", os.getpid(), slot)
-    stamp = _state_stamp(app.store.path)
-    while not stop.wait(min(STATE_POLL_SECONDS, COUNTS_EVERY)):
-        if os.getppid() != setup["daemon_pid"]:
-            break
-        stamp = _follow_state(app, stamp)
-        _send_counts(app, counts)
-    server.close_gracefully(grace=STOP_GRACE_SECONDS - 1)
-    _send_counts(app, counts)
-    counts.close()
-    return 0
-
-
-def _follow_state(app, stamp):
-    now = _state_stamp(app.store.path)
-    if now != stamp:
-        try:
-            app.store.load()
-        except Exception:
-            log.exception("public worker %d: cannot reload the state file", os.getpid())
-    return now
-
-
-def _send_counts(app, counts) -> None:
-    traffic = app.delivery.traffic.take_pending()
-    requests = app.metrics.take_requests()
-    if traffic or requests["requests"]:
-        counts.write(json.dumps({"traffic": traffic, "requests": requests}).encode() + b"\n")
-        counts.flush()
-
-
-def _die_with_daemon(daemon_pid: int) -> None:
-    """SIGTERM when the daemon dies, even by kill -9 (it would leave us serving stale state)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        log.warning("prctl unavailable: public worker %d stops within %.2f s of the daemon instead",
-                    os.getpid(), STATE_POLL_SECONDS)
-    if os.getppid() != daemon_pid:  # gone before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _state_stamp(path: str):
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_mtime_ns, st.st_ino
-
-
 def _signal(process, signum: int) -> None:
     try:
         process.send_signal(signum)
@@ -224,7 +150,3 @@ def _signal(process, signum: int) -> None:
 
 def _describe(status: int) -> str:
     return f"signal {-status}" if status < 0 else f"status {status}"
-
-
-if __name__ == "__main__":
-    sys.exit(run_worker(json.loads(sys.stdin.buffer.read())))
