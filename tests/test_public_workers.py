@@ -30,6 +30,7 @@ class TwoWorkerNode(Node):
 def site(tmp_path_factory, seaweed):  # noqa: F811
     instance = Site(str(tmp_path_factory.mktemp("workers")), seaweed, node_class=TwoWorkerNode)
     instance.add_rule("/w", prefix="w/", cache_ttl=3600)
+    assert wait_until(lambda: len(re.findall(r"public worker \d+ serving", instance.node.log())) == 2, 20)
     yield instance
     instance.close()
 
@@ -43,10 +44,10 @@ def live_workers(node) -> list[int]:
 
 
 def syscalls(pid: int) -> int:
-    """Read and write system calls the process made so far (it serves a request: they grow)."""
+    """write(2)-family calls the process made so far: a served request writes its access line."""
     with open(f"/proc/{pid}/io") as f:
         fields = dict(line.split(": ") for line in f.read().splitlines())
-    return int(fields["syscr"]) + int(fields["syscw"])
+    return int(fields["syscw"])
 
 
 def parallel(count, fn, width=10):
@@ -83,7 +84,7 @@ def test_two_workers_start_and_both_serve(site):
     site.put("w/both.txt", b"both")
     before = {pid: syscalls(pid) for pid in pids}
     assert all(r.status == 200 for r in parallel(60, lambda i: site.get("/w/both.txt")))
-    assert all(syscalls(pid) > before[pid] for pid in pids), "one worker served nothing"
+    assert all(syscalls(pid) >= before[pid] + 5 for pid in pids), "a worker served (almost) nothing"
 
 
 def test_rule_change_reaches_every_worker(site):
@@ -138,7 +139,7 @@ def test_fifty_concurrent_misses_across_workers_make_one_origin_get(site):
     before = {pid: syscalls(pid) for pid in pids}
     results = parallel(50, lambda i: site.get("/w/flight.bin"), width=50)
     assert all(r.status == 200 and r.body == data for r in results)
-    assert all(syscalls(pid) - before[pid] > 50 for pid in pids), "the misses did not reach both workers"
+    assert all(syscalls(pid) - before[pid] >= 5 for pid in pids), "the misses did not reach both workers"
     assert site.origin_gets("w/flight.bin") == 1
 
 
