@@ -123,11 +123,11 @@ def test_purge_all_removes_what_either_worker_stored(site):
     for n in range(6):
         site.put(f"w/all-{n}.bin", bytes([n]) * 100_000)
     parallel(24, lambda i: site.get(f"/w/all-{i % 6}.bin"))
-    stored = site.admin.get("/api/panel").json["metrics"]["cache"]
+    stored = _cache_stats(site)
     assert stored["entries"] >= 6
     response = site.admin.post("/api/purge", {"all": True})
     assert response.status == 200, response.body
-    after = site.admin.get("/api/panel").json["metrics"]["cache"]
+    after = _cache_stats(site)
     assert after["entries"] == 0 and after["bytes"] == 0, after
     assert all(r.headers.get("x-cache") == "MISS" for r in parallel(6, lambda i: site.get(f"/w/all-{i}.bin")))
 
@@ -150,10 +150,12 @@ def test_one_budget_across_workers(site):
         for n in range(20):
             site.put(f"w/budget-{n}.bin", bytes([n]) * 150_000)
         parallel(40, lambda i: site.get(f"/w/budget-{i % 20}.bin"))
-        on_disk = _entry_bytes(os.path.join(site.node.data_dir, "cache"))
-        stats = site.admin.get("/api/panel").json["metrics"]["cache"]
-        assert on_disk <= 1_000_000
-        assert stats["bytes"] == on_disk, (stats, on_disk)
+        folder = os.path.join(site.node.data_dir, "cache")
+        # a fill renames its file into place just after its visitors got the last byte
+        counted = []
+        assert wait_until(lambda: counted.append((_entry_bytes(folder), _cache_stats(site)["bytes"]))
+                          or counted[-1][0] == counted[-1][1], 3), counted
+        assert counted[-1][0] <= 1_000_000
     finally:
         site.admin.put("/api/settings", {"cache_max_bytes": 256 * 1024 * 1024})
 
@@ -201,6 +203,10 @@ def settled(read):
             return now
         last = now
     raise AssertionError(f"counts still moving: {last}")
+
+
+def _cache_stats(site) -> dict:
+    return site.admin.get("/api/panel").json["metrics"]["cache"]
 
 
 def _metric(site, host) -> int:
