@@ -98,18 +98,18 @@ def api(daemon, method, path, obj=None):
     return json.loads(body)
 
 
-def start_node(seaweed, body: bytes, big: bytes) -> Daemon:
+def start_node(seaweed, body: bytes, big: bytes, public_workers: int = 1, bucket: str = "bench") -> Daemon:
     """A node serving /hit/obj.bin, /hit/big.bin (cached) and /miss/obj.bin (cache_ttl 0) from SeaweedFS."""
-    daemon = Daemon(temp_dir()).start()
+    daemon = Daemon(temp_dir(), env={"CONTENTNODE_PUBLIC_WORKERS": str(public_workers)}).start()
     daemon.setup_admin()
-    seaweed.create_bucket("bench")
-    seaweed.put_object("bench", "obj.bin", body)
-    seaweed.put_object("bench", "big.bin", big)
-    bucket = api(daemon, "POST", "/api/buckets",
-                 seaweed.bucket_definition("bench", endpoint=seaweed.direct_endpoint))
+    seaweed.create_bucket(bucket)
+    seaweed.put_object(bucket, "obj.bin", body)
+    seaweed.put_object(bucket, "big.bin", big)
+    record = api(daemon, "POST", "/api/buckets",
+                 seaweed.bucket_definition(bucket, endpoint=seaweed.direct_endpoint))
     api(daemon, "POST", "/api/domains", {"host": HOST})
-    api(daemon, "POST", "/api/rules", {"domain": HOST, "path": "/hit", "bucket": bucket["id"]})
-    api(daemon, "POST", "/api/rules", {"domain": HOST, "path": "/miss", "bucket": bucket["id"],
+    api(daemon, "POST", "/api/rules", {"domain": HOST, "path": "/hit", "bucket": record["id"]})
+    api(daemon, "POST", "/api/rules", {"domain": HOST, "path": "/miss", "bucket": record["id"],
                                        "cache_ttl": 0})
     warm = api(daemon, "POST", "/api/warm", {"urls": [f"http://{HOST}/hit/obj.bin", f"http://{HOST}/hit/big.bin"]})
     if not all(r["ok"] for r in warm["results"]):

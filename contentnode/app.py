@@ -80,10 +80,12 @@ class App:
     update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
     access_stream: TextIO  # where access lines go: stderr, beside the log records
     accept_poll_seconds: float  # how often an accept loop looks for stop(): each listener's stop waits that long
+    worker_slot: int | None  # in a public worker process (contentnode/workers.py): its slot, 1..N
 
-    def __init__(self, config: Config, clock: Clock):
+    def __init__(self, config: Config, clock: Clock, worker_slot: int | None = None):
         self.config = config
         self.clock = clock
+        self.worker_slot = worker_slot
         self.data_dir = config.data_dir
         self.servers = {}  # listener name -> Server; the HTTPS listener comes and goes at run time
         self.access_stream = sys.stderr
@@ -96,10 +98,15 @@ class App:
     # --- start and stop, in order -------------------------------------------
 
     def start(self) -> None:
-        """Listeners first (the node answers as soon as possible), then the background work."""
+        """Listeners first (the node answers as soon as possible), then the background work.
+
+        With public workers the public socket is bound here but served by the workers
+        (contentnode/workers.py), which daemon.py starts after this.
+        """
         settings_api.apply_log_level(self)
         self.start_server("admin", self.config.admin_bind, self.config.admin_port, self.admin_dispatcher)
-        self.start_server("public", self.config.public_bind, self.config.public_port, self.public_dispatcher)
+        self.start_server("public", self.config.public_bind, self.config.public_port, self.public_dispatcher,
+                          serve=self.public_processes == 1)
         self.tls.start()
         self.every(SESSION_FLUSH_SECONDS, self.sessions.flush, "sessions-flush")
         self.every(SESSION_PRUNE_SECONDS, self.sessions.prune, "sessions-prune")
@@ -123,7 +130,18 @@ class App:
                 log.exception("shutdown step failed")
         self.sessions.flush()
 
+    def serve_public_socket(self, sock) -> Server:
+        """In a public worker: serve the listening socket the daemon bound and handed down."""
+        address = sock.getsockname()
+        return self.start_server("public", address[0], address[1], self.public_dispatcher, sock=sock)
+
     # --- what handlers ask --------------------------------------------------
+
+    @property
+    def public_processes(self) -> int:
+        """Processes that share the public port's cache: the daemon and its workers, or just one."""
+        workers = self.config.public_workers
+        return workers + 1 if workers > 1 else 1
 
     @property
     def settings(self) -> dict:
@@ -196,17 +214,20 @@ class App:
             write_access_line(self.access_stream, port_name, handler.client_address[0], handler.command,
                               handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds)
 
-    def start_server(self, name: str, bind: str, port: int, dispatcher, tls_context=None) -> Server:
+    def start_server(self, name: str, bind: str, port: int, dispatcher, tls_context=None,
+                     serve: bool = True, sock=None) -> Server:
+        """Bind (or take `sock`) and, when `serve`, accept on a thread of its own."""
         try:
             server = Server((bind, port), self._dispatch(name, dispatcher, "https" if tls_context else "http"),
                             name, max_connections=self.config.max_connections,
                             request_timeout=self.config.request_timeout, idle_timeout=self.config.idle_timeout,
-                            tls_context=tls_context, on_request=self._on_request)
+                            tls_context=tls_context, on_request=self._on_request, sock=sock)
         except OSError as exc:
             raise BindError(name, bind, port, exc) from exc
-        thread = threading.Thread(target=server.serve_forever, name=f"{name}-accept", daemon=True,
-                                  kwargs={"poll_interval": self.accept_poll_seconds})
-        thread.start()
+        if serve:
+            thread = threading.Thread(target=server.serve_forever, name=f"{name}-accept", daemon=True,
+                                      kwargs={"poll_interval": self.accept_poll_seconds})
+            thread.start()
         self.servers[name] = server
         return server
 
@@ -216,14 +237,18 @@ class App:
             server.close_gracefully()
 
 
-def build_app(config: Config, clock: Clock) -> App:
-    """Every service once, in dependency order; the store is loaded before what reads it."""
-    app = App(config, clock)
+def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> App:
+    """Every service once, in dependency order; the store is loaded before what reads it.
+
+    A public worker (worker_slot 1..N) builds the same App and serves only its public side.
+    """
+    app = App(config, clock, worker_slot)
     app.store = Store(config.data_dir, SECTIONS, revisioned=REVISIONED)
     app.store.load()
     app.sessions = SessionManager(config.data_dir, app.store, clock)
     app.sessions.load()
-    _ensure_node_identity(app.store, clock)
+    if worker_slot is None:
+        _ensure_node_identity(app.store, clock)
     app.hasher = PasswordHasher(config.hash_memory_kib, config.hash_time_cost, config.max_concurrent_hashes)
     app.login_limiter = FailureLimiter()
     app.apply_policy()

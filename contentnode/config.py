@@ -13,6 +13,9 @@ from typing import Any
 from collections.abc import Callable
 
 
+MAX_PUBLIC_WORKERS = 32
+
+
 class ConfigError(Exception):
     pass
 
@@ -40,6 +43,13 @@ def _positive_int(value):
     number = _int(value)
     if number < 1:
         raise ValueError("must be at least 1")
+    return number
+
+
+def _worker_count(value):
+    number = _positive_int(value)
+    if number > MAX_PUBLIC_WORKERS:
+        raise ValueError(f"at most {MAX_PUBLIC_WORKERS}")
     return number
 
 
@@ -111,6 +121,8 @@ OPTIONS = (
     Option("admin_port", _port, 9090, "port of the admin API"),
     Option("public_bind", _address, "0.0.0.0", "address of the public port"),
     Option("public_port", _port, 8080, "port of the public content, verification and ACME traffic"),
+    Option("public_workers", _worker_count, 1, "processes serving the public port (see docs/API.md, "
+           "Public worker processes); 1: the daemon serves it itself"),
     Option("max_connections", _positive_int, 256, "open connections per listener; more get 503"),
     Option("request_timeout", _seconds, 10.0, "seconds a client has to send one whole request"),
     Option("idle_timeout", _seconds, 60.0, "seconds a keep-alive connection may stay idle"),
@@ -137,6 +149,10 @@ class Config:
             return self._values[name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def values(self) -> dict:
+        """Every value by name (what a public worker process is started with)."""
+        return dict(self._values)
 
 
 def _apply(values, sources, name, raw, source):

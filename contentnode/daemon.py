@@ -13,6 +13,7 @@ from contentnode.auth.passwords import return_hash_memory_to_os
 from contentnode.clock import Clock
 from contentnode.fileio import DataDirLock, remove_stale_temps
 from contentnode.store import claim_data_dir
+from contentnode.workers import PublicWorkers
 
 log = logging.getLogger("contentnode")
 banner = logging.getLogger("contentnode.start")
@@ -33,6 +34,8 @@ def print_banner(app) -> None:
     banner.info("contentnode %s, data dir %s", __version__, config.data_dir)
     banner.info("admin API on http://%s:%d", config.admin_bind, admin.server_address[1])
     banner.info("public port on http://%s:%d", config.public_bind, public.server_address[1])
+    if app.public_processes > 1:
+        banner.info("public port served by %d worker processes", config.public_workers)
     if setup_required:
         banner.info("setup required: POST /api/setup {\"username\",\"password\"} on the admin API "
                     "creates the first administrator")
@@ -52,6 +55,9 @@ def serve(config) -> int:
         log.info("removed temp files left by an interrupted write")
     app = build_app(config, Clock.from_environment())
     app.start()
+    workers = PublicWorkers(app, config.public_workers) if app.public_processes > 1 else None
+    if workers is not None:
+        workers.start()
     print_banner(app)
     stop = threading.Event()
 
@@ -68,6 +74,8 @@ def serve(config) -> int:
             f.write(f"{app.servers['admin'].server_address[1]} {app.servers['public'].server_address[1]}\n")
     while not stop.wait(1.0):
         pass
+    if workers is not None:
+        workers.stop()
     app.stop()
     lock.release()
     log.info("stopped")

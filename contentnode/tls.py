@@ -28,7 +28,9 @@ class TlsRuntime:
         self.public_dispatcher = public_dispatcher
         self.certs = CertStore(os.path.join(app.data_dir, "certs"))
         self.selector = SniSelector(self.certs)
-        self.challenges = ChallengeStore()
+        self.challenges = ChallengeStore(
+            os.path.join(app.data_dir, "acme-challenges") if app.public_processes > 1 else None,
+            clear=app.worker_slot is None)
         self.issuing = set()  # hosts with an ACME order in flight
         self.issuing_lock = threading.Lock()
         self._listener_lock = threading.Lock()
@@ -37,6 +39,11 @@ class TlsRuntime:
         return dict(HTTPS_DEFAULTS, **(self.app.store.data.get("https") or {}))
 
     def listening_port(self) -> int | None:
+        """The HTTPS listener's port. A public worker runs no HTTPS listener (the daemon does):
+        it goes by the configured port, which the daemon binds when HTTPS is enabled."""
+        if self.app.worker_slot is not None:
+            wanted = self.https_settings()
+            return wanted["port"] if wanted["enabled"] and wanted["port"] else None
         server = self.app.servers.get(LISTENER)
         return server.server_address[1] if server else None
 

@@ -18,13 +18,23 @@ HOST = "shop.example.test"
 
 @pytest.fixture
 def acme_node(tmp_path):
+    yield from _acme_node(tmp_path)
+
+
+@pytest.fixture
+def acme_node_with_workers(tmp_path):
+    yield from _acme_node(tmp_path, {"CONTENTNODE_PUBLIC_WORKERS": "2"})
+
+
+def _acme_node(tmp_path, env=None):
     """A node that trusts pebble's listener and resolves names through pebble's DNS (127.0.0.1)."""
     (tmp_path / "node").mkdir()
     pebble = Pebble(str(tmp_path))
     node = None
     try:
         node = Node(str(tmp_path / "node"), env={"SSL_CERT_FILE": pebble.ca_file,
-                                                  "CONTENTNODE_DNS_RESOLVER": pebble.dns.dns_address}).start()
+                                                  "CONTENTNODE_DNS_RESOLVER": pebble.dns.dns_address,
+                                                  **(env or {})}).start()
         pebble.start(node.public_port)
         admin = node.client()
         assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
@@ -71,6 +81,19 @@ def test_issue_serve_reissue_and_turn_off(acme_node):
     assert off.status == 200 and off.json["listening_port"] is None
     with pytest.raises(ConnectionRefusedError):
         fetch_over_tls(port, HOST, cadata=root)
+
+
+def test_issue_through_public_workers(acme_node_with_workers):
+    """With public workers the CA's HTTP-01 request (and the domain check before it) reaches a
+    worker process, not the daemon that holds the order: the challenge must be answerable there."""
+    node, admin, pebble = acme_node_with_workers
+    assert "public port served by 2 worker processes" in node.log()
+    assert admin.post("/api/domains", {"host": HOST}).status == 201
+    response = admin.post("/api/certs/issue", {"host": HOST})
+    assert response.status == 200, response.body
+    assert response.json["source"] == "acme" and "Pebble" in response.json["issuer"]
+    challenges = os.path.join(node.data_dir, "acme-challenges")
+    assert os.listdir(challenges) == []  # answered tokens are removed
 
 
 def test_issue_refused_when_the_domain_check_fails(acme_node):

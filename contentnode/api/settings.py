@@ -47,6 +47,8 @@ def put_settings(req):
         raise invalid("no setting given")
     answer = store_settings(req, changes, "settings.update")
     apply_log_level(req.app, changed="log_level" in changes)
+    if "cache_max_bytes" in changes:
+        req.app.delivery.sync_settings()  # at once, not at the next periodic flush
     return answer
 
 

@@ -42,23 +42,48 @@ class AcmeError(Exception):
 
 
 class ChallengeStore:
-    """HTTP-01 tokens the public port must answer, shared between threads."""
+    """HTTP-01 tokens the public port must answer, shared between threads.
 
-    def __init__(self):
-        self._tokens = {}
+    With public workers (`folder` given) each token is also a file there, so
+    whichever worker process receives the CA's request can answer it; the
+    daemon (`clear`) starts with an empty folder.
+    """
+
+    def __init__(self, folder: str | None = None, clear: bool = False):
+        self._tokens: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._folder = folder
+        if folder is not None:
+            ensure_private_dir(folder)
+            if clear:
+                for name in os.listdir(folder):
+                    os.unlink(os.path.join(folder, name))
 
     def put(self, token: str, key_authorization: str):
         with self._lock:
             self._tokens[token] = key_authorization
+        if self._folder is not None and _TOKEN.fullmatch(token):
+            atomic_write(os.path.join(self._folder, token), key_authorization.encode("ascii"))
 
     def get(self, token: str):
         with self._lock:
-            return self._tokens.get(token)
+            found = self._tokens.get(token)
+        if found is None and self._folder is not None and _TOKEN.fullmatch(token):
+            try:
+                with open(os.path.join(self._folder, token), "rb") as f:
+                    found = f.read(1024).decode("ascii")
+            except (FileNotFoundError, UnicodeDecodeError):
+                return None
+        return found
 
     def remove(self, token: str):
         with self._lock:
             self._tokens.pop(token, None)
+        if self._folder is not None and _TOKEN.fullmatch(token):
+            try:
+                os.unlink(os.path.join(self._folder, token))
+            except FileNotFoundError:
+                pass
 
 
 def b64url(data: bytes) -> str:

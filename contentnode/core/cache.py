@@ -13,6 +13,14 @@ Concurrent misses for one key share one fill: a background thread fetches the
 origin into a temp file while every waiting request (the first one included)
 tails that file, so the first response streams while the cache fills and the
 origin sees exactly one request.
+
+With public worker processes every process has its own index and fills, and
+the disk, the budget and purges are shared through a CacheLedger
+(core/cache_ledger.py): a process that misses in its index looks on disk
+before fetching, a fill holds its key's lock across processes (so 50 misses
+spread over the workers still make one origin GET), and a purge removes
+matching files whatever process stored them, then raises the generation that
+makes the others forget what they held in memory.
 """
 
 import hashlib
@@ -25,13 +33,14 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 
-from contentnode.fileio import write_all
-from contentnode.fileio import ensure_private_dir
+from contentnode.core.cache_ledger import CacheLedger
+from contentnode.fileio import ensure_private_dir, write_all
 
 MAGIC = b"CNC1"
 _PREFIX = struct.Struct(">4sI")
 CHUNK = 256 * 1024
 STALL_TIMEOUT = 60.0     # a fill that makes no progress this long fails its readers
+KEY_LOCK_WAIT = STALL_TIMEOUT / 2   # how long a fill waits for another process's fill of its key
 TOUCH_EVERY = 60.0       # refresh an entry's mtime (its persisted LRU position) at most this often
 MAX_HEADER = 64 * 1024
 HOT_MAX_OBJECT = 64 * 1024          # bodies up to this size are kept in memory after a hit
@@ -76,6 +85,7 @@ class Entry:
     expires_at: float
     touched: float = 0.0
     body: bytes | None = None   # the body in memory, for a small entry that was hit (see HOT_MAX_BYTES)
+    inode: int = 0        # the file's inode: another process may replace the file at this path
 
     @property
     def file_size(self) -> int:
@@ -189,10 +199,13 @@ class _Fill:
         self.readers = 0         # requests holding a share of this fill (cache lock)
         self.abandoned = False   # readers fell to 0 before the end: stop downloading
         self.reserved = 0        # bytes counted against the cap while in flight
+        self.adopted = False     # another process stored the key meanwhile: readers use its entry
+        self.generation = 0      # the ledger's purge generation when the fill started
 
     def wait_ready(self):
         with self.cond:
-            if not self.cond.wait_for(lambda: self.answer or self.error or self.streamed, STALL_TIMEOUT):
+            if not self.cond.wait_for(lambda: self.answer or self.error or self.streamed or self.adopted,
+                                      STALL_TIMEOUT):
                 raise FillStalled("origin did not answer in time")
             if self.error is not None and self.answer is None:
                 raise self.error
@@ -246,20 +259,48 @@ def read_header(fd: int):
 class Cache:
     """The node's object cache under `root` (normally <data_dir>/cache)."""
 
-    def __init__(self, root: str, max_bytes: int, clock: Callable[[], float] = time.time):
+    def __init__(self, root: str, max_bytes: int, clock: Callable[[], float] = time.time,
+                 processes: int = 1, worker_slot: int | None = None):
+        """processes > 1: the daemon and its public workers share the cache. The daemon
+        (worker_slot None) starts the books and indexes the files; a worker attaches to
+        the books and finds entries on disk as it is asked for them."""
         self.root = root
-        self.max_bytes = max_bytes
         self.clock = clock
-        self.filling_bytes = 0  # in-flight fills' sizes, counted against max_bytes with total
         self._tmp = os.path.join(root, "tmp")
         self._lock = threading.Lock()
         self._index: OrderedDict[tuple, Entry] = OrderedDict()
         self._fills: dict[tuple, _Fill] = {}
-        self.total = 0
         self._hot: deque = deque()   # entries holding their body in memory, oldest first
         self._hot_bytes = 0
         ensure_private_dir(self._tmp)
-        self._load()
+        ledger_path = os.path.join(root, "ledger")
+        if worker_slot is None:
+            self.ledger = CacheLedger(ledger_path, processes, max_bytes=max_bytes)
+            self._load()
+        else:
+            self.ledger = CacheLedger(ledger_path, processes, slot=worker_slot)
+        self._generation = self.ledger.generation()
+
+    @property
+    def max_bytes(self) -> int:
+        return self.ledger.max_bytes
+
+    @property
+    def total(self) -> int:
+        """Bytes of entry files on disk, whatever process stored them."""
+        return self.ledger.total
+
+    @property
+    def filling_bytes(self) -> int:
+        """In-flight fills' sizes (every process's), counted against max_bytes with total."""
+        return self.ledger.filling()
+
+    def forget_worker(self, slot: int) -> None:
+        """A worker died: drop its temp files and what its fills had reserved."""
+        for name in os.listdir(self._tmp):
+            if name.startswith(f"{slot}-"):
+                _unlink(os.path.join(self._tmp, name))
+        self.ledger.reset_slot(slot)
 
     # -- start-up -----------------------------------------------------------
 
@@ -279,8 +320,8 @@ class Cache:
         found.sort(key=lambda e: e.touched)
         for entry in found:
             self._index[entry.key] = entry
-            self.total += entry.file_size
         with self._lock:
+            self.ledger.add_total(sum(entry.file_size for entry in found))
             self._evict(keep=None)
 
     def _read_entry(self, path, name):
@@ -295,9 +336,10 @@ class Cache:
             if len(key) != 3 or _key_name(key) != name or st.st_size != offset + header["size"]:
                 raise ValueError("torn or misplaced entry")
             return Entry(key, path, offset, header["size"], header["meta"],
-                         header["stored_at"], header["expires_at"], st.st_mtime)
+                         header["stored_at"], header["expires_at"], st.st_mtime, inode=st.st_ino)
         except (ValueError, KeyError, TypeError, OSError):
-            _unlink(path)
+            if not self.ledger.shared:
+                _unlink(path)  # torn or foreign; with workers, entries appear by rename only
             return None
         finally:
             os.close(fd)
@@ -309,8 +351,20 @@ class Cache:
         return os.path.join(self.root, name[:2], name)
 
     def _fresh(self, key):
-        """The entry for key if fresh, now the most recently used (lock held)."""
+        """The entry for key if fresh, now the most recently used (lock held).
+
+        With workers, a key this process does not know may have been stored by
+        another one: it is looked up on disk and taken into the index.
+        """
+        if self.ledger.shared and self.ledger.generation() != self._generation:
+            self._forget_memory()
         entry = self._index.get(key)
+        if entry is None and self.ledger.shared:
+            name = _key_name(key)
+            entry = self._read_entry(self._path(key), name)
+            if entry is None or entry.key != key:
+                return None
+            self._index[key] = entry
         if entry is None:
             return None
         if entry.expires_at <= self.clock():
@@ -318,6 +372,16 @@ class Cache:
             return None
         self._index.move_to_end(key)
         return entry
+
+    def _forget_memory(self):
+        """Another process purged: forget the index and the bodies held (lock held); the
+        files that remain are found again on disk."""
+        self._generation = self.ledger.generation()
+        self._index.clear()
+        for entry in self._hot:
+            entry.body = None
+        self._hot.clear()
+        self._hot_bytes = 0
 
     def _open_hit(self, entry):
         """A Result for a hit (its body in memory when small), or None when the file vanished."""
@@ -328,9 +392,11 @@ class Cache:
         try:
             fd = os.open(entry.path, os.O_RDONLY)
         except FileNotFoundError:
-            with self._lock:
-                if self._index.get(entry.key) is entry:
-                    self._drop(entry)
+            self._forget(entry)
+            return None
+        if self.ledger.shared and os.fstat(fd).st_ino != entry.inode:
+            os.close(fd)  # another process replaced the file: look again
+            self._forget(entry)
             return None
         self._touch(entry, fd)
         if entry.size <= HOT_MAX_OBJECT:
@@ -343,6 +409,12 @@ class Cache:
             self._keep_hot(entry, body)
             return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
         return Result(200, entry.meta, entry.size, True, entry=entry, fd=fd)
+
+    def _forget(self, entry):
+        """Take an entry whose file is gone or replaced out of the index (not off the disk)."""
+        with self._lock:
+            if self._index.get(entry.key) is entry:
+                del self._index[entry.key]
 
     def _touch(self, entry, file):
         """Refresh the file's mtime, its LRU position after a restart, at most every TOUCH_EVERY."""
@@ -387,8 +459,9 @@ class Cache:
                     fd = os.open(fill.tmp_path, os.O_RDONLY)
                     fill.readers += 1
             if entry is None:
-                return self._join(fill, fd, fetch)
-            result = self._open_hit(entry)
+                result = self._join(fill, fd, fetch)
+            else:
+                result = self._open_hit(entry)
             if result is not None:
                 return result
         raise FileNotFoundError("cache entry keeps vanishing")
@@ -400,6 +473,10 @@ class Cache:
             os.close(fd)
             self._leave(fill)
             raise
+        if fill.adopted:
+            os.close(fd)
+            self._leave(fill)
+            return None
         if fill.streamed or answer.status != 200:
             os.close(fd)
             self._leave(fill)
@@ -429,23 +506,27 @@ class Cache:
         entries to make room; False when it cannot fit beside the other fills in flight."""
         if fill.discard or size > self.max_bytes:
             return False
-        while self.total + self.filling_bytes + size > self.max_bytes and self._index:
-            self._drop(self._index[next(iter(self._index))])
-        if self.total + self.filling_bytes + size > self.max_bytes:
-            return False
-        self.filling_bytes += size
+        with self.ledger.books():
+            while self.total + self.filling_bytes + size > self.max_bytes and self._index:
+                self._drop(self._index[next(iter(self._index))])
+            if self.total + self.filling_bytes + size > self.max_bytes:
+                return False
+            self.ledger.add_filling(size)
         fill.reserved = size
         return True
 
     def _unreserve(self, fill) -> None:
         """Lock held."""
-        self.filling_bytes -= fill.reserved
-        fill.reserved = 0
+        if fill.reserved:
+            with self.ledger.books():
+                self.ledger.add_filling(-fill.reserved)
+            fill.reserved = 0
 
     def _start_fill(self, key, fetch, ttl):
-        tmp_path = os.path.join(self._tmp, f"{_key_name(key)}.{os.urandom(6).hex()}")
+        tmp_path = os.path.join(self._tmp, f"{self.ledger.slot}-{_key_name(key)}.{os.urandom(6).hex()}")
         os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         fill = _Fill(key, tmp_path)
+        fill.generation = self._generation
         self._fills[key] = fill
         thread = threading.Thread(target=self._run_fill, args=(fill, fetch, ttl),
                                   name="cache-fill", daemon=True)
@@ -455,6 +536,18 @@ class Cache:
     # -- filling --------------------------------------------------------------
 
     def _run_fill(self, fill, fetch, ttl):
+        """Fetch, copy, commit, holding the key's lock across processes: a process that
+        waited for it finds the other's entry on disk and hands that to its readers."""
+        with self.ledger.key_lock(_key_name(fill.key), KEY_LOCK_WAIT):
+            if self.ledger.shared:
+                with self._lock:
+                    entry = self._fresh(fill.key)
+                if entry is not None:
+                    self._end_fill(fill, adopted=True)
+                    return
+            self._fetch_and_store(fill, fetch, ttl)
+
+    def _fetch_and_store(self, fill, fetch, ttl):
         answer = None
         try:
             answer = fetch()
@@ -521,17 +614,18 @@ class Cache:
             if self._fills.get(fill.key) is fill:
                 del self._fills[fill.key]
             self._unreserve(fill)
-            if not fill.discard and ttl > 0 and size <= self.max_bytes:
+            purged = fill.generation != self.ledger.generation()  # by another process, meanwhile
+            if not (fill.discard or purged) and ttl > 0 and size <= self.max_bytes:
                 path = self._path(fill.key)
                 ensure_private_dir(os.path.dirname(path))
-                os.replace(fill.tmp_path, path)
-                old = self._index.pop(fill.key, None)
-                if old is not None:
-                    self.total -= old.file_size
+                with self.ledger.books():
+                    replaced = _file_size(path)
+                    os.replace(fill.tmp_path, path)
+                    self.ledger.add_total(size - replaced)
+                self._index.pop(fill.key, None)
                 entry = Entry(fill.key, path, len(header), answer.length, answer.meta,
-                              now, now + ttl, now)
+                              now, now + ttl, now, inode=os.stat(path).st_ino)
                 self._index[fill.key] = entry
-                self.total += size
                 self._evict(keep=fill.key)
             else:
                 _unlink(fill.tmp_path)
@@ -540,10 +634,22 @@ class Cache:
     # -- removal --------------------------------------------------------------
 
     def _drop(self, entry):
-        """Remove one entry (lock held)."""
+        """Remove one entry (lock held). The file goes only if it is still this entry's: another
+        process may have replaced it with a newer one."""
         if self._index.pop(entry.key, None) is not None:
-            self.total -= entry.file_size
-            _unlink(entry.path)
+            self._remove_file(entry.path, entry.inode)
+
+    def _remove_file(self, path, inode) -> bool:
+        with self.ledger.books():
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                return False
+            if st.st_ino != inode:
+                return False
+            _unlink(path)
+            self.ledger.add_total(-st.st_size)
+            return True
 
     def _evict(self, keep):
         """Drop least recently used entries until the total fits (lock held)."""
@@ -555,19 +661,42 @@ class Cache:
 
     def set_limit(self, max_bytes: int):
         with self._lock:
-            self.max_bytes = max_bytes
+            with self.ledger.books():
+                self.ledger.set_max_bytes(max_bytes)
             self._evict(keep=None)
 
     def purge(self, match: Callable[[tuple], bool]) -> int:
-        """Remove every entry whose key matches; fills in progress for it are not kept."""
+        """Remove every entry whose key matches; fills in progress for it are not kept.
+
+        With workers, entries other processes stored are found on disk, and the
+        raised generation makes every process forget what it holds in memory
+        (and drop the fills it has in flight).
+        """
         with self._lock:
             victims = [e for k, e in self._index.items() if match(k)]
+            removed = {e.path for e in victims if self._remove_file(e.path, e.inode)}
             for entry in victims:
-                self._drop(entry)
+                self._index.pop(entry.key, None)
+            if self.ledger.shared:
+                for entry in self._entries_on_disk():
+                    if match(entry.key) and self._remove_file(entry.path, entry.inode):
+                        removed.add(entry.path)
+                self._generation = self.ledger.bump_generation()
             for key, fill in self._fills.items():
                 if match(key):
                     fill.discard = True
-        return len(victims)
+                else:
+                    fill.generation = self._generation
+        return len(removed)
+
+    def _entries_on_disk(self):
+        for sub in os.listdir(self.root):
+            folder = os.path.join(self.root, sub)
+            if len(sub) == 2 and os.path.isdir(folder):
+                for name in os.listdir(folder):
+                    entry = self._read_entry(os.path.join(folder, name), name)
+                    if entry is not None:
+                        yield entry
 
     def purge_url(self, host: str, path: str) -> int:
         """The object and all its image variants."""
@@ -585,16 +714,34 @@ class Cache:
         """What probe shows: cached or not, age, size, seconds left."""
         now = self.clock()
         with self._lock:
-            entry = self._index.get(key)
+            entry = self._index.get(key) or (self._fresh(key) if self.ledger.shared else None)
             if entry is None or entry.expires_at <= now:
                 return {"cached": False, "age": None, "size": None, "expires_in": None}
             return {"cached": True, "age": int(now - entry.stored_at), "size": entry.size,
                     "expires_in": int(entry.expires_at - now)}
 
     def stats(self) -> dict:
+        """Entries and bytes on disk (with workers, whatever process stored them); fills in
+        flight in this process."""
         with self._lock:
-            return {"entries": len(self._index), "bytes": self.total,
+            entries = self._count_files() if self.ledger.shared else len(self._index)
+            return {"entries": entries, "bytes": self.total,
                     "max_bytes": self.max_bytes, "filling": len(self._fills)}
+
+    def _count_files(self) -> int:
+        count = 0
+        for sub in os.listdir(self.root):
+            folder = os.path.join(self.root, sub)
+            if len(sub) == 2 and os.path.isdir(folder):
+                count += len(os.listdir(folder))
+        return count
+
+
+def _file_size(path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _unlink(path):

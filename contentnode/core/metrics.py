@@ -45,6 +45,17 @@ class Counter:
     def value(self, *labels):
         return self._values.get(labels, 0)
 
+    def take(self) -> list:
+        """[[labels, amount], ...] counted since the last take, now reset (a public worker
+        hands its counts to the daemon, which adds them with merge)."""
+        with self._lock:
+            items, self._values = self._values, {}
+        return [[list(labels), amount] for labels, amount in items.items()]
+
+    def merge(self, items) -> None:
+        for labels, amount in items:
+            self.inc(*labels, amount=amount)
+
     def samples(self):
         with self._lock:
             items = sorted(self._values.items())
@@ -69,6 +80,20 @@ class Histogram:
             series[bisect.bisect_left(self.buckets, value)] += 1  # cumulated at scrape time
             series[-2] += value
             series[-1] += 1
+
+    def take(self) -> list:
+        """[[labels, series], ...] observed since the last take, now reset (see Counter.take)."""
+        with self._lock:
+            items, self._series = self._series, {}
+        return [[list(labels), series] for labels, series in items.items()]
+
+    def merge(self, items) -> None:
+        with self._lock:
+            for labels, series in items:
+                mine = self._series.setdefault(tuple(labels), [0] * len(self.buckets) + [0.0, 0])
+                if len(series) == len(mine):
+                    for i, value in enumerate(series):
+                        mine[i] += value
 
     def samples(self):
         with self._lock:
@@ -187,6 +212,14 @@ class NodeMetrics:
     def observe_request(self, port: str, method: str, status: int, seconds: float) -> None:
         self.requests.inc(port, method if method in METHODS else "other", str(status))
         self.duration.observe(seconds, port)
+
+    def take_requests(self) -> dict:
+        """A public worker's request counts since the last take, for the daemon's merge_requests."""
+        return {"requests": self.requests.take(), "duration": self.duration.take()}
+
+    def merge_requests(self, counts: dict) -> None:
+        self.requests.merge(counts.get("requests", ()))
+        self.duration.merge(counts.get("duration", ()))
 
     def watch_traffic(self, traffic) -> None:
         """The public port's counters per bounded domain label (core.traffic.Traffic totals)."""

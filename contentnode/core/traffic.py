@@ -82,6 +82,26 @@ class Traffic:
             if len(self._pending) > MAX_PENDING:
                 self._fold()
 
+    def take_pending(self) -> list:
+        """[[label, minute, counters], ...] recorded since the last take, now forgotten here:
+        a public worker hands its rows to the daemon, which adds them with merge_pending."""
+        with self._lock:
+            rows, self._pending = self._pending, {}
+        return [[label, minute, row] for (label, minute), row in rows.items()]
+
+    def merge_pending(self, rows) -> None:
+        with self._lock:
+            for label, minute, counters in rows:
+                if len(counters) != len(COUNTERS):
+                    continue
+                key = (self.label(label if label != OTHER else None), int(minute))
+                row = self._pending.setdefault(key, _empty())
+                for i, value in enumerate(counters):
+                    row[i] += int(value)
+                self._dirty = True
+            if len(self._pending) > MAX_PENDING:
+                self._fold()
+
     def _fold(self):
         """Add the pending per-minute rows to the totals and every resolution (lock held)."""
         now = int(self.clock())

@@ -337,7 +337,7 @@ class Server(ThreadingHTTPServer):
 
     def __init__(self, address, dispatch, name: str, max_connections: int = 256,
                  request_timeout: float = 10.0, idle_timeout: float = 60.0,
-                 tls_context: ssl.SSLContext | None = None, on_request=None):
+                 tls_context: ssl.SSLContext | None = None, on_request=None, sock=None):
         self.name = name
         self.dispatch = dispatch
         self.on_request = on_request
@@ -349,10 +349,23 @@ class Server(ThreadingHTTPServer):
         self._lock = threading.Lock()
         self._handlers: dict[RequestHandler, bool] = {}  # handler -> idle flag
         self.watchdog = ConnectionWatchdog()
+        self._serving = False
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
-        super().__init__(address, RequestHandler)
-        self.watchdog.start()  # only once bound: a port in use must not leave a thread behind
+        if sock is None:
+            super().__init__(address, RequestHandler)
+        else:  # a listening socket bound by another process (a public worker's inherited socket)
+            super().__init__(address, RequestHandler, bind_and_activate=False)
+            self.socket.close()
+            self.socket = sock
+            self.server_address = sock.getsockname()
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """The watchdog runs only while the listener serves: a bound socket that another
+        process serves (public workers) leaves no thread behind."""
+        self._serving = True
+        self.watchdog.start()
+        super().serve_forever(poll_interval)
 
     # --- connections -------------------------------------------------------
 
@@ -408,7 +421,8 @@ class Server(ThreadingHTTPServer):
     def close_gracefully(self, grace: float = 30.0) -> None:
         """Stop accepting, close idle keep-alive connections, wait for in-flight requests."""
         self.closing = True
-        self.shutdown()
+        if self._serving:
+            self.shutdown()
         self.server_close()
         with self._lock:
             idle = [h.connection for h, is_idle in self._handlers.items() if is_idle]

@@ -63,7 +63,8 @@ class Delivery:
         self.app = app
         doc = app.store.data
         data_dir = app.config.data_dir
-        self.cache = Cache(f"{data_dir}/cache", effective(doc)["cache_max_bytes"], app.clock.now)
+        self.cache = Cache(f"{data_dir}/cache", effective(doc)["cache_max_bytes"], app.clock.now,
+                           processes=app.public_processes, worker_slot=app.worker_slot)
         self.traffic = Traffic(f"{data_dir}/traffic.json", app.clock.now)
         self.image_slots = threading.BoundedSemaphore(2)   # transforms are CPU bound
         self._index = (None, rules.RuleIndex([]))

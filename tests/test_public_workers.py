@@ -1,0 +1,233 @@
+"""public_workers = 2: the real daemon starts two public worker processes on its public socket.
+
+What must hold across processes: configuration changes and purges reach every
+worker, single flight (one origin GET for 50 concurrent misses spread over the
+workers), one cache budget, exact traffic counters and /metrics, a dead worker
+restarted, SIGTERM stopping all. Real SeaweedFS behind its counting front.
+"""
+
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+from tests.content_setup import Site
+from tests.node import Node
+from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+
+pytestmark = pytest.mark.daemon_process
+
+
+class TwoWorkerNode(Node):
+    def __init__(self, workdir, env=None, args=()):
+        super().__init__(workdir, env={"CONTENTNODE_PUBLIC_WORKERS": "2", **(env or {})}, args=args)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, seaweed):  # noqa: F811
+    instance = Site(str(tmp_path_factory.mktemp("workers")), seaweed, node_class=TwoWorkerNode)
+    instance.add_rule("/w", prefix="w/", cache_ttl=3600)
+    assert wait_until(lambda: len(re.findall(r"public worker \d+ serving", instance.node.log())) == 2, 20)
+    yield instance
+    instance.close()
+
+
+def worker_pids(node) -> list[int]:
+    return [int(pid) for pid in re.findall(r"public worker (\d+) started", node.log())]
+
+
+def live_workers(node) -> list[int]:
+    return [pid for pid in worker_pids(node) if _alive(pid)]
+
+
+def syscalls(pid: int) -> int:
+    """write(2)-family calls the process made so far: a served request writes its access line."""
+    with open(f"/proc/{pid}/io") as f:
+        fields = dict(line.split(": ") for line in f.read().splitlines())
+    return int(fields["syscw"])
+
+
+def parallel(count, fn, width=10):
+    """fn(i) for i in range(count) on `width` threads at once; the results in order."""
+    results = [None] * count
+    barrier = threading.Barrier(width)
+
+    def run(offset):
+        barrier.wait(30)
+        for i in range(offset, count, width):
+            results[i] = fn(i)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(width)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def wait_until(predicate, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_two_workers_start_and_both_serve(site):
+    pids = live_workers(site.node)
+    assert len(pids) == 2
+    assert "public port served by 2 worker processes" in site.node.log()
+    site.put("w/both.txt", b"both")
+    before = {pid: syscalls(pid) for pid in pids}
+    assert all(r.status == 200 for r in parallel(60, lambda i: site.get("/w/both.txt")))
+    assert all(syscalls(pid) >= before[pid] + 5 for pid in pids), "a worker served (almost) nothing"
+
+
+def test_rule_change_reaches_every_worker(site):
+    site.put("late/a.txt", b"late rule")
+    assert {r.status for r in parallel(20, lambda i: site.get("/late/a.txt"))} == {404}
+    site.add_rule("/late", prefix="late/")
+    started = time.monotonic()
+    rounds = []  # how many of each round's answers were not 200
+
+    def all_served():
+        statuses = [r.status for r in parallel(20, lambda i: site.get("/late/a.txt"))]
+        rounds.append(sum(1 for status in statuses if status != 200))
+        return rounds[-1] == 0
+
+    assert wait_until(all_served, 3), rounds
+    assert time.monotonic() - started < 2.0
+    assert all(r.status == 200 for r in parallel(60, lambda i: site.get("/late/a.txt")))
+
+
+def test_purge_reaches_every_workers_memory(site):
+    """Small bodies are held in each worker's memory after a hit: a purge through the admin API
+    must drop them everywhere, and the next answers carry the new object."""
+    site.put("w/hot.css", b"old " * 100)
+    for _ in range(3):  # hits on both workers: the body is now in memory
+        assert {r.body for r in parallel(40, lambda i: site.get("/w/hot.css"))} == {b"old " * 100}
+    site.put("w/hot.css", b"new " * 100)
+    assert {r.body for r in parallel(40, lambda i: site.get("/w/hot.css"))} == {b"old " * 100}
+    response = site.admin.post("/api/purge", {"urls": [f"http://{site.host}/w/hot.css"]})
+    assert response.status == 200, response.body
+    bodies = [r.body for r in parallel(60, lambda i: site.get("/w/hot.css"))]
+    assert set(bodies) == {b"new " * 100}
+    assert site.origin_gets("w/hot.css") == 2
+
+
+def test_purge_all_removes_what_either_worker_stored(site):
+    for n in range(6):
+        site.put(f"w/all-{n}.bin", bytes([n]) * 100_000)
+    parallel(24, lambda i: site.get(f"/w/all-{i % 6}.bin"))
+    stored = _cache_stats(site)
+    assert stored["entries"] >= 6
+    response = site.admin.post("/api/purge", {"all": True})
+    assert response.status == 200, response.body
+    after = _cache_stats(site)
+    assert after["entries"] == 0 and after["bytes"] == 0, after
+    assert all(r.headers.get("x-cache") == "MISS" for r in parallel(6, lambda i: site.get(f"/w/all-{i}.bin")))
+
+
+def test_fifty_concurrent_misses_across_workers_make_one_origin_get(site):
+    data = bytes(range(256)) * 8192                  # 2 MiB
+    site.put("w/flight.bin", data)
+    pids = live_workers(site.node)
+    before = {pid: syscalls(pid) for pid in pids}
+    results = parallel(50, lambda i: site.get("/w/flight.bin"), width=50)
+    assert all(r.status == 200 and r.body == data for r in results)
+    assert all(syscalls(pid) - before[pid] >= 5 for pid in pids), "the misses did not reach both workers"
+    assert site.origin_gets("w/flight.bin") == 1
+
+
+def test_one_budget_across_workers(site):
+    response = site.admin.put("/api/settings", {"cache_max_bytes": 1_000_000})
+    assert response.status == 200, response.body
+    try:
+        for n in range(20):
+            site.put(f"w/budget-{n}.bin", bytes([n]) * 150_000)
+        parallel(40, lambda i: site.get(f"/w/budget-{i % 20}.bin"))
+        folder = os.path.join(site.node.data_dir, "cache")
+        # a fill renames its file into place just after its visitors got the last byte
+        counted = []
+        assert wait_until(lambda: counted.append((_entry_bytes(folder), _cache_stats(site)["bytes"]))
+                          or counted[-1][0] == counted[-1][1], 3), counted
+        assert counted[-1][0] <= 1_000_000
+    finally:
+        site.admin.put("/api/settings", {"cache_max_bytes": 256 * 1024 * 1024})
+
+
+def test_traffic_and_metrics_sum_over_workers(site):
+    site.put("w/count.txt", b"count me")
+    host = site.host
+
+    def totals():
+        traffic = site.admin.get("/api/metrics?range=1h").json
+        return sum(p["requests"] for p in traffic["points"]), _metric(site, host)
+
+    requests_before, metric_before = settled(totals)
+    assert all(r.status == 200 for r in parallel(73, lambda i: site.get("/w/count.txt")))
+    assert wait_until(lambda: totals() == (requests_before + 73, metric_before + 73), 3), totals()
+    time.sleep(0.6)  # nothing is counted twice on a later flush
+    assert totals() == (requests_before + 73, metric_before + 73)
+
+
+def test_killed_worker_is_restarted_and_service_continues(site):
+    site.put("w/k", b"x")
+    victim = live_workers(site.node)[0]
+    os.kill(victim, signal.SIGKILL)
+    restarted = re.compile(rf"public worker {victim} \(slot \d\) exited \(signal 9\): restarting")
+    assert wait_until(lambda: restarted.search(site.node.log()), 5), site.node.log()
+    assert wait_until(lambda: len(live_workers(site.node)) == 2, 5)
+    assert victim not in live_workers(site.node)
+    assert {r.status for r in parallel(20, lambda i: site.get("/w/k"))} == {200}
+
+
+def test_sigterm_stops_daemon_and_workers(site):
+    pids = live_workers(site.node)
+    assert len(pids) == 2
+    assert site.node.stop(timeout=15) == 0
+    assert wait_until(lambda: not any(_alive(pid) for pid in pids), 5)
+
+
+def settled(read):
+    """read() once it gives the same answer twice, 0.6 s apart (the workers send counts every 0.25 s)."""
+    last = read()
+    for _ in range(20):
+        time.sleep(0.6)
+        now = read()
+        if now == last:
+            return now
+        last = now
+    raise AssertionError(f"counts still moving: {last}")
+
+
+def _cache_stats(site) -> dict:
+    return site.admin.get("/api/panel").json["metrics"]["cache"]
+
+
+def _metric(site, host) -> int:
+    text = site.admin.get("/metrics").body.decode()
+    match = re.search(rf'^contentnode_traffic_requests_total\{{port="public",domain="{re.escape(host)}"\}} (\d+)$',
+                      text, re.M)
+    return int(match.group(1)) if match else 0
+
+
+def _entry_bytes(root) -> int:
+    total = 0
+    for sub in os.listdir(root):
+        folder = os.path.join(root, sub)
+        if len(sub) == 2 and os.path.isdir(folder):
+            total += sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
+    return total
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
