@@ -3,7 +3,7 @@
 
 import { get, post, onAuthProblem } from './api.js';
 import { h, mount, icon } from './dom.js';
-import { route, start, parse, match, go, safeNext } from './router.js';
+import { route, start, parse, match, go, redirect, safeNext } from './router.js';
 import { setScopes, can, canAny } from './scopes.js';
 import { noAccess, loading, errorBox } from './ui.js';
 import { toast } from './toast.js';
@@ -151,7 +151,7 @@ async function render() {
   // page, a lost session or a link followed from inside it closes it.
   document.querySelectorAll('dialog[open]').forEach((d) => d.close());
   if (!where.path.startsWith('/')) return;
-  if (where.path === '/') { go('/dashboard'); return; }
+  if (where.path === '/') { redirect('/dashboard'); return; }
   try {
     if (!state.session) await refreshSession();
   } catch (err) {
@@ -159,11 +159,11 @@ async function render() {
     return;
   }
   const s = state.session;
-  if (s.setup_required && where.path !== '/setup') { go('/setup'); return; }
+  if (s.setup_required && where.path !== '/setup') { redirect('/setup'); return; }
   const r = match(where.path);
   if (r && r.meta.bare) {
-    if (where.path === '/login' && s.authenticated) { go(safeNext(where.query.next)); return; }
-    if (where.path === '/setup' && !s.setup_required && !s.authenticated) { go('/login'); return; }
+    if (where.path === '/login' && s.authenticated) { redirect(safeNext(where.query.next)); return; }
+    if (where.path === '/setup' && !s.setup_required && !s.authenticated) { redirect('/login'); return; }
     shell = null;
     const mod = await r.load();
     if (mySeq !== seq) return;
@@ -172,8 +172,8 @@ async function render() {
     mod.render({ main: box, query: where.query, params: r.params, session: s, refreshSession, go, state });
     return;
   }
-  if (!s.authenticated) { go(`/login?next=${encodeURIComponent(here())}`); return; }
-  if (s.two_factor_enrollment_required && where.path !== '/account') { go('/account'); return; }
+  if (!s.authenticated) { redirect(`/login?next=${encodeURIComponent(here())}`); return; }
+  if (s.two_factor_enrollment_required && where.path !== '/account') { redirect('/account'); return; }
   if (!shell || shell.key !== shellKey(s)) shell = buildShell();
   shell.nav.querySelectorAll('a').forEach((a) => {
     const active = where.path === a.dataset.path || where.path.startsWith(`${a.dataset.path}/`);

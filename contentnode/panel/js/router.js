@@ -49,6 +49,17 @@ export function go(path) {
   else location.hash = target;
 }
 
+/**
+ * Another page in place of the one asked for (`/` is the dashboard, a page
+ * that needs a login is the login): the URL is replaced, with no history
+ * entry and no hashchange, and the page renders at once. Back never lands on
+ * a page that only sends the user on.
+ */
+export function redirect(path) {
+  history.replaceState(history.state, '', `#${path}`);
+  renderFn && renderFn();
+}
+
 export function start(render) {
   renderFn = render;
   window.addEventListener('hashchange', render);
