@@ -1,13 +1,75 @@
-// Boot: asks /api/session who is here and shows the setup wizard, the login,
-// or the page of the current hash route inside the shell (shell.js, loaded
-// with import() once someone is logged in, so the login needs only what it
-// shows).
+// Boot and hash routes: asks /api/session who is here and shows the setup
+// wizard, the login, or the page of the current hash route inside the shell
+// (shell.js, loaded with import() once someone is logged in, so the login
+// needs only what it shows). Hash routes (#/domains/x?y=z): the panel is one
+// page, and the hash keeps every view linkable without any server route but `/`.
 
 import { get, onAuthProblem } from './api.js';
 import { h, mount } from './dom.js';
-import { route, start, parse, match, go, redirect, safeNext } from './router.js';
 import { setScopes, can, canAny } from './scopes.js';
 import { toast } from './toast.js';
+
+// --- hash routes ---
+
+const routes = [];
+
+/** route('/domains/:host', loader, {label, allowed, bare}): `:name` parts become ctx.params. */
+function route(pattern, load, meta = {}) {
+  const keys = [];
+  const re = new RegExp(`^${pattern.replace(/:(\w+)/g, (_, k) => { keys.push(k); return '([^/]+)'; })}$`);
+  routes.push({ pattern, re, keys, load, meta });
+}
+
+function parse(hash = location.hash) {
+  const raw = hash.replace(/^#/, '') || '/';
+  const cut = raw.indexOf('?');
+  const path = cut < 0 ? raw : raw.slice(0, cut);
+  const qs = cut < 0 ? '' : raw.slice(cut + 1);
+  return { path, query: Object.fromEntries(new URLSearchParams(qs)), full: raw };
+}
+
+function match(path) {
+  for (const r of routes) {
+    const m = r.re.exec(path);
+    if (m) {
+      const params = {};
+      try {
+        r.keys.forEach((k, i) => { params[k] = decodeURIComponent(m[i + 1]); });
+      } catch { return null; } // a malformed %-escape names nothing
+      return { ...r, params };
+    }
+  }
+  return null;
+}
+
+/**
+ * Where to go after the login: `next` from the URL only when it is a page of
+ * this panel (a hash route), never the login or setup again; else the dashboard.
+ */
+function safeNext(next) {
+  if (typeof next !== 'string' || !/^\/[a-z]/.test(next) || /[\\\s]/.test(next)) return '/dashboard';
+  const { path } = parse(`#${next}`);
+  return path === '/login' || path === '/setup' || !match(path) ? '/dashboard' : next;
+}
+
+function go(path) {
+  const target = `#${path}`;
+  if (location.hash === target) render();
+  else location.hash = target;
+}
+
+/**
+ * Another page in place of the one asked for (`/` is the dashboard, a page
+ * that needs a login is the login): the URL is replaced, with no history
+ * entry and no hashchange, and the page renders at once. Back never lands on
+ * a page that only sends the user on.
+ */
+function redirect(path) {
+  history.replaceState(history.state, '', `#${path}`);
+  render();
+}
+
+// --- boot ---
 
 const page = (name) => () => import(`./pages/${name}.js`);
 
@@ -89,7 +151,7 @@ async function render() {
     if (mySeq !== seq) return;
     const box = h('main', { class: 'auth-wrap', id: 'main' });
     mount(root, box);
-    mod.render({ main: box, query: where.query, params: r.params, session: s, refreshSession, go, state });
+    mod.render({ main: box, query: where.query, next: safeNext(where.query.next), params: r.params, session: s, refreshSession, go, state });
     return;
   }
   if (!s.authenticated) { redirect(`/login?next=${encodeURIComponent(here())}`); return; }
@@ -107,4 +169,9 @@ async function render() {
   });
 }
 
-start(render);
+// index.html preloads the login page's module, the likeliest first view:
+// evaluating it now overlaps that with the session question. The route loads
+// it again (the same module) and shows any error.
+import('./pages/login.js').catch(() => {});
+window.addEventListener('hashchange', render);
+render();
