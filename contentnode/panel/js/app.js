@@ -1,61 +1,105 @@
-// Boot and shell: asks /api/session who is here, shows the setup wizard, the
-// login or the panel, and renders the page of the current hash route.
+// Boot and hash routes: asks /api/session who is here and shows the setup
+// wizard, the login, or the page of the current hash route inside the shell
+// (shell.js, loaded with import() once someone is logged in, so the login
+// needs only what it shows). Hash routes (#/domains/x?y=z): the panel is one
+// page, and the hash keeps every view linkable without any server route but `/`.
 
-import { get, post, onAuthProblem } from './api.js';
-import { h, mount, icon } from './dom.js';
-import { route, start, parse, match, go, safeNext } from './router.js';
+import { get, onAuthProblem } from './api.js';
+import { h, mount } from './dom.js';
 import { setScopes, can, canAny } from './scopes.js';
-import { noAccess, loading, errorBox } from './ui.js';
 import { toast } from './toast.js';
 
-const I = {
-  dash: ['M4 13h6V4H4zM14 20h6v-9h-6zM4 20h6v-3H4zM14 7h6V4h-6z'],
-  globe: ['M12 21a9 9 0 1 0 0-18 9 9 0 0 0 0 18z', 'M3 12h18M12 3c2.5 2.7 3.5 5.7 3.5 9s-1 6.3-3.5 9c-2.5-2.7-3.5-5.7-3.5-9s1-6.3 3.5-9z'],
-  bucket: ['M4 6c0-1.7 3.6-3 8-3s8 1.3 8 3-3.6 3-8 3-8-1.3-8-3z', 'M4 6l2 13c.3 1.2 3 2 6 2s5.7-.8 6-2l2-13'],
-  route: ['M6 3v12M6 21a3 3 0 1 0 0-6 3 3 0 0 0 0 6zM18 9a3 3 0 1 0 0-6 3 3 0 0 0 0 6zM18 9c0 6-12 3-12 9'],
-  link: ['M10 14a4 4 0 0 0 5.7 0l3-3a4 4 0 0 0-5.7-5.7l-1 1', 'M14 10a4 4 0 0 0-5.7 0l-3 3a4 4 0 0 0 5.7 5.7l1-1'],
-  cache: ['M3 7l9-4 9 4-9 4-9-4z', 'M3 12l9 4 9-4M3 17l9 4 9-4'],
-  tool: ['M11 4a7 7 0 1 0 0 14 7 7 0 0 0 0-14zM21 21l-5-5'],
-  users: ['M9 11a4 4 0 1 0 0-8 4 4 0 0 0 0 8zM2 21c0-4 3-6 7-6s7 2 7 6', 'M16 3.5a4 4 0 0 1 0 7.5M22 21c0-3-1.7-5-4-5.7'],
-  shield: ['M12 3l8 3v6c0 5-3.5 8-8 9-4.5-1-8-4-8-9V6z', 'M9 12l2 2 4-4'],
-  list: ['M8 6h13M8 12h13M8 18h13M3 6h.01M3 12h.01M3 18h.01'],
-  archive: ['M3 4h18v4H3zM5 8v12h14V8M10 12h4'],
-  bell: ['M6 8a6 6 0 1 1 12 0c0 7 3 8 3 8H3s3-1 3-8', 'M10 20a2 2 0 0 0 4 0'],
-  gear: ['M12 15a3 3 0 1 0 0-6 3 3 0 0 0 0 6z', 'M19.4 15a1.7 1.7 0 0 0 .3 1.8l.1.1a2 2 0 1 1-2.8 2.8l-.1-.1a1.7 1.7 0 0 0-1.8-.3 1.7 1.7 0 0 0-1 1.5V21a2 2 0 1 1-4 0v-.1a1.7 1.7 0 0 0-1.1-1.5 1.7 1.7 0 0 0-1.8.3l-.1.1a2 2 0 1 1-2.8-2.8l.1-.1a1.7 1.7 0 0 0 .3-1.8 1.7 1.7 0 0 0-1.5-1H3a2 2 0 1 1 0-4h.1a1.7 1.7 0 0 0 1.5-1.1 1.7 1.7 0 0 0-.3-1.8l-.1-.1a2 2 0 1 1 2.8-2.8l.1.1a1.7 1.7 0 0 0 1.8.3H9a1.7 1.7 0 0 0 1-1.5V3a2 2 0 1 1 4 0v.1a1.7 1.7 0 0 0 1 1.5 1.7 1.7 0 0 0 1.8-.3l.1-.1a2 2 0 1 1 2.8 2.8l-.1.1a1.7 1.7 0 0 0-.3 1.8V9a1.7 1.7 0 0 0 1.5 1H21a2 2 0 1 1 0 4h-.1a1.7 1.7 0 0 0-1.5 1z'],
-  me: ['M12 12a4 4 0 1 0 0-8 4 4 0 0 0 0 8zM4 21c0-4 3.6-6 8-6s8 2 8 6'],
-};
+// --- hash routes ---
+
+const routes = [];
+
+/** route('/domains/:host', loader, {label, allowed, bare}): `:name` parts become ctx.params. */
+function route(pattern, load, meta = {}) {
+  const keys = [];
+  const re = new RegExp(`^${pattern.replace(/:(\w+)/g, (_, k) => { keys.push(k); return '([^/]+)'; })}$`);
+  routes.push({ pattern, re, keys, load, meta });
+}
+
+function parse(hash = location.hash) {
+  const raw = hash.replace(/^#/, '') || '/';
+  const cut = raw.indexOf('?');
+  const path = cut < 0 ? raw : raw.slice(0, cut);
+  const qs = cut < 0 ? '' : raw.slice(cut + 1);
+  return { path, query: Object.fromEntries(new URLSearchParams(qs)), full: raw };
+}
+
+function match(path) {
+  for (const r of routes) {
+    const m = r.re.exec(path);
+    if (m) {
+      const params = {};
+      try {
+        r.keys.forEach((k, i) => { params[k] = decodeURIComponent(m[i + 1]); });
+      } catch { return null; } // a malformed %-escape names nothing
+      return { ...r, params };
+    }
+  }
+  return null;
+}
+
+/**
+ * Where to go after the login: `next` from the URL only when it is a page of
+ * this panel (a hash route), never the login or setup again; else the dashboard.
+ */
+function safeNext(next) {
+  if (typeof next !== 'string' || !/^\/[a-z]/.test(next) || /[\\\s]/.test(next)) return '/dashboard';
+  const { path } = parse(`#${next}`);
+  return path === '/login' || path === '/setup' || !match(path) ? '/dashboard' : next;
+}
+
+function go(path) {
+  const target = `#${path}`;
+  if (location.hash === target) render();
+  else location.hash = target;
+}
+
+/**
+ * Another page in place of the one asked for (`/` is the dashboard, a page
+ * that needs a login is the login): the URL is replaced, with no history
+ * entry and no hashchange, and the page renders at once. Back never lands on
+ * a page that only sends the user on.
+ */
+function redirect(path) {
+  history.replaceState(history.state, '', `#${path}`);
+  render();
+}
+
+// --- boot ---
 
 const page = (name) => () => import(`./pages/${name}.js`);
 
-// path, loader, nav label, icon, group, who may open it
+// path, page module, nav label, nav group, who may open it
 const PAGES = [
-  ['/dashboard', 'dashboard', 'Dashboard', I.dash, 'Overview', () => true],
-  ['/domains', 'domains', 'Domains', I.globe, 'Delivery', () => can('domains:read')],
-  ['/domains/:host', 'domain', null, null, null, () => can('domains:read')],
-  ['/buckets', 'buckets', 'Buckets', I.bucket, 'Delivery', () => can('buckets:read')],
-  ['/buckets/:id', 'bucket', null, null, null, () => can('buckets:read')],
-  ['/rules', 'rules', 'Rules', I.route, 'Delivery', () => can('routes:read')],
-  ['/links', 'links', 'Signed links', I.link, 'Delivery', () => canAny('routes:write', 'settings:write')],
-  ['/cache', 'cache', 'Cache', I.cache, 'Delivery', () => can('routes:write')],
-  ['/troubleshoot', 'troubleshoot', 'Troubleshoot', I.tool, 'Delivery', () => can('routes:read')],
-  ['/users', 'users', 'Users', I.users, 'Administration', () => can('users:manage')],
-  ['/users/:id', 'user', null, null, null, () => can('users:manage')],
-  ['/security', 'security', 'Security', I.shield, 'Administration', () => can('users:manage')],
-  ['/audit', 'audit', 'Activity log', I.list, 'Administration', () => can('users:manage')],
-  ['/backup', 'backup', 'Backup', I.archive, 'Administration', () => can('users:manage')],
-  ['/notifications', 'notifications', 'Notifications', I.bell, 'Administration', () => can('notifications:manage')],
-  ['/settings', 'settings', 'Settings', I.gear, 'Administration', () => can('settings:write')],
-  ['/account', 'account', 'My account', I.me, 'You', () => true],
+  ['/dashboard', 'dashboard', 'Dashboard', 'Overview', () => true],
+  ['/domains', 'domains', 'Domains', 'Delivery', () => can('domains:read')],
+  ['/domains/:host', 'domain', null, null, () => can('domains:read')],
+  ['/buckets', 'buckets', 'Buckets', 'Delivery', () => can('buckets:read')],
+  ['/buckets/:id', 'bucket', null, null, () => can('buckets:read')],
+  ['/rules', 'rules', 'Rules', 'Delivery', () => can('routes:read')],
+  ['/links', 'links', 'Signed links', 'Delivery', () => canAny('routes:write', 'settings:write')],
+  ['/cache', 'cache', 'Cache', 'Delivery', () => can('routes:write')],
+  ['/troubleshoot', 'troubleshoot', 'Troubleshoot', 'Delivery', () => can('routes:read')],
+  ['/users', 'users', 'Users', 'Administration', () => can('users:manage')],
+  ['/users/:id', 'user', null, null, () => can('users:manage')],
+  ['/security', 'security', 'Security', 'Administration', () => can('users:manage')],
+  ['/audit', 'audit', 'Activity log', 'Administration', () => can('users:manage')],
+  ['/backup', 'backup', 'Backup', 'Administration', () => can('users:manage')],
+  ['/notifications', 'notifications', 'Notifications', 'Administration', () => can('notifications:manage')],
+  ['/settings', 'settings', 'Settings', 'Administration', () => can('settings:write')],
+  ['/account', 'account', 'My account', 'You', () => true],
 ];
-PAGES.forEach(([path, mod, label, , , allowed]) => route(path, page(mod), { label, allowed }));
+PAGES.forEach(([path, mod, label, , allowed]) => route(path, page(mod), { label, allowed }));
 route('/login', page('login'), { bare: true });
 route('/setup', page('setup'), { bare: true });
 
 const state = { session: null, nodeName: null };
 const root = document.getElementById('app');
-let shell = null;
 let seq = 0;
-let lastPath = null; // focus and scroll move only when the page changes, not on a re-render
 
 async function refreshSession() {
   state.session = await get('/api/session');
@@ -69,7 +113,6 @@ function here() {
 
 onAuthProblem('unauthenticated', () => {
   state.session = null;
-  shell = null;
   const current = parse();
   if (current.path !== '/login') go(`/login?next=${encodeURIComponent(current.full)}`);
 });
@@ -78,70 +121,10 @@ onAuthProblem('enrolment', () => {
   go('/account');
 });
 
-function themeSelect() {
-  let saved = 'system';
-  try { saved = localStorage.getItem('cn-theme') || 'system'; } catch { /* storage refused */ }
-  const sel = h('select', { id: 'theme', class: 'select-sm' },
-    ...[['system', 'System'], ['light', 'Light'], ['dark', 'Dark']].map(([v, t]) => h('option', { value: v, selected: v === saved }, t)));
-  sel.addEventListener('change', () => {
-    const v = sel.value;
-    try { if (v === 'system') localStorage.removeItem('cn-theme'); else localStorage.setItem('cn-theme', v); } catch { /* ignore */ }
-    if (v === 'system') delete document.documentElement.dataset.theme;
-    else document.documentElement.dataset.theme = v;
-  });
-  return h('div', { class: 'theme-pick' }, h('label', { for: 'theme' }, 'Theme'), sel);
-}
-
-async function logout() {
-  try { await post('/api/logout'); } catch { /* the session is gone either way */ }
-  state.session = null;
-  shell = null;
-  setScopes([]);
-  go('/login');
-}
-
-/** The menu depends on who is logged in, their scopes and a pending 2FA enrolment. */
-function shellKey(s) {
-  return [s.user.id, s.user.role, s.user.scopes.join(), s.two_factor_enrollment_required].join('|');
-}
-
-function buildShell() {
-  const user = state.session.user;
-  const enrolOnly = state.session.two_factor_enrollment_required;
-  const groups = new Map();
-  for (const [path, , label, ic, group, allowed] of PAGES) {
-    if (!label || !allowed() || (enrolOnly && path !== '/account')) continue;
-    if (!groups.has(group)) groups.set(group, []);
-    groups.get(group).push(h('a', { href: `#${path}`, class: 'nav-link', dataset: { path } }, icon(ic), h('span', {}, label)));
-  }
-  const nav = h('nav', { id: 'nav', class: 'nav', 'aria-label': 'Main' },
-    ...[...groups].map(([g, links]) => h('div', { class: 'nav-group' }, h('p', { class: 'nav-title', 'aria-hidden': 'true' }, g), ...links)));
-  const toggle = h('button', { type: 'button', class: 'btn btn-ghost menu-toggle', 'aria-expanded': 'false', 'aria-controls': 'sidebar-body' }, 'Menu');
-  const body = h('div', { id: 'sidebar-body', class: 'sidebar-body' }, nav,
-    h('div', { class: 'sidebar-foot' },
-      h('div', { class: 'who' }, h('span', { class: 'avatar', 'aria-hidden': 'true' }, user.username.slice(0, 1).toUpperCase()),
-        h('div', {}, h('p', { class: 'who-name' }, user.username), h('p', { class: 'who-role' }, user.role))),
-      themeSelect(),
-      h('button', { type: 'button', class: 'btn btn-secondary btn-block', onclick: logout }, 'Log out')));
-  toggle.addEventListener('click', () => {
-    const open = toggle.getAttribute('aria-expanded') !== 'true';
-    toggle.setAttribute('aria-expanded', String(open));
-    body.classList.toggle('open', open);
-  });
-  nav.addEventListener('click', (e) => { if (e.target.closest('a')) { toggle.setAttribute('aria-expanded', 'false'); body.classList.remove('open'); } });
-  const brandName = h('span', { class: 'brand-node' }, state.nodeName && state.nodeName !== 'contentnode' ? state.nodeName : '');
-  const main = h('main', { id: 'main', class: 'main', tabindex: '-1' });
-  const skip = h('a', { href: '#main', class: 'skip', onclick: (e) => { e.preventDefault(); main.focus(); } }, 'Skip to content');
-  const aside = h('aside', { class: 'sidebar' },
-    h('div', { class: 'sidebar-top' },
-      h('a', { href: '#/dashboard', class: 'brand' }, h('span', { class: 'logo', 'aria-hidden': 'true' }), h('span', { class: 'brand-text' }, h('span', {}, 'contentnode'), brandName)),
-      toggle),
-    body);
-  mount(root, skip, h('div', { class: 'shell' }, aside, main));
-  if (can('settings:write') && !state.nodeName && !enrolOnly) {
-    get('/api/settings').then((s) => { state.nodeName = s.node_name; if (s.node_name !== 'contentnode') brandName.textContent = s.node_name; }).catch(() => {});
-  }
-  return { main, nav, key: shellKey(state.session) };
+/** The node or the panel's own files cannot be reached: say so in place of any page. */
+async function showError(err) {
+  const { errorBox } = await import('./ui.js');
+  mount(root, h('main', { class: 'auth-wrap' }, errorBox(err)));
 }
 
 async function render() {
@@ -151,51 +134,44 @@ async function render() {
   // page, a lost session or a link followed from inside it closes it.
   document.querySelectorAll('dialog[open]').forEach((d) => d.close());
   if (!where.path.startsWith('/')) return;
-  if (where.path === '/') { go('/dashboard'); return; }
+  if (where.path === '/') { redirect('/dashboard'); return; }
   try {
     if (!state.session) await refreshSession();
   } catch (err) {
-    mount(root, h('main', { class: 'auth-wrap' }, errorBox(err)));
+    await showError(err);
     return;
   }
   const s = state.session;
-  if (s.setup_required && where.path !== '/setup') { go('/setup'); return; }
+  if (s.setup_required && where.path !== '/setup') { redirect('/setup'); return; }
   const r = match(where.path);
   if (r && r.meta.bare) {
-    if (where.path === '/login' && s.authenticated) { go(safeNext(where.query.next)); return; }
-    if (where.path === '/setup' && !s.setup_required && !s.authenticated) { go('/login'); return; }
-    shell = null;
+    if (where.path === '/login' && s.authenticated) { redirect(safeNext(where.query.next)); return; }
+    if (where.path === '/setup' && !s.setup_required && !s.authenticated) { redirect('/login'); return; }
     const mod = await r.load();
     if (mySeq !== seq) return;
     const box = h('main', { class: 'auth-wrap', id: 'main' });
     mount(root, box);
-    mod.render({ main: box, query: where.query, params: r.params, session: s, refreshSession, go, state });
+    mod.render({ main: box, query: where.query, next: safeNext(where.query.next), params: r.params, session: s, refreshSession, go, state });
     return;
   }
-  if (!s.authenticated) { go(`/login?next=${encodeURIComponent(here())}`); return; }
-  if (s.two_factor_enrollment_required && where.path !== '/account') { go('/account'); return; }
-  if (!shell || shell.key !== shellKey(s)) shell = buildShell();
-  shell.nav.querySelectorAll('a').forEach((a) => {
-    const active = where.path === a.dataset.path || where.path.startsWith(`${a.dataset.path}/`);
-    if (active) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
-  });
-  const { main } = shell;
-  if (!r) { mount(main, h('div', { class: 'empty-page' }, h('h1', {}, 'Not found'), h('p', {}, 'There is no such page.'))); return; }
-  if (!r.meta.allowed()) { mount(main, noAccess()); return; }
-  mount(main, loading());
+  if (!s.authenticated) { redirect(`/login?next=${encodeURIComponent(here())}`); return; }
+  if (s.two_factor_enrollment_required && where.path !== '/account') { redirect('/account'); return; }
+  let shell;
   try {
-    const mod = await r.load();
-    if (mySeq !== seq) return;
-    const box = h('div', { class: 'page' });
-    await mod.render({ main: box, query: where.query, params: r.params, session: s, user: s.user, refreshSession, go, state, rerender: render });
-    if (mySeq !== seq) return;
-    mount(main, box);
-    if (where.path !== lastPath) { window.scrollTo(0, 0); if (lastPath) main.focus({ preventScroll: true }); }
-    lastPath = where.path;
+    shell = await import('./shell.js');
   } catch (err) {
-    if (mySeq !== seq || err.status === 401) return;
-    mount(main, errorBox(err));
+    await showError(err);
+    return;
   }
+  if (mySeq !== seq) return;
+  await shell.showPage({
+    root, where, route: r, pages: PAGES, state, refreshSession, go, rerender: render, stale: () => mySeq !== seq,
+  });
 }
 
-start(render);
+// index.html preloads the login page's module, the likeliest first view:
+// evaluating it now overlaps that with the session question. The route loads
+// it again (the same module) and shows any error.
+import('./pages/login.js').catch(() => {});
+window.addEventListener('hashchange', render);
+render();

@@ -1,19 +1,27 @@
 // Formatting of times, sizes and counts for people.
 
-const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-const shortTime = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
-const shortDay = new Intl.DateTimeFormat(undefined, { weekday: 'short', hour: '2-digit', minute: '2-digit' });
-const number = new Intl.NumberFormat();
+// The first Intl formatter a page builds costs tens of milliseconds (locale
+// data), so each is built on first use, never at import: the login page,
+// which formats nothing, does not pay for them.
+function lazy(make) {
+  let made = null;
+  return () => made || (made = make());
+}
+
+const dateTime = lazy(() => new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' }));
+const shortTime = lazy(() => new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' }));
+const shortDay = lazy(() => new Intl.DateTimeFormat(undefined, { weekday: 'short', hour: '2-digit', minute: '2-digit' }));
+const number = lazy(() => new Intl.NumberFormat());
 
 export function when(iso) {
   if (!iso) return '—';
   const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? String(iso) : dateTime.format(d);
+  return Number.isNaN(d.getTime()) ? String(iso) : dateTime().format(d);
 }
 
 export function clock(iso, long = false) {
   const d = new Date(iso);
-  return (long ? shortDay : shortTime).format(d);
+  return (long ? shortDay : shortTime)().format(d);
 }
 
 export function ago(iso) {
@@ -43,7 +51,7 @@ export function bytes(n) {
 }
 
 export function count(n) {
-  return number.format(n ?? 0);
+  return number().format(n ?? 0);
 }
 
 export function compact(n) {

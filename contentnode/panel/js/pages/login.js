@@ -4,7 +4,6 @@
 import { post } from '../api.js';
 import { h, mount } from '../dom.js';
 import { field, form, button, onSubmit, showError } from '../forms.js';
-import { safeNext } from '../router.js';
 
 export function brand() {
   return h('div', { class: 'auth-brand' }, h('span', { class: 'logo', 'aria-hidden': 'true' }), 'contentnode');
@@ -34,7 +33,7 @@ function lockout(err, submit, formEl) {
 
 export function render(ctx) {
   document.title = 'Sign in · contentnode';
-  const next = safeNext(ctx.query.next);
+  const { next } = ctx; // where to go after the login: app.js vets ?next=
   const box = h('div', { class: 'card' });
 
   async function done() {
