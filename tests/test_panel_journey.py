@@ -21,6 +21,7 @@ import uuid
 
 import pyotp
 import pytest
+from playwright.sync_api import expect
 
 from contentnode.api import ROUTES
 from contentnode.http.errors import ApiError
@@ -67,6 +68,7 @@ def assert_steps_all_ok(page, names=None):
 
 
 def sign_in(page, username, password):
+    expect(page.get_by_label("Username")).to_be_focused()  # the login form opens ready to type
     page.get_by_label("Username").fill(username)
     labelled(page, "Password").fill(password)
     page.get_by_role("button", name="Sign in").click()

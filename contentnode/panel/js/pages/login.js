@@ -59,7 +59,7 @@ export function render(ctx) {
     });
     mount(box, h('h1', {}, 'Sign in'), h('p', { class: 'auth-sub' }, 'Administration of this content node.'), f);
     if (message) showError(f, { message });
-    f.querySelector('input').focus();
+    if (box.isConnected) f.querySelector('input').focus();
   }
 
   function codeStep() {
@@ -80,11 +80,12 @@ export function render(ctx) {
       }
     });
     mount(box, h('h1', {}, 'Two-factor authentication'), h('p', { class: 'auth-sub' }, 'Your password was right. One more step.'), f);
-    f.querySelector('input').focus();
+    if (box.isConnected) f.querySelector('input').focus();
   }
 
   if (ctx.session.two_factor_pending) codeStep();
   else passwordStep();
   mount(ctx.main, h('div', { class: 'auth' }, brand(), box,
     h('p', { class: 'auth-foot' }, 'Forgot your password? Another administrator can reset it, or run contentnode user reset-password on the node.')));
+  box.querySelector('input').focus(); // the first field, once the form is in the page
 }
