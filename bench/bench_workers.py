@@ -45,8 +45,11 @@ def node_pids(daemon) -> list[int]:
 
 def pin(pids, cpus) -> None:
     for pid in pids:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            os.sched_setaffinity(int(task), cpus)
+        for task in os.listdir(f"/proc/{pid}/task"):  # threads started later inherit their creator's
+            try:
+                os.sched_setaffinity(int(task), cpus)
+            except ProcessLookupError:
+                pass  # a connection's thread that has just ended
 
 
 def private_kib(pid: int) -> int:
