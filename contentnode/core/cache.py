@@ -45,6 +45,7 @@ TOUCH_EVERY = 60.0       # refresh an entry's mtime (its persisted LRU position)
 MAX_HEADER = 64 * 1024
 HOT_MAX_OBJECT = 64 * 1024          # bodies up to this size are kept in memory after a hit
 HOT_MAX_BYTES = 16 * 1024 * 1024    # the memory all those bodies may hold together
+OPEN_FILES = 64                     # larger entries' files kept open between hits (most recent)
 
 
 class FillStalled(Exception):
@@ -92,6 +93,19 @@ class Entry:
         return self.offset + self.size
 
 
+class _SharedFile:
+    """One open descriptor of a large entry's file, shared by the hits that send it.
+
+    It saves an open and a close per hit; it is closed once retired (the entry
+    was dropped or replaced, or OPEN_FILES newer ones were hit) and unused.
+    """
+
+    __slots__ = ("fd", "users", "retired")
+
+    def __init__(self, fd: int):
+        self.fd, self.users, self.retired = fd, 0, False
+
+
 class Result:
     """One request's view of a cached or filling object.
 
@@ -100,13 +114,17 @@ class Result:
     tails the fill. status != 200 means the origin refused and there is no body.
     """
 
-    def __init__(self, status, meta, size, hit, entry=None, fill=None, fd=None, body=None, on_close=None):
+    def __init__(self, status, meta, size, hit, entry=None, fill=None, fd=None, body=None, on_close=None,
+                 shared_fd=None):
         self.status, self.meta, self.size, self.hit = status, meta, size, hit
         self.entry, self._fill, self._fd, self.body = entry, fill, fd, body
         self._on_close = on_close
+        self._shared_fd = shared_fd   # a descriptor this Result reads but does not close
 
     def open_file(self):
         """(fd, body offset) of a hit; close() closes fd (opened here for a body held in memory)."""
+        if self._shared_fd is not None:
+            return self._shared_fd, self.entry.offset
         if self._fd is None:
             self._fd = os.open(self.entry.path, os.O_RDONLY)
         return self._fd, self.entry.offset
@@ -118,7 +136,8 @@ class Result:
             if start < end:
                 yield self.body[start:end]
             return
-        fd, base = self._fd, (self.entry.offset if self.hit else self._fill.offset)
+        fd = self._fd if self._shared_fd is None else self._shared_fd
+        base = self.entry.offset if self.hit else self._fill.offset
         pos = start
         while pos < end:
             if self._fill is not None:
@@ -272,6 +291,7 @@ class Cache:
         self._fills: dict[tuple, _Fill] = {}
         self._hot: deque = deque()   # entries holding their body in memory, oldest first
         self._hot_bytes = 0
+        self._files: OrderedDict[tuple, tuple[Entry, _SharedFile]] = OrderedDict()  # key -> open file, LRU
         ensure_private_dir(self._tmp)
         ledger_path = os.path.join(root, "ledger")
         if worker_slot is None:
@@ -378,17 +398,22 @@ class Cache:
         files that remain are found again on disk."""
         self._generation = self.ledger.generation()
         self._index.clear()
+        for key in list(self._files):
+            self._retire_file(key)
         for entry in self._hot:
             entry.body = None
         self._hot.clear()
         self._hot_bytes = 0
 
     def _open_hit(self, entry):
-        """A Result for a hit (its body in memory when small), or None when the file vanished."""
+        """A Result for a hit (its body in memory when small, else the shared open file), or None
+        when the file vanished."""
         body = entry.body
         if body is not None:
             self._touch(entry, entry.path)
             return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
+        if entry.size > HOT_MAX_OBJECT:
+            return self._open_shared(entry)
         try:
             fd = os.open(entry.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -399,22 +424,63 @@ class Cache:
             self._forget(entry)
             return None
         self._touch(entry, fd)
-        if entry.size <= HOT_MAX_OBJECT:
-            try:
-                body = os.pread(fd, entry.size, entry.offset)
-            finally:
-                os.close(fd)
-            if len(body) != entry.size:
-                raise FillTruncated("cache file shorter than its header says")
-            self._keep_hot(entry, body)
-            return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
-        return Result(200, entry.meta, entry.size, True, entry=entry, fd=fd)
+        try:
+            body = os.pread(fd, entry.size, entry.offset)
+        finally:
+            os.close(fd)
+        if len(body) != entry.size:
+            raise FillTruncated("cache file shorter than its header says")
+        self._keep_hot(entry, body)
+        return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
+
+    def _open_shared(self, entry):
+        """A hit on a large entry, read through the entry's shared descriptor (opened if needed)."""
+        with self._lock:
+            if self._index.get(entry.key) is not entry:
+                return None   # dropped or replaced since the lookup: look again
+            held = self._files.get(entry.key)
+            if held is not None and held[0] is entry:
+                self._files.move_to_end(entry.key)
+                shared = held[1]
+            else:
+                try:
+                    fd = os.open(entry.path, os.O_RDONLY)
+                except FileNotFoundError:
+                    self._drop(entry)
+                    return None
+                if self.ledger.shared and os.fstat(fd).st_ino != entry.inode:
+                    os.close(fd)  # another process replaced the file: look again
+                    del self._index[entry.key]
+                    return None
+                shared = _SharedFile(fd)
+                self._files[entry.key] = (entry, shared)
+                while len(self._files) > OPEN_FILES:
+                    self._retire_file(next(iter(self._files)))
+            shared.users += 1
+        self._touch(entry, shared.fd)
+        return Result(200, entry.meta, entry.size, True, entry=entry, shared_fd=shared.fd,
+                      on_close=lambda: self._release_file(shared))
+
+    def _retire_file(self, key) -> None:
+        """Stop sharing the open file of key, closing it now if no hit is sending it (lock held)."""
+        held = self._files.pop(key, None)
+        if held is not None:
+            held[1].retired = True
+            if held[1].users == 0:
+                os.close(held[1].fd)
+
+    def _release_file(self, shared: _SharedFile) -> None:
+        with self._lock:
+            shared.users -= 1
+            if shared.retired and shared.users == 0:
+                os.close(shared.fd)
 
     def _forget(self, entry):
         """Take an entry whose file is gone or replaced out of the index (not off the disk)."""
         with self._lock:
             if self._index.get(entry.key) is entry:
                 del self._index[entry.key]
+                self._retire_file(entry.key)
 
     def _touch(self, entry, file):
         """Refresh the file's mtime, its LRU position after a restart, at most every TOUCH_EVERY."""
@@ -622,7 +688,8 @@ class Cache:
                     replaced = _file_size(path)
                     os.replace(fill.tmp_path, path)
                     self.ledger.add_total(size - replaced)
-                self._index.pop(fill.key, None)
+                if self._index.pop(fill.key, None) is not None:
+                    self._retire_file(fill.key)
                 entry = Entry(fill.key, path, len(header), answer.length, answer.meta,
                               now, now + ttl, now, inode=os.stat(path).st_ino)
                 self._index[fill.key] = entry
@@ -637,6 +704,7 @@ class Cache:
         """Remove one entry (lock held). The file goes only if it is still this entry's: another
         process may have replaced it with a newer one."""
         if self._index.pop(entry.key, None) is not None:
+            self._retire_file(entry.key)
             self._remove_file(entry.path, entry.inode)
 
     def _remove_file(self, path, inode) -> bool:
@@ -677,6 +745,7 @@ class Cache:
             removed = {e.path for e in victims if self._remove_file(e.path, e.inode)}
             for entry in victims:
                 self._index.pop(entry.key, None)
+                self._retire_file(entry.key)
             if self.ledger.shared:
                 for entry in self._entries_on_disk():
                     if match(entry.key) and self._remove_file(entry.path, entry.inode):

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from contentnode.core import images, rules, signing
@@ -31,6 +31,7 @@ ORIGIN_TIMEOUT = 30.0        # a whole origin GET, headers to last byte
 MAX_IMAGE_SOURCE = 64 << 20  # bytes of a source image read into memory for a transform
 MAX_PATH_BYTES = 4096
 READ_CHUNK = 256 * 1024
+REMEMBERED_TARGETS = 4096    # resolved (host, path) targets kept per state document
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
 
@@ -46,14 +47,14 @@ class Target:
     bucket: dict | None
     key: str
     variant: images.Variant | None
+    ttl: int = field(init=False)
+    cache_key: tuple = field(init=False)
+    # (cache entry, its hit headers without Age): a remembered target serves many hits of one entry
+    hit_headers: tuple = field(init=False, default=(None, None))
 
-    @property
-    def ttl(self) -> int:
-        return int(self.rule.get("cache_ttl", rules.DEFAULT_CACHE_TTL))
-
-    @property
-    def cache_key(self) -> tuple:
-        return (self.host, self.path, self.variant.key() if self.variant else "")
+    def __post_init__(self):
+        self.ttl = int(self.rule.get("cache_ttl", rules.DEFAULT_CACHE_TTL))
+        self.cache_key = (self.host, self.path, self.variant.key() if self.variant else "")
 
 
 class Delivery:
@@ -69,6 +70,7 @@ class Delivery:
         self.image_slots = threading.BoundedSemaphore(2)   # transforms are CPU bound
         self._index = (None, rules.RuleIndex([]))
         self._index_lock = threading.Lock()
+        self._targets = (None, {})   # (state document, {(host, path): Target}), see remembered()
 
     def rule_index(self, doc) -> rules.RuleIndex:
         """The index for the current rules; rebuilt when a transaction replaced them."""
@@ -79,6 +81,25 @@ class Delivery:
                 index = rules.RuleIndex({**r, "id": rid} for rid, r in current.items())
                 self._index = (current, index)
         return index
+
+    def remembered(self, doc, host: str, path: str) -> "Target | None":
+        """The target resolved earlier for (host, path) from this very state document.
+
+        Only targets whose outcome is a function of the document, host and path
+        alone are kept (no signature, no image variant: see resolve); any change
+        to the document (a new snapshot object) forgets them all.
+        """
+        source, targets = self._targets
+        return targets.get((host, path)) if source is doc else None
+
+    def remember(self, doc, target: "Target") -> None:
+        source, targets = self._targets
+        if source is not doc:
+            targets = {}
+            self._targets = (doc, targets)
+        if len(targets) >= REMEMBERED_TARGETS:
+            targets.clear()   # bounded: paths come from anonymous clients
+        targets[target.host, target.path] = target
 
     def sync_settings(self):
         """Follow a changed cache size setting (run by the periodic job)."""
@@ -133,6 +154,9 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
             check_signature: bool = True) -> Target:
     """The domain, rule, bucket, key and image variant a request maps to, or an ApiError."""
     doc = delivery.app.store.data
+    target = delivery.remembered(doc, host, path)
+    if target is not None:
+        return target
     if host not in doc.get("domains", {}):
         raise ApiError(404, "not_found", "this host is not served here")
     match = delivery.rule_index(doc).match(host, path)
@@ -154,7 +178,10 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
             raise ApiError(503, "images_unavailable",
                            f"images on the fly need the {images.EXTRA} extra on this node")
     bucket = doc.get("buckets", {}).get(match.rule.get("bucket"))
-    return Target(host, path, match.rule["id"], match.rule, bucket, match.key, variant)
+    target = Target(host, path, match.rule["id"], match.rule, bucket, match.key, variant)
+    if not match.rule.get("signed") and not match.rule.get("images"):
+        delivery.remember(doc, target)   # the query, the client and the time change nothing here
+    return target
 
 
 SIGNATURE_MESSAGES = {   # verify()'s reason -> (error code, message)
@@ -304,24 +331,33 @@ def byte_range(headers, size: int, meta: dict):
     return start, (min(size, int(last) + 1) if last else size)
 
 
-def _headers(target: Target, result, signed: bool, now: float) -> list:
-    meta, ttl = result.meta, target.ttl
+def _fixed_headers(target: Target, meta: dict, cache: str) -> list:
+    ttl = target.ttl
+    signed = target.rule.get("signed")
     cache_control = "no-cache" if ttl <= 0 else f"{'private' if signed else 'public'}, max-age={ttl}"
     out = [("Content-Type", meta.get("content_type") or "application/octet-stream"),
            ("Cache-Control", cache_control), ("Accept-Ranges", "bytes"),
-           ("X-Content-Type-Options", "nosniff"), ("X-Cache", "HIT" if result.hit else "MISS")]
+           ("X-Content-Type-Options", "nosniff"), ("X-Cache", cache)]
     if meta.get("etag"):
         out.append(("ETag", meta["etag"]))
     if meta.get("last_modified"):
         out.append(("Last-Modified", meta["last_modified"]))
-    if result.hit:
-        out.append(("Age", str(max(0, int(now - result.entry.stored_at)))))
     return out
+
+
+def _headers(req, target: Target, result) -> list:
+    """The object's headers; a hit's are made once per cache entry and target, plus its Age."""
+    if not result.hit:
+        return _fixed_headers(target, result.meta, "MISS")
+    entry, fixed = target.hit_headers
+    if entry is not result.entry:
+        entry, fixed = target.hit_headers = (result.entry, _fixed_headers(target, result.meta, "HIT"))
+    return fixed + [("Age", str(max(0, int(req.app.clock.now() - entry.stored_at))))]
 
 
 def object_response(req, result, target: Target) -> Response:
     """The 200, 206 or 304 answer for a cache Result (which it takes ownership of)."""
-    headers = _headers(target, result, bool(target.rule.get("signed")), req.app.clock.now())
+    headers = _headers(req, target, result)
     try:
         if not_modified(req.headers, result.meta):
             result.close()
@@ -344,13 +380,15 @@ def object_response(req, result, target: Target) -> Response:
     return Response(status, headers, body, head_only=req.method == "HEAD")
 
 
-def serve(req, delivery, host) -> Response:
+def serve(req, delivery, host) -> tuple[Response, str]:
+    """The answer and whether it came from the cache ("hit") or the origin ("miss")."""
     if req.method not in ("GET", "HEAD"):
         raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
                        headers={"Allow": "GET, HEAD"})
     path = clean_path(req.raw_path)
     target = resolve(delivery, host, path, req.query_list, req.client_ip)
-    return object_response(req, fetch(delivery, target), target)
+    result = fetch(delivery, target)
+    return object_response(req, result, target), "hit" if result.hit else "miss"
 
 
 def answer(req) -> Response:
@@ -359,15 +397,13 @@ def answer(req) -> Response:
     host = host_from_header(req.headers.get("Host"))
     known = host in req.app.store.data.get("domains", {})
     try:
-        response = serve(req, delivery, host)
+        response, cached = serve(req, delivery, host)
     except ApiError as error:
-        response = error_response(error)
+        response, cached = error_response(error), None
     except Exception:
         delivery.traffic.record(host if known else None, 500, 0)
         raise
     sent = 0 if req.method == "HEAD" or response.status == 304 else response.length
-    cached = response.header("X-Cache")
-    delivery.traffic.record(host if known else None, response.status, sent,
-                            {"HIT": "hit", "MISS": "miss"}.get(cached))
+    delivery.traffic.record(host if known else None, response.status, sent, cached)
     return response
 

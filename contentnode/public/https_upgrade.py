@@ -8,9 +8,11 @@ def answer(req):
     if req.scheme != "http":
         return None
     tls = req.app.tls
+    port = tls.listening_port()   # first: without an HTTPS listener there is nothing to upgrade to
+    if not port:
+        return None
     wanted = tls.https_settings()
-    port = tls.listening_port()
-    if not (wanted["enabled"] and wanted["redirect_http"] and port):
+    if not (wanted["enabled"] and wanted["redirect_http"]):
         return None
     host = host_from_header(req.headers.get("Host"))
     if not host or tls.certs.stamp(host) is None:
