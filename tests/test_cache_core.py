@@ -200,6 +200,27 @@ def test_first_response_streams_while_filling(cache):
     assert hit is not None and read_hit(hit) == b"A" * 100 + b"B" * 100
 
 
+def test_a_client_that_got_the_whole_body_finds_it_again(cache):
+    """Hanging up after the last byte, before the fill's commit, abandons nothing: the next
+    request joins the fill (or finds the entry), never fetching the object a second time."""
+    commit = threading.Event()
+
+    class HeldBeforeCommit(Origin):
+        def _chunks(self):
+            yield self.body
+            assert commit.wait(30), "test gate never opened"  # the body is on disk; the commit waits
+
+    origin = HeldBeforeCommit(b"version 1")
+    first = cache.get(KEY, origin, 60)
+    assert b"".join(first.chunks()) == b"version 1"
+    first.close()
+    origin.body = b"version 2"
+    again = cache.get(KEY, origin, 60)
+    commit.set()
+    assert again.read_all() == b"version 1" and origin.calls == 1
+    assert cache.lookup(KEY) is not None
+
+
 def test_fifty_concurrent_misses_make_one_fetch(cache):
     gate = threading.Event()
     body = os.urandom(300_000)

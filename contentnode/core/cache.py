@@ -215,6 +215,10 @@ class _Fill:
             if self.error is not None:
                 raise self.error
 
+    def body_on_disk(self) -> bool:
+        """Every body byte is written: the commit follows whether or not anyone still reads."""
+        return self.answer is not None and self.written == self.answer.length
+
     def progress(self, **changes):
         with self.cond:
             for name, value in changes.items():
@@ -419,7 +423,9 @@ class Cache:
         """One reader is done with the fill; the last one to leave before the end stops it."""
         with self._lock:
             fill.readers -= 1
-            if fill.readers == 0 and not fill.done:
+            # A reader that got the last byte may hang up before the commit: the fill stays
+            # findable, so its next request joins it instead of fetching the object again.
+            if fill.readers == 0 and not fill.done and not fill.body_on_disk():
                 fill.abandoned = True
                 if self._fills.get(fill.key) is fill:
                     del self._fills[fill.key]
