@@ -215,10 +215,6 @@ class _Fill:
             if self.error is not None:
                 raise self.error
 
-    def body_on_disk(self) -> bool:
-        """Every body byte is written: the commit follows whether or not anyone still reads."""
-        return self.answer is not None and self.written == self.answer.length
-
     def progress(self, **changes):
         with self.cond:
             for name, value in changes.items():
@@ -423,9 +419,7 @@ class Cache:
         """One reader is done with the fill; the last one to leave before the end stops it."""
         with self._lock:
             fill.readers -= 1
-            # A reader that got the last byte may hang up before the commit: the fill stays
-            # findable, so its next request joins it instead of fetching the object again.
-            if fill.readers == 0 and not fill.done and not fill.body_on_disk():
+            if fill.readers == 0 and not fill.done:
                 fill.abandoned = True
                 if self._fills.get(fill.key) is fill:
                     del self._fills[fill.key]
@@ -500,10 +494,11 @@ class Cache:
         fill.progress(**outcome)
 
     def _copy(self, fill, fd, answer, sync=False):
-        """Body bytes to the temp file. With `sync`, the file is on disk before its last
-        bytes are handed to the readers (and so before the rename makes it an entry): after
-        a power loss an entry is whole or absent, never the right size full of zeros, and a
-        client that got the whole body and asks again finds the entry."""
+        """Body bytes to the temp file, handed to the readers as they land. With `sync`, the
+        file is on disk before the rename makes it an entry: after a power loss an entry is
+        whole or absent, never the right size full of zeros. The last bytes reach the readers
+        only with the commit (_commit), so a client that got the whole body and asks again
+        finds the entry."""
         written = 0
         for chunk in answer.chunks:
             if fill.abandoned:
@@ -514,7 +509,8 @@ class Cache:
             written += len(chunk)
             if written == answer.length and sync:
                 os.fsync(fd)
-            fill.progress(written=written)
+            if written < answer.length:
+                fill.progress(written=written)
         if written != answer.length:
             raise FillTruncated("origin sent less than announced")
         if written == 0 and sync:
@@ -541,7 +537,7 @@ class Cache:
                 self._evict(keep=fill.key)
             else:
                 _unlink(fill.tmp_path)
-        fill.progress(done=True)
+        fill.progress(written=answer.length, done=True)
 
     # -- removal --------------------------------------------------------------
 
