@@ -9,7 +9,7 @@ module brings the process back for that test (SIGKILL, signals, restarts).
 import pytest
 
 from tests.inprocess import node_class
-from tests.node import ADMIN_PASSWORD, ADMIN_USER
+from tests.node import ADMIN_PASSWORD, ADMIN_USER, DEFAULT_HASH_COST
 from tests.peers.check import missing_peers
 from tests.peers.seaweed import seaweed  # noqa: F401  (the session's SeaweedFS, for every module)
 
@@ -17,6 +17,8 @@ from tests.peers.seaweed import seaweed  # noqa: F401  (the session's SeaweedFS,
 def pytest_configure(config):
     config.addinivalue_line("markers", "in_process: `node` is the App in the test process (InProcessNode)")
     config.addinivalue_line("markers", "daemon_process: `node` is a daemon process even in an in_process module")
+    config.addinivalue_line("markers", "default_hash_cost: `node` hashes passwords at the node's default "
+                            "argon2id cost, not tests/node.py LEAST_HASH_COST")
 
 
 # The files whose tests run longest (the browser journey alone takes 80 s or more), in that order.
@@ -43,7 +45,8 @@ def pytest_sessionstart(session):
 @pytest.fixture
 def node(request, tmp_path):
     """A running node with an empty data dir (setup not done)."""
-    instance = node_class(request)(str(tmp_path)).start()
+    env = DEFAULT_HASH_COST if request.node.get_closest_marker("default_hash_cost") else None
+    instance = node_class(request)(str(tmp_path), env=env).start()
     yield instance
     instance.close()
 

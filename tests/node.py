@@ -8,9 +8,18 @@ import sys
 import time
 from dataclasses import dataclass
 
+from contentnode import config
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "correct horse battery staple"
+# argon2id at its least cost, through the documented start-up values hash_memory_kib and
+# hash_time_cost: at the default cost each hash is ~30 ms of CPU, and every node start, setup,
+# login and password change makes one (hundreds in the suite). A test that depends on the real
+# cost (the lockout under 40 simultaneous guesses) is marked `default_hash_cost` (conftest.py).
+LEAST_HASH_COST = {"CONTENTNODE_HASH_MEMORY_KIB": "8", "CONTENTNODE_HASH_TIME_COST": "1"}
+DEFAULT_HASH_COST = {"CONTENTNODE_" + o.name.upper(): str(o.default) for o in config.OPTIONS
+                     if o.name in ("hash_memory_kib", "hash_time_cost")}
 
 
 def stop_process(proc, timeout, kill_timeout=None):
@@ -45,7 +54,11 @@ class Resp:
 
 
 class Node:
-    """One daemon process with its own data dir; ports are chosen by the OS (port 0)."""
+    """One daemon process with its own data dir; ports are chosen by the OS (port 0).
+
+    `env` is added to this process's environment; password hashes cost LEAST_HASH_COST
+    unless `env` sets the cost (DEFAULT_HASH_COST: the node's own defaults).
+    """
 
     def __init__(self, workdir: str, env: dict | None = None, args=()):
         self.workdir = workdir
@@ -53,7 +66,7 @@ class Node:
         self.clock_file = os.path.join(workdir, "clock")
         self.ready_file = os.path.join(workdir, "ready")
         self.log_path = os.path.join(workdir, "daemon.log")
-        self.extra_env = dict(env or {})
+        self.extra_env = {**LEAST_HASH_COST, **(env or {})}
         self.args = list(args)
         self.proc = None
         self.admin_port = self.public_port = None

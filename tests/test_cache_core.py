@@ -200,6 +200,32 @@ def test_first_response_streams_while_filling(cache):
     assert hit is not None and read_hit(hit) == b"A" * 100 + b"B" * 100
 
 
+def test_a_client_that_got_the_whole_body_finds_the_entry(cache):
+    """The last bytes of a fill reach its readers only once the entry is stored: a client
+    that got the whole body and asks again gets a hit, never a second origin fetch."""
+    commit = threading.Event()
+
+    class HeldBeforeCommit(Origin):
+        def _chunks(self):
+            yield self.body
+            assert commit.wait(30), "test gate never opened"  # the body is on disk; the commit waits
+
+    origin = HeldBeforeCommit(b"version 1")
+    first = cache.get(KEY, origin, 60)
+    got = []
+    reader = threading.Thread(target=lambda: got.extend(first.chunks()))
+    reader.start()
+    reader.join(0.5)
+    assert reader.is_alive() and got == []  # every byte is on disk, but not yet an entry
+    commit.set()
+    reader.join(10)
+    assert b"".join(got) == b"version 1"
+    first.close()
+    origin.body = b"version 2"
+    again = cache.get(KEY, origin, 60)
+    assert again.hit and read_hit(again) == b"version 1" and origin.calls == 1
+
+
 def test_fifty_concurrent_misses_make_one_fetch(cache):
     gate = threading.Event()
     body = os.urandom(300_000)

@@ -11,6 +11,8 @@ import pytest
 
 from tests.accounts import PASSWORD, create_user, logged_in
 
+pytestmark = pytest.mark.in_process  # HTTP to the App; restarts and offline commands: a daemon process
+
 PASSPHRASE = "a long backup passphrase"
 BUCKET = {"name": "origin", "endpoint": "http://127.0.0.1:9", "region": "us-east-1", "bucket": "media",
           "access_key": "AKIDEXAMPLE", "secret_key": "very-secret-key", "path_style": True}
@@ -176,6 +178,7 @@ def test_a_write_that_changes_nothing_keeps_the_revision(admin):
     assert admin.put("/api/policy", {}).json["revision"] == 1
 
 
+@pytest.mark.daemon_process
 def test_other_paths_raise_the_revision_too(node, admin):
     """Any write to the record counts: a login (last_login_at), a password reset, the offline CLI."""
     user = create_user(admin, "olga", "viewer")
@@ -223,6 +226,7 @@ def test_two_writers_on_one_revision_exactly_one_wins(node, admin, kind):
         assert read(admin, path) == winner.json and winner.json["revision"] == revision + 1
 
 
+@pytest.mark.daemon_process
 def test_revisions_survive_a_restart(node, admin):
     path = KINDS[0].setup(admin)
     KINDS[0].write(admin, path, 1)
@@ -268,6 +272,7 @@ def test_a_restore_refuses_a_broken_revision(node, admin):
     assert read(admin, f"/api/rules/{rule_id}")["revision"] == 1
 
 
+@pytest.mark.daemon_process
 def test_a_state_file_from_before_revisions_loads_at_revision_1(node, admin):
     path = KINDS[0].setup(admin)
     admin.put("/api/settings", {"node_name": "older"})

@@ -10,6 +10,8 @@ from contentnode.clock import parse_rfc3339
 from tests.accounts import PASSWORD, create_user, logged_in
 from tests.node import ADMIN_PASSWORD
 
+pytestmark = pytest.mark.in_process  # HTTP to the App; offline commands on a stopped node: a daemon process
+
 
 def _mint(client, password, name="cron", scopes=("domains:read",), **extra):
     return client.post("/api/me/tokens", dict({"name": name, "scopes": list(scopes), "password": password}, **extra))
@@ -153,6 +155,7 @@ def test_secret_never_shown_again(node, admin):
     assert encrypted.status == 200 and random_part not in json.dumps(encrypted.json)
 
 
+@pytest.mark.daemon_process
 def test_cli_on_a_stopped_node(node, admin):
     create_user(admin, "vera", "viewer")
     assert admin.put("/api/policy", {"two_factor": "all"}).status == 200

@@ -653,10 +653,11 @@ class Cache:
         fill.progress(**outcome)
 
     def _copy(self, fill, fd, answer, sync=False):
-        """Body bytes to the temp file. With `sync`, the file is on disk before its last
-        bytes are handed to the readers (and so before the rename makes it an entry): after
-        a power loss an entry is whole or absent, never the right size full of zeros, and a
-        client that got the whole body and asks again finds the entry."""
+        """Body bytes to the temp file, handed to the readers as they land. With `sync`, the
+        file is on disk before the rename makes it an entry: after a power loss an entry is
+        whole or absent, never the right size full of zeros. The last bytes reach the readers
+        only with the commit (_commit), so a client that got the whole body and asks again
+        finds the entry."""
         written = 0
         for chunk in answer.chunks:
             if fill.abandoned:
@@ -667,7 +668,8 @@ class Cache:
             written += len(chunk)
             if written == answer.length and sync:
                 os.fsync(fd)
-            fill.progress(written=written)
+            if written < answer.length:
+                fill.progress(written=written)
         if written != answer.length:
             raise FillTruncated("origin sent less than announced")
         if written == 0 and sync:
@@ -696,7 +698,7 @@ class Cache:
                 self._evict(keep=fill.key)
             else:
                 _unlink(fill.tmp_path)
-        fill.progress(done=True)
+        fill.progress(written=answer.length, done=True)
 
     # -- removal --------------------------------------------------------------
 
