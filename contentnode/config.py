@@ -92,6 +92,16 @@ def _log_level(value):
     return level
 
 
+CPU_AFFINITY = ("auto", "off")
+
+
+def _cpu_affinity(value):
+    choice = str(value).strip().lower()
+    if choice not in CPU_AFFINITY:
+        raise ValueError("one of " + ", ".join(CPU_AFFINITY))
+    return choice
+
+
 def _dns_server(value):
     text = str(value).strip()
     if text:
@@ -123,6 +133,8 @@ OPTIONS = (
     Option("public_port", _port, 8080, "port of the public content, verification and ACME traffic"),
     Option("public_workers", _worker_count, 1, "processes serving the public port (see docs/API.md, "
            "Public worker processes); 1: the daemon serves it itself"),
+    Option("public_cpu_affinity", _cpu_affinity, "auto", "auto: the public port's threads keep to one CPU "
+           "(each worker its own), off: the scheduler moves them", CPU_AFFINITY),
     Option("max_connections", _positive_int, 256, "open connections per listener; more get 503"),
     Option("request_timeout", _seconds, 10.0, "seconds a client has to send one whole request"),
     Option("idle_timeout", _seconds, 60.0, "seconds a keep-alive connection may stay idle"),

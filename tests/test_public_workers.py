@@ -87,6 +87,21 @@ def test_two_workers_start_and_both_serve(site):
     assert all(syscalls(pid) >= before[pid] + 5 for pid in pids), "a worker served (almost) nothing"
 
 
+def test_each_worker_keeps_its_public_threads_to_its_own_cpu(site):
+    allowed = sorted(os.sched_getaffinity(0))
+    slots = dict((int(pid), int(slot)) for pid, slot in
+                 re.findall(r"public worker (\d+) started \(slot (\d+)\)", site.node.log()))
+    chosen = {}
+    for pid in live_workers(site.node):
+        pinned = {tuple(cpus) for cpus in _thread_cpus(pid) if cpus != allowed}
+        if len(allowed) < 2:
+            assert pinned == set()
+            continue
+        assert pinned == {(allowed[slots[pid] % len(allowed)],)}, (pid, pinned)
+        chosen[pid] = pinned
+    assert len(allowed) < 2 or len({c for p in chosen.values() for c in p}) == 2  # two workers, two CPUs
+
+
 def test_rule_change_reaches_every_worker(site):
     site.put("late/a.txt", b"late rule")
     assert {r.status for r in parallel(20, lambda i: site.get("/late/a.txt"))} == {404}
@@ -223,6 +238,16 @@ def _entry_bytes(root) -> int:
         if len(sub) == 2 and os.path.isdir(folder):
             total += sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
     return total
+
+
+def _thread_cpus(pid: int) -> list:
+    found = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            found.append(sorted(os.sched_getaffinity(int(tid))))
+        except ProcessLookupError:
+            pass
+    return found
 
 
 def _alive(pid: int) -> bool:
