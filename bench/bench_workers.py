@@ -7,10 +7,12 @@ interleaved as in bench_content.py:
   daemon and its workers after start; wrk inherits this script's affinity).
   One CPU for the node whatever N is: shows what a second worker costs when
   there is no second CPU for it (the 1-CPU node).
-- shared: nothing pinned; node and wrk share both CPUs. On this 2-CPU machine
-  N = 2 cannot have a CPU of its own per worker AND the load generator one of
-  its own; this is the gain a 2-CPU node sees with its load coming from
-  elsewhere, minus what wrk takes here.
+- default: the node as it runs by itself (public_cpu_affinity auto: each
+  public process keeps its threads to a CPU of its own), wrk free on both
+  CPUs. On this 2-CPU machine N = 2 cannot have a CPU of its own per worker
+  AND the load generator one of its own; this is the gain a 2-CPU node sees
+  with its load coming from elsewhere, minus what wrk takes here. Run first,
+  before the pinned placement changes the node's CPU sets.
 - CPU per hit: user + system time of the daemon and every worker over the
   requests answered: the cost of a hit does not grow with N if the workers
   share nothing on the hot path; with equal CPU per hit, requests/s scale with
@@ -67,7 +69,8 @@ def run(nodes: dict, placement: str, duration: float, rounds: int) -> dict:
         for n in order:
             daemon = nodes[n]
             pids = node_pids(daemon)
-            pin(pids, {0} if placement == "pinned" else all_cpus)
+            if placement == "pinned":
+                pin(pids, {0})
             os.sched_setaffinity(0, {1} if placement == "pinned" else all_cpus)
             before = sum(cpu_seconds(pid) for pid in pids)
             one = load(daemon.public_port, "/hit/obj.bin", CONNECTIONS, duration / rounds, {"Host": HOST}, tool="wrk")
@@ -101,7 +104,7 @@ def main() -> int:
         for daemon in nodes.values():
             load(daemon.public_port, "/hit/obj.bin", 8, 1.0, {"Host": HOST}, tool="wrk")  # warm-up
         figures = {placement: run(nodes, placement, args.duration, args.rounds)
-                   for placement in ("pinned", "shared")}
+                   for placement in ("default", "pinned")}
         memory = {n: [(pid, rss_kib(pid), private_kib(pid)) for pid in node_pids(d)] for n, d in nodes.items()}
     finally:
         seaweed.close()
