@@ -2,29 +2,15 @@
 
 import os
 
-import pytest
 
 import contentnode.core.cache as cache_module
-from contentnode.core.cache import Cache
-from tests.test_cache_core import Clock, Origin
+from tests.test_cache_core import Origin
+from tests.test_cache_hot import cache, clock, fill  # noqa: F401  (fixtures and the fill helper)
 
 KEY = ("example.com", "/big.bin", "")
 BIG = cache_module.HOT_MAX_OBJECT + 1
 
 
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def cache(tmp_path, clock):
-    return Cache(str(tmp_path / "cache"), 1 << 24, clock)
-
-
-def fill(cache, key, body, ttl=60):
-    result = cache.get(key, Origin(body), ttl)
-    assert not result.hit and result.read_all() == body
 
 
 def sent(result) -> bytes:

@@ -414,14 +414,10 @@ class Cache:
             return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
         if entry.size > HOT_MAX_OBJECT:
             return self._open_shared(entry)
-        try:
-            fd = os.open(entry.path, os.O_RDONLY)
-        except FileNotFoundError:
-            self._forget(entry)
-            return None
-        if self.ledger.shared and os.fstat(fd).st_ino != entry.inode:
-            os.close(fd)  # another process replaced the file: look again
-            self._forget(entry)
+        fd = self._open_current(entry)
+        if fd is None:
+            with self._lock:
+                self._forget(entry)
             return None
         self._touch(entry, fd)
         try:
@@ -443,14 +439,9 @@ class Cache:
                 self._files.move_to_end(entry.key)
                 shared = held[1]
             else:
-                try:
-                    fd = os.open(entry.path, os.O_RDONLY)
-                except FileNotFoundError:
-                    self._drop(entry)
-                    return None
-                if self.ledger.shared and os.fstat(fd).st_ino != entry.inode:
-                    os.close(fd)  # another process replaced the file: look again
-                    del self._index[entry.key]
+                fd = self._open_current(entry)
+                if fd is None:
+                    self._forget(entry)
                     return None
                 shared = _SharedFile(fd)
                 self._files[entry.key] = (entry, shared)
@@ -475,12 +466,24 @@ class Cache:
             if shared.retired and shared.users == 0:
                 os.close(shared.fd)
 
+    def _open_current(self, entry) -> int | None:
+        """The entry's file opened for reading, or None when it is gone or (with workers)
+        another process replaced it since this process indexed it."""
+        try:
+            fd = os.open(entry.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        if self.ledger.shared and os.fstat(fd).st_ino != entry.inode:
+            os.close(fd)
+            return None
+        return fd
+
     def _forget(self, entry):
-        """Take an entry whose file is gone or replaced out of the index (not off the disk)."""
-        with self._lock:
-            if self._index.get(entry.key) is entry:
-                del self._index[entry.key]
-                self._retire_file(entry.key)
+        """Take an entry whose file is gone or replaced out of the index, not off the disk
+        (lock held): the caller looks again."""
+        if self._index.get(entry.key) is entry:
+            del self._index[entry.key]
+            self._retire_file(entry.key)
 
     def _touch(self, entry, file):
         """Refresh the file's mtime, its LRU position after a restart, at most every TOUCH_EVERY."""
