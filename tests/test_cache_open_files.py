@@ -2,7 +2,6 @@
 
 import os
 
-
 import contentnode.core.cache as cache_module
 from tests.test_cache_core import Origin
 from tests.test_cache_hot import cache, clock, fill  # noqa: F401  (fixtures and the fill helper)
