@@ -247,8 +247,10 @@ class App:
         to the first), so workers spread over the CPUs; the admin API, jobs and the
         HTTPS listener are left free.
         """
+        if self.config.public_cpu_affinity == "off" or not hasattr(os, "sched_getaffinity"):
+            return None  # off, or a system without CPU sets (not Linux)
         allowed = sorted(os.sched_getaffinity(0))
-        if self.config.public_cpu_affinity == "off" or len(allowed) < 2:
+        if len(allowed) < 2:
             return None
         return allowed[(self.worker_slot or 0) % len(allowed)]
 
