@@ -5,7 +5,8 @@ import threading
 
 import pytest
 
-from contentnode.core.cache import Cache, FillTruncated, OriginAnswer
+from contentnode.core.cache import Cache
+from contentnode.core.cache_fill import FillTruncated, OriginAnswer
 
 
 class Clock:

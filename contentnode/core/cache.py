@@ -21,258 +21,28 @@ before fetching, a fill holds its key's lock across processes (so 50 misses
 spread over the workers still make one origin GET), and a purge removes
 matching files whatever process stored them, then raises the generation that
 makes the others forget what they held in memory.
+
+The entry file format is in core/cache_entries.py, the fill and the objects a
+request reads through in core/cache_fill.py; this module keeps the index.
 """
 
-import hashlib
-import json
 import os
-import struct
 import threading
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
+from contentnode.core.cache_entries import Entry, entry_paths, header_bytes, key_name, read_header
+from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, FillTruncated, OriginAnswer,
+                                         Result, SharedFile, StreamedResult)
 from contentnode.core.cache_ledger import CacheLedger
 from contentnode.fileio import ensure_private_dir, write_all
 
-MAGIC = b"CNC1"
-_PREFIX = struct.Struct(">4sI")
-CHUNK = 256 * 1024
-STALL_TIMEOUT = 60.0     # a fill that makes no progress this long fails its readers
 KEY_LOCK_WAIT = STALL_TIMEOUT / 2   # how long a fill waits for another process's fill of its key
 TOUCH_EVERY = 60.0       # refresh an entry's mtime (its persisted LRU position) at most this often
-MAX_HEADER = 64 * 1024
 HOT_MAX_OBJECT = 64 * 1024          # bodies up to this size are kept in memory after a hit
 HOT_MAX_BYTES = 16 * 1024 * 1024    # the memory all those bodies may hold together
 OPEN_FILES = 64                     # larger entries' files kept open between hits (most recent)
-
-
-class FillStalled(Exception):
-    """The origin stopped sending (or never answered) within STALL_TIMEOUT."""
-
-
-class FillTruncated(Exception):
-    """The origin closed before sending the length it announced."""
-
-
-class FillAbandoned(Exception):
-    """Every reader of a fill went away: the origin download stops."""
-
-
-@dataclass
-class OriginAnswer:
-    """What a fetcher returns: the origin's status, and for a 200 its body.
-
-    meta holds what is served back (content_type, etag, last_modified). Only a
-    200 is cached; any other status is handed to the waiting requests as is.
-    """
-
-    status: int
-    meta: dict = field(default_factory=dict)
-    length: int = 0
-    chunks: Iterable[bytes] = ()
-    close: Callable[[], None] = lambda: None
-
-
-@dataclass
-class Entry:
-    key: tuple            # (host, path, variant)
-    path: str             # file on disk
-    offset: int           # where the body starts in the file
-    size: int             # body length
-    meta: dict
-    stored_at: float
-    expires_at: float
-    touched: float = 0.0
-    body: bytes | None = None   # the body in memory, for a small entry that was hit (see HOT_MAX_BYTES)
-    inode: int = 0        # the file's inode: another process may replace the file at this path
-
-    @property
-    def file_size(self) -> int:
-        return self.offset + self.size
-
-
-class _SharedFile:
-    """One open descriptor of a large entry's file, shared by the hits that send it.
-
-    It saves an open and a close per hit; it is closed once retired (the entry
-    was dropped or replaced, or OPEN_FILES newer ones were hit) and unused.
-    """
-
-    __slots__ = ("fd", "users", "retired")
-
-    def __init__(self, fd: int):
-        self.fd, self.users, self.retired = fd, 0, False
-
-
-class Result:
-    """One request's view of a cached or filling object.
-
-    hit: served from an entry already on disk: `body` holds a small one's
-    bytes, else use open_file and sendfile; otherwise `chunks(start, end)`
-    tails the fill. status != 200 means the origin refused and there is no body.
-    """
-
-    def __init__(self, status, meta, size, hit, entry=None, fill=None, fd=None, body=None, on_close=None,
-                 shared_fd=None):
-        self.status, self.meta, self.size, self.hit = status, meta, size, hit
-        self.entry, self._fill, self._fd, self.body = entry, fill, fd, body
-        self._on_close = on_close
-        self._shared_fd = shared_fd   # a descriptor this Result reads but does not close
-
-    def open_file(self):
-        """(fd, body offset) of a hit; close() closes fd (opened here for a body held in memory)."""
-        if self._shared_fd is not None:
-            return self._shared_fd, self.entry.offset
-        if self._fd is None:
-            self._fd = os.open(self.entry.path, os.O_RDONLY)
-        return self._fd, self.entry.offset
-
-    def chunks(self, start: int = 0, end: int | None = None):
-        """Body bytes [start, end) as they arrive from the origin (or from the file of a hit)."""
-        end = self.size if end is None else end
-        if self.body is not None:
-            if start < end:
-                yield self.body[start:end]
-            return
-        fd = self._fd if self._shared_fd is None else self._shared_fd
-        base = self.entry.offset if self.hit else self._fill.offset
-        pos = start
-        while pos < end:
-            if self._fill is not None:
-                avail = min(self._fill.wait_for(pos), end)
-            else:
-                avail = end
-            data = os.pread(fd, min(avail - pos, CHUNK), base + pos)
-            if not data:
-                raise FillTruncated("cache file shorter than its header says")
-            pos += len(data)
-            yield data
-
-    def read_all(self) -> bytes:
-        """The whole body; for a fill, returns once the entry is stored (warm relies on it)."""
-        try:
-            data = b"".join(self.chunks())
-            self.wait_stored()
-            return data
-        finally:
-            self.close()
-
-    def wait_stored(self):
-        """Block until this fill has ended (entry stored, or dropped as uncacheable)."""
-        if self._fill is not None:
-            self._fill.wait_done()
-
-    def close(self):
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        if self._on_close is not None:
-            self._on_close, on_close = None, self._on_close
-            on_close()
-
-
-class StreamedResult(Result):
-    """An object the cache does not hold (larger than the cap, or no room beside the fills in
-    flight): this request's own origin stream, passed through without touching the disk."""
-
-    def __init__(self, answer: OriginAnswer):
-        super().__init__(200, answer.meta, answer.length, False)
-        self._answer = answer
-
-    def chunks(self, start: int = 0, end: int | None = None):
-        end = self.size if end is None else end
-        pos = 0
-        for chunk in self._answer.chunks:
-            if pos >= end:
-                break
-            low, high = max(start - pos, 0), min(end - pos, len(chunk))
-            if low < high:
-                yield bytes(chunk[low:high])
-            pos += len(chunk)
-        if pos < end:
-            raise FillTruncated("origin sent less than announced")
-
-    def wait_stored(self):
-        """Nothing is stored."""
-
-    def close(self):
-        self._answer.close()
-
-
-class _Fill:
-    """One origin fetch in progress; readers wait on its condition."""
-
-    def __init__(self, key, tmp_path):
-        self.key = key
-        self.tmp_path = tmp_path
-        self.cond = threading.Condition()
-        self.answer = None       # OriginAnswer once headers are known
-        self.offset = 0          # body offset in the temp file
-        self.written = 0         # body bytes on disk so far
-        self.done = False
-        self.error = None
-        self.discard = False     # set by a purge during the fill: do not commit
-        self.streamed = False    # not cached: each reader fetches its own stream
-        self.readers = 0         # requests holding a share of this fill (cache lock)
-        self.abandoned = False   # readers fell to 0 before the end: stop downloading
-        self.reserved = 0        # bytes counted against the cap while in flight
-        self.adopted = False     # another process stored the key meanwhile: readers use its entry
-        self.generation = 0      # the ledger's purge generation when the fill started
-
-    def wait_ready(self):
-        with self.cond:
-            if not self.cond.wait_for(lambda: self.answer or self.error or self.streamed or self.adopted,
-                                      STALL_TIMEOUT):
-                raise FillStalled("origin did not answer in time")
-            if self.error is not None and self.answer is None:
-                raise self.error
-            return self.answer
-
-    def wait_for(self, pos: int) -> int:
-        """Block until body bytes past `pos` are on disk; return how many are."""
-        with self.cond:
-            if not self.cond.wait_for(lambda: self.written > pos or self.error or self.done,
-                                      STALL_TIMEOUT):
-                raise FillStalled("origin stalled")
-            if self.written > pos:
-                return self.written
-            raise self.error or FillTruncated("origin sent less than announced")
-
-    def wait_done(self):
-        with self.cond:
-            if not self.cond.wait_for(lambda: self.done or self.error, STALL_TIMEOUT):
-                raise FillStalled("fill did not finish")
-            if self.error is not None:
-                raise self.error
-
-    def progress(self, **changes):
-        with self.cond:
-            for name, value in changes.items():
-                setattr(self, name, value)
-            self.cond.notify_all()
-
-
-def _key_name(key: tuple) -> str:
-    return hashlib.sha256("\0".join(key).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _header_bytes(header: dict) -> bytes:
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    return _PREFIX.pack(MAGIC, len(raw)) + raw
-
-
-def read_header(fd: int):
-    """(header dict, body offset) of an entry file; ValueError if it is not one."""
-    prefix = os.pread(fd, _PREFIX.size, 0)
-    if len(prefix) != _PREFIX.size:
-        raise ValueError("short file")
-    magic, length = _PREFIX.unpack(prefix)
-    if magic != MAGIC or length > MAX_HEADER:
-        raise ValueError("not a cache entry")
-    header = json.loads(os.pread(fd, length, _PREFIX.size))
-    return header, _PREFIX.size + length
 
 
 class Cache:
@@ -288,10 +58,10 @@ class Cache:
         self._tmp = os.path.join(root, "tmp")
         self._lock = threading.Lock()
         self._index: OrderedDict[tuple, Entry] = OrderedDict()
-        self._fills: dict[tuple, _Fill] = {}
+        self._fills: dict[tuple, Fill] = {}
         self._hot: deque = deque()   # entries holding their body in memory, oldest first
         self._hot_bytes = 0
-        self._files: OrderedDict[tuple, tuple[Entry, _SharedFile]] = OrderedDict()  # key -> open file, LRU
+        self._files: OrderedDict[tuple, tuple[Entry, SharedFile]] = OrderedDict()  # key -> open file, LRU
         ensure_private_dir(self._tmp)
         ledger_path = os.path.join(root, "ledger")
         if worker_slot is None:
@@ -328,15 +98,7 @@ class Cache:
         """Rebuild the index from the entry files; drop temp files and torn or foreign files."""
         for name in os.listdir(self._tmp):
             _unlink(os.path.join(self._tmp, name))
-        found = []
-        for sub in os.listdir(self.root):
-            folder = os.path.join(self.root, sub)
-            if len(sub) != 2 or not os.path.isdir(folder):
-                continue
-            for name in os.listdir(folder):
-                entry = self._read_entry(os.path.join(folder, name), name)
-                if entry is not None:
-                    found.append(entry)
+        found = list(self._entries_on_disk())
         found.sort(key=lambda e: e.touched)
         for entry in found:
             self._index[entry.key] = entry
@@ -353,7 +115,7 @@ class Cache:
             header, offset = read_header(fd)
             st = os.fstat(fd)
             key = tuple(header["key"])
-            if len(key) != 3 or _key_name(key) != name or st.st_size != offset + header["size"]:
+            if len(key) != 3 or key_name(key) != name or st.st_size != offset + header["size"]:
                 raise ValueError("torn or misplaced entry")
             return Entry(key, path, offset, header["size"], header["meta"],
                          header["stored_at"], header["expires_at"], st.st_mtime, inode=st.st_ino)
@@ -367,7 +129,7 @@ class Cache:
     # -- lookups --------------------------------------------------------------
 
     def _path(self, key):
-        name = _key_name(key)
+        name = key_name(key)
         return os.path.join(self.root, name[:2], name)
 
     def _fresh(self, key):
@@ -380,7 +142,7 @@ class Cache:
             self._forget_memory()
         entry = self._index.get(key)
         if entry is None and self.ledger.shared:
-            name = _key_name(key)
+            name = key_name(key)
             entry = self._read_entry(self._path(key), name)
             if entry is None or entry.key != key:
                 return None
@@ -443,7 +205,7 @@ class Cache:
                 if fd is None:
                     self._forget(entry)
                     return None
-                shared = _SharedFile(fd)
+                shared = SharedFile(fd)
                 self._files[entry.key] = (entry, shared)
                 while len(self._files) > OPEN_FILES:
                     self._retire_file(next(iter(self._files)))
@@ -460,7 +222,7 @@ class Cache:
             if held[1].users == 0:
                 os.close(held[1].fd)
 
-    def _release_file(self, shared: _SharedFile) -> None:
+    def _release_file(self, shared: SharedFile) -> None:
         with self._lock:
             shared.users -= 1
             if shared.retired and shared.users == 0:
@@ -561,7 +323,7 @@ class Cache:
             return Result(answer.status, answer.meta, 0, False)
         return StreamedResult(answer)
 
-    def _leave(self, fill: _Fill) -> None:
+    def _leave(self, fill: Fill) -> None:
         """One reader is done with the fill; the last one to leave before the end stops it."""
         with self._lock:
             fill.readers -= 1
@@ -592,9 +354,9 @@ class Cache:
             fill.reserved = 0
 
     def _start_fill(self, key, fetch, ttl):
-        tmp_path = os.path.join(self._tmp, f"{self.ledger.slot}-{_key_name(key)}.{os.urandom(6).hex()}")
+        tmp_path = os.path.join(self._tmp, f"{self.ledger.slot}-{key_name(key)}.{os.urandom(6).hex()}")
         os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        fill = _Fill(key, tmp_path)
+        fill = Fill(key, tmp_path)
         fill.generation = self._generation
         self._fills[key] = fill
         thread = threading.Thread(target=self._run_fill, args=(fill, fetch, ttl),
@@ -607,7 +369,7 @@ class Cache:
     def _run_fill(self, fill, fetch, ttl):
         """Fetch, copy, commit, holding the key's lock across processes: a process that
         waited for it finds the other's entry on disk and hands that to its readers."""
-        with self.ledger.key_lock(_key_name(fill.key), KEY_LOCK_WAIT):
+        with self.ledger.key_lock(key_name(fill.key), KEY_LOCK_WAIT):
             if self.ledger.shared:
                 with self._lock:
                     entry = self._fresh(fill.key)
@@ -624,7 +386,7 @@ class Cache:
                 self._end_fill(fill, answer=answer, done=True)
                 return
             now = self.clock()
-            header = _header_bytes({"key": list(fill.key), "size": answer.length,
+            header = header_bytes({"key": list(fill.key), "size": answer.length,
                                     "meta": answer.meta, "stored_at": now,
                                     "expires_at": now + ttl})
             with self._lock:
@@ -764,13 +526,10 @@ class Cache:
         return len(removed)
 
     def _entries_on_disk(self):
-        for sub in os.listdir(self.root):
-            folder = os.path.join(self.root, sub)
-            if len(sub) == 2 and os.path.isdir(folder):
-                for name in os.listdir(folder):
-                    entry = self._read_entry(os.path.join(folder, name), name)
-                    if entry is not None:
-                        yield entry
+        for path, name in entry_paths(self.root):
+            entry = self._read_entry(path, name)
+            if entry is not None:
+                yield entry
 
     def purge_url(self, host: str, path: str) -> int:
         """The object and all its image variants."""
@@ -803,12 +562,7 @@ class Cache:
                     "max_bytes": self.max_bytes, "filling": len(self._fills)}
 
     def _count_files(self) -> int:
-        count = 0
-        for sub in os.listdir(self.root):
-            folder = os.path.join(self.root, sub)
-            if len(sub) == 2 and os.path.isdir(folder):
-                count += len(os.listdir(folder))
-        return count
+        return sum(1 for _ in entry_paths(self.root))
 
 
 def _file_size(path) -> int:

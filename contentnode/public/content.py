@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from contentnode.core import images, rules, signing
-from contentnode.core.cache import Cache, FillStalled, FillTruncated, OriginAnswer
+from contentnode.core.cache import Cache
+from contentnode.core.cache_fill import FillStalled, FillTruncated, OriginAnswer
 from contentnode.core.hostnames import host_from_header
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
 from contentnode.core.settings import effective
