@@ -47,8 +47,8 @@ MAX_COUNTS_LINE = 4 << 20      # a counts line is far smaller (bounded labels); 
 class _Worker:
     """The daemon's handle on one worker: its process and the reader of its counts pipe."""
 
-    def __init__(self, slot: int, process: subprocess.Popen, counts, reader: threading.Thread):
-        self.slot, self.process, self.counts, self.reader = slot, process, counts, reader
+    def __init__(self, process: subprocess.Popen, reader: threading.Thread):
+        self.process, self.reader = process, reader
         self.started = time.monotonic()
 
 
@@ -68,9 +68,6 @@ class PublicWorkers:
             self._spawn(slot)
         self._watcher = threading.Thread(target=self._watch, name="public-workers", daemon=True)
         self._watcher.start()
-
-    def pids(self) -> list[int]:
-        return [w.process.pid for w in self.workers.values()]
 
     def stop(self) -> None:
         """SIGTERM every worker, wait (bounded), SIGKILL the rest, take in their last counts."""
@@ -109,7 +106,7 @@ class PublicWorkers:
         reader = threading.Thread(target=self._read_counts, args=(counts,), name=f"worker-{slot}-counts",
                                   daemon=True)
         reader.start()
-        self.workers[slot] = _Worker(slot, process, counts, reader)
+        self.workers[slot] = _Worker(process, reader)
         log.info("public worker %d started (slot %d)", process.pid, slot)
 
     def _read_counts(self, counts) -> None:
