@@ -116,7 +116,13 @@ def test_upgrade_and_hsts(with_cert, node, ca):
 
 @pytest.mark.daemon_process
 def test_https_comes_back_after_restart(with_cert, node, ca):
-    port = free_port()
-    with_cert.put("/api/https", {"enabled": True, "port": port})
-    node.restart()
+    # free_port() leaves the port unbound until the node binds it: another test's listener may
+    # take it first, and then the node logs the bind failure; such a round is tried again
+    for _ in range(3):
+        port = free_port()
+        with_cert.put("/api/https", {"enabled": True, "port": port})
+        node.restart()
+        if with_cert.get("/api/https").json["listening_port"] == port:
+            break
+    assert with_cert.get("/api/https").json["listening_port"] == port
     assert fetch_over_tls(port, HOST, NONCE_PATH, cadata=cert_pem(ca[0]))[1].startswith(b"HTTP/1.1 200")
