@@ -82,6 +82,15 @@ def _path(value):
     return text
 
 
+def _folder_roots(value):
+    """A list of folders (TOML array), or one string of them joined by ":" (environment, flag)."""
+    if isinstance(value, str):
+        value = [part for part in value.split(os.pathsep) if part.strip()]
+    if not isinstance(value, list):
+        raise ValueError("a list of folders (in the environment or a flag: folders joined by \":\")")
+    return [_path(item) for item in value]
+
+
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -113,6 +122,7 @@ def _dns_server(value):
 
 
 DEFAULT_DATA_DIR = "contentnode-data"  # a name no other program's folder is likely to have
+DEFAULT_FOLDER_ROOT = "sites"          # folder_roots' default: <data dir>/sites, made at start
 
 
 @dataclass(frozen=True)
@@ -127,6 +137,8 @@ class Option:
 OPTIONS = (
     Option("data_dir", _path, DEFAULT_DATA_DIR,
            "folder for state, keys, certificates, cache, logs; the node only takes a new, empty or own folder"),
+    Option("folder_roots", _folder_roots, None, "folders that folder buckets may serve from (joined by \":\" "
+           f"in the environment or a flag); default: <data dir>/{DEFAULT_FOLDER_ROOT}, made at start"),
     Option("admin_bind", _address, "127.0.0.1", "address of the admin API (keep it on loopback)"),
     Option("admin_port", _port, 9090, "port of the admin API"),
     Option("public_bind", _address, "0.0.0.0", "address of the public port"),
@@ -201,4 +213,7 @@ def load(config_file: str | None = None, flags: dict | None = None, environ=None
         if raw is not None:
             _apply(values, sources, name, raw, f"flag --{name.replace('_', '-')}")
     values["data_dir"] = os.path.abspath(values["data_dir"])
+    if values["folder_roots"] is None:
+        values["folder_roots"] = [os.path.join(values["data_dir"], DEFAULT_FOLDER_ROOT)]
+    values["folder_roots"] = [os.path.abspath(root) for root in values["folder_roots"]]
     return Config(values, sources)

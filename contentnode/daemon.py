@@ -11,6 +11,7 @@ from contentnode import __version__, sdnotify
 from contentnode.app import LOG_DATE_FORMAT, build_app
 from contentnode.auth.passwords import return_hash_memory_to_os
 from contentnode.clock import Clock
+from contentnode.config import DEFAULT_FOLDER_ROOT
 from contentnode.fileio import DataDirLock, remove_stale_temps
 from contentnode.store import claim_data_dir
 from contentnode.workers import PublicWorkers
@@ -34,6 +35,7 @@ def print_banner(app) -> None:
     banner.info("contentnode %s, data dir %s", __version__, config.data_dir)
     banner.info("admin API on http://%s:%d", config.admin_bind, admin.server_address[1])
     banner.info("public port on http://%s:%d", config.public_bind, public.server_address[1])
+    banner.info("folder buckets serve from %s", ", ".join(config.folder_roots) or "nowhere (folder_roots is empty)")
     if app.public_processes > 1:
         banner.info("public port served by %d worker processes", config.public_workers)
     if setup_required:
@@ -45,6 +47,17 @@ def print_banner(app) -> None:
                            "or bind the admin API to 127.0.0.1", config.admin_bind)
 
 
+def make_folder_roots(config) -> None:
+    """<data dir>/sites, the default folder root, is made at start (the node owns the data dir);
+    a root configured elsewhere is never created, only reported when it is missing."""
+    own = os.path.join(config.data_dir, DEFAULT_FOLDER_ROOT)
+    for root in config.folder_roots:
+        if root == own:
+            os.makedirs(root, mode=0o755, exist_ok=True)
+        elif not os.path.isdir(root):
+            log.warning("folder root %s is not a folder: folder buckets cannot be added there", root)
+
+
 def serve(config) -> int:
     setup_logging(config.log_level)
     return_hash_memory_to_os()
@@ -53,6 +66,7 @@ def serve(config) -> int:
     lock.acquire()
     if remove_stale_temps(config.data_dir):
         log.info("removed temp files left by an interrupted write")
+    make_folder_roots(config)
     app = build_app(config, Clock.from_environment())
     app.start()
     workers = PublicWorkers(app, config.public_workers) if app.public_processes > 1 else None

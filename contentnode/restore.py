@@ -178,14 +178,17 @@ def _domains(section):
                  f"domain {host}: bad last_check")
 
 
-def _buckets(section):
+def _buckets(section, folder_roots):
+    """S3 buckets by the API's rules; a folder bucket's path must lie in this node's folder_roots."""
     for bucket_id, record in _records(section, "bucket"):
         _require(record.get("id") == bucket_id, f"bucket {bucket_id!r} has another id inside")
         fields = {k: v for k, v in record.items() if k in buckets.FIELDS}
         try:
-            checked = buckets.record_fields(fields, partial=False)
-            checked.update(path_style=record.get("path_style"))
-            _require(isinstance(checked["path_style"], bool), f"bucket {bucket_id}: path_style must be true or false")
+            checked = buckets.record_fields(fields, partial=False, roots=folder_roots)
+            if checked["type"] == "s3":
+                checked.update(path_style=record.get("path_style"))
+                _require(isinstance(checked["path_style"], bool),
+                         f"bucket {bucket_id}: path_style must be true or false")
             buckets.check_record(checked)
         except FieldError as exc:
             raise _Bad(f"bucket {bucket_id}: {exc.message}") from None
@@ -234,7 +237,7 @@ def _update_status(section):
 
 CHECKS = (
     ("node", _node), ("users", _users), ("policy", _policy), ("settings", _settings),
-    ("notifications", _notifications), ("domains", _domains), ("buckets", _buckets),
+    ("notifications", _notifications), ("domains", _domains), ("buckets", None),
     ("rules", None), ("links", _links), ("https", _https), ("update_status", _update_status),
 )
 
@@ -252,8 +255,9 @@ def _revisions(doc):
                  f"revisions.{name} must be the whole-number revision of settings, policy or notifications")
 
 
-def check_records(doc: dict) -> None:
-    """BackupError naming the first record of `doc` (a whole state document) that cannot work."""
+def check_records(doc: dict, folder_roots=()) -> None:
+    """BackupError naming the first record of `doc` (a whole state document) that cannot work
+    on a node whose folder buckets may serve from `folder_roots`."""
     try:
         json.dumps(doc, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except (UnicodeEncodeError, ValueError):
@@ -262,7 +266,9 @@ def check_records(doc: dict) -> None:
         if name not in doc:
             continue
         try:
-            if check is None:
+            if name == "buckets":
+                _buckets(doc[name], folder_roots)
+            elif check is None:
                 _rules(doc[name], doc)
             else:
                 check(doc[name])
@@ -285,7 +291,7 @@ def restore_into(ctx, document, passphrase, by, ip=None):
     """
     with _restore_lock:
         opened = backup.open_backup(document, passphrase, ctx.store.data, ctx.store.section_defaults())
-        check_records(opened.doc)
+        check_records(opened.doc, ctx.config.folder_roots)
         saved = backup.apply_restore(ctx.store, ctx.data_dir, opened, ctx.clock.now())
     detail = {"kind": opened.kind, "created_at": opened.created_at, "pre_restore": os.path.basename(saved)}
     ctx.audit.record("backup.restore", detail=detail, user=by, ip=ip)

@@ -1,28 +1,32 @@
-"""Buckets: the S3-compatible origins content comes from.
+"""Buckets: the origins content comes from, S3-compatible buckets or folders on the node.
 
-A bucket record holds where the bucket lives and the credentials to sign for
-it. The secret key is write-only: answers say "secret_key_set". Check runs
-the steps an operator needs to find a mistake (resolve, connect and TLS,
-authenticate, list); test fetches one object's metadata and first bytes.
+An S3 bucket record holds where the bucket lives and the credentials to sign
+for it; the secret key is write-only: answers say "secret_key_set". A folder
+bucket holds a path inside the folder_roots. Check runs the steps an operator
+needs to find a mistake (for S3: resolve, connect and TLS, authenticate, list;
+for a folder: resolve, open, list); test fetches one object's metadata and
+first bytes. Both go through the record's Origin (core/origin.py).
 """
 
 import secrets
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
-from contentnode.core import buckets, revisions, rules, s3
+from contentnode.core import buckets, folders, revisions, rules
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, STRING, answer, listing, obj, refused, text
+from contentnode.http.schema import BOOLEAN, STRING, answer, listing, obj, one_of, refused, text
 
 MAX_BUCKETS = 1000
 
 
 def public_view(record: dict) -> dict:
-    """The record as answers show it: the secret replaced by secret_key_set."""
+    """The record as answers show it, with its type; an S3 secret replaced by secret_key_set."""
     view = {k: val for k, val in record.items() if k != "secret_key"}
-    view["secret_key_set"] = bool(record.get("secret_key"))
+    view["type"] = buckets.kind(record)
+    if view["type"] == "s3":
+        view["secret_key_set"] = bool(record.get("secret_key"))
     return view
 
 
@@ -51,7 +55,7 @@ def get_bucket(req):
 
 def create_bucket(req):
     body = req.body
-    record = buckets.record_fields(body, partial=False)
+    record = buckets.record_fields(body, partial=False, roots=req.app.config.folder_roots)
     buckets.check_record(record)
     stamp = rfc3339(req.app.clock.now())
     record = {"id": secrets.token_hex(6), **record, "created_at": stamp, "updated_at": stamp,
@@ -61,17 +65,18 @@ def create_bucket(req):
             raise conflict("conflict", f"a node holds at most {MAX_BUCKETS} buckets")
         _unique_name(doc, record["name"])
         doc["buckets"][record["id"]] = record
-    req.audit("bucket.create", target=record["id"], detail={"name": record["name"], "bucket": record["bucket"]})
+    where = {"path": record["path"]} if record["type"] == "folder" else {"bucket": record["bucket"]}
+    req.audit("bucket.create", target=record["id"], detail={"name": record["name"], **where})
     return created(public_view(record))
 
 
 def update_bucket(req):
-    body = req.body
-    changes = buckets.record_fields(body, partial=True)
     bucket_id = req.params["id"]
     with req.app.store.transaction() as doc:
         record = existing(doc, bucket_id)
         revisions.require(f"bucket {bucket_id}", revisions.of(record), req.if_match)
+        changes = buckets.record_fields(req.body, partial=True, roots=req.app.config.folder_roots,
+                                        of_kind=buckets.kind(record))
         record.update(changes)
         buckets.check_record(record)
         if "name" in changes:
@@ -96,8 +101,8 @@ def delete_bucket(req):
     return no_content()
 
 
-def client_for(app, record: dict) -> s3.S3Client:
-    return s3.S3Client(s3.BucketConfig.from_record(record), app.outbound, clock=app.clock.now)
+def origin_for(app, record: dict):
+    return buckets.origin_for(record, app.config.folder_roots, app.outbound, app.clock.now)
 
 
 def _target(req) -> tuple[str | None, dict]:
@@ -107,24 +112,31 @@ def _target(req) -> tuple[str | None, dict]:
     credentials before saving); without it, a complete definition.
     """
     body = req.body
+    roots = req.app.config.folder_roots
     bucket_id = v.text(body, "id", required=False, max_len=64)
     definition = {k: val for k, val in body.items() if k in buckets.FIELDS}
     if bucket_id is None:
-        record = buckets.record_fields(dict(definition, name=definition.get("name", "unsaved")), partial=False)
+        record = buckets.record_fields(dict(definition, name=definition.get("name", "unsaved")), partial=False,
+                                       roots=roots)
     else:
         record = dict(existing(req.app.store.data, bucket_id))
-        record.update(buckets.record_fields(definition, partial=True))
+        record.update(buckets.record_fields(definition, partial=True, roots=roots, of_kind=buckets.kind(record)))
     buckets.check_record(record)
     return bucket_id, record
 
 
+def _where(record: dict) -> str:
+    """What an audit entry names for an unsaved definition: its endpoint or folder."""
+    return record["path"] if buckets.kind(record) == "folder" else record["endpoint"]
+
+
 def check_bucket(req):
     bucket_id, record = _target(req)
-    report = s3.check_bucket(client_for(req.app, record))
+    report = origin_for(req.app, record).check()
     overlaid = bool(set(req.body) & buckets.FIELDS)
     if bucket_id is not None and not overlaid:
         _record_check(req.app, bucket_id, record["name"], report)
-    req.audit("bucket.check", target=bucket_id or record["endpoint"], ok=report["ok"])
+    req.audit("bucket.check", target=bucket_id or _where(record), ok=report["ok"])
     return {"id": bucket_id, **report}
 
 
@@ -146,8 +158,8 @@ def try_object(req):
     if any(ord(c) < 32 or ord(c) == 127 for c in key):
         raise invalid("key must not contain control characters", "key")
     bucket_id, record = _target(req)
-    result = s3.probe_object(client_for(req.app, record), key)
-    req.audit("bucket.test", target=bucket_id or record["endpoint"], ok=result["ok"], detail={"key": key[:200]})
+    result = origin_for(req.app, record).probe(key)
+    req.audit("bucket.test", target=bucket_id or _where(record), ok=result["ok"], detail={"key": key[:200]})
     return {"id": bucket_id, "key": key, **result}
 
 
@@ -162,17 +174,25 @@ _PATTERNS = {"region": buckets.REGION, "bucket": buckets.BUCKET_NAME, "access_ke
 _FIELDS = {name: text(limit, pattern=f"^(?:{_PATTERNS[name]})$" if name in _PATTERNS else None)
            for name, limit in buckets.MAX_LENGTHS.items()}
 _FIELDS["path_style"] = BOOLEAN
+_FIELDS["path"] = text(folders.MAX_PATH)
 _ID = text(64)
-CREATE_BODY = obj(_FIELDS, required=sorted(buckets.FIELDS - {"path_style"}))
-UPDATE_BODY = obj(_FIELDS)
-CHECK_BODY = obj(dict(_FIELDS, id=_ID), description="id: a stored bucket, overlaid by the fields given; "
-                                                    "without id, a complete definition")
-TEST_BODY = obj(dict(_FIELDS, id=_ID, key=text(1024)), required=["key"], description=CHECK_BODY["description"])
+_BY_TYPE = ('type "s3" (the default) needs endpoint, region, bucket, access_key and secret_key '
+            '(path_style optional); type "folder" needs path, a folder inside the folder_roots')
+CREATE_BODY = obj(dict(_FIELDS, type=one_of(*buckets.TYPES)), required=["name"], description=_BY_TYPE)
+UPDATE_BODY = obj(_FIELDS, description="the fields of the bucket's type; the type itself never changes")
+CHECK_BODY = obj(dict(_FIELDS, id=_ID, type=one_of(*buckets.TYPES)),
+                 description="id: a stored bucket, overlaid by the fields given; without id, a complete "
+                             "definition: " + _BY_TYPE)
+TEST_BODY = obj(dict(CHECK_BODY["properties"], key=text(1024)), required=["key"],
+                description=CHECK_BODY["description"])
 
-BUCKET = answer({"id": STRING, **{name: STRING for name in buckets.MAX_LENGTHS if name != "secret_key"},
+_S3_ANSWER = {name: STRING for name in buckets.MAX_LENGTHS if name not in ("name", "secret_key")}
+BUCKET = answer({"id": STRING, "name": STRING, "type": one_of(*buckets.TYPES), **_S3_ANSWER,
                  "path_style": BOOLEAN, "secret_key_set": BOOLEAN, "secret_key": refused("is write-only"),
-                 "created_at": STRING, "updated_at": STRING, "last_check": {"type": ["object", "null"]}},
-                optional=("secret_key", "created_at", "updated_at", "last_check"))
+                 "path": STRING, "created_at": STRING, "updated_at": STRING,
+                 "last_check": {"type": ["object", "null"]}},
+                optional=("secret_key", "created_at", "updated_at", "last_check", "path", "path_style",
+                          "secret_key_set", *_S3_ANSWER))
 
 ROUTES = [
     Route("GET", "/api/buckets", "buckets:read", list_buckets, answer=listing("buckets", BUCKET)),

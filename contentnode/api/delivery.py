@@ -15,7 +15,7 @@ from contentnode.core import fields as v
 from contentnode.core import dns, signing
 from contentnode.core.certs import covers
 from contentnode.core.hostnames import HostnameError, normalize_host
-from contentnode.core.s3 import S3Error
+from contentnode.core.origin import OriginError
 from contentnode.core.steps import Steps, elapsed_ms
 from contentnode.core.traffic import COUNTERS, RANGES
 from contentnode.http.errors import ApiError, invalid
@@ -148,12 +148,11 @@ def _origin(app, target) -> dict:
         return {"ok": False, "status": None, "error": "the rule's bucket no longer exists",
                 "ms": elapsed_ms(started)}
     try:
-        info = content.s3_client(app, target.bucket).head_object(target.key)
-    except S3Error as exc:
+        info = content.origin(app, target.bucket).head(target.key)
+    except OriginError as exc:
         return {"ok": False, "status": exc.status, "error": exc.message, "code": exc.code,
                 "ms": elapsed_ms(started)}
-    return {"ok": True, "status": info.status, "size": info.size, "content_type": info.content_type,
-            "etag": info.etag, "last_modified": info.last_modified, "ms": elapsed_ms(started)}
+    return {"ok": True, **info, "ms": elapsed_ms(started)}
 
 
 def _rule_view(rule_id, rule) -> dict:

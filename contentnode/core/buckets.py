@@ -1,6 +1,9 @@
 """The rules a bucket record keeps, for the API, backup restore and the CLI alike.
 
-An endpoint is scheme://host[:port] only; a bucket addressed by IP or
+A bucket has a `type`: "s3" (the default; records written before types
+existed have none and are S3 buckets) or "folder" (core/folders.py: a folder
+inside the start-up value folder_roots). The type is fixed at creation, and
+a field of the other type is refused. For S3, an endpoint is scheme://host[:port] only; a bucket addressed by IP or
 localhost must use path-style requests, because its name cannot go in front
 of an address. Every broken rule raises FieldError naming the field.
 """
@@ -9,10 +12,15 @@ import ipaddress
 from urllib.parse import urlsplit
 
 from contentnode.core import fields as v
+from contentnode.core import folders, netguard
 from contentnode.core.fields import FieldError
 from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.core.s3 import BucketConfig, S3Client, S3Origin
 
-FIELDS = {"name", "endpoint", "region", "bucket", "access_key", "secret_key", "path_style"}
+TYPES = ("s3", "folder")
+S3_FIELDS = {"endpoint", "region", "bucket", "access_key", "secret_key", "path_style"}
+FOLDER_FIELDS = {"path"}
+FIELDS = {"name", "type"} | S3_FIELDS | FOLDER_FIELDS
 BUCKET_NAME = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
 REGION = r"[A-Za-z0-9_\-]{1,64}"
 KEY_TEXT = r"[\x21-\x7e]+"  # printable ASCII, no spaces
@@ -47,12 +55,32 @@ def _endpoint(body: dict) -> tuple[str, bool]:
     return f"{parts.scheme}://{netloc}", literal or host == "localhost"
 
 
-def record_fields(body: dict, partial: bool) -> dict:
-    """The validated bucket fields present in body (all required unless partial)."""
+def kind(record: dict) -> str:
+    """The bucket's type ("s3" for a record written before types existed)."""
+    return record.get("type", "s3")
+
+
+def record_fields(body: dict, partial: bool, roots=(), of_kind: str | None = None) -> dict:
+    """The validated bucket fields present in body (all of its type required unless partial).
+
+    The type is body["type"] (default "s3"), or `of_kind`, the stored record's,
+    for a change; `roots` are the folder_roots a folder's path must lie in.
+    """
+    if of_kind is None:
+        of_kind = v.choice(body, "type", TYPES, default="s3")
+    elif body.get("type", of_kind) != of_kind:
+        raise FieldError(f"a bucket's type cannot change (this one is {of_kind}); add a new bucket", "type")
+    own = FOLDER_FIELDS if of_kind == "folder" else S3_FIELDS
+    for name in sorted((set(body) & (S3_FIELDS | FOLDER_FIELDS)) - own):
+        raise FieldError(f"{name} is not a field of {of_kind} buckets", name)
     required = not partial
-    out = {}
+    out = {} if partial else {"type": of_kind}
     if "name" in body or required:
         out["name"] = v.text(body, "name", max_len=MAX_LENGTHS["name"])
+    if of_kind == "folder":
+        if "path" in body or required:
+            out["path"] = folders.check_path(body.get("path"), roots)
+        return out
     if "endpoint" in body or required:
         out["endpoint"], by_address = _endpoint(body)
         if "path_style" not in body and not partial:
@@ -73,6 +101,8 @@ def record_fields(body: dict, partial: bool) -> dict:
 
 def check_record(record: dict) -> None:
     """Cross-field rules of a complete record."""
+    if kind(record) != "s3":
+        return
     host = urlsplit(record["endpoint"]).hostname
     if not record["path_style"] and (host == "localhost" or _is_address(host)):
         raise FieldError("an endpoint given by address or localhost needs path_style: true "
@@ -87,3 +117,11 @@ def _is_address(host: str) -> bool:
         return False
 
 
+
+
+def origin_for(record: dict, roots, outbound: netguard.OutboundPolicy, clock,
+               timeout: float = netguard.DEFAULT_TIMEOUT):
+    """The Origin (core/origin.py) a bucket record reads from; `roots` are the folder_roots."""
+    if kind(record) == "folder":
+        return folders.FolderOrigin(record["path"], roots)
+    return S3Origin(S3Client(BucketConfig.from_record(record), outbound, timeout, clock))

@@ -1,7 +1,7 @@
 """A small S3 client in the standard library (AWS Signature Version 4).
 
 The node talks to one kind of peer for content: S3-compatible buckets (AWS,
-MinIO, SeaweedFS, R2, B2...). It needs four calls (HEAD and GET of an object,
+MinIO, SeaweedFS, R2, B2...), or a folder on the node (core/folders.py). It needs four calls (HEAD and GET of an object,
 HEAD of a bucket, ListObjectsV2), so a few hundred lines of http.client and
 hmac replace an SDK. Every connection goes through netguard (DESIGN §6), and
 every failure becomes an S3Error whose `code` names the cause an operator can
@@ -22,6 +22,8 @@ from datetime import datetime, UTC
 from urllib.parse import quote, urlsplit
 
 from contentnode.core import netguard
+from contentnode.core.cache_fill import CHUNK, OriginAnswer
+from contentnode.core.origin import OriginError
 from contentnode.core.steps import Steps, elapsed_ms
 from contentnode.core.text import whole_number
 
@@ -47,22 +49,17 @@ _CAUSES = {
 }
 
 
-class S3Error(Exception):
+class S3Error(OriginError):
     """A failed S3 call. `code` is one of ours (see _CAUSES and the transport
     codes resolve, address, connect, tls, timeout, protocol, too_large, url),
     `status` the HTTP status when the server answered, `s3_code` its own code."""
 
     def __init__(self, code: str, message: str, status: int | None = None, s3_code: str | None = None):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status = status
+        super().__init__(code, message, status)
         self.s3_code = s3_code
 
     def as_dict(self) -> dict:
-        out: dict[str, str | int] = {"code": self.code, "message": self.message}
-        if self.status is not None:
-            out["status"] = self.status
+        out = super().as_dict()
         if self.s3_code:
             out["s3_code"] = self.s3_code
         return out
@@ -519,3 +516,36 @@ def probe_object(client: S3Client, key: str) -> dict:
             "etag": info.etag, "last_modified": info.last_modified,
             "first_bytes": base64.b64encode(data[:PREVIEW_BYTES]).decode("ascii"),
             "ms": elapsed_ms(started)}
+
+
+class S3Origin:
+    """A bucket as the content path and the bucket API see an origin (core/origin.py)."""
+
+    def __init__(self, client: S3Client):
+        self.client = client
+
+    def open(self, key: str) -> OriginAnswer:
+        try:
+            stream = self.client.get_object(key)
+        except S3Error as exc:
+            if exc.code == "no_such_key":
+                return OriginAnswer(404)
+            raise
+        info = stream.info
+        if info.size is None:
+            stream.close()
+            raise S3Error("protocol", "the origin sent no length")
+        meta = {"content_type": info.content_type or "application/octet-stream",
+                "etag": info.etag, "last_modified": info.last_modified}
+        return OriginAnswer(200, meta, info.size, stream.chunks(CHUNK), stream.close)
+
+    def head(self, key: str) -> dict:
+        info = self.client.head_object(key)
+        return {"status": info.status, "size": info.size, "content_type": info.content_type,
+                "etag": info.etag, "last_modified": info.last_modified}
+
+    def check(self) -> dict:
+        return check_bucket(self.client)
+
+    def probe(self, key: str) -> dict:
+        return probe_object(self.client, key)

@@ -16,11 +16,11 @@ import threading
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
-from contentnode.core import images, rules, signing
+from contentnode.core import buckets, images, rules, signing
 from contentnode.core.cache import Cache
 from contentnode.core.cache_fill import FillStalled, FillTruncated, OriginAnswer
 from contentnode.core.hostnames import host_from_header
-from contentnode.core.s3 import BucketConfig, S3Client, S3Error
+from contentnode.core.origin import OriginError
 from contentnode.core.settings import effective
 from contentnode.core.traffic import Traffic
 from contentnode.http.errors import ApiError, error_response
@@ -31,7 +31,6 @@ log = logging.getLogger("contentnode.content")
 ORIGIN_TIMEOUT = 30.0        # a whole origin GET, headers to last byte
 MAX_IMAGE_SOURCE = 64 << 20  # bytes of a source image read into memory for a transform
 MAX_PATH_BYTES = 4096
-READ_CHUNK = 256 * 1024
 REMEMBERED_TARGETS = 4096    # resolved (host, path) targets kept per state document
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
@@ -198,27 +197,16 @@ SIGNATURE_MESSAGES = {   # verify()'s reason -> (error code, message)
 # ---------------------------------------------------------------- fetching
 
 
-def s3_client(app, bucket: dict) -> S3Client:
-    return S3Client(BucketConfig.from_record(bucket), app.outbound, ORIGIN_TIMEOUT, app.clock.now)
+def origin(app, bucket: dict):
+    """The bucket's Origin (core/origin.py) with the content path's timeout."""
+    return buckets.origin_for(bucket, app.config.folder_roots, app.outbound, app.clock.now, ORIGIN_TIMEOUT)
 
 
 def _origin_fetch(app, target: Target):
     def fetch():
         if target.bucket is None:
-            raise S3Error("no_such_bucket", "the rule's bucket is gone")
-        try:
-            stream = s3_client(app, target.bucket).get_object(target.key)
-        except S3Error as exc:
-            if exc.code == "no_such_key":
-                return OriginAnswer(404)
-            raise
-        info = stream.info
-        if info.size is None:
-            stream.close()
-            raise S3Error("protocol", "the origin sent no length")
-        meta = {"content_type": info.content_type or "application/octet-stream",
-                "etag": info.etag, "last_modified": info.last_modified}
-        return OriginAnswer(200, meta, info.size, stream.chunks(READ_CHUNK), stream.close)
+            raise OriginError("no_such_bucket", "the rule's bucket is gone")
+        return origin(app, target.bucket).open(target.key)
     return fetch
 
 
@@ -249,10 +237,12 @@ def fetch(delivery, target: Target):
         result = delivery.cache.get(target.cache_key, fetcher, target.ttl)
     except images.ImageError as exc:
         raise ApiError(400, "invalid", f"cannot transform this object: {exc}") from None
-    except (S3Error, FillStalled, FillTruncated, OSError) as exc:
+    except (OriginError, FillStalled, FillTruncated, OSError) as exc:
         raise origin_error(exc) from None
     if result.status == 404:
         raise ApiError(404, "not_found", "no such object")
+    if result.status == 403:
+        raise ApiError(403, "forbidden", "this object may not be read")
     if result.status != 200:
         raise ApiError(502, "bad_gateway", "the origin could not serve this object")
     return result

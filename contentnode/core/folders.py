@@ -1,0 +1,241 @@
+"""Folder origins: a bucket that is a folder on the node, inside one of `folder_roots`.
+
+Every key is read so that no request can leave its folder: "", "." and ".."
+components are refused, the path is resolved (symlinks followed) and must stay
+inside the folder, and the resolved path is then opened one component at a
+time from the root with O_NOFOLLOW, so a symlink swapped in between the check
+and the open is refused instead of followed. Only regular files are served:
+the last component is checked with lstat before it is opened (opening a
+device or FIFO can have effects of its own) and with fstat after it is opened
+(O_NONBLOCK, so a FIFO slipped in meanwhile cannot hang the open). A missing
+or refused key is a 404, a file the node may not read a 403, anything else an
+OriginError (502 on the public port), never a 500.
+"""
+
+import base64
+import email.utils
+import errno
+import itertools
+import mimetypes
+import os
+import stat
+import time
+
+from contentnode.core.cache_fill import CHUNK, OriginAnswer
+from contentnode.core.fields import FieldError
+from contentnode.core.origin import OriginError
+from contentnode.core.steps import Steps, elapsed_ms
+
+MAX_PATH = 4096
+PREVIEW_BYTES = 64
+LISTED = 10      # names a check shows
+COUNTED = 1000   # entries a check counts (a huge folder is not read whole)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_MISSING = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG, errno.EISDIR)
+
+# Python's own table (not /etc/mime.types: the same answer on every machine) plus the web types it lacks.
+_TYPES = mimetypes.MimeTypes(filenames=())
+for _ext, _type in ((".webp", "image/webp"), (".woff", "font/woff"), (".woff2", "font/woff2"),
+                    (".js", "text/javascript"), (".mjs", "text/javascript"), (".md", "text/markdown")):
+    _TYPES.add_type(_type, _ext)
+
+
+def content_type(name: str) -> str:
+    """The media type for a file name; text gets charset=utf-8, a compressed file is octet-stream."""
+    kind, encoding = _TYPES.guess_type(name, strict=False)
+    if kind is None or encoding is not None:
+        return "application/octet-stream"
+    return f"{kind}; charset=utf-8" if kind.startswith("text/") else kind
+
+
+def inside(path: str, folder: str) -> bool:
+    """Whether the resolved `path` is `folder` or lies below it (both absolute and resolved)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def resolved_roots(roots) -> list[str]:
+    return [os.path.realpath(root) for root in roots]
+
+
+def check_path(value, roots) -> str:
+    """The normalised absolute folder path of a bucket, or FieldError on "path".
+
+    It must lie inside one of `roots` once symlinks are resolved. The path as
+    given is stored (a symlink such as current -> releases/v3 may move later);
+    every request resolves it again and refuses it once it leads outside.
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise FieldError("path must be the absolute path of a folder", "path")
+    if len(value) > MAX_PATH or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise FieldError(f"path must be at most {MAX_PATH} characters, without control characters", "path")
+    if not value.startswith("/"):
+        raise FieldError('path must be absolute (start with "/")', "path")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FieldError("path is not valid Unicode text", "path") from None
+    path = os.path.normpath(value)
+    if not roots:
+        raise FieldError("this node has no folder_roots: folder buckets are turned off", "path")
+    real = os.path.realpath(path)
+    if not any(inside(real, root) for root in resolved_roots(roots)):
+        raise FieldError(f"path must lie inside one of the folder_roots ({', '.join(roots)}) once symlinks "
+                         f"are resolved; {path} resolves to {real}", "path")
+    return path
+
+
+class _Missing(Exception):
+    """The key names nothing servable: 404."""
+
+
+class FolderOrigin:
+    """A folder as an origin (core/origin.py). `roots` are the configured folder_roots."""
+
+    def __init__(self, path: str, roots):
+        self.path = path
+        self.roots = list(roots)
+
+    def _base(self) -> tuple[str, str]:
+        """(resolved root, resolved folder); OriginError when the folder now resolves outside every root."""
+        base = os.path.realpath(self.path)
+        for root in resolved_roots(self.roots):
+            if inside(base, root):
+                return root, base
+        raise OriginError("outside_roots", f"the folder {self.path} resolves to {base}, outside the folder_roots")
+
+    def _open(self, key: str) -> tuple[int, os.stat_result]:
+        """(descriptor, fstat) of the regular file at `key`; _Missing, OSError, or OriginError from _base."""
+        parts = key.split("/")
+        if any(part in ("", ".", "..") or "\0" in part for part in parts):
+            raise _Missing()
+        root, base = self._base()
+        real = os.path.realpath(os.path.join(base, *parts))
+        if real == base or not inside(real, base):
+            raise _Missing()   # a symlink leading out of the folder (or back to it)
+        *folders, name = os.path.relpath(real, root).split("/")
+        fd = os.open(root, _DIR_FLAGS)
+        try:
+            for folder in folders:
+                inner = os.open(folder, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+            if not stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                raise _Missing()
+            file_fd = os.open(name, _FILE_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        info = os.fstat(file_fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(file_fd)
+            raise _Missing()
+        return file_fd, info
+
+    def _opened(self, key: str) -> tuple[int, os.stat_result]:
+        """(fd, stat) of a servable file; OriginError: status 404 or 403 for a refused key, None else."""
+        try:
+            return self._open(key)
+        except _Missing:
+            raise _refusal(key, 404) from None
+        except OSError as exc:
+            if exc.errno in _MISSING:
+                raise _refusal(key, 404) from None
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                raise _refusal(key, 403) from None
+            raise OriginError("io", f"cannot read {key!r} in {self.path}: {exc.strerror}") from None
+
+    def _meta(self, key: str, info: os.stat_result) -> dict:
+        return {"content_type": content_type(key.rsplit("/", 1)[-1]),
+                "etag": f'"{info.st_mtime_ns:x}-{info.st_size:x}"',
+                "last_modified": email.utils.formatdate(info.st_mtime, usegmt=True)}
+
+    def open(self, key: str) -> OriginAnswer:
+        try:
+            fd, info = self._opened(key)
+        except OriginError as exc:
+            if exc.status is None:
+                raise
+            return OriginAnswer(exc.status)
+        size = info.st_size
+
+        def chunks():
+            pos = 0
+            while pos < size:
+                data = os.pread(fd, min(CHUNK, size - pos), pos)
+                if not data:
+                    return   # the file shrank: the cache sees fewer bytes than announced
+                pos += len(data)
+                yield data
+
+        closed: list[bool] = []
+
+        def close():   # once: a second os.close could close a descriptor reused meanwhile
+            if not closed:
+                closed.append(True)
+                os.close(fd)
+
+        return OriginAnswer(200, self._meta(key, info), size, chunks(), close)
+
+    def head(self, key: str) -> dict:
+        fd, info = self._opened(key)
+        os.close(fd)
+        return {"status": 200, "size": info.st_size, **self._meta(key, info)}
+
+    def probe(self, key: str) -> dict:
+        started = time.monotonic()
+        try:
+            fd, info = self._opened(key)
+        except OriginError as exc:
+            return {"ok": False, "status": exc.status, "error": exc.as_dict(), "ms": elapsed_ms(started)}
+        try:
+            first = os.pread(fd, PREVIEW_BYTES, 0)
+        finally:
+            os.close(fd)
+        return {"ok": True, "status": 200, "size": info.st_size, **self._meta(key, info),
+                "first_bytes": base64.b64encode(first).decode("ascii"), "ms": elapsed_ms(started)}
+
+    def check(self) -> dict:
+        """resolve (inside the roots), open (a directory the node may enter), list (readable)."""
+        steps = Steps()
+        started = time.monotonic()
+        try:
+            _, base = self._base()
+        except OriginError as exc:
+            steps.add("resolve", False, exc.message, started, code=exc.code)
+            return steps.report()
+        steps.add("resolve", True, f"{self.path} resolves to {base}, inside the folder_roots", started)
+        started = time.monotonic()
+        try:
+            fd = os.open(base, _DIR_FLAGS)
+        except OSError as exc:
+            code = {errno.ENOENT: "not_found", errno.ENOTDIR: "not_directory",
+                    errno.EACCES: "access_denied"}.get(exc.errno or 0, "io")
+            steps.add("open", False, f"cannot open the folder {base}: {exc.strerror}", started, code=code)
+            return steps.report()
+        steps.add("open", True, f"{base} is a directory the node can enter", started)
+        started = time.monotonic()
+        try:
+            with os.scandir(fd) as entries:
+                names = [entry.name for entry in itertools.islice(entries, COUNTED + 1)]
+        except OSError as exc:
+            steps.add("list", False, f"cannot list {base}: {exc.strerror}", started, code="access_denied")
+            return steps.report()
+        finally:
+            os.close(fd)
+        steps.add("list", True, _describe_listing(sorted(names)), started)
+        return steps.report()
+
+
+def _refusal(key: str, status: int) -> OriginError:
+    if status == 403:
+        return OriginError("access_denied", f"the node may not read {key!r} (permissions)", 403)
+    return OriginError("no_such_key", f"no regular file has the key {key!r} in this folder", 404)
+
+
+def _describe_listing(names: list) -> str:
+    if not names:
+        return "the folder is readable and empty"
+    count = f"more than {COUNTED} entries" if len(names) > COUNTED else \
+        f"{len(names)} entr{'ies' if len(names) != 1 else 'y'}"
+    more = ", ..." if len(names) > LISTED else ""
+    return f"{count}: {', '.join(repr(n) for n in names[:LISTED])}{more}"
