@@ -31,6 +31,7 @@ from contentnode.clock import Clock
 from contentnode.config import Config
 from contentnode.core.audit import AuditLog
 from contentnode.core.events import EventBus
+from contentnode.core.folders import FolderRoots
 from contentnode.core.metrics import NodeMetrics
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.notify import Notifier
@@ -76,6 +77,7 @@ class App:
     public_dispatcher: PublicDispatcher
     tls: TlsRuntime
     delivery: Delivery
+    folder_roots: FolderRoots  # where folder buckets may serve from (start-up value folder_roots)
     notifier: Notifier
     servers: dict
     update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
@@ -285,6 +287,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
     app.admin_dispatcher = AdminDispatcher(app, app.routes)
     app.public_dispatcher = PublicDispatcher(app)
     app.tls = TlsRuntime(app, app.public_dispatcher)
+    app.folder_roots = FolderRoots(config.folder_roots, config.data_dir)
     app.delivery = Delivery(app)
     delivery_api.register_metrics(app.metrics, app.delivery)
     app.notifier = notifications_api.build_notifier(app)

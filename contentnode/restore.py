@@ -29,6 +29,7 @@ from contentnode.core import buckets, domains, notify, revisions, rules
 from contentnode.core import settings as st
 from contentnode.core import backup
 from contentnode.core.backup import BackupError
+from contentnode.core.folders import FolderRoots
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.fields import TIME_MAX, TIME_MIN, FieldError, is_time
 from contentnode.schema import REVISIONED
@@ -255,7 +256,7 @@ def _revisions(doc):
                  f"revisions.{name} must be the whole-number revision of settings, policy or notifications")
 
 
-def check_records(doc: dict, folder_roots=()) -> None:
+def check_records(doc: dict, folder_roots: FolderRoots | None = None) -> None:
     """BackupError naming the first record of `doc` (a whole state document) that cannot work
     on a node whose folder buckets may serve from `folder_roots`."""
     try:
@@ -291,7 +292,7 @@ def restore_into(ctx, document, passphrase, by, ip=None):
     """
     with _restore_lock:
         opened = backup.open_backup(document, passphrase, ctx.store.data, ctx.store.section_defaults())
-        check_records(opened.doc, ctx.config.folder_roots)
+        check_records(opened.doc, FolderRoots(ctx.config.folder_roots, ctx.data_dir))
         saved = backup.apply_restore(ctx.store, ctx.data_dir, opened, ctx.clock.now())
     detail = {"kind": opened.kind, "created_at": opened.created_at, "pre_restore": os.path.basename(saved)}
     ctx.audit.record("backup.restore", detail=detail, user=by, ip=ip)

@@ -321,3 +321,26 @@ def test_the_default_root_is_made_in_the_data_dir(tmp_path):
         assert outside.status == 400 and outside.json["error"]["field"] == "path"
     finally:
         node.close()
+
+
+def test_a_root_that_holds_the_data_dir_never_serves_the_data_dir(tmp_path):
+    workdir = str(tmp_path)
+    node = Node(workdir, env={"CONTENTNODE_FOLDER_ROOTS": workdir}).start()
+    try:
+        admin = node.client()
+        assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
+        assert admin.post("/api/domains", {"host": HOST}).status == 201
+        inside_data = admin.post("/api/buckets", {"name": "data", "type": "folder", "path": node.data_dir})
+        assert inside_data.status == 400 and inside_data.json["error"]["field"] == "path"
+        whole = admin.post("/api/buckets", {"name": "all", "type": "folder", "path": workdir})
+        assert whole.status == 201, whole.body
+        assert admin.post("/api/rules", {"domain": HOST, "path": "/", "bucket": whole.json["id"]}).status == 201
+        public = node.client("public", host=HOST)
+        assert public.get("/clock").status == 200                 # beside the data dir: served
+        for path in ("/data/state.json", "/data/sessions.json", "/data/audit.jsonl"):
+            answer = public.get(path)
+            assert answer.status == 404 and b"secret" not in answer.body, path
+        os.symlink(os.path.join(node.data_dir, "state.json"), os.path.join(workdir, "state-link"))
+        assert public.get("/state-link").status == 404
+    finally:
+        node.close()

@@ -55,7 +55,7 @@ def get_bucket(req):
 
 def create_bucket(req):
     body = req.body
-    record = buckets.record_fields(body, partial=False, roots=req.app.config.folder_roots)
+    record = buckets.record_fields(body, partial=False, roots=req.app.folder_roots)
     buckets.check_record(record)
     stamp = rfc3339(req.app.clock.now())
     record = {"id": secrets.token_hex(6), **record, "created_at": stamp, "updated_at": stamp,
@@ -75,7 +75,7 @@ def update_bucket(req):
     with req.app.store.transaction() as doc:
         record = existing(doc, bucket_id)
         revisions.require(f"bucket {bucket_id}", revisions.of(record), req.if_match)
-        changes = buckets.record_fields(req.body, partial=True, roots=req.app.config.folder_roots,
+        changes = buckets.record_fields(req.body, partial=True, roots=req.app.folder_roots,
                                         of_kind=buckets.kind(record))
         record.update(changes)
         buckets.check_record(record)
@@ -102,7 +102,7 @@ def delete_bucket(req):
 
 
 def origin_for(app, record: dict):
-    return buckets.origin_for(record, app.config.folder_roots, app.outbound, app.clock.now)
+    return buckets.origin_for(record, app.folder_roots, app.outbound, app.clock.now)
 
 
 def _target(req) -> tuple[str | None, dict]:
@@ -112,7 +112,7 @@ def _target(req) -> tuple[str | None, dict]:
     credentials before saving); without it, a complete definition.
     """
     body = req.body
-    roots = req.app.config.folder_roots
+    roots = req.app.folder_roots
     bucket_id = v.text(body, "id", required=False, max_len=64)
     definition = {k: val for k, val in body.items() if k in buckets.FIELDS}
     if bucket_id is None:

@@ -60,11 +60,12 @@ def kind(record: dict) -> str:
     return record.get("type", "s3")
 
 
-def record_fields(body: dict, partial: bool, roots=(), of_kind: str | None = None) -> dict:
+def record_fields(body: dict, partial: bool, roots: folders.FolderRoots | None = None,
+                  of_kind: str | None = None) -> dict:
     """The validated bucket fields present in body (all of its type required unless partial).
 
     The type is body["type"] (default "s3"), or `of_kind`, the stored record's,
-    for a change; `roots` are the folder_roots a folder's path must lie in.
+    for a change; `roots` are where a folder's path must lie (None: nowhere).
     """
     if of_kind is None:
         of_kind = v.choice(body, "type", TYPES, default="s3")
@@ -79,7 +80,9 @@ def record_fields(body: dict, partial: bool, roots=(), of_kind: str | None = Non
         out["name"] = v.text(body, "name", max_len=MAX_LENGTHS["name"])
     if of_kind == "folder":
         if "path" in body or required:
-            out["path"] = folders.check_path(body.get("path"), roots)
+            if roots is None:
+                raise FieldError("folder buckets are not available here", "type")
+            out["path"] = roots.check_path(body.get("path"))
         return out
     if "endpoint" in body or required:
         out["endpoint"], by_address = _endpoint(body)
@@ -119,9 +122,9 @@ def _is_address(host: str) -> bool:
 
 
 
-def origin_for(record: dict, roots, outbound: netguard.OutboundPolicy, clock,
+def origin_for(record: dict, roots: folders.FolderRoots, outbound: netguard.OutboundPolicy, clock,
                timeout: float = netguard.DEFAULT_TIMEOUT):
-    """The Origin (core/origin.py) a bucket record reads from; `roots` are the folder_roots."""
+    """The Origin (core/origin.py) a bucket record reads from."""
     if kind(record) == "folder":
         return folders.FolderOrigin(record["path"], roots)
     return S3Origin(S3Client(BucketConfig.from_record(record), outbound, timeout, clock))

@@ -25,6 +25,7 @@ from contentnode.core.cache_fill import CHUNK, OriginAnswer
 from contentnode.core.fields import FieldError
 from contentnode.core.origin import OriginError
 from contentnode.core.steps import Steps, elapsed_ms
+from contentnode.core.text import encodable
 
 MAX_PATH = 4096
 PREVIEW_BYTES = 64
@@ -54,35 +55,49 @@ def inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def resolved_roots(roots) -> list[str]:
-    return [os.path.realpath(root) for root in roots]
+class FolderRoots:
+    """The folders folder buckets may serve from (the start-up value folder_roots).
 
-
-def check_path(value, roots) -> str:
-    """The normalised absolute folder path of a bucket, or FieldError on "path".
-
-    It must lie inside one of `roots` once symlinks are resolved. The path as
-    given is stored (a symlink such as current -> releases/v3 may move later);
-    every request resolves it again and refuses it once it leads outside.
+    The data dir (state with its secrets, keys, cache) lies inside a root when
+    a root is one of its parents: a path inside it is servable only through a
+    root that is itself inside it (the default <data dir>/sites).
     """
-    if not isinstance(value, str) or not value.strip():
-        raise FieldError("path must be the absolute path of a folder", "path")
-    if len(value) > MAX_PATH or any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise FieldError(f"path must be at most {MAX_PATH} characters, without control characters", "path")
-    if not value.startswith("/"):
-        raise FieldError('path must be absolute (start with "/")', "path")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise FieldError("path is not valid Unicode text", "path") from None
-    path = os.path.normpath(value)
-    if not roots:
-        raise FieldError("this node has no folder_roots: folder buckets are turned off", "path")
-    real = os.path.realpath(path)
-    if not any(inside(real, root) for root in resolved_roots(roots)):
-        raise FieldError(f"path must lie inside one of the folder_roots ({', '.join(roots)}) once symlinks "
-                         f"are resolved; {path} resolves to {real}", "path")
-    return path
+
+    def __init__(self, roots, data_dir: str):
+        self.roots = list(roots)
+        self.data_dir = data_dir
+
+    def root_of(self, real: str) -> str | None:
+        """The deepest resolved root holding the resolved path `real`, or None when it may not be served."""
+        data = os.path.realpath(self.data_dir)
+        holding = [root for root in map(os.path.realpath, self.roots) if inside(real, root)]
+        if inside(real, data):
+            holding = [root for root in holding if inside(root, data) and root != data]
+        return max(holding, key=len, default=None)
+
+    def check_path(self, value) -> str:
+        """The normalised absolute folder path of a bucket, or FieldError on "path".
+
+        It must lie inside one of the roots once symlinks are resolved. The path
+        as given is stored (a symlink such as current -> releases/v3 may move
+        later); every request resolves it again and refuses it once it leads outside.
+        """
+        if not isinstance(value, str) or not value.strip():
+            raise FieldError("path must be the absolute path of a folder", "path")
+        if len(value) > MAX_PATH or any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise FieldError(f"path must be at most {MAX_PATH} characters, without control characters", "path")
+        if not value.startswith("/"):
+            raise FieldError('path must be absolute (start with "/")', "path")
+        if not encodable(value):
+            raise FieldError("path is not valid Unicode text", "path")
+        if not self.roots:
+            raise FieldError("this node has no folder_roots: folder buckets are turned off", "path")
+        path = os.path.normpath(value)
+        real = os.path.realpath(path)
+        if self.root_of(real) is None:
+            raise FieldError(f"path must lie inside one of the folder_roots ({', '.join(self.roots)}), and not "
+                             f"in the data dir, once symlinks are resolved; {path} resolves to {real}", "path")
+        return path
 
 
 class _Missing(Exception):
@@ -90,29 +105,30 @@ class _Missing(Exception):
 
 
 class FolderOrigin:
-    """A folder as an origin (core/origin.py). `roots` are the configured folder_roots."""
+    """A folder as an origin (core/origin.py), inside one of `roots`."""
 
-    def __init__(self, path: str, roots):
+    def __init__(self, path: str, roots: FolderRoots):
         self.path = path
-        self.roots = list(roots)
+        self.roots = roots
 
-    def _base(self) -> tuple[str, str]:
-        """(resolved root, resolved folder); OriginError when the folder now resolves outside every root."""
+    def _base(self) -> str:
+        """The resolved folder; OriginError when it now resolves outside every root."""
         base = os.path.realpath(self.path)
-        for root in resolved_roots(self.roots):
-            if inside(base, root):
-                return root, base
-        raise OriginError("outside_roots", f"the folder {self.path} resolves to {base}, outside the folder_roots")
+        if self.roots.root_of(base) is None:
+            raise OriginError("outside_roots", f"the folder {self.path} resolves to {base}, outside the "
+                                               "folder_roots (or into the data dir)")
+        return base
 
     def _open(self, key: str) -> tuple[int, os.stat_result]:
         """(descriptor, fstat) of the regular file at `key`; _Missing, OSError, or OriginError from _base."""
         parts = key.split("/")
         if any(part in ("", ".", "..") or "\0" in part for part in parts):
             raise _Missing()
-        root, base = self._base()
+        base = self._base()
         real = os.path.realpath(os.path.join(base, *parts))
-        if real == base or not inside(real, base):
-            raise _Missing()   # a symlink leading out of the folder (or back to it)
+        root = self.roots.root_of(real)
+        if real == base or not inside(real, base) or root is None:
+            raise _Missing()   # a symlink leading out of the folder (or back to it), or into the data dir
         *folders, name = os.path.relpath(real, root).split("/")
         fd = os.open(root, _DIR_FLAGS)
         try:
@@ -199,7 +215,7 @@ class FolderOrigin:
         steps = Steps()
         started = time.monotonic()
         try:
-            _, base = self._base()
+            base = self._base()
         except OriginError as exc:
             steps.add("resolve", False, exc.message, started, code=exc.code)
             return steps.report()
