@@ -37,7 +37,8 @@ def test_create_list_read_never_show_the_secret(node, admin, seaweed, origin):
     assert created["endpoint"] == seaweed.endpoint and created["region"] == "us-east-1"
     assert len(created["id"]) == 12 and created["last_check"] is None
     listing = admin.get("/api/buckets")
-    assert listing.status == 200 and listing.json == {"buckets": [created]}
+    assert listing.status == 200 and listing.json["buckets"] == [created]
+    assert listing.json["folder_roots"] == [os.path.join(node.data_dir, "sites")]
     assert admin.get(f"/api/buckets/{created['id']}").json == created
     panel = admin.get("/api/panel")
     assert panel.json["buckets"] == [created]
@@ -72,7 +73,7 @@ def test_bad_definitions_are_refused_and_change_nothing(admin, seaweed, change, 
     answer = admin.post("/api/buckets", body)
     assert answer.status == 400 and answer.error_code == "invalid"
     assert answer.json["error"]["field"] == field and answer.json["error"]["message"]
-    assert admin.get("/api/buckets").json == {"buckets": []}
+    assert admin.get("/api/buckets").json["buckets"] == []
 
 
 def test_body_must_be_an_object_and_names_unique(admin, seaweed, origin):

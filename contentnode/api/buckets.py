@@ -16,7 +16,7 @@ from contentnode.core import buckets, folders, revisions, rules
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, STRING, answer, listing, obj, one_of, refused, text
+from contentnode.http.schema import BOOLEAN, STRING, answer, obj, one_of, refused, text
 
 MAX_BUCKETS = 1000
 
@@ -46,7 +46,7 @@ def existing(doc: dict, bucket_id: str) -> dict:
 
 def list_buckets(req):
     records = sorted(req.app.store.data["buckets"].values(), key=lambda b: (b["name"].lower(), b["id"]))
-    return {"buckets": [public_view(b) for b in records]}
+    return {"buckets": [public_view(b) for b in records], "folder_roots": req.app.folder_roots.roots}
 
 
 def get_bucket(req):
@@ -195,7 +195,8 @@ BUCKET = answer({"id": STRING, "name": STRING, "type": one_of(*buckets.TYPES), *
                           "secret_key_set", *_S3_ANSWER))
 
 ROUTES = [
-    Route("GET", "/api/buckets", "buckets:read", list_buckets, answer=listing("buckets", BUCKET)),
+    Route("GET", "/api/buckets", "buckets:read", list_buckets,
+          answer=answer({"buckets": {"type": "array", "items": BUCKET}, "folder_roots": {"type": "array", "items": STRING}})),
     Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201, body=CREATE_BODY, answer=BUCKET),
     Route("POST", "/api/buckets/check", "buckets:write", check_bucket, body=CHECK_BODY),
     Route("POST", "/api/buckets/test", "buckets:write", try_object, body=TEST_BODY),

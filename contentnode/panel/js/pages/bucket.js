@@ -1,4 +1,4 @@
-// One bucket: its settings (edit), check with steps, test an object, delete.
+// One bucket (S3 or folder): its settings (edit), check with steps, test an object, delete.
 
 import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
@@ -8,7 +8,7 @@ import { confirm, modal, dialogForm } from '../dialog.js';
 import { toast, toastError } from '../toast.js';
 import { when, ago, bytes } from '../format.js';
 import { pageHeader, card, facts, resultBanner } from '../ui.js';
-import { bucketFields, bucketBody, checkBadge, checkView, secretBadge } from './buckets.js';
+import { bucketFields, bucketBody, checkBadge, checkView, originText, secretBadge } from './buckets.js';
 
 function preview(b64) {
   const raw = atob(b64 || '');
@@ -17,8 +17,18 @@ function preview(b64) {
   return h('pre', { class: 'pre' }, [...raw].map((c) => c.charCodeAt(0).toString(16).padStart(2, '0')).join(' '));
 }
 
+function settingsFacts(b) {
+  if (b.type === 'folder') return [['Type', 'folder on this node'], ['Folder', h('code', {}, b.path)]];
+  return [
+    ['Type', 'S3-compatible bucket'], ['Endpoint', h('code', {}, b.endpoint)], ['Bucket', b.bucket], ['Region', b.region],
+    ['Addressing', b.path_style ? 'path style' : 'virtual-hosted'], ['Access key', h('code', {}, b.access_key)],
+    ['Secret key', secretBadge(b)],
+  ];
+}
+
 export async function render(ctx) {
   let b = await get(`/api/buckets/${enc(ctx.params.id)}`);
+  const roots = b.type === 'folder' ? ((await get('/api/buckets')).folder_roots || []) : [];
   const write = can('buckets:write');
   const info = h('div', {});
   const checkOut = h('div', { 'aria-live': 'polite' });
@@ -26,18 +36,16 @@ export async function render(ctx) {
   const title = h('div', {});
 
   function draw() {
-    mount(title, h('a', { href: '#/buckets', class: 'crumb' }, '← Buckets'), pageHeader(b.name, `${b.endpoint} · ${b.bucket}`, write ? editBtn : null, write ? deleteBtn : null));
+    mount(title, h('a', { href: '#/buckets', class: 'crumb' }, '← Buckets'), pageHeader(b.name, originText(b), write ? editBtn : null, write ? deleteBtn : null));
     mount(info, facts([
-      ['Endpoint', h('code', {}, b.endpoint)], ['Bucket', b.bucket], ['Region', b.region],
-      ['Addressing', b.path_style ? 'path style' : 'virtual-hosted'], ['Access key', h('code', {}, b.access_key)],
-      ['Secret key', secretBadge(b)],
+      ...settingsFacts(b),
       ['Last check', h('span', {}, checkBadge(b.last_check), b.last_check ? ` ${ago(b.last_check.at)}` : '')],
       ['Created', when(b.created_at)], ['Updated', when(b.updated_at)],
     ]));
   }
 
   const editBtn = button('Edit', { kind: 'secondary', onclick: () => {
-    dialogForm({ title: `Edit ${b.name}`, submitLabel: 'Save', wide: true }, bucketFields(b), async (v, close) => {
+    dialogForm({ title: `Edit ${b.name}`, submitLabel: 'Save', wide: true }, bucketFields(b, roots), async (v, close) => {
       const body = bucketBody(v, b);
       if (Object.keys(body).length) b = await put(`/api/buckets/${enc(b.id)}`, body, { revision: b.revision });
       close();
@@ -47,7 +55,7 @@ export async function render(ctx) {
   } });
 
   const deleteBtn = button('Delete', { kind: 'danger-soft', onclick: async () => {
-    if (!await confirm({ title: `Delete ${b.name}?`, message: 'The bucket definition and its credentials are removed from this node. Objects in the bucket are not touched.' })) return;
+    if (!await confirm({ title: `Delete ${b.name}?`, message: b.type === 'folder' ? 'The bucket definition is removed from this node. The folder and its files are not touched.' : 'The bucket definition and its credentials are removed from this node. Objects in the bucket are not touched.' })) return;
     try {
       await del(`/api/buckets/${enc(b.id)}`, { revision: b.revision });
       toast(`Bucket ${b.name} deleted`);
@@ -75,11 +83,11 @@ export async function render(ctx) {
     const r = await post('/api/buckets/test', { id: b.id, key: v.key });
     if (!r.ok) {
       mount(testOut, resultBanner(false, r.error ? r.error.message : 'The object could not be fetched.'),
-        r.error ? facts([['Code', r.error.code], ['Status', r.error.status], ['S3 code', r.error.s3_code]]) : null);
+        r.error ? facts([['Code', r.error.code], ['Status', r.error.status], ...(r.error.s3_code ? [['S3 code', r.error.s3_code]] : [])]) : null);
       return;
     }
     mount(testOut, resultBanner(true, `Found: ${bytes(r.size)}, ${r.content_type || 'no content type'}`),
-      facts([['Status', r.status], ['ETag', h('code', {}, r.etag || '—')], ['Last modified', r.last_modified], ['Time', `${r.milliseconds} ms`]]),
+      facts([['Status', r.status], ['ETag', h('code', {}, r.etag || '—')], ['Last modified', r.last_modified], ['Time', `${r.ms} ms`]]),
       h('h3', { class: 'muted small' }, 'First bytes'), preview(r.first_bytes));
   });
 
@@ -87,6 +95,6 @@ export async function render(ctx) {
   mount(ctx.main, title,
     h('div', { class: 'grid-2' },
       card('Settings', {}, info),
-      card('Connection check', { description: 'Resolve, connect, authenticate and list, in order.', actions: checkBtn }, checkOut)),
+      card('Connection check', { description: b.type === 'folder' ? 'Resolve (inside the folder roots), open and list, in order.' : 'Resolve, connect, authenticate and list, in order.', actions: checkBtn }, checkOut)),
     write ? card('Test an object', { description: 'Reads the object\'s metadata and first 64 bytes.' }, testForm, testOut) : null);
 }

@@ -1,5 +1,6 @@
-// Buckets: S3-compatible origins. The list, and adding one (optionally
-// checked before it is saved). Secrets are write-only: shown as "set".
+// Buckets: S3-compatible origins and folders on the node. The list, and adding
+// one of either type (optionally checked before it is saved). Secrets are
+// write-only: shown as "set".
 
 import { get, post, enc } from '../api.js';
 import { h, mount } from '../dom.js';
@@ -12,7 +13,7 @@ import { pageHeader, card, table, badge, steps, resultBanner, rowFilter } from '
 
 /** The answer of POST /api/buckets/check: the outcome and each step. */
 export function checkView(r) {
-  return [resultBanner(r.ok, r.ok ? 'The bucket answers with these credentials.' : 'The check failed.'), steps(r.steps, 'Check steps')];
+  return [resultBanner(r.ok, r.ok ? 'Every step passed: content can be read from here.' : 'The check failed.'), steps(r.steps, 'Check steps')];
 }
 
 export function secretBadge(b) {
@@ -24,34 +25,72 @@ export function checkBadge(last) {
   return last.ok ? badge('ok', 'ok') : badge(`failed: ${last.failed_step}`, 'bad');
 }
 
-/** The bucket fields; b is the stored bucket when editing. */
-export function bucketFields(b) {
+const TYPES = [['s3', 'S3-compatible bucket'], ['folder', 'Folder on this node']];
+
+function s3Controls(b) {
   const ps = b ? String(b.path_style) : '';
-  return h('div', { class: 'form-grid' },
-    field({ label: 'Name', name: 'name', value: b && b.name, required: true, hint: 'How the panel and rules call it.' }),
+  return [
     field({ label: 'Endpoint', name: 'endpoint', value: b && b.endpoint, required: true, type: 'url', placeholder: 'https://s3.eu-central-1.amazonaws.com', hint: 'http(s)://host[:port], no path.' }),
     field({ label: 'Bucket', name: 'bucket', value: b && b.bucket, required: true, autocapitalize: 'none', spellcheck: 'false' }),
     field({ label: 'Region', name: 'region', value: b ? b.region : 'us-east-1', required: true, hint: 'R2 uses auto.' }),
     field({ label: 'Access key', name: 'access_key', value: b && b.access_key, required: true, autocomplete: 'off', spellcheck: 'false' }),
     field({ label: 'Secret key', name: 'secret_key', type: 'password', autocomplete: 'new-password', required: !b,
       placeholder: b && b.secret_key_set ? 'set (leave empty to keep it)' : '', hint: b && b.secret_key_set ? 'Stored and never shown. Type a new one to replace it.' : 'Write-only: never shown again.' }),
-    field({ label: 'Addressing', name: 'path_style', value: ps, cls: 'wide', options: [['', 'Automatic (path style for IP addresses and localhost)'], ['true', 'Path style: endpoint/bucket/key'], ['false', 'Virtual-hosted: bucket.endpoint/key']] }));
+    field({ label: 'Addressing', name: 'path_style', value: ps, cls: 'wide', options: [['', 'Automatic (path style for IP addresses and localhost)'], ['true', 'Path style: endpoint/bucket/key'], ['false', 'Virtual-hosted: bucket.endpoint/key']] }),
+  ];
 }
 
-/** The body for POST/PUT from the form values; an empty secret is left out. */
+function folderControls(b, roots) {
+  const where = roots.length ? `Inside ${roots.join(' or ')}.` : 'This node has no folder roots: folder buckets are turned off.';
+  return [field({ label: 'Folder', name: 'path', value: b && b.path, required: true, cls: 'wide', autocapitalize: 'none', spellcheck: 'false',
+    placeholder: roots.length ? `${roots[0]}/www` : '', hint: `The absolute path of the folder whose files are served. ${where}` })];
+}
+
+/** The bucket fields; b is the stored bucket when editing (its type is fixed), roots the node's folder roots. */
+export function bucketFields(b, roots = []) {
+  const name = field({ label: 'Name', name: 'name', value: b && b.name, required: true, hint: 'How the panel and rules call it.' });
+  if (b) return h('div', { class: 'form-grid' }, name, ...(b.type === 'folder' ? folderControls(b, roots) : s3Controls(b)));
+  const groups = { s3: s3Controls(null), folder: folderControls(null, roots) };
+  const type = field({ label: 'Type', name: 'type', value: 's3', options: TYPES, hint: 'Where the files come from.' });
+  const show = (kind) => {
+    for (const [k, fields] of Object.entries(groups)) {
+      for (const f of fields) {
+        f.hidden = k !== kind;
+        f.querySelectorAll('input, select').forEach((c) => { c.disabled = k !== kind; });
+      }
+    }
+  };
+  type.querySelector('select').addEventListener('change', (e) => show(e.target.value));
+  show('s3');
+  return h('div', { class: 'form-grid' }, name, type, ...groups.s3, ...groups.folder);
+}
+
+/** The body for POST/PUT from the form values (only the fields of the bucket's type); an empty secret is left out. */
 export function bucketBody(v, b) {
   const body = {};
-  for (const k of ['name', 'endpoint', 'bucket', 'region', 'access_key']) if (!b || v[k] !== b[k]) body[k] = v[k].trim();
+  const kind = b ? b.type : v.type;
+  if (!b || v.name !== b.name) body.name = v.name.trim();
+  if (kind === 'folder') {
+    if (!b) body.type = 'folder';
+    if (!b || v.path !== b.path) body.path = v.path.trim();
+    return body;
+  }
+  for (const k of ['endpoint', 'bucket', 'region', 'access_key']) if (!b || v[k] !== b[k]) body[k] = v[k].trim();
   if (v.secret_key) body.secret_key = v.secret_key;
   if (v.path_style !== '' && (!b || String(b.path_style) !== v.path_style)) body.path_style = v.path_style === 'true';
   return body;
 }
 
-function addDialog(ctx) {
+/** Where a bucket's files come from, for lists and headers. */
+export function originText(b) {
+  return b.type === 'folder' ? b.path : `${b.endpoint} · ${b.bucket}`;
+}
+
+function addDialog(ctx, roots) {
   const out = h('div', { 'aria-live': 'polite' });
   const checkBtn = button('Check first', { kind: 'secondary' });
   const f = dialogForm({ title: 'Add a bucket', submitLabel: 'Add bucket', wide: true, extraButtons: [checkBtn],
-    description: 'Any S3-compatible storage: AWS S3, MinIO, SeaweedFS, R2, B2…' }, [bucketFields(null), out], async (v, close) => {
+    description: 'Any S3-compatible storage (AWS S3, MinIO, SeaweedFS, R2, B2…), or a folder on this node.' }, [bucketFields(null, roots), out], async (v, close) => {
     const b = await post('/api/buckets', bucketBody(v, null));
     close();
     toast(`Bucket ${b.name} added`);
@@ -66,14 +105,16 @@ function addDialog(ctx) {
 }
 
 export async function render(ctx) {
-  const { buckets } = await get('/api/buckets');
-  const add = can('buckets:write') ? button('Add bucket', { onclick: () => addDialog(ctx) }) : null;
+  const { buckets, folder_roots: roots } = await get('/api/buckets');
+  const add = can('buckets:write') ? button('Add bucket', { onclick: () => addDialog(ctx, roots || []) }) : null;
   const list = table([
       { label: 'Name', cell: (b) => h('a', { href: `#/buckets/${enc(b.id)}`, class: 'cell-main' }, b.name) },
-      { label: 'Endpoint', cell: (b) => h('div', {}, h('code', {}, b.endpoint), h('p', { class: 'cell-sub' }, `${b.bucket} · ${b.region}`)) },
-      { label: 'Secret key', cell: secretBadge },
+      { label: 'Origin', cell: (b) => (b.type === 'folder'
+        ? h('div', {}, h('code', { class: 'wrap' }, b.path), h('p', { class: 'cell-sub' }, 'folder on this node'))
+        : h('div', {}, h('code', {}, b.endpoint), h('p', { class: 'cell-sub' }, `${b.bucket} · ${b.region}`))) },
+      { label: 'Secret key', cell: (b) => (b.type === 'folder' ? badge('not needed', 'neutral') : secretBadge(b)) },
       { label: 'Last check', cell: (b) => h('div', {}, checkBadge(b.last_check), b.last_check ? h('p', { class: 'cell-sub' }, ago(b.last_check.at)) : null) },
-    ], buckets, { empty: add ? 'No buckets yet. Connect the storage your content lives in.' : 'No buckets yet.', caption: 'Buckets' });
-  mount(ctx.main, pageHeader('Buckets', 'The S3-compatible origins content is fetched from.', add),
+    ], buckets, { empty: add ? 'No buckets yet. Connect the storage your content lives in, or a folder on this node.' : 'No buckets yet.', caption: 'Buckets' });
+  mount(ctx.main, pageHeader('Buckets', 'The origins content is fetched from: S3-compatible buckets and folders on this node.', add),
     rowFilter('Filter buckets', list), card(null, {}, list));
 }
