@@ -18,6 +18,7 @@ import time
 import pytest
 from PIL import Image
 
+from contentnode import config
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 
 HOST = "files.example.test"
@@ -344,3 +345,23 @@ def test_a_root_that_holds_the_data_dir_never_serves_the_data_dir(tmp_path):
         assert public.get("/state-link").status == 404
     finally:
         node.close()
+
+
+def test_folder_roots_from_the_file_the_environment_and_a_flag(tmp_path):
+    toml = tmp_path / "node.toml"
+    toml.write_text('folder_roots = ["/srv/a", "relative/b"]\n')
+    from_file = config.load(str(toml), {"data_dir": str(tmp_path / "d")}, environ={})
+    assert from_file.folder_roots == ["/srv/a", os.path.abspath("relative/b")]
+    from_env = config.load(None, {"data_dir": str(tmp_path / "d")}, environ={"CONTENTNODE_FOLDER_ROOTS": "/x:/y"})
+    assert from_env.folder_roots == ["/x", "/y"] and from_env.sources["folder_roots"].startswith("environment")
+    from_flag = config.load(str(toml), {"data_dir": str(tmp_path / "d"), "folder_roots": "/z"}, environ={})
+    assert from_flag.folder_roots == ["/z"]
+    default = config.load(None, {"data_dir": str(tmp_path / "d")}, environ={})
+    assert default.folder_roots == [str(tmp_path / "d" / "sites")]
+    assert config.load(None, {"data_dir": str(tmp_path / "d")}, environ={"CONTENTNODE_FOLDER_ROOTS": ""}).folder_roots == []
+    toml.write_text("folder_roots = 3\n")
+    with pytest.raises(config.ConfigError, match="folder_roots = 3"):
+        config.load(str(toml), {"data_dir": str(tmp_path / "d")}, environ={})
+    toml.write_text('folder_roots = ["/ok", ""]\n')
+    with pytest.raises(config.ConfigError, match="folder_roots"):
+        config.load(str(toml), {"data_dir": str(tmp_path / "d")}, environ={})

@@ -33,5 +33,5 @@ def add_parser(sub) -> None:
     for option in OPTIONS:
         if option.name in FLAGS:
             p.add_argument("--" + option.name.replace("_", "-"), choices=option.choices,
-                           help=f"{option.help} (default: {option.default})")
+                           help=option.help if option.default is None else f"{option.help} (default: {option.default})")
     p.set_defaults(run=run)
