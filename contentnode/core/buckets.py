@@ -3,9 +3,10 @@
 A bucket has a `type`: "s3" (the default; records written before types
 existed have none and are S3 buckets) or "folder" (core/folders.py: a folder
 inside the start-up value folder_roots). The type is fixed at creation, and
-a field of the other type is refused. For S3, an endpoint is scheme://host[:port] only; a bucket addressed by IP or
-localhost must use path-style requests, because its name cannot go in front
-of an address. Every broken rule raises FieldError naming the field.
+a field of the other type is refused. For S3, an endpoint is
+scheme://host[:port] only; a bucket addressed by IP or localhost must use
+path-style requests, because its name cannot go in front of an address.
+Every broken rule raises FieldError naming the field.
 """
 
 import ipaddress
@@ -72,8 +73,9 @@ def record_fields(body: dict, partial: bool, roots: folders.FolderRoots | None =
     elif body.get("type", of_kind) != of_kind:
         raise FieldError(f"a bucket's type cannot change (this one is {of_kind}); add a new bucket", "type")
     own = FOLDER_FIELDS if of_kind == "folder" else S3_FIELDS
-    for name in sorted((set(body) & (S3_FIELDS | FOLDER_FIELDS)) - own):
-        raise FieldError(f"{name} is not a field of {of_kind} buckets", name)
+    foreign = sorted((set(body) & (S3_FIELDS | FOLDER_FIELDS)) - own)
+    if foreign:
+        raise FieldError(f"{foreign[0]} is not a field of {of_kind} buckets", foreign[0])
     required = not partial
     out = {} if partial else {"type": of_kind}
     if "name" in body or required:
@@ -118,8 +120,6 @@ def _is_address(host: str) -> bool:
         return True
     except ValueError:
         return False
-
-
 
 
 def origin_for(record: dict, roots: folders.FolderRoots, outbound: netguard.OutboundPolicy, clock,
