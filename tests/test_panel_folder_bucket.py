@@ -71,6 +71,14 @@ def test_add_check_and_test_a_folder_bucket(browser, node):  # noqa: F811
     assert re.fullmatch(r"\d+(\.\d+)? ms", time_shown), time_shown    # was "undefined ms"
     check_page(page, "bucket-folder")
 
+    # Edit: the folder's own fields, no S3 ones; a rename is saved
+    page.get_by_role("button", name="Edit").click()
+    dialog = page.get_by_role("dialog")
+    assert labelled(dialog, "Folder").input_value() == folder and dialog.get_by_label("Endpoint").count() == 0
+    labelled(dialog, "Name").fill("www-site")
+    dialog.get_by_role("button", name="Save").click()
+    page.get_by_role("heading", level=1, name="www-site").wait_for()
+
     bucket = api.get("/api/buckets").json["buckets"][0]
     assert bucket["type"] == "folder" and bucket["path"] == folder and bucket["last_check"]["ok"] is True
     assert api.post("/api/rules", {"domain": "localhost", "path": "/", "bucket": bucket["id"]}).status == 201
