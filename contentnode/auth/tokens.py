@@ -122,15 +122,6 @@ def session_scopes(token: dict, owner: dict) -> set:
     return set(token.get("scopes") or ()) & set(user_scopes(owner))
 
 
-# A token session cannot reach these (DESIGN §8); encrypted backups and restores
-# are refused to it by the backup module's administrator check (its role is "custom").
-_BARRED = ("/api/me/tokens", "/api/me/password", "/api/me/2fa")
-
-
-def token_forbidden(pattern: str) -> bool:
-    return any(pattern == p or pattern.startswith(p + "/") for p in _BARRED)
-
-
 def validate_records(tokens, user_ids) -> None:
     """Used by restore: every record well formed (what sessions and listings read) and owned by a restored user."""
     if not isinstance(tokens, dict):
