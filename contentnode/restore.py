@@ -248,8 +248,9 @@ def _revisions(doc):
                 _require(revisions.valid(record["revision"]),
                          f"{name} {key!r}: revision must be a whole number from 1 up")
     for name, value in (doc.get("revisions") or {}).items():
-        _require(name in REVISIONED.whole and revisions.valid(value),
-                 f"revisions.{name} must be the whole-number revision of settings, policy or notifications")
+        _require((name in REVISIONED.whole or name == revisions.COUNTER) and revisions.valid(value),
+                 f"revisions.{name} must be the whole-number revision of settings, policy or notifications, "
+                 f"or the node's {revisions.COUNTER}")
 
 
 def check_records(doc: dict) -> None:
