@@ -204,9 +204,9 @@ class AdminDispatcher:
                 raise ApiError(403, "two_factor_enrollment_required",
                                "two-factor authentication must be set up before using this endpoint")
             if req.api_token is not None and not route.token_session:
-                raise ApiError(403, "forbidden", "a session opened with an API token cannot do this: it touches "
-                                                 "sessions, passwords, second factors or tokens, or makes or "
-                                                 "changes an account; log in with a password")
+                raise ApiError(403, "forbidden", "a session opened with an API token cannot reach this endpoint: "
+                                                 "accounts, credentials, sessions and the security policy are "
+                                                 "changed by a person logged in with a password")
             if route.access != LOGIN and not self.app.scopes.allows(req.user, route.access):
                 raise ApiError(403, "forbidden", f"this needs the {route.access} scope")
         _check_query(req)
