@@ -8,6 +8,7 @@ the system python3 before the venv exists (`--install`) and inside it.
     python3 tests/peers/check.py --install-venv   # root: python3-venv when python3 lacks it
     python3 tests/peers/check.py --install        # root: that and the Debian peers
     python3 tests/peers/check.py --install --optional   # and promtool (CI)
+    python3 tests/peers/check.py --install-boot   # root: what `make boot-check` needs
     .venv/bin/python tests/peers/check.py         # every peer there? one line per missing one
 """
 
@@ -27,6 +28,13 @@ DEBIAN_PEERS = {
 # the test that needs it says so when it is missing (it fails there under CI=true).
 DEBIAN_OPTIONAL = {
     "prometheus": ("/usr/bin/promtool",),
+}
+# `make boot-check` (tests/boot_check.py): a Debian root made with mmdebstrap, booted with
+# systemd-nspawn, entered with nsenter (util-linux, always there on Debian).
+DEBIAN_BOOT = {
+    "mmdebstrap": ("/usr/bin/mmdebstrap",),
+    "systemd-container": ("/usr/bin/systemd-nspawn",),
+    "util-linux": ("/usr/bin/nsenter",),
 }
 PYPI_MODULES = {"aiosmtpd": "aiosmtpd", "playwright": "playwright", "xdist": "pytest-xdist"}
 
@@ -88,6 +96,8 @@ def install_debian(packages: list) -> int:
 
 
 def main(argv) -> int:
+    if "--install-boot" in argv:
+        return install_debian(missing_debian(DEBIAN_BOOT | DEBIAN_PEERS))
     if "--install" in argv or "--install-venv" in argv:
         wanted = ["python3-venv"] if needs_python_venv() else []
         if "--install" in argv:
