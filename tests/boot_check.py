@@ -32,7 +32,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tests.peers.check import DEBIAN_BOOT, missing_debian, weed_path  # noqa: E402
+from tests.peers.check import CHALLTESTSRV, DEBIAN_BOOT, DEBIAN_PEERS, PEBBLE, missing_debian, weed_path  # noqa: E402
 
 # The last commit of main before the unit was booted for real: state it wrote must load.
 UPGRADE_FROM = "ae929b2"
@@ -230,8 +230,20 @@ def wait_for(box: Container, what: str, check, timeout: float = 40) -> dict:
     return state
 
 
-def journal(box: Container) -> str:
-    return box.run("journalctl", "-u", "contentnode", "--no-pager", "-o", "cat").stdout
+def journal(box: Container, since: str | None = None) -> str:
+    """The unit's journal (from `since`, a time inside); `-o cat`: the messages alone."""
+    return box.run("journalctl", "-u", "contentnode", "--no-pager", "-o", "cat",
+                   *([f"--since=@{since}"] if since else [])).stdout
+
+
+def journal_shows(box: Container, check, since: str | None = None, timeout: float = 15) -> str:
+    """journald reads the daemon's stderr on its own time: poll until `check(text)` holds."""
+    deadline = time.monotonic() + timeout
+    text = journal(box, since)
+    while not check(text) and time.monotonic() < deadline:
+        time.sleep(0.3)
+        text = journal(box, since)
+    return text
 
 
 def set_config(box: Container, text: str) -> None:
@@ -289,10 +301,11 @@ def two_cpus(box: Container, timings: dict) -> None:
         assert cpus == "0-1", f"the daemon may run on CPUs {cpus}"
         log(f"dynamic uid {uid}, state dir {mode_owner}, CPUs {cpus}, 2 public workers")
         probe("exercise", **made)
-        text = journal(box)
-        assert "the OS refused" not in text, "a call was refused under the shipped unit:\n" + text[-3000:]
-        for line in ("admin API on", "public port on"):
+        startup = ("contentnode 0.", "admin API on", "public port on", "served by 2 worker processes")
+        text = journal_shows(box, lambda text: all(line in text for line in startup))
+        for line in startup:
             assert line in text, f"journal lacks {line!r}:\n{text[-3000:]}"
+        assert "the OS refused" not in text, "a call was refused under the shipped unit:\n" + text[-3000:]
 
         box.run("systemctl", "restart", "contentnode")
         wait_for(box, "restart", lambda s: s.get("SubState") == "running")
@@ -305,6 +318,7 @@ def two_cpus(box: Container, timings: dict) -> None:
         assert int(after["NRestarts"]) == int(before["NRestarts"]) + 1, (before, after)
         probe("data_intact", **made)
 
+        acme(box, probe)
         denied_call(box, probe, made)
         config_error(box)
         newer_state(box)
@@ -316,19 +330,38 @@ def two_cpus(box: Container, timings: dict) -> None:
         probe.close()
 
 
+def drop_in(box: Container, text: str | None) -> None:
+    """The unit's one drop-in (None: removed), then daemon-reload."""
+    folder = "/etc/systemd/system/contentnode.service.d"
+    if text is None:
+        box.run("rm", "-rf", folder)
+    else:
+        box.run("mkdir", "-p", folder)
+        box.run("tee", f"{folder}/boot-check.conf", input_text="[Service]\n" + text)
+    box.run("systemctl", "daemon-reload")
+
+
+def acme(box: Container, probe: Probe) -> None:
+    """ACME against pebble inside: the daemon trusts pebble's listener and resolves through its DNS."""
+    peer = probe("acme_prepare")
+    drop_in(box, f"Environment=SSL_CERT_FILE={peer['ca_file']} CONTENTNODE_DNS_RESOLVER={peer['dns']}\n")
+    start(box)
+    probe("acme_issue")
+    drop_in(box, None)
+
+
 def denied_call(box: Container, probe: Probe, made: dict) -> None:
     """The filter denies sched_setaffinity (a drop-in): logged once per process, node serves."""
-    box.sh("mkdir -p /etc/systemd/system/contentnode.service.d && printf '[Service]\\n"
-           "SystemCallFilter=~sched_setaffinity\\n' > /etc/systemd/system/contentnode.service.d/deny.conf "
-           "&& systemctl daemon-reload")
-    box.run("journalctl", "--rotate", "--vacuum-time=1s", check=False)
+    drop_in(box, "SystemCallFilter=~sched_setaffinity\n")
+    since = box.run("date", "+%s").stdout.strip()
     state = start(box)
     probe("exercise", **made)
-    text = journal(box)
-    refused = [line for line in text.splitlines() if "the OS refused sched_setaffinity (EPERM)" in line]
-    assert len(refused) == 2, f"expected one line per public worker (2), got {len(refused)}:\n{text[-3000:]}"
+    line = "the OS refused sched_setaffinity (EPERM)"
+    text = journal_shows(box, lambda text: text.count(line) >= 2, since)
+    refused = text.count(line)
+    assert refused == 2, f"expected one line per public worker (2), got {refused}:\n{text[-3000:]}"
     assert unit_state(box)["MainPID"] == state["MainPID"], "the daemon restarted under the denied call"
-    box.sh("rm -r /etc/systemd/system/contentnode.service.d && systemctl daemon-reload")
+    drop_in(box, None)
     log("denied sched_setaffinity: one warning line per public worker, the node served on")
 
 
@@ -342,7 +375,7 @@ def config_error(box: Container) -> None:
     state = unit_state(box)
     assert state["ActiveState"] == "failed" and state["ExecMainStatus"] == "2", state
     assert state["NRestarts"] == "0" or state["NRestarts"] == before["NRestarts"], state
-    assert "admin_port" in journal(box)[-2000:]
+    assert "admin_port" in journal_shows(box, lambda text: "admin_port" in text[-2000:])[-2000:]
     log("configuration error: exit 2, not restarted")
 
 
@@ -361,8 +394,8 @@ with open({path!r}, "w") as f: json.dump(state, f)
     state = wait_for(box, "newer state", lambda s: s.get("ActiveState") == "failed")
     assert state["ExecMainStatus"] == "2", state
     assert box.run("sha256sum", path).stdout == before, "the newer state file was rewritten"
-    text = journal(box)[-2000:]
-    assert "newer" in text, text
+    text = journal_shows(box, lambda text: "written by a newer contentnode" in text[-2000:])[-2000:]
+    assert "written by a newer contentnode" in text, text
     box.run("python3", "-c", f"""
 import json
 with open({path!r}) as f: state = json.load(f)
@@ -385,7 +418,7 @@ def one_cpu(box: Container, timings: dict) -> None:
         probe("exercise", **made)
     finally:
         probe.close()
-    text = journal(box)
+    text = journal_shows(box, lambda text: "public port on" in text)
     assert "public port on" in text and "the OS refused" not in text, text[-3000:]
     pid = unit_state(box)["MainPID"]
     cpus = box.sh(f"awk '/^Cpus_allowed_list:/ {{print $2}}' /proc/{pid}/status").stdout.strip()
@@ -399,7 +432,7 @@ def booted(root: str, wheels: str, cpus: str | None):
     with tempfile.TemporaryDirectory(prefix="boot-check-") as work:
         checkout_copy(os.path.join(work, "src-new"), None)
         checkout_copy(os.path.join(work, "src-old"), UPGRADE_FROM)
-        binds = {wheels: "/wheelhouse", weed_path(): "/usr/local/bin/weed",
+        binds = {wheels: "/wheelhouse", weed_path(): "/usr/local/bin/weed", PEBBLE: PEBBLE, CHALLTESTSRV: CHALLTESTSRV,
                  os.path.join(work, "src-new"): "/root/src-new-ro", os.path.join(work, "src-old"): "/root/src-old-ro"}
         box = Container(root, work, binds, cpus)
         try:
@@ -417,7 +450,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("boot-check boots a container: run it as root", file=sys.stderr)
         return 1
-    missing = missing_debian(DEBIAN_BOOT)
+    missing = missing_debian(DEBIAN_BOOT | DEBIAN_PEERS)
     if missing:
         print(f"boot-check needs Debian packages: apt-get install -y {' '.join(missing)}", file=sys.stderr)
         return 1

@@ -18,11 +18,14 @@ import traceback
 
 from tests import certgen
 from tests.peers import seaweed as seaweed_peer
+from tests.peers.pebble import Pebble
 
 ADMIN = ("admin", "boot check admin passphrase")
 USER = ("carol", "carols long boot passphrase")
 HOST = "cdn.boot.test"
 ADMIN_PORT, PUBLIC_PORT, HTTPS_PORT = 9090, 80, 443
+# Outside /root, which the unit hides (ProtectHome=yes): the daemon reads pebble's CA file.
+PEBBLE_DIR = "/srv/boot-pebble"
 BIG = 3 * 1024 * 1024 + 17   # sent with sendfile from the cache entry (past the in-memory size)
 
 
@@ -111,6 +114,7 @@ def cached_twice(path: str, expected: bytes) -> str:
 class Steps:
     def __init__(self):
         self.s3 = None
+        self.pebble = None
         self.runs = 0
 
     def start_origin(self, _args):
@@ -174,10 +178,34 @@ class Steps:
         return {"said": f"verification page, big.bin by sendfile ({big_sum}), image 60x40, HTTPS on 443"}
 
 
+    def acme_prepare(self, _args):
+        """Pebble's DNS (every name is 127.0.0.1) and listener CA, for the unit's environment."""
+        os.makedirs(PEBBLE_DIR, mode=0o755, exist_ok=True)
+        self.pebble = Pebble(PEBBLE_DIR)
+        os.chmod(self.pebble.ca_file, 0o644)
+        return {"ca_file": self.pebble.ca_file, "dns": self.pebble.dns.dns_address, "said": "pebble DNS up"}
+
+    def acme_issue(self, _args):
+        """HTTP-01 through the public workers on port 80, the certificate then served on 443."""
+        wait_healthy()
+        self.pebble.start(PUBLIC_PORT)
+        admin = login(*ADMIN)
+        admin.expect(200, "PUT", "/api/settings", {"acme_directory": self.pebble.directory_url,
+                                                   "acme_email": "ops@boot.test"})
+        issued = admin.expect(200, "POST", "/api/certs/issue", {"host": HOST})
+        assert issued["source"] == "acme" and "Pebble" in issued["issuer"], issued
+        tls = ssl.create_default_context(cadata=self.pebble.issuing_root_pem())
+        status, _, body = public("/hello.txt", HTTPS_PORT, tls)
+        assert status == 200 and body == b"hello from the booted unit\n", status
+        self.pebble.stop()
+        return {"said": f"issued by {issued['issuer']}, served on 443"}
+
+
 def main() -> int:
     steps = Steps()
     handlers = {"origin": steps.start_origin, "make_data": steps.make_data,
-                "data_intact": steps.data_intact, "exercise": steps.exercise}
+                "data_intact": steps.data_intact, "exercise": steps.exercise,
+                "acme_prepare": steps.acme_prepare, "acme_issue": steps.acme_issue}
     for line in sys.stdin:
         request = json.loads(line)
         try:
