@@ -14,6 +14,7 @@ holds, and `open` for a file mode; those are the caller's ordinary errors.
 
 import errno
 import logging
+import os
 import threading
 
 log = logging.getLogger("contentnode")
@@ -36,7 +37,7 @@ def note_refused(call: str, code: int | None, without: str) -> None:
             return
         _refused.add(call)
     reason = errno.errorcode.get(code or 0, str(code))
-    log.warning("the OS refused %s (%s): %s", call, reason, without)
+    log.warning("the OS refused %s (%s) in process %d: %s", call, reason, os.getpid(), without)
 
 
 def was_refused(call: str) -> bool:

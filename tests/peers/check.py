@@ -22,6 +22,8 @@ DEBIAN_PEERS = {
     "pebble": ("/usr/bin/pebble", "/usr/bin/pebble-challtestsrv"),
     "chromium": ("/usr/bin/chromium",),
     "systemd": ("/usr/bin/systemd-analyze",),
+    # libseccomp for Debian's python3: tests/peers/seccomp_exec.py (refused system calls)
+    "python3-seccomp": ("/usr/lib/python3/dist-packages/seccomp.cpython-311-x86_64-linux-gnu.so",),
 }
 # promtool comes only with the whole Prometheus server, which Debian starts at install
 # (on port 9090, the admin API's default): CI installs it, `make test` does not, and
@@ -42,6 +44,7 @@ PEBBLE = DEBIAN_PEERS["pebble"][0]
 CHALLTESTSRV = DEBIAN_PEERS["pebble"][1]
 CHROMIUM = DEBIAN_PEERS["chromium"][0]
 SYSTEMD_ANALYZE = DEBIAN_PEERS["systemd"][0]
+SYSTEM_PYTHON = "/usr/bin/python3"   # Debian's, the one python3-seccomp is built for
 PROMTOOL = DEBIAN_OPTIONAL["prometheus"][0]
 
 
@@ -51,7 +54,7 @@ def weed_path(python: str = sys.executable) -> str:
 
 
 def _present(path: str) -> bool:
-    return os.access(path, os.X_OK)
+    return os.access(path, os.R_OK if path.endswith(".so") else os.X_OK)
 
 
 def missing_debian(packages: dict) -> list:
