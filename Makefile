@@ -58,8 +58,10 @@ bench: $(VENV)/.test-installed
 # A venv an older install made from such an interpreter is made again.
 INSTALL_PYTHON ?= /usr/bin/python3
 install:
-	@real=$$(readlink -f $(INSTALL_PYTHON)); case "$$real" in ""|/root/*|/home/*|/run/user/*) \
-	  echo "make install: $(INSTALL_PYTHON) ($${real:-missing}) is not a system interpreter the unit can run" \
+	@real=$$(readlink -f $(INSTALL_PYTHON)); if [ ! -x "$$real" ]; then \
+	  echo "make install: $(INSTALL_PYTHON) is missing: apt-get install -y python3 python3-venv" >&2; exit 1; fi; \
+	case "$$real" in /root/*|/home/*|/run/user/*) \
+	  echo "make install: $(INSTALL_PYTHON) ($$real) is not a system interpreter the unit can run" \
 	       "(ProtectHome=yes hides home folders); install Debian's python3 or pass INSTALL_PYTHON=/usr/bin/python3.11" >&2; \
 	  exit 1;; esac
 	$(INSTALL_PYTHON) tests/peers/check.py --install-venv
