@@ -17,7 +17,7 @@ import time
 from functools import lru_cache
 from typing import TextIO
 
-from contentnode import __version__, api
+from contentnode import __version__, api, oscalls
 from contentnode.api import certs as certs_api
 from contentnode.api import delivery as delivery_api
 from contentnode.api import notifications as notifications_api
@@ -237,8 +237,9 @@ class App:
         return server
 
     def _accept(self, server: Server, cpu: int | None) -> None:
-        if cpu is not None:
-            os.sched_setaffinity(0, {cpu})  # this thread only; its connection threads inherit it
+        if cpu is not None:  # this thread only; its connection threads inherit it
+            oscalls.attempt("sched_setaffinity", "the public port's threads run on any CPU",
+                            os.sched_setaffinity, 0, {cpu})
         server.serve_forever(poll_interval=self.accept_poll_seconds)
 
     def public_cpu(self) -> int | None:
@@ -253,7 +254,8 @@ class App:
         """
         if self.config.public_cpu_affinity == "off" or not hasattr(os, "sched_getaffinity"):
             return None  # off, or a system without CPU sets (not Linux)
-        allowed = sorted(os.sched_getaffinity(0))
+        allowed = sorted(oscalls.attempt("sched_getaffinity", "the public port's threads run on any CPU",
+                                         os.sched_getaffinity, 0) or ())
         if len(allowed) < 2:
             return None
         return allowed[(self.worker_slot or 0) % len(allowed)]

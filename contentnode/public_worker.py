@@ -8,6 +8,7 @@ SIGTERM or until the daemon is gone.
 """
 
 import ctypes
+import errno
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import socket
 import sys
 import threading
 
+from contentnode import oscalls
 from contentnode.app import build_app
 from contentnode.clock import Clock
 from contentnode.config import Config
@@ -75,11 +77,13 @@ def _send_counts(app, counts) -> None:
 
 def _die_with_daemon(daemon_pid: int) -> None:
     """SIGTERM when the daemon dies, even by kill -9 (we would serve stale state)."""
+    without = f"a public worker stops within {STATE_POLL_SECONDS:.2f} s of the daemon instead"
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        log.warning("prctl unavailable: public worker %d stops within %.2f s of the daemon instead",
-                    os.getpid(), STATE_POLL_SECONDS)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
+            oscalls.note_refused("prctl(PR_SET_PDEATHSIG)", ctypes.get_errno(), without)
+    except (OSError, AttributeError):  # no libc to load, or no prctl in it (not Linux)
+        oscalls.note_refused("prctl(PR_SET_PDEATHSIG)", errno.ENOSYS, without)
     if os.getppid() != daemon_pid:  # gone before prctl took effect
         os.kill(os.getpid(), signal.SIGTERM)
 

@@ -57,12 +57,11 @@ class Node:
     """One daemon process with its own data dir; ports are chosen by the OS (port 0).
 
     `env` is added to this process's environment; password hashes cost LEAST_HASH_COST
-    unless `env` sets the cost (DEFAULT_HASH_COST: the node's own defaults). `wrapper`
-    is a command line the daemon is started under.
+    unless `env` sets the cost (DEFAULT_HASH_COST: the node's own defaults). `launcher`
+    runs the daemon (e.g. under a seccomp filter).
     """
 
-    def __init__(self, workdir: str, env: dict | None = None, args=(), wrapper=()):
-        self.wrapper = list(wrapper)  # a command the daemon runs under (e.g. setpriv dropping capabilities)
+    def __init__(self, workdir: str, env: dict | None = None, args=(), launcher=()):
         self.workdir = workdir
         self.data_dir = os.path.join(workdir, "data")
         self.clock_file = os.path.join(workdir, "clock")
@@ -70,6 +69,7 @@ class Node:
         self.log_path = os.path.join(workdir, "daemon.log")
         self.extra_env = {**LEAST_HASH_COST, **(env or {})}
         self.args = list(args)
+        self.launcher = list(launcher)   # argv put before the daemon's: a seccomp filter (tests/peers/seccomp_exec.py), setpriv
         self.proc = None
         self.admin_port = self.public_port = None
         with open(self.clock_file, "w") as f:
@@ -81,7 +81,7 @@ class Node:
         env = dict(os.environ, PYTHONPATH=ROOT, CONTENTNODE_TEST_CLOCK_FILE=self.clock_file,
                    CONTENTNODE_READY_FILE=self.ready_file)
         env.update(self.extra_env)
-        cmd = [*self.wrapper, sys.executable, "-m", "contentnode", "serve", "--data-dir", self.data_dir,
+        cmd = [*self.launcher, sys.executable, "-m", "contentnode", "serve", "--data-dir", self.data_dir,
                "--admin-port", "0", "--public-port", "0", "--public-bind", "127.0.0.1", *self.args]
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.workdir)

@@ -39,7 +39,7 @@ class FolderSite:
         os.makedirs(self.outside)
         self.write_outside("secret.txt", b"TOP SECRET outside the folder\n")
         env = {"CONTENTNODE_FOLDER_ROOTS": os.pathsep.join(self.roots)}
-        self.node = Node(workdir, env=env, wrapper=ROOT_WRAPPER).start()
+        self.node = Node(workdir, env=env, launcher=ROOT_WRAPPER).start()
         self.admin = self.node.client()
         assert self.admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
         assert self.admin.post("/api/domains", {"host": HOST}).status == 201

@@ -30,6 +30,7 @@ import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from contentnode import oscalls
 from contentnode.http.errors import ApiError
 from contentnode.http.response import FileBody, Response, StreamBody, json_response
 
@@ -523,22 +524,29 @@ class Server(ThreadingHTTPServer):
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def _send_file(self, handler, body: FileBody) -> None:
+        """sendfile where the kernel can (plain TCP, not refused), else read and send in chunks."""
         sock, offset, left = handler.connection, body.offset, body.length
-        if isinstance(sock, ssl.SSLSocket):
-            while left > 0:
-                chunk = os.pread(body.fd, min(left, 65536), offset)
-                if not chunk:
-                    break
-                sock.sendall(chunk)
-                offset += len(chunk)
-                left -= len(chunk)
-        else:
-            while left > 0:
-                sent = os.sendfile(sock.fileno(), body.fd, offset, left)
-                if sent == 0:
-                    break
-                offset += sent
-                left -= sent
+        kernel_copy = not isinstance(sock, ssl.SSLSocket) and not oscalls.was_refused("sendfile")
+        if kernel_copy:
+            try:
+                while left > 0:
+                    sent = os.sendfile(sock.fileno(), body.fd, offset, left)
+                    if sent == 0:
+                        break
+                    offset += sent
+                    left -= sent
+            except OSError as exc:
+                if not oscalls.is_refusal(exc):
+                    raise
+                oscalls.note_refused("sendfile", exc.errno, "files are read and sent in chunks")
+                kernel_copy = False
+        while left > 0 and not kernel_copy:
+            chunk = os.pread(body.fd, min(left, 65536), offset)
+            if not chunk:
+                break
+            sock.sendall(chunk)
+            offset += len(chunk)
+            left -= len(chunk)
         if left:
             handler.close_connection = True
 
