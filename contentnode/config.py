@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 
 MAX_PUBLIC_WORKERS = 32
+MAX_DRAIN_SECONDS = 300
 
 
 class ConfigError(Exception):
@@ -112,6 +113,30 @@ def _dns_server(value):
     return text
 
 
+def _access_log(value):
+    text = _text(value).strip()
+    if text in ("on", "off"):
+        return text
+    return os.path.abspath(_path(text))
+
+
+def _whole_or_zero(value):
+    number = _int(value)
+    if number < 0:
+        raise ValueError("must be 0 or more")
+    return number
+
+
+def _drain_seconds(value):
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError("not a number of seconds") from None
+    if not 0 <= number <= MAX_DRAIN_SECONDS:
+        raise ValueError(f"must be between 0 and {MAX_DRAIN_SECONDS} seconds")
+    return number
+
+
 DEFAULT_DATA_DIR = "contentnode-data"  # a name no other program's folder is likely to have
 
 
@@ -140,6 +165,12 @@ OPTIONS = (
     Option("idle_timeout", _seconds, 60.0, "seconds a keep-alive connection may stay idle"),
     Option("log_level", _log_level, "info", "least severe log line written; beats a level stored "
            "through the API", LOG_LEVELS),
+    Option("access_log", _access_log, "on", "access lines: on (stderr, beside the log), off, or a file "
+           "path (created 0600, reopened on SIGHUP); see docs/API.md, Logs"),
+    Option("access_log_rate", _whole_or_zero, 1000, "access lines written a second per process; more are "
+           "counted and reported, not written; 0: no budget"),
+    Option("drain_seconds", _drain_seconds, 5.0, "on SIGTERM, seconds the node keeps serving while the "
+           "public /healthz answers 503 draining, before it closes its listeners"),
     Option("hash_memory_kib", _positive_int, 19456, "argon2id memory per password hash"),
     Option("hash_time_cost", _positive_int, 2, "argon2id iterations"),
     Option("max_concurrent_hashes", _positive_int, 2, "password hashes computed at once"),

@@ -345,6 +345,7 @@ class Server(ThreadingHTTPServer):
         self.idle_timeout = idle_timeout
         self.tls_context = tls_context
         self.closing = False
+        self.draining = False  # the node is going away: every answer closes its connection
         self._slots = threading.BoundedSemaphore(max_connections)
         self._lock = threading.Lock()
         self._handlers: dict[RequestHandler, bool] = {}  # handler -> idle flag
@@ -496,7 +497,7 @@ class Server(ThreadingHTTPServer):
         lines += [header_line(name, value) for name, value in response.headers]
         if not (status in (204, 304) or 100 <= status < 200):
             lines.append(f"Content-Length: {response.length}")
-        if handler.close_connection or self.closing:
+        if handler.close_connection or self.closing or self.draining:
             handler.close_connection = True
             lines.append("Connection: close")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
