@@ -42,6 +42,9 @@ def run(setup: dict) -> int:
     _die_with_daemon(setup["daemon_pid"])
     counts = os.fdopen(setup["counts_fd"], "wb")
     listener = socket.socket(fileno=setup["listener_fd"])
+    # Every worker waits for the same socket: when another took the connection, a blocking accept()
+    # would wait for the next one, and a stop would wait with it (till SIGKILL).
+    listener.setblocking(False)
     stamp = _state_stamp(os.path.join(config.data_dir, STATE_FILE))  # before the load: a write in between is seen
     app = build_app(config, Clock.from_environment(), worker_slot=slot)
     server = app.serve_public_socket(listener)
