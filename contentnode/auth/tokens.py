@@ -122,6 +122,11 @@ def session_scopes(token: dict, owner: dict) -> set:
     return set(token.get("scopes") or ()) & set(user_scopes(owner))
 
 
+def acting_user(token: dict, owner: dict) -> dict:
+    """The user record a token session acts as: the owner, holding only session_scopes."""
+    return dict(owner, role="custom", scopes=sorted(session_scopes(token, owner)))
+
+
 # A token session cannot reach these (DESIGN §8); encrypted backups and restores
 # are refused to it by the backup module's administrator check (its role is "custom").
 _BARRED = ("/api/me/tokens", "/api/me/password", "/api/me/2fa")
