@@ -1,4 +1,4 @@
-"""Session state, first-time setup, login and logout (DESIGN §4)."""
+"""Session state, first-time setup, login and logout (docs/API.md, "Authentication")."""
 
 import hashlib
 import hmac
