@@ -40,11 +40,16 @@ def _int(value):
     return int(value)
 
 
-def _positive_int(value):
-    number = _int(value)
-    if number < 1:
-        raise ValueError("must be at least 1")
-    return number
+def _at_least(low: int):
+    def parse(value):
+        number = _int(value)
+        if number < low:
+            raise ValueError(f"must be at least {low}")
+        return number
+    return parse
+
+
+_positive_int = _at_least(1)
 
 
 def _worker_count(value):
@@ -54,14 +59,19 @@ def _worker_count(value):
     return number
 
 
-def _seconds(value):
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError("not a number of seconds") from None
-    if not 0.1 <= number <= 86400:
-        raise ValueError("must be between 0.1 and 86400 seconds")
-    return number
+def _seconds_between(low: float, high: float):
+    def parse(value):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError("not a number of seconds") from None
+        if not low <= number <= high:
+            raise ValueError(f"must be between {low:g} and {high:g} seconds")
+        return number
+    return parse
+
+
+_seconds = _seconds_between(0.1, 86400)
 
 
 def _address(value):
@@ -120,21 +130,8 @@ def _access_log(value):
     return os.path.abspath(_path(text))
 
 
-def _whole_or_zero(value):
-    number = _int(value)
-    if number < 0:
-        raise ValueError("must be 0 or more")
-    return number
-
-
-def _drain_seconds(value):
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError("not a number of seconds") from None
-    if not 0 <= number <= MAX_DRAIN_SECONDS:
-        raise ValueError(f"must be between 0 and {MAX_DRAIN_SECONDS} seconds")
-    return number
+_whole_or_zero = _at_least(0)
+_drain_seconds = _seconds_between(0, MAX_DRAIN_SECONDS)
 
 
 DEFAULT_DATA_DIR = "contentnode-data"  # a name no other program's folder is likely to have
