@@ -86,12 +86,17 @@ def logfmt_value(text: str, cap: int) -> str:
     return f'"{escaped}"'
 
 
+def path_value(target: str) -> str:
+    """A request target as any log line shows it: no query string (it may carry a link's
+    signature), capped and escaped."""
+    return logfmt_value(target.split("?", 1)[0], PATH_CAP)
+
+
 def access_fields(port: str, host: str, client: str, method: str, target: str, status: int, size: int,
                   seconds: float, cache: str, agent: str) -> str:
-    """The logfmt fields of one access line; the query string is left out (it may carry signatures)."""
-    path = target.split("?", 1)[0]
+    """The logfmt fields of one access line."""
     return (f"port={port} host={logfmt_value(host, HOST_CAP)} client={logfmt_value(client, HOST_CAP)} "
-            f"method={logfmt_value(method, METHOD_CAP)} path={logfmt_value(path, PATH_CAP)} status={status} "
+            f"method={logfmt_value(method, METHOD_CAP)} path={path_value(target)} status={status} "
             f"bytes={size} duration_ms={seconds * 1000:.1f} cache={logfmt_value(cache, 16)} "
             f"ua={logfmt_value(agent, AGENT_CAP)}")
 

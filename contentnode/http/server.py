@@ -32,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from contentnode.http.errors import ApiError
 from contentnode.http.response import FileBody, Response, StreamBody, json_response
+from contentnode.logs import path_value
 
 log = logging.getLogger("contentnode.http")
 
@@ -444,7 +445,7 @@ class Server(ThreadingHTTPServer):
             handler.close_connection = True
             return
         except Exception:
-            log.exception("%s: request failed: %s %s", self.name, handler.command, handler.path[:200])
+            log.exception("%s: request failed: %s %s", self.name, handler.command, path_value(handler.path))
             response = _internal_error(handler)
         if response is None:
             return
@@ -461,7 +462,8 @@ class Server(ThreadingHTTPServer):
         try:
             head = self._head(handler, response)
         except Exception:
-            log.exception("%s: response to %s %s cannot be sent", self.name, handler.command, handler.path[:200])
+            log.exception("%s: response to %s %s cannot be sent", self.name, handler.command,
+                          path_value(handler.path))
             if not isinstance(response.body, bytes):
                 response.body.close()
             response = _internal_error(handler)
