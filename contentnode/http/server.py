@@ -364,8 +364,12 @@ class Server(ThreadingHTTPServer):
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
         """The watchdog runs only while the listener serves: a bound socket that another
-        process serves (public workers) leaves no thread behind."""
-        self._serving = True
+        process serves (public workers) leaves no thread behind. A listener closed before its
+        accept thread got here (a node stopped as soon as it started) is not served at all."""
+        with self._lock:
+            if self.closing:
+                return
+            self._serving = True
         self.watchdog.start()
         super().serve_forever(poll_interval)
 
@@ -422,8 +426,10 @@ class Server(ThreadingHTTPServer):
 
     def close_gracefully(self, grace: float = 30.0) -> None:
         """Stop accepting, close idle keep-alive connections, wait for in-flight requests."""
-        self.closing = True
-        if self._serving:
+        with self._lock:
+            self.closing = True
+            serving = self._serving
+        if serving:
             self.shutdown()
         self.server_close()
         with self._lock:
