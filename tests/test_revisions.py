@@ -190,7 +190,7 @@ def test_the_same_values_again_keep_revision_and_updated_at(node, admin, kind):
         assert again.json["updated_at"] == first["updated_at"]
     assert read(admin, path)["revision"] == first["revision"]
     changed = kind.write(admin, path, 2).json
-    assert changed["revision"] == first["revision"] + 1 and changed["updated_at"] > first["updated_at"]
+    assert changed["revision"] > first["revision"] and changed["updated_at"] > first["updated_at"]
 
 
 @pytest.mark.daemon_process
