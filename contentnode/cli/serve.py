@@ -5,7 +5,8 @@ import sys
 from contentnode.config import OPTIONS
 from contentnode.fileio import permission_problem
 
-FLAGS = ("data_dir", "admin_port", "admin_bind", "public_port", "public_bind", "log_level", "folder_roots")
+FLAGS = ("data_dir", "admin_port", "admin_bind", "public_port", "public_bind", "log_level", "folder_roots",
+         "access_log")
 
 
 def run(config, args) -> int:
