@@ -188,6 +188,21 @@ def test_symlinks_leaving_the_folder_fifos_and_devices_are_never_served(site):
     assert site.get("/alias.txt").body == b"reached through a link inside"
 
 
+def test_hidden_files_are_never_served_but_well_known_is(site):
+    site.add_rule("/")
+    site.write(".env", b"SECRET_KEY=hidden")
+    site.write(".git/config", b"[remote] hidden")
+    site.write("app/.htpasswd", b"admin:hidden")
+    site.write(".well-known/security.txt", b"Contact: mailto:security@example.com")
+    site.write("app/nested/.well-known/x", b"hidden too")
+    os.symlink(".env", os.path.join(site.folder, "env.txt"))   # a visible name leading to a hidden file
+    for path in ("/.env", "/.git/config", "/app/.htpasswd", "/%2eenv", "/app/nested/.well-known/x",
+                 "/env.txt"):
+        answer = site.get(path)
+        assert answer.status == 404 and b"hidden" not in answer.body, (path, answer.status)
+    assert site.get("/.well-known/security.txt").body == b"Contact: mailto:security@example.com"
+
+
 def test_a_bucket_path_must_lie_inside_the_roots(site):
     outside = {"name": "out", "type": "folder", "path": site.outside}
     for body in (outside, dict(outside, path=site.roots[0] + "/../../outside"), dict(outside, path="relative/dir"),
