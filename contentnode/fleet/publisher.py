@@ -47,6 +47,16 @@ def _found_bundle(client, key: str, etag: str | None):
         return None  # a damaged object: the next PUT replaces it
 
 
+def _verified(found: dict, state: dict) -> keys.Pin | None:
+    """The signer of a bundle someone else wrote, when it chains to this node's own key or the
+    recovery key; None for anything else (a forgery, a damaged object), which is overwritten."""
+    try:
+        return bundle.verify(found, state["fleet_id"], keys.Pin(**state["pin"]))
+    except Refused as exc:
+        log.warning("fleet: overwriting a bundle.json this node did not write: %s", exc.message)
+        return None
+
+
 def publish(fleet, force: bool = False) -> str:
     """Publish when the shared parts changed (or `force`, or re-signing is due).
 
@@ -66,13 +76,13 @@ def publish(fleet, force: bool = False) -> str:
     key = state["bucket"]["prefix"] + BUNDLE
     seq = int(state.get("seq") or 0)
     found = _found_bundle(client, key, state.get("bundle_etag"))
-    if found is not None:
-        if bundle.key_epoch(found) > state["pin"]["epoch"]:
-            fleet.demote(f"the bucket holds a bundle signed at key epoch {bundle.key_epoch(found)}, above "
-                         f"this node's {state['pin']['epoch']}: another node was promoted; this one stopped "
-                         "publishing")
-            return "demoted"
-        seq = max(seq, found["seq"] if type(found.get("seq")) is int else 0)
+    signer = _verified(found, state) if found is not None else None
+    if signer is not None and signer.epoch > state["pin"]["epoch"]:
+        fleet.demote(f"the bucket holds a bundle signed at key epoch {signer.epoch}, above this node's "
+                     f"{state['pin']['epoch']}: another node was promoted; this one stopped publishing")
+        return "demoted"
+    if signer is not None:  # its own bundle, written before a crash lost the ETag
+        seq = max(seq, found["seq"])
     seq += 1
     raw = bundle.build(fleet_id=state["fleet_id"], seq=seq, issued_at=now, lifetime=LIFETIME_SECONDS,
                        primary=fleet.node_id(), key_certs=state["key_certs"], signing=secrets_.signing,
