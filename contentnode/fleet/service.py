@@ -40,6 +40,21 @@ def state_of(doc: dict) -> dict:
     return doc.get(SECTION) or {"role": "standalone"}
 
 
+def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | None) -> dict:
+    """GET /api/fleet's answer (and `contentnode fleet status`'s): the role and what this node
+    knows of the fleet, never a key."""
+    state = state_of(doc)
+    role = state.get("role", "standalone")
+    out = {"role": role, "node_id": doc["node"]["id"], "fleet_id": state.get("fleet_id"), "seq": state.get("seq"),
+           "bucket": state.get("bucket"), "applied_at": state.get("applied_at"),
+           "last_error": state.get("last_error"), "poll_seconds": poll_seconds,
+           "key_epoch": (state.get("pin") or {}).get("epoch"), "expires_at": state.get("expires_at"),
+           "nodes": nodes if role == "primary" else [], "primary": None}
+    if role == "replica":
+        out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": bundle_seen_at}
+    return out
+
+
 class Fleet:
     """See the module docstring. `outbound` gives the current OutboundPolicy, `counters` the
     traffic totals a status reports; `purger` (the cache) and `events` may be None offline."""
@@ -65,6 +80,9 @@ class Fleet:
 
     def state(self) -> dict:
         return state_of(self.store.data)
+
+    def view(self) -> dict:
+        return view_of(self.store.data, self.poll_seconds, self.nodes, self.bundle_seen_at)
 
     def node_id(self) -> str:
         return self.store.data["node"]["id"]
