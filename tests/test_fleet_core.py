@@ -124,3 +124,16 @@ def test_secret_files_are_private_and_round_trip(tmp_path):
     assert "SK" not in repr(loaded)
     keys.remove(str(tmp_path))
     assert keys.load(str(tmp_path)) is None
+
+
+def test_readiness_and_re_signing_times():
+    from contentnode.fleet import publisher, ready
+
+    assert ready({}) and ready({"fleet": {"role": "primary"}})
+    assert not ready({"fleet": {"role": "replica", "applied_at": None}})
+    assert ready({"fleet": {"role": "replica", "applied_at": "2026-01-01T00:00:00Z"}})
+    issued = time.time()
+    state = {"issued_at": rfc3339(issued)}
+    assert not publisher.resign_due(state, issued + publisher.LIFETIME_SECONDS / 2 - 60)
+    assert publisher.resign_due(state, issued + publisher.LIFETIME_SECONDS / 2)
+    assert publisher.resign_due({}, issued)
