@@ -70,7 +70,7 @@ function mintCard() {
     const r = await post('/api/fleet/join-codes', { expires_in: Number(v.expires_in) });
     mount(out, shownOnce('Join code.', r.code, `Shown once; useless after ${when(r.expires_at)}.`));
   });
-  return card('Add a node', { description: 'Paste the code into the new node\'s Fleet page, or run `contentnode fleet join` there.' }, f, out);
+  return card('Add a node', { description: 'Paste the code into the new node\'s Fleet page, or give it to contentnode fleet join there.' }, f, out);
 }
 
 function nodesCard(nodes) {
