@@ -91,13 +91,14 @@ const PAGES = [
   ['/backup', 'backup', 'Backup', 'Administration', () => can('users:manage')],
   ['/notifications', 'notifications', 'Notifications', 'Administration', () => can('notifications:manage')],
   ['/settings', 'settings', 'Settings', 'Administration', () => can('settings:write')],
+  ['/fleet', 'fleet', 'Fleet', 'Administration', () => can('settings:write')],
   ['/account', 'account', 'My account', 'You', () => true],
 ];
 PAGES.forEach(([path, mod, label, , allowed]) => route(path, page(mod), { label, allowed }));
 route('/login', page('login'), { bare: true });
 route('/setup', page('setup'), { bare: true });
 
-const state = { session: null, nodeName: null };
+const state = { session: null, nodeName: null, fleetRole: null };
 const root = document.getElementById('app');
 let seq = 0;
 
@@ -113,6 +114,7 @@ function here() {
 
 onAuthProblem('unauthenticated', () => {
   state.session = null;
+  state.fleetRole = null;
   const current = parse();
   if (current.path !== '/login') go(`/login?next=${encodeURIComponent(current.full)}`);
 });
