@@ -33,9 +33,10 @@ def put_notifications(req):
         doc["notifications"] = new
     changed = {f"{part}.{key}" for part, values in req.body.items() for key in values}
     generated = new["webhook"]["secret"] != current["webhook"]["secret"] and "secret" not in req.body.get("webhook", {})
+    detail = {"changed": sorted(changed - {f"webhook.{notify.GENERATE_SECRET}"} | ({"webhook.secret"} if generated else set()))}
     if generated:
-        changed = (changed - {f"webhook.{notify.GENERATE_SECRET}"}) | {"webhook.secret"}
-    req.audit("notifications.update", detail={"changed": sorted(changed), "secret_generated": generated})
+        detail["generated"] = "webhook.secret"
+    req.audit("notifications.update", detail=detail)
     answer = view(doc)
     if generated:  # the one time a secret the node made is shown: the receiver needs it
         answer["webhook"]["new_secret"] = new["webhook"]["secret"]
