@@ -300,7 +300,7 @@ class Message:
     id: str
     event: str
     node: str
-    created_at: str
+    created_at: str | None  # RFC 3339, from clock.rfc3339
     subject: str
     text: str
     fields: dict = member(default_factory=dict)
