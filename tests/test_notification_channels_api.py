@@ -93,11 +93,7 @@ def test_ntfy_test_send_and_write_only_token(node, admin):
     ({"webhook": {"url": "http://169.254.169.254/latest/meta-data"}}, "webhook.url"),
     ({"webhook": {"url": "https://[fe80::1]/hook"}}, "webhook.url"),
     ({"ntfy": {"server": "http://169.254.169.254"}}, "ntfy.server"),
-    ({"webhook": {"url": "http://hooks.example.com/in"}}, "webhook.url"),
-    ({"webhook": {"secret": "short"}}, "webhook.secret"),
-    ({"webhook": {"enabled": True}}, "webhook.url"),
-    ({"ntfy": {"topic": "no/slash"}}, "ntfy.topic"),
-    ({"webhook": {"secret": SECRET, "generate_secret": True}}, "webhook.generate_secret"),
+    ({"webhook": {"enabled": True}}, "webhook.url"),  # the form's rules: tests/test_notify_channels.py
 ])
 def test_bad_channel_config_changes_nothing(node, admin, body, field):
     before = read(os.path.join(node.data_dir, "state.json"))

@@ -40,6 +40,27 @@ class LoopbackServer:
         self.server.server_close()
 
 
+class PeerServer:
+    """What the HTTP stand-ins share: their LoopbackServer (`_server`, made by
+    start()), its URL, and use in a with statement."""
+
+    _server: LoopbackServer | None = None
+
+    @property
+    def url(self):
+        return self._server.url
+
+    def stop(self):
+        if self._server:
+            self._server.stop()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
 class LoopbackListener:
     """A TCP listener on 127.0.0.1 (a port the OS picks) that hands every accepted
     connection to `handle(conn)` in a daemon thread of its own, until close()."""

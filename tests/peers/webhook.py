@@ -23,7 +23,7 @@ import threading
 import time
 
 from tests import certgen
-from tests.peers.stub import LoopbackServer, QuietHandler
+from tests.peers.stub import LoopbackServer, PeerServer, QuietHandler
 
 TOLERANCE = 300  # seconds a signed timestamp may be away from the receiver's clock
 
@@ -42,7 +42,7 @@ def _tls_context(directory):
     return context, paths["ca.pem"]
 
 
-class _Receiver:
+class _Receiver(PeerServer):
     """What both receivers share: the server, the delivery log and scripted failures."""
 
     name = "receiver"
@@ -53,11 +53,6 @@ class _Receiver:
         self.deliveries = []
         self._failures = []
         self._cond = threading.Condition()
-        self._server = None
-
-    @property
-    def url(self):
-        return self._server.url
 
     def fail_next(self, status, count=1, headers=None, delay=0.0):
         with self._cond:
@@ -101,15 +96,6 @@ class _Receiver:
         self._server = LoopbackServer(Handler, name=self.name, poll_interval=0.1, ssl_context=context)
         return self
 
-    def stop(self):
-        if self._server:
-            self._server.stop()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 def verify(secret: str, header: str, raw: bytes, now: float, tolerance: float = TOLERANCE) -> str | None:
