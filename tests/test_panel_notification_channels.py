@@ -6,7 +6,7 @@ node: Playwright's own threads would count as the in-process node's."""
 import re
 
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
-from tests.panel_browser import browser, check_page, new_context  # noqa: F401  (session fixture)
+from tests.panel_browser import check_page, new_context
 from tests.peers.webhook import NtfyReceiver, WebhookReceiver
 
 NTFY_TOKEN = "tk_" + "p" * 29
@@ -16,7 +16,7 @@ def card(page, title):
     return page.locator("section.card").filter(has=page.get_by_role("heading", level=2, name=title, exact=True))
 
 
-def test_webhook_and_ntfy_from_the_panel(browser, node, admin):  # noqa: F811
+def test_webhook_and_ntfy_from_the_panel(browser, node, admin):
     with WebhookReceiver("not-known-until-the-node-shows-it") as hook, NtfyReceiver(token=NTFY_TOKEN) as ntfy:
         context = new_context(browser, node)
         page = context.new_page()
