@@ -12,7 +12,7 @@ import pytest
 from contentnode.core import notify
 from contentnode.core.fields import FieldError
 from contentnode.core.netguard import OutboundPolicy
-from contentnode.core.notify_http import send_ntfy, send_webhook
+from contentnode.core.notify_http import retry_after, send_ntfy, send_webhook
 from contentnode.core.notify_transport import DeliveryError
 from tests.peers.webhook import NtfyReceiver, WebhookReceiver
 from tests.test_notify_core import Recorder
@@ -310,3 +310,12 @@ def test_backoff_is_exponential_with_jitter_and_honours_retry_after():
         waits = [policy.delay(attempt, None, rng) for _ in range(200)]
         assert nominal / 2 <= min(waits) and max(waits) <= nominal and max(waits) - min(waits) > nominal / 4
     assert policy.delay(0, 60, rng) == 60 and policy.delay(0, 86400, rng) == 300
+
+
+@pytest.mark.parametrize("header, seconds", [
+    ("120", 120.0), (" 7 ", 7.0), ("99999999999999", 1e8), ("Tue, 24 Nov 2026 15:02:00 GMT", 120.0),
+    ("Tue, 24 Nov 2026 14:00:00 GMT", 0.0), ("soon", None), ("-5", None), ("", None), (None, None),
+])
+def test_retry_after_takes_seconds_or_an_http_date(header, seconds):
+    now = 1795532400.0  # 2026-11-24T15:00:00Z
+    assert retry_after(header, lambda: now) == seconds

@@ -63,7 +63,7 @@ def send_webhook(cfg, message, policy, now, timeout=15.0, ssl_context=None):
                SIGNATURE_HEADER: signature(cfg["secret"], int(now()), body)}
     result = _post(cfg["url"], body, headers, policy, timeout, ssl_context, "the webhook")
     if 200 <= result.status < 300:
-        return f"HTTP {result.status} {result.reason}".strip()
+        return escaped_line(f"HTTP {result.status} {result.reason}".strip(), SHOWN_ANSWER)
     raise _refusal("the webhook", result, now, _quote(result.body))
 
 
