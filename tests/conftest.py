@@ -11,6 +11,7 @@ import pytest
 from tests.inprocess import node_class
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, DEFAULT_HASH_COST
 from tests.peers.check import missing_peers
+from tests.panel_browser import browser  # noqa: F401  (one chromium per worker: see panel_browser.browser)
 from tests.peers.seaweed import seaweed  # noqa: F401  (the session's SeaweedFS, for every module)
 
 

@@ -35,7 +35,10 @@ def require_chromium() -> str:
 
 @pytest.fixture(scope="session")
 def browser():
-    """One headless chromium for the session."""
+    """One headless chromium for the session, defined once (tests/conftest.py imports it).
+
+    A test module that imported it itself would get a fixture of its own, and a second
+    sync_playwright() on the same worker fails ("Sync API inside the asyncio loop")."""
     executable = require_chromium()
     try:
         from playwright.sync_api import sync_playwright
