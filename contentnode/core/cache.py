@@ -433,7 +433,8 @@ class Cache:
     def _make_room(self, size: int) -> bool:
         """Evict until `size` more bytes fit under the cap (both locks held)."""
         while self.ledger.total + size > self.ledger.max_bytes:
-            found = self._order.victim(lambda e: self._index.get(e.key) is e, self._known_by_name)
+            found = self._order.victim(lambda e: self._index.get(e.key) is e, self._known_by_name,
+                                       int(self.clock() * 1e9))
             if found is None:
                 return False
             path, st, entry = found

@@ -101,23 +101,27 @@ class LruOrder:
     """The entry files of a cache folder, least recently used first, for eviction.
 
     A heap of (mtime ns, tick, seq, path, entry): built from one walk of the
-    folder, fed with this process's new entries, walked again when it runs
-    dry. A file used since it was queued (its mtime moved, or this process's
-    entry was hit) goes back in with its newer time, so the victim is the file
-    least recently used by any process, within TOUCH_EVERY, and exactly among
-    this process's own hits. Callers hold the cache lock.
+    folder, fed with this process's new entries, and walked again once every
+    file older than the last walk is gone (then the files other processes
+    stored since compete with this process's own). A file used since it was
+    queued (its mtime moved, or this process's entry was hit) goes back in
+    with its newer time, so the victim is the file least recently used by any
+    process, within TOUCH_EVERY, and exactly among this process's own hits.
+    Callers hold the cache lock.
     """
 
     def __init__(self, root: str):
         self.root = root
         self._heap: list = []
         self._seq = itertools.count()
+        self._walked_ns = -1     # (cache clock) when the folder was last walked; -1: never
 
     def push(self, used: tuple, path: str, entry: Entry | None = None) -> None:
         heapq.heappush(self._heap, (used[0], used[1], next(self._seq), path, entry))
 
-    def rebuild(self, known: dict) -> None:
+    def rebuild(self, known: dict, now_ns: int) -> None:
         """Walk the folder again; `known` maps file names to this process's entries."""
+        self._walked_ns = now_ns
         self._heap = []
         for path, name in entry_paths(self.root):
             try:
@@ -128,17 +132,16 @@ class LruOrder:
             self._heap.append((mtime, 0, next(self._seq), path, entry))
         heapq.heapify(self._heap)
 
-    def victim(self, current, known) -> tuple[str, os.stat_result, Entry | None] | None:
+    def victim(self, current, known, now_ns: int) -> tuple[str, os.stat_result, Entry | None] | None:
         """The least recently used file (path, stat, this process's entry or None), or None when
         the folder holds none. `current(entry)` says whether an entry is still indexed."""
         walked = False
         while True:
-            if not self._heap:
-                if walked:
-                    return None
-                self.rebuild(known())
+            if not walked and (not self._heap or self._heap[0][0] > self._walked_ns):
+                self.rebuild(known(), now_ns)
                 walked = True
-                continue
+            if not self._heap:
+                return None
             ns, tick, _, path, entry = heapq.heappop(self._heap)
             try:
                 st = os.stat(path)
