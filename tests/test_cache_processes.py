@@ -55,7 +55,7 @@ def test_a_fill_committed_while_a_purge_walks_the_folder_is_not_kept(folder, sta
         origin.put(HOST, path, b"old version " * 10)
         hold = origin.hold(HOST, path, 1)
         filling = worker.send("get", host=HOST, path=path, ttl=600, first_half_then_close=False)
-        wait_until(lambda: origin.fetches(HOST, path) == 1)
+        wait_until(lambda path=path: origin.fetches(HOST, path) == 1)
         origin.put(HOST, path, b"new version " * 10)
         purging = daemon.send("purge", kind="url", host=HOST, path=path)
         time.sleep(0.003 * attempt)    # let the fill commit at another moment of the walk each time

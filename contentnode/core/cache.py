@@ -136,7 +136,7 @@ class Cache:
         removals = self.ledger.removals()
         if removals != self._removals:
             self._removals = removals
-            for key, (entry, shared) in list(self._files.items()):
+            for entry, shared in list(self._files.values()):
                 if os.fstat(shared.fd).st_nlink == 0:
                     self._forget(entry)
 
