@@ -34,6 +34,8 @@ class PublicDispatcher:
 
     def __call__(self, req):
         req.app = self.app
+        if self.app.worker_slot is not None:
+            self.app.store.follow()   # read your writes: the daemon may have changed the state file
         if (req.content_length or 0) > 0 or req.chunked:
             req.close_after()  # public requests never have their body read
         try:
