@@ -19,8 +19,8 @@ descriptors and its configuration as JSON on stdin, builds the same App
   stops; the daemon adds them to its own, so /api/traffic and /metrics sum
   over every process.
 
-A worker that dies is logged and started again (its reserved cache bytes and
-temp files dropped first; one that dies within a second of starting is started
+A worker that dies is logged and started again (its cache temp files dropped
+and the cache's books recounted first; one that dies within a second of starting is started
 again only after a pause that doubles up to RESTART_PAUSE_MAX). SIGTERM to
 the daemon stops the workers (SIGTERM: they finish in-flight requests; after
 STOP_GRACE_SECONDS, SIGKILL). A worker also stops when the daemon is gone,
@@ -135,7 +135,7 @@ class PublicWorkers:
                     continue
                 worker.reader.join(timeout=2.0)  # its last counts first
                 _close(worker.process.stdin)
-                self.app.delivery.cache.forget_worker(slot)
+                self.app.delivery.cache.settle()  # its temp files go; the books are recounted
                 quick = time.monotonic() - worker.started < 1.0
                 self._pause = min(max(self._pause * 2, 0.5), RESTART_PAUSE_MAX) if quick else 0.0
                 log.warning("public worker %d (slot %d) exited (%s): restarting%s", worker.process.pid, slot,

@@ -19,14 +19,15 @@ def sent(result) -> bytes:
 
 
 def open_entry_files(cache) -> list:
-    """This process's descriptors on files under the cache root (deleted ones included)."""
+    """This process's descriptors on entry files under the cache root (deleted ones included; the
+    books' own file, always open, aside)."""
     found = []
     for fd in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             continue
-        if target.startswith(cache.root + "/"):
+        if target.startswith(cache.root + "/") and target != cache.root + "/ledger":
             found.append(target)
     return found
 

@@ -2,11 +2,19 @@
 
 The file is named by the SHA-256 of the key (host, path, image variant) and
 lives in a folder named by the name's first two hex digits; the header holds
-the key, size, meta and times, so a file alone says what it is and whether it
-is whole. core/cache.py indexes these files; nothing else reads them.
+the key, size, meta, times and a random id, so a file alone says what it is,
+whether it is whole, and whether it is still the very entry a process indexed
+(inode numbers are reused, so they cannot say that). core/cache.py indexes
+these files; nothing else reads them.
+
+A file's mtime is the time of its last use (set at the store and refreshed by
+hits, at most once a minute, in the cache clock's time): LruOrder picks the
+least recently used file of the whole folder, whatever process stored it.
 """
 
 import hashlib
+import heapq
+import itertools
 import json
 import os
 import struct
@@ -28,7 +36,8 @@ class Entry:
     expires_at: float
     touched: float = 0.0
     body: bytes | None = None   # the body in memory, for a small entry that was hit (cache.HOT_MAX_BYTES)
-    inode: int = 0        # the file's inode: another process may replace the file at this path
+    uid: str = ""         # the random id in the header: another process may replace the file at this path
+    used: tuple = (0, 0)  # (ns, tick) of this process's last use of the entry: LruOrder's finer order
 
     @property
     def file_size(self) -> int:
@@ -54,6 +63,97 @@ def read_header(fd: int):
         raise ValueError("not a cache entry")
     header = json.loads(os.pread(fd, length, _PREFIX.size))
     return header, _PREFIX.size + length
+
+
+def new_uid() -> str:
+    return os.urandom(8).hex()
+
+
+def read_entry(path: str, name: str) -> Entry | None:
+    """The entry in the file at path (named `name`), or None when it is gone, torn or foreign."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        header, offset = read_header(fd)
+        st = os.fstat(fd)
+        key = tuple(header["key"])
+        if len(key) != 3 or key_name(key) != name or st.st_size != offset + header["size"]:
+            return None
+        return Entry(key, path, offset, header["size"], header["meta"], header["stored_at"],
+                     header["expires_at"], st.st_mtime, uid=header["id"])
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def header_uid(fd: int) -> str | None:
+    """The id in the header of an open entry file, None when it is not one."""
+    try:
+        return read_header(fd)[0].get("id")
+    except (ValueError, OSError):
+        return None
+
+
+class LruOrder:
+    """The entry files of a cache folder, least recently used first, for eviction.
+
+    A heap of (mtime ns, tick, seq, path, entry): built from one walk of the
+    folder, fed with this process's new entries, walked again when it runs
+    dry. A file used since it was queued (its mtime moved, or this process's
+    entry was hit) goes back in with its newer time, so the victim is the file
+    least recently used by any process, within TOUCH_EVERY, and exactly among
+    this process's own hits. Callers hold the cache lock.
+    """
+
+    def __init__(self, root: str):
+        self.root = root
+        self._heap: list = []
+        self._seq = itertools.count()
+
+    def push(self, used: tuple, path: str, entry: Entry | None = None) -> None:
+        heapq.heappush(self._heap, (used[0], used[1], next(self._seq), path, entry))
+
+    def rebuild(self, known: dict) -> None:
+        """Walk the folder again; `known` maps file names to this process's entries."""
+        self._heap = []
+        for path, name in entry_paths(self.root):
+            try:
+                mtime = os.stat(path).st_mtime_ns
+            except FileNotFoundError:
+                continue
+            entry = known.get(name)
+            self._heap.append((mtime, 0, next(self._seq), path, entry))
+        heapq.heapify(self._heap)
+
+    def victim(self, current, known) -> tuple[str, os.stat_result, Entry | None] | None:
+        """The least recently used file (path, stat, this process's entry or None), or None when
+        the folder holds none. `current(entry)` says whether an entry is still indexed."""
+        walked = False
+        while True:
+            if not self._heap:
+                if walked:
+                    return None
+                self.rebuild(known())
+                walked = True
+                continue
+            ns, tick, _, path, entry = heapq.heappop(self._heap)
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            if entry is not None and not current(entry):
+                entry = None
+            newest = max((st.st_mtime_ns, 0), entry.used if entry is not None else (0, 0))
+            if newest > (ns, tick):
+                self.push(newest, path, entry)
+                continue
+            return path, st, entry
+
+    def __len__(self) -> int:
+        return len(self._heap)
 
 
 def entry_paths(root: str):

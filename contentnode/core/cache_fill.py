@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from contentnode.core.cache_ledger import KeyHold
+
 CHUNK = 256 * 1024
 STALL_TIMEOUT = 60.0     # a fill that makes no progress this long fails its readers
 
@@ -169,7 +171,8 @@ class Fill:
         self.abandoned = False   # readers fell to 0 before the end: stop downloading
         self.reserved = 0        # bytes counted against the cap while in flight
         self.adopted = False     # another process stored the key meanwhile: readers use its entry
-        self.generation = 0      # the ledger's purge generation when the fill started
+        self.generation = 0      # the ledger's purge generation when the fill started: a purge since drops it
+        self.key_hold = KeyHold(None)   # its key's lock, once the fill's thread holds it
 
     def wait_ready(self):
         with self.cond:
