@@ -29,6 +29,8 @@ log = logging.getLogger("contentnode.content")
 
 ORIGIN_TIMEOUT = 30.0        # a whole origin GET, headers to last byte
 MAX_IMAGE_SOURCE = 64 << 20  # bytes of a source image read into memory for a transform
+IMAGE_PIXELS_AT_ONCE = 24_000_000   # decoded pixels of the transforms running at once (~96 MB), per process
+IMAGE_TRANSFORMS_AT_ONCE = 2        # transforms are CPU bound
 READ_CHUNK = 256 * 1024
 REMEMBERED_TARGETS = 4096    # resolved (host, path) targets kept per state document
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
@@ -65,7 +67,7 @@ class Delivery:
         self.cache = Cache(f"{data_dir}/cache", effective(doc)["cache_max_bytes"], app.clock.now,
                            processes=app.public_processes, worker_slot=app.worker_slot)
         self.traffic = Traffic(f"{data_dir}/traffic.json", app.clock.now)
-        self.image_slots = threading.BoundedSemaphore(2)   # transforms are CPU bound
+        self.image_budget = images.PixelBudget(IMAGE_PIXELS_AT_ONCE, IMAGE_TRANSFORMS_AT_ONCE)
         self._index = (None, rules.RuleIndex([]))
         self._index_lock = threading.Lock()
         self._targets = (None, {})   # (state document, {(host, path): Target}), see remembered()
@@ -214,8 +216,7 @@ def _variant_fetch(delivery, target: Target, original):
                 raise images.ImageError("the source image is too large to transform")
             return OriginAnswer(source.status)
         data = source.read_all()
-        with delivery.image_slots:
-            out, ctype = images.transform(data, target.variant)
+        out, ctype = images.transform(data, target.variant, delivery.image_budget)
         tag = hashlib.sha256(f"{source.meta.get('etag')}|{target.variant.key()}".encode()).hexdigest()
         meta = {"content_type": ctype, "etag": f'"{tag[:32]}"',
                 "last_modified": source.meta.get("last_modified")}
