@@ -4,10 +4,10 @@ contentnode/workers.py (the daemon's side) says what workers are for and what
 holds across them. This is the worker's side: the setup arrives as JSON on
 stdin (configuration, slot, the inherited listening socket and counts pipe),
 it builds the same App with its slot and serves only the public port until
-SIGTERM or until the daemon is gone.
+SIGTERM or until the daemon is gone (its stdin, which the daemon keeps open,
+reaches EOF).
 """
 
-import ctypes
 import json
 import logging
 import os
@@ -20,49 +20,54 @@ from contentnode.app import build_app
 from contentnode.clock import Clock
 from contentnode.config import Config
 from contentnode.daemon import setup_logging
-from contentnode.store import STATE_FILE
-from contentnode.workers import COUNTS_EVERY, STATE_POLL_SECONDS, STOP_GRACE_SECONDS
+from contentnode.workers import COUNTS_EVERY, STOP_GRACE_SECONDS
 
 log = logging.getLogger("contentnode.workers")
 
-PR_SET_PDEATHSIG = 1
 
-
-def run(setup: dict) -> int:
-    """The worker's whole life: serve the inherited public socket until SIGTERM."""
+def run(setup: dict, lifeline) -> int:
+    """The worker's whole life: serve the inherited public socket until SIGTERM or the daemon is gone."""
     config = Config(setup["config"], {name: "daemon" for name in setup["config"]})
     slot = setup["slot"]
     setup_logging(config.log_level)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C reaches the daemon, which stops us
-    _die_with_daemon(setup["daemon_pid"])
+    threading.Thread(target=_watch_lifeline, args=(lifeline, stop), name="lifeline", daemon=True).start()
     counts = os.fdopen(setup["counts_fd"], "wb")
     listener = socket.socket(fileno=setup["listener_fd"])
-    stamp = _state_stamp(os.path.join(config.data_dir, STATE_FILE))  # before the load: a write in between is seen
     app = build_app(config, Clock.from_environment(), worker_slot=slot)
     server = app.serve_public_socket(listener)
     log.info("public worker %d serving (slot %d)", os.getpid(), slot)
-    while not stop.wait(min(STATE_POLL_SECONDS, COUNTS_EVERY)):
-        if os.getppid() != setup["daemon_pid"]:
-            break
-        stamp = _follow_state(app, stamp)
-        _send_counts(app, counts)
-    server.close_gracefully(grace=STOP_GRACE_SECONDS - 1)
+    try:
+        while not stop.wait(COUNTS_EVERY):
+            app.store.follow()   # requests do this too; an idle worker keeps up as well
+            _send_counts(app, counts)
+    finally:
+        server.close_gracefully(grace=STOP_GRACE_SECONDS - 1)
     _send_counts(app, counts)
     counts.close()
     return 0
 
 
-def _follow_state(app, stamp):
-    """Re-read the state file when the daemon wrote a new one."""
-    now = _state_stamp(app.store.path)
-    if now is not None and now != stamp:
-        try:
-            app.store.load()
-        except Exception:
-            log.exception("public worker %d: cannot reload the state file", os.getpid())
-    return now
+def _watch_lifeline(lifeline, stop: threading.Event) -> None:
+    """Stop when the daemon is gone, whatever it died of.
+
+    The daemon holds the write end of our stdin and never closes it while it
+    wants us: its death (kill -9, a crash) closes it and we read EOF. Unlike
+    PR_SET_PDEATHSIG this does not depend on which daemon thread started us,
+    nor on a signal we might be ignoring. Stop in an orderly way, and if that
+    does not end the process within the grace, end it here.
+    """
+    while lifeline.read(4096):
+        pass
+    if not stop.is_set():
+        log.warning("public worker %d: the daemon is gone; stopping", os.getpid())
+    stop.set()
+    threading.Event().wait(STOP_GRACE_SECONDS)
+    log.error("public worker %d did not stop in %.0f s after the daemon went: exiting", os.getpid(),
+              STOP_GRACE_SECONDS)
+    os._exit(1)
 
 
 def _send_counts(app, counts) -> None:
@@ -73,24 +78,20 @@ def _send_counts(app, counts) -> None:
         counts.flush()
 
 
-def _die_with_daemon(daemon_pid: int) -> None:
-    """SIGTERM when the daemon dies, even by kill -9 (we would serve stale state)."""
+def main() -> None:
+    """Run, then leave at once: a thread nobody stopped must not keep the process (and its port) alive."""
+    lifeline = sys.stdin.buffer
+    status = 1
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        log.warning("prctl unavailable: public worker %d stops within %.2f s of the daemon instead",
-                    os.getpid(), STATE_POLL_SECONDS)
-    if os.getppid() != daemon_pid:  # gone before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _state_stamp(path: str):
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_mtime_ns, st.st_ino
+        status = run(json.loads(lifeline.readline()), lifeline)
+    except BrokenPipeError:   # the counts pipe: the daemon is gone
+        status = 0
+    except Exception:
+        log.exception("public worker %d failed", os.getpid())
+    finally:
+        logging.shutdown()
+        os._exit(status)
 
 
 if __name__ == "__main__":
-    sys.exit(run(json.loads(sys.stdin.buffer.read())))
+    main()

@@ -12,6 +12,7 @@ no caller can change an object and forget its revision.
 """
 
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping, MutableMapping
@@ -21,6 +22,8 @@ from types import MappingProxyType
 
 from contentnode.core import revisions
 from contentnode.fileio import atomic_write
+
+log = logging.getLogger("contentnode.store")
 
 SCHEMA_VERSION = 1
 STATE_FILE = "state.json"
@@ -326,9 +329,11 @@ class Store:
         self._lock = threading.RLock()
         self._encoded = {}  # section name -> its JSON bytes, or {key: member bytes} for an object
         self._data = {}
+        self._stamp = None  # (inode, mtime) of the file as last loaded or written, see follow()
 
     def load(self) -> None:
         """Read the document (or start an empty one). Corrupt or unreadable: StoreError."""
+        self._stamp = _file_stamp(self.path)   # before the read: a write in between is seen by follow()
         try:
             with open(self.path, "rb") as f:
                 raw = f.read()
@@ -355,6 +360,26 @@ class Store:
         self._data = doc
         if raw is None:
             atomic_write(self.path, _document_parts(self._encoded))
+            self._stamp = _file_stamp(self.path)
+
+    def follow(self) -> None:
+        """Load the file again when another process replaced it since this one last read or wrote it.
+
+        A public worker calls this before every request, so a change the daemon's
+        admin API has acknowledged is served by the very next request. One stat:
+        every write renames a new file in (atomic_write), so the inode changes
+        even when the clock's granularity leaves the mtime the same.
+        """
+        stamp = _file_stamp(self.path)
+        if stamp == self._stamp:
+            return
+        with self._lock:
+            if _file_stamp(self.path) == self._stamp:
+                return   # another thread loaded it meanwhile
+            try:
+                self.load()
+            except StoreError as exc:   # keep serving the last good document; the next write retries
+                log.error("cannot reload the state file: %s", exc)
 
     def section_defaults(self) -> dict:
         """{name: default value} of every declared section, fresh copies."""
@@ -383,6 +408,7 @@ class Store:
             if changed:
                 atomic_write(self.path, _document_parts(encoded))
                 self._data, self._encoded = data, encoded
+                self._stamp = _file_stamp(self.path)
 
     def _stamp_revisions(self, tx: Transaction) -> None:
         """Raise the revision of every updatable object this transaction changed (and only those)."""
@@ -407,3 +433,11 @@ class Store:
                     current = max(current, own if revisions.valid(own) else 0) + 1
                 stamped[name] = current
             tx["revisions"] = stamped
+
+
+def _file_stamp(path: str):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns

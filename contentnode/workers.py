@@ -8,9 +8,9 @@ daemon thread held; it gets the listening socket and a pipe as inherited file
 descriptors and its configuration as JSON on stdin, builds the same App
 (build_app with its slot) and serves only the public side:
 
-- configuration: it re-reads the state file when its (mtime, inode) changes,
-  polled every STATE_POLL_SECONDS, so rules, domains and keys changed through
-  the admin API reach every worker within that;
+- configuration: before every request it re-reads the state file when the
+  file's inode changed (Store.follow), so a change the admin API acknowledged
+  is served by every worker from the very next request;
 - cache: shared with the daemon and the other workers through the cache's
   ledger (core/cache_ledger.py): one budget, purges reach every worker's
   memory, one origin GET per key across processes;
@@ -23,7 +23,10 @@ A worker that dies is logged and started again (its cache temp files dropped
 and the cache's books recounted first; one that dies within a second of starting is started
 again only after a pause that doubles up to RESTART_PAUSE_MAX). SIGTERM to
 the daemon stops the workers (SIGTERM: they finish in-flight requests; after
-STOP_GRACE_SECONDS, SIGKILL). A worker also stops when the daemon is gone.
+STOP_GRACE_SECONDS, SIGKILL). A worker also stops when the daemon is gone,
+whatever it died of: the daemon keeps each worker's stdin open as its
+lifeline, and the worker stops (ending itself after STOP_GRACE_SECONDS at the
+latest) when it reads EOF there.
 """
 
 import json
@@ -37,7 +40,6 @@ import time
 
 log = logging.getLogger("contentnode.workers")
 
-STATE_POLL_SECONDS = 0.25     # how often a worker looks for a changed state file
 COUNTS_EVERY = 0.25           # how often a worker sends its counts
 STOP_GRACE_SECONDS = 10.0
 RESTART_PAUSE_MAX = 30.0
@@ -45,7 +47,10 @@ MAX_COUNTS_LINE = 4 << 20      # a counts line is far smaller (bounded labels); 
 
 
 class _Worker:
-    """The daemon's handle on one worker: its process and the reader of its counts pipe."""
+    """The daemon's handle on one worker: its process and the reader of its counts pipe.
+
+    The process's stdin stays open as its lifeline: the worker stops when it reads EOF.
+    """
 
     def __init__(self, process: subprocess.Popen, reader: threading.Thread):
         self.process, self.reader = process, reader
@@ -85,6 +90,7 @@ class PublicWorkers:
                             worker.process.pid, STOP_GRACE_SECONDS)
                 worker.process.kill()
                 worker.process.wait()
+            _close(worker.process.stdin)
             worker.reader.join(timeout=2.0)
 
     def _spawn(self, slot: int) -> None:
@@ -100,8 +106,8 @@ class PublicWorkers:
                                        pass_fds=(listener.fileno(), counts_write))
         finally:
             os.close(counts_write)
-        process.stdin.write(json.dumps(setup).encode())
-        process.stdin.close()
+        process.stdin.write(json.dumps(setup).encode() + b"\n")
+        process.stdin.flush()   # and kept open: the worker's lifeline (see public_worker.py)
         counts = os.fdopen(counts_read, "rb")
         reader = threading.Thread(target=self._read_counts, args=(counts,), name=f"worker-{slot}-counts",
                                   daemon=True)
@@ -128,6 +134,7 @@ class PublicWorkers:
                 if status is None:
                     continue
                 worker.reader.join(timeout=2.0)  # its last counts first
+                _close(worker.process.stdin)
                 self.app.delivery.cache.settle()  # its temp files go; the books are recounted
                 quick = time.monotonic() - worker.started < 1.0
                 self._pause = min(max(self._pause * 2, 0.5), RESTART_PAUSE_MAX) if quick else 0.0
@@ -142,6 +149,13 @@ def _signal(process, signum: int) -> None:
     try:
         process.send_signal(signum)
     except ProcessLookupError:
+        pass
+
+
+def _close(stream) -> None:
+    try:
+        stream.close()
+    except OSError:   # a worker that is already gone: nothing to tell it
         pass
 
 

@@ -14,26 +14,25 @@ import logging
 import re
 import threading
 from dataclasses import dataclass, field
-from urllib.parse import unquote
 
 from contentnode.core import images, rules, signing
 from contentnode.core.cache import Cache
 from contentnode.core.cache_fill import FillStalled, FillTruncated, OriginAnswer
-from contentnode.core.hostnames import host_from_header
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
 from contentnode.core.settings import effective
 from contentnode.core.traffic import Traffic
 from contentnode.http.errors import ApiError, error_response
 from contentnode.http.response import FileBody, Response, StreamBody
+from contentnode.public import visit
 
 log = logging.getLogger("contentnode.content")
 
 ORIGIN_TIMEOUT = 30.0        # a whole origin GET, headers to last byte
 MAX_IMAGE_SOURCE = 64 << 20  # bytes of a source image read into memory for a transform
-MAX_PATH_BYTES = 4096
+IMAGE_PIXELS_AT_ONCE = 24_000_000   # decoded pixels of the transforms running at once (~96 MB), per process
+IMAGE_TRANSFORMS_AT_ONCE = 2        # transforms are CPU bound
 READ_CHUNK = 256 * 1024
 REMEMBERED_TARGETS = 4096    # resolved (host, path) targets kept per state document
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
 
 
@@ -68,7 +67,7 @@ class Delivery:
         self.cache = Cache(f"{data_dir}/cache", effective(doc)["cache_max_bytes"], app.clock.now,
                            processes=app.public_processes, worker_slot=app.worker_slot)
         self.traffic = Traffic(f"{data_dir}/traffic.json", app.clock.now)
-        self.image_slots = threading.BoundedSemaphore(2)   # transforms are CPU bound
+        self.image_budget = images.PixelBudget(IMAGE_PIXELS_AT_ONCE, IMAGE_TRANSFORMS_AT_ONCE)
         self._index = (None, rules.RuleIndex([]))
         self._index_lock = threading.Lock()
         self._targets = (None, {})   # (state document, {(host, path): Target}), see remembered()
@@ -110,40 +109,26 @@ class Delivery:
 # ---------------------------------------------------------------- resolving
 
 
-_CLEAN_PATHS = {}  # raw path -> decoded path, for paths that passed clean_path
-_CLEAN_PATHS_MAX = 4096
+def content_path(raw_path: str, path: str) -> str:
+    """The decoded path again, or 400 for what only content refuses: encoded slashes,
+    backslashes and dot segments (a key is never reached by traversal).
 
-
-def clean_path(raw_path: str) -> str:
-    """The decoded request path, or 400 for traversal, encoded slashes, NUL and controls.
-
-    Remembered for the last few thousand distinct good paths: the checks are a
-    pure function of the raw path, and hits repeat the same paths.
+    `path` is `raw_path` decoded and already free of hostile bytes (visit.py).
     """
-    path = _CLEAN_PATHS.get(raw_path)
-    if path is None:
-        path = _checked_path(raw_path)
-        if len(_CLEAN_PATHS) >= _CLEAN_PATHS_MAX:
-            _CLEAN_PATHS.clear()
-        _CLEAN_PATHS[raw_path] = path
-    return path
-
-
-def _checked_path(raw_path: str) -> str:
-    lowered = raw_path.lower()
-    if len(raw_path) > MAX_PATH_BYTES or not raw_path.startswith("/"):
-        raise ApiError(400, "invalid", "the path is not acceptable")
-    if "%2f" in lowered or "%5c" in lowered or "\\" in raw_path:
+    if "\\" in path or "%" in raw_path and "%2f" in raw_path.lower():
         raise ApiError(400, "invalid", "encoded slashes and backslashes are not allowed in paths")
-    try:
-        path = unquote(raw_path, errors="strict")
-    except UnicodeDecodeError:
-        raise ApiError(400, "invalid", "the path is not valid UTF-8") from None
-    if _CONTROL.search(path):
-        raise ApiError(400, "invalid", "control characters (NUL included) are not allowed in paths")
     if rules.has_dot_segment(path):
         raise ApiError(400, "invalid", '"." and ".." segments are not allowed in paths')
     return path
+
+
+def clean_path(raw_path: str) -> str:
+    """The decoded path of a URL given to the admin API (purge, warm, probe), or a 400 ApiError."""
+    if len(raw_path) > visit.MAX_PATH_BYTES or not raw_path.startswith("/"):
+        raise ApiError(400, "invalid", "the path is not acceptable")
+    if visit.CONTROL.search(raw_path):
+        raise ApiError(400, "invalid", "control characters (NUL included) are not allowed in paths")
+    return content_path(raw_path, visit.decode_path(raw_path))
 
 
 def keyring(doc) -> dict | None:
@@ -231,8 +216,7 @@ def _variant_fetch(delivery, target: Target, original):
                 raise images.ImageError("the source image is too large to transform")
             return OriginAnswer(source.status)
         data = source.read_all()
-        with delivery.image_slots:
-            out, ctype = images.transform(data, target.variant)
+        out, ctype = images.transform(data, target.variant, delivery.image_budget)
         tag = hashlib.sha256(f"{source.meta.get('etag')}|{target.variant.key()}".encode()).hexdigest()
         meta = {"content_type": ctype, "etag": f'"{tag[:32]}"',
                 "last_modified": source.meta.get("last_modified")}
@@ -386,7 +370,7 @@ def serve(req, delivery, host) -> tuple[Response, str]:
     if req.method not in ("GET", "HEAD"):
         raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
                        headers={"Allow": "GET, HEAD"})
-    path = clean_path(req.raw_path)
+    path = content_path(req.raw_path, req.visit.path)
     target = resolve(delivery, host, path, req.query_list, req.client_ip)
     result = fetch(delivery, target)
     return object_response(req, result, target), "hit" if result.hit else "miss"
@@ -395,7 +379,7 @@ def serve(req, delivery, host) -> tuple[Response, str]:
 def answer(req) -> Response:
     """The last stage: serve, then count the request for its domain."""
     delivery = req.app.delivery
-    host = host_from_header(req.headers.get("Host"))
+    host = req.visit.host
     known = host in req.app.store.data.get("domains", {})
     try:
         response, cached = serve(req, delivery, host)

@@ -2,12 +2,11 @@
 
 import json
 
-from contentnode.core.hostnames import host_from_header
 from contentnode.http.response import Response
 
 
 def answer(req):
-    host = host_from_header(req.headers.get("Host"))
+    host = req.visit.host
     record = req.app.store.data["domains"].get(host) if host else None
     redirect = record and record.get("redirect")
     if not redirect:
