@@ -98,6 +98,7 @@ def purge(req):
         prefix = v.text(body, "prefix", max_len=1024, strip=False)
         if not prefix.startswith("/"):
             raise invalid('prefix must start with "/"', "prefix")
+        prefix = content.canonical_slashes(prefix)   # as request paths are, so "//static/" covers them
         known_domain(req.app.store.data, host, "domain")
         purged, detail = cache.purge_prefix(host, prefix), {"domain": host, "prefix": prefix}
     req.audit("cache.purge", detail=dict(detail, purged=purged))

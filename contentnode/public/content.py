@@ -34,6 +34,7 @@ IMAGE_TRANSFORMS_AT_ONCE = 2        # transforms are CPU bound
 READ_CHUNK = 256 * 1024
 REMEMBERED_TARGETS = 4096    # resolved (host, path) targets kept per state document
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
+_SLASHES = re.compile(r"//+")
 
 
 @dataclass
@@ -110,16 +111,22 @@ class Delivery:
 
 
 def content_path(raw_path: str, path: str) -> str:
-    """The decoded path again, or 400 for what only content refuses: encoded slashes,
+    """The canonical decoded path, or 400 for what only content refuses: encoded slashes,
     backslashes and dot segments (a key is never reached by traversal).
 
     `path` is `raw_path` decoded and already free of hostile bytes (visit.py).
+    Repeated slashes collapse, as in rule paths and bucket keys: `/f.txt`,
+    `//f.txt` and `///f.txt` are one object, one cache entry, one purge.
     """
     if "\\" in path or "%" in raw_path and "%2f" in raw_path.lower():
         raise ApiError(400, "invalid", "encoded slashes and backslashes are not allowed in paths")
     if rules.has_dot_segment(path):
         raise ApiError(400, "invalid", '"." and ".." segments are not allowed in paths')
-    return path
+    return canonical_slashes(path)
+
+
+def canonical_slashes(path: str) -> str:
+    return _SLASHES.sub("/", path) if "//" in path else path
 
 
 def clean_path(raw_path: str) -> str:
