@@ -113,6 +113,7 @@ class App:
         self.every(SESSION_PRUNE_SECONDS, self.sessions.prune, "sessions-prune")
         self.every(delivery_api.FLUSH_SECONDS, lambda: delivery_api.flush(self.delivery), "traffic-flush")
         self._stop_steps.append(self.delivery.traffic.save)
+        self._stop_steps.append(self.delivery.cache.close)
         self.notifier.start()
         self.events.subscribe(self.notifier.handle_event)
         self._stop_steps.append(self.notifier.stop)

@@ -575,6 +575,13 @@ class Cache:
     def purge_all(self) -> int:
         return self.purge(None)
 
+    def close(self) -> None:
+        """At stop: close the files kept open and the books (this process's locks go with them)."""
+        with self._lock:
+            for key in list(self._files):
+                self._retire_file(key)
+            self.ledger.close()
+
     # -- reporting ------------------------------------------------------------
 
     def state(self, key: tuple) -> dict:

@@ -89,6 +89,13 @@ class CacheLedger:
         self._set_slot(1, 0)
         self._set_slot(2, 0)
 
+    def close(self) -> None:
+        """Unmap and close the file (which releases every record lock this process holds on it)."""
+        if self._fd >= 0:
+            self._page.close()
+            os.close(self._fd)
+            self._fd = -1
+
     def _get(self, index: int) -> int:
         return _WORD.unpack_from(self._page, _WORD.size * index)[0]
 
