@@ -366,3 +366,17 @@ def test_single_flight_holds_for_the_readers_that_stay(tmp_path, clock):
     leaving.close()
     assert len(staying.read_all()) == 2 << 20
     assert origin.calls == 1 and cache.lookup(KEY) is not None
+
+
+def test_a_key_with_an_encoding_suffix_survives_a_restart_and_goes_with_its_object(tmp_path, clock):
+    """Room for compressed variants: a key may carry more parts after the image variant (an
+    encoding); it is an entry like any other, and a URL purge takes it with the object."""
+    root = str(tmp_path / "c")
+    plain, encoded = ("h", "/a.css", ""), ("h", "/a.css", "", "br")
+    cache = Cache(root, 1 << 20, clock)
+    cache.get(plain, Origin(b"body{}"), 600).read_all()
+    cache.get(encoded, Origin(b"compressed"), 600).read_all()
+    again = Cache(root, 1 << 20, clock)
+    assert read_hit(again.lookup(encoded)) == b"compressed"
+    assert again.purge_url("h", "/a.css") == 2
+    assert again.lookup(plain) is None and again.lookup(encoded) is None

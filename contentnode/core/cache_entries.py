@@ -27,7 +27,7 @@ MAX_HEADER = 64 * 1024
 
 @dataclass
 class Entry:
-    key: tuple            # (host, path, variant)
+    key: tuple            # (host, path, image variant[, more: an encoding, later]); purges match host and path
     path: str             # file on disk
     offset: int           # where the body starts in the file
     size: int             # body length
@@ -79,7 +79,7 @@ def read_entry(path: str, name: str) -> Entry | None:
         header, offset = read_header(fd)
         st = os.fstat(fd)
         key = tuple(header["key"])
-        if len(key) != 3 or key_name(key) != name or st.st_size != offset + header["size"]:
+        if len(key) < 3 or key_name(key) != name or st.st_size != offset + header["size"]:
             return None
         return Entry(key, path, offset, header["size"], header["meta"], header["stored_at"],
                      header["expires_at"], st.st_mtime, uid=header["id"])
