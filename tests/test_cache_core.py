@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+import contentnode.core.cache as cache_module
 from contentnode.core.cache import Cache
 from contentnode.core.cache_fill import FillTruncated, OriginAnswer
 
@@ -380,3 +381,22 @@ def test_a_key_with_an_encoding_suffix_survives_a_restart_and_goes_with_its_obje
     assert read_hit(again.lookup(encoded)) == b"compressed"
     assert again.purge_url("h", "/a.css") == 2
     assert again.lookup(plain) is None and again.lookup(encoded) is None
+
+
+def test_an_index_of_entries_other_processes_evicted_stays_bounded(tmp_path, clock, monkeypatch):
+    """A process indexes what it meets on disk; another one evicts those files behind its back.
+    What this process holds for them stays within twice the folder's entries plus INDEX_SLACK."""
+    monkeypatch.setattr(cache_module, "INDEX_SLACK", 32)
+    root = str(tmp_path / "c")
+    reader = Cache(root, 5000, clock, processes=2)
+    filler = Cache(root, 5000, clock, processes=2, worker_slot=1)
+    for n in range(200):
+        key = ("h", f"/{n}", "")
+        filler.get(key, Origin(b"v" * 100), 600).read_all()
+        hit = reader.lookup(key)
+        assert hit is not None
+        hit.close()
+    entries = reader.stats()["entries"]
+    assert 0 < entries < 50
+    assert len(reader._index) <= 2 * entries + 32 + 1
+    assert len(reader._order) <= 2 * entries + 32 + 1

@@ -44,6 +44,7 @@ TOUCH_EVERY = 60.0       # refresh an entry's mtime (its LRU position for every 
 HOT_MAX_OBJECT = 64 * 1024          # bodies up to this size are kept in memory after a hit
 HOT_MAX_BYTES = 16 * 1024 * 1024    # the memory all those bodies may hold together
 OPEN_FILES = 64                     # larger entries' files kept open between hits (most recent)
+INDEX_SLACK = 1024                  # index entries (and queued files) allowed beyond twice the folder's
 
 
 class Cache:
@@ -182,9 +183,19 @@ class Cache:
             entry = read_entry(path, os.path.basename(path))
         if entry is None or entry.key != key:
             return None
-        self._index[key] = entry
-        self._order.push((int(entry.touched * 1e9), 0), path, entry)
+        self._indexed(entry, (int(entry.touched * 1e9), 0))
         return entry
+
+    def _indexed(self, entry: Entry, used: tuple) -> None:
+        """Index an entry and queue its file for eviction (lock held). Other processes evict and
+        replace files behind this one's back: when the index or the queue outgrows the folder,
+        what is gone from disk leaves the index and the queue is walked again when next needed."""
+        self._index[entry.key] = entry
+        bound = 2 * self.ledger.entries + INDEX_SLACK
+        if len(self._index) > bound:
+            for stale in [e for e in self._index.values() if not os.path.exists(e.path)]:
+                self._forget(stale)
+        self._order.push(used, entry.path, entry, bound)
 
     def _open_hit(self, entry):
         """A Result for a hit (its body in memory when small, else the shared open file), or None
@@ -510,8 +521,7 @@ class Cache:
                     self._forget(old)
                 entry = Entry(fill.key, path, offset, answer.length, answer.meta, now, now + ttl, now,
                               uid=uid, used=(int(now * 1e9), next(self._ticks)))
-                self._index[fill.key] = entry
-                self._order.push(entry.used, path, entry)
+                self._indexed(entry, entry.used)
         fill.progress(written=answer.length, done=True)
 
     # -- removal --------------------------------------------------------------

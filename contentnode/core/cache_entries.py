@@ -116,7 +116,12 @@ class LruOrder:
         self._seq = itertools.count()
         self._walked_ns = -1     # (cache clock) when the folder was last walked; -1: never
 
-    def push(self, used: tuple, path: str, entry: Entry | None = None) -> None:
+    def push(self, used: tuple, path: str, entry: Entry | None = None, bound: int | None = None) -> None:
+        """Queue a file; past `bound` items (files found again and again) the queue is dropped,
+        to be walked afresh when a victim is next asked for."""
+        if bound is not None and len(self._heap) >= bound:
+            self._heap, self._walked_ns = [], -1
+            return
         heapq.heappush(self._heap, (used[0], used[1], next(self._seq), path, entry))
 
     def rebuild(self, known: dict, now_ns: int) -> None:
