@@ -217,8 +217,11 @@ def _tls_step(steps, app, host):
 
 
 def diagnose(req):
-    """A visit's steps: outside the node (parse, DNS), its pipeline (redirect, TLS, then the content
-    stage's own resolve, traced), the origin and the cache."""
+    """The steps of a visit to a URL, in a visitor's order.
+
+    Outside the node (parse, DNS), its pipeline (redirect, TLS, then the content
+    stage's own resolve, traced), the origin and the cache.
+    """
     body = req.body
     url = body.get("url")
     steps = Steps()
