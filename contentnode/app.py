@@ -267,7 +267,11 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
     """
     app = App(config, clock, worker_slot)
     app.store = Store(config.data_dir, SECTIONS, revisioned=REVISIONED)
+    if app.public_processes > 1:
+        app.store.share_changes()   # workers see the daemon's writes from their next request
     app.store.load()
+    if worker_slot is None:
+        app.store.publish()
     app.sessions = SessionManager(config.data_dir, app.store, clock)
     app.sessions.load()
     if worker_slot is None:
