@@ -35,6 +35,7 @@ ORIGIN_TIMEOUT = 30.0        # a whole origin GET, headers to last byte
 MAX_IMAGE_SOURCE = 64 << 20  # bytes of a source image read into memory for a transform
 IMAGE_PIXELS_AT_ONCE = 24_000_000   # decoded pixels of the transforms running at once (~96 MB), per process
 IMAGE_TRANSFORMS_AT_ONCE = 2        # transforms are CPU bound
+IMAGE_SOURCES_AT_ONCE = 8           # sources held in memory, read or waiting for a transform slot
 READ_CHUNK = 256 * 1024
 REMEMBERED_TARGETS = 4096    # resolved (host, path) targets kept per state document
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
@@ -71,7 +72,9 @@ class Delivery:
         self.cache = Cache(f"{data_dir}/cache", effective(doc)["cache_max_bytes"], app.clock.now,
                            processes=app.public_processes, worker_slot=app.worker_slot)
         self.traffic = Traffic(f"{data_dir}/traffic.json", app.clock.now)
-        self.image_budget = images.PixelBudget(IMAGE_PIXELS_AT_ONCE, IMAGE_TRANSFORMS_AT_ONCE)
+        self.image_budget = images.Budget(IMAGE_PIXELS_AT_ONCE, IMAGE_TRANSFORMS_AT_ONCE)
+        # sources read into memory for transforms, waiting ones included: at most two of the largest
+        self.image_sources = images.Budget(2 * MAX_IMAGE_SOURCE, IMAGE_SOURCES_AT_ONCE)
         self._index = (None, rules.RuleIndex([]))
         self._index_lock = threading.Lock()
         self._targets = (None, {})   # (state document, {(host, path): Target}), see remembered()
@@ -264,8 +267,8 @@ def _variant_fetch(delivery, target: Target, original):
             if source.status == 200:
                 raise images.ImageError("the source image is too large to transform")
             return OriginAnswer(source.status)
-        data = source.read_all()
-        out, ctype = images.transform(data, target.variant, delivery.image_budget)
+        with delivery.image_sources.hold(source.size):
+            out, ctype = images.transform(source.read_all(), target.variant, delivery.image_budget)
         tag = hashlib.sha256(f"{source.meta.get('etag')}|{target.variant.key()}".encode()).hexdigest()
         meta = {"content_type": ctype, "etag": f'"{tag[:32]}"',
                 "last_modified": source.meta.get("last_modified")}
