@@ -11,11 +11,9 @@ import ipaddress
 import logging
 import os
 import secrets
-import sys
 import threading
 import time
 from functools import lru_cache
-from typing import TextIO
 
 from contentnode import __version__, api
 from contentnode.api import certs as certs_api
@@ -41,6 +39,7 @@ from contentnode.http.errors import forbidden
 from contentnode.http.request import Request
 from contentnode.http.router import AdminDispatcher, RouteTable
 from contentnode.http.server import Server
+from contentnode.logs import AccessLog, access_fields
 from contentnode.public import PublicDispatcher
 from contentnode.public.content import Delivery
 from contentnode.schema import REVISIONED, SECTIONS
@@ -48,9 +47,8 @@ from contentnode.store import Store
 from contentnode.tls import TlsRuntime
 
 log = logging.getLogger("contentnode")
-access_log = logging.getLogger("contentnode.access")
+access_logger = logging.getLogger("contentnode.access")  # its level (log_level) still silences access lines
 
-LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 SESSION_FLUSH_SECONDS = 30
 SESSION_PRUNE_SECONDS = 300
 
@@ -79,7 +77,8 @@ class App:
     notifier: Notifier
     servers: dict
     update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
-    access_stream: TextIO  # where access lines go: stderr, beside the log records
+    access_log: AccessLog  # where access lines go: the access_log start-up value
+    draining: threading.Event  # set on SIGTERM: the public /healthz answers 503 while requests are still served
     accept_poll_seconds: float  # how often an accept loop looks for stop(): each listener's stop waits that long
     worker_slot: int | None  # in a public worker process (contentnode/workers.py): its slot, 1..N
 
@@ -89,7 +88,7 @@ class App:
         self.worker_slot = worker_slot
         self.data_dir = config.data_dir
         self.servers = {}  # listener name -> Server; the HTTPS listener comes and goes at run time
-        self.access_stream = sys.stderr
+        self.draining = threading.Event()
         self.update_kick = threading.Event()
         self.accept_poll_seconds = 0.25
         self._jobs = []
@@ -131,6 +130,14 @@ class App:
             except Exception:
                 log.exception("shutdown step failed")
         self.sessions.flush()
+        self.access_log.close()
+
+    def drain(self) -> None:
+        """Tell balancers to go (the public /healthz answers 503) while every request is still served;
+        answers carry Connection: close, so kept-alive clients come back through the balancer."""
+        self.draining.set()
+        for server in self.servers.values():
+            server.draining = True
 
     def serve_public_socket(self, sock) -> Server:
         """In a public worker: serve the listening socket the daemon bound and handed down."""
@@ -206,15 +213,19 @@ class App:
     def _dispatch(self, port_name: str, dispatcher, scheme: str):
         def dispatch(handler):
             req = Request(handler, port_name, scheme)
-            req.client_ip = self.client_ip(req)
+            req.client_ip = handler.client_ip = self.client_ip(req)  # the access line shows it too
             return dispatcher(req)
         return dispatch
 
     def _on_request(self, port_name, handler, response, seconds) -> None:
         self.metrics.observe_request(port_name, handler.command, response.status, seconds)
-        if access_log.isEnabledFor(logging.INFO):
-            write_access_line(self.access_stream, port_name, handler.client_address[0], handler.command,
-                              handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds)
+        if self.access_log.enabled and access_logger.isEnabledFor(logging.INFO):
+            headers = handler.headers
+            cache = next((value for name, value in response.headers if name == "X-Cache"), "-")
+            self.access_log.write(access_fields(
+                port_name, headers.get("Host") or "", getattr(handler, "client_ip", handler.client_address[0]),
+                handler.command, handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds,
+                cache, headers.get("User-Agent") or ""))
 
     def start_server(self, name: str, bind: str, port: int, dispatcher, tls_context=None,
                      serve: bool = True, sock=None) -> Server:
@@ -267,8 +278,13 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
     A public worker (worker_slot 1..N) builds the same App and serves only its public side.
     """
     app = App(config, clock, worker_slot)
+    app.access_log = AccessLog(config.access_log, config.access_log_rate)
     app.store = Store(config.data_dir, SECTIONS, revisioned=REVISIONED)
+    if app.public_processes > 1:
+        app.store.share_changes()   # workers see the daemon's writes from their next request
     app.store.load()
+    if worker_slot is None:
+        app.store.publish()
     app.sessions = SessionManager(config.data_dir, app.store, clock)
     app.sessions.load()
     if worker_slot is None:
@@ -313,22 +329,3 @@ def _parse_networks(cidrs: tuple) -> tuple:
         except ValueError:
             log.warning("ignoring invalid network %r", cidr)
     return tuple(result)
-
-
-_stamp = [0, ""]
-
-
-def write_access_line(stream, port, client, method, target, status, size, seconds) -> None:
-    """One line per request, in the logging format but without its per-record cost.
-
-    The query string is left out (it may carry signatures); control characters are escaped.
-    """
-    now = int(time.time())
-    if _stamp[0] != now:
-        _stamp[1] = time.strftime(LOG_DATE_FORMAT, time.localtime(now))
-        _stamp[0] = now
-    path = target.split("?", 1)[0][:300]
-    if not path.isprintable():
-        path = path.encode("unicode_escape").decode("ascii")
-    stream.write(f'{_stamp[1]} INFO contentnode.access: {port} {client} "{method} {path}" '
-                 f"{status} {size} {seconds * 1000:.1f}ms\n")

@@ -4,8 +4,8 @@ contentnode/workers.py (the daemon's side) says what workers are for and what
 holds across them. This is the worker's side: the setup arrives as JSON on
 stdin (configuration, slot, the inherited listening socket and counts pipe),
 it builds the same App with its slot and serves only the public port until
-SIGTERM or until the daemon is gone (its stdin, which the daemon keeps open,
-reaches EOF).
+SIGTERM (drain, then stop), SIGUSR1 (stop now) or until the daemon is gone
+(its stdin, which the daemon keeps open, reaches EOF: stop now).
 """
 
 import json
@@ -15,34 +15,39 @@ import signal
 import socket
 import sys
 import threading
+import time
 
 from contentnode.app import build_app
 from contentnode.clock import Clock
 from contentnode.config import Config
 from contentnode.daemon import setup_logging
-from contentnode.workers import COUNTS_EVERY, STOP_GRACE_SECONDS
+from contentnode.workers import COUNTS_EVERY, STOP_GRACE_SECONDS, STOP_NOW
 
 log = logging.getLogger("contentnode.workers")
 
 
 def run(setup: dict, lifeline) -> int:
-    """The worker's whole life: serve the inherited public socket until SIGTERM or the daemon is gone."""
+    """The worker's whole life: serve the inherited public socket until told to stop or the daemon is gone."""
     config = Config(setup["config"], {name: "daemon" for name in setup["config"]})
     slot = setup["slot"]
     setup_logging(config.log_level)
-    stop = threading.Event()
+    stop, hurry = threading.Event(), threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(STOP_NOW, lambda *_: (hurry.set(), stop.set()))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C reaches the daemon, which stops us
-    threading.Thread(target=_watch_lifeline, args=(lifeline, stop), name="lifeline", daemon=True).start()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the access log is open (it is opened after any rename)
+    threading.Thread(target=_watch_lifeline, args=(lifeline, stop, hurry), name="lifeline", daemon=True).start()
     counts = os.fdopen(setup["counts_fd"], "wb")
     listener = socket.socket(fileno=setup["listener_fd"])
     app = build_app(config, Clock.from_environment(), worker_slot=slot)
     server = app.serve_public_socket(listener)
+    signal.signal(signal.SIGHUP, lambda *_: app.access_log.reopen())
     log.info("public worker %d serving (slot %d)", os.getpid(), slot)
     try:
         while not stop.wait(COUNTS_EVERY):
             app.store.follow()   # requests do this too; an idle worker keeps up as well
             _send_counts(app, counts)
+        _drain(app, hurry, counts)
     finally:
         server.close_gracefully(grace=STOP_GRACE_SECONDS - 1)
     _send_counts(app, counts)
@@ -50,8 +55,20 @@ def run(setup: dict, lifeline) -> int:
     return 0
 
 
-def _watch_lifeline(lifeline, stop: threading.Event) -> None:
-    """Stop when the daemon is gone, whatever it died of.
+def _drain(app, hurry: threading.Event, counts) -> None:
+    """As the daemon does: /healthz answers 503 for drain_seconds while requests are served."""
+    if hurry.is_set():
+        return
+    app.drain()
+    deadline = time.monotonic() + app.config.drain_seconds
+    while not hurry.wait(min(COUNTS_EVERY, max(0.0, deadline - time.monotonic()))):
+        _send_counts(app, counts)
+        if time.monotonic() >= deadline:
+            return
+
+
+def _watch_lifeline(lifeline, stop: threading.Event, hurry: threading.Event) -> None:
+    """Stop now (no drain) when the daemon is gone, whatever it died of.
 
     The daemon holds the write end of our stdin and never closes it while it
     wants us: its death (kill -9, a crash) closes it and we read EOF. Unlike
@@ -63,6 +80,7 @@ def _watch_lifeline(lifeline, stop: threading.Event) -> None:
         pass
     if not stop.is_set():
         log.warning("public worker %d: the daemon is gone; stopping", os.getpid())
+    hurry.set()
     stop.set()
     threading.Event().wait(STOP_GRACE_SECONDS)
     log.error("public worker %d did not stop in %.0f s after the daemon went: exiting", os.getpid(),

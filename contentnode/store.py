@@ -13,7 +13,9 @@ no caller can change an object and forget its revision.
 
 import json
 import logging
+import mmap
 import os
+import struct
 import threading
 from collections.abc import Callable, Mapping, MutableMapping
 from contextlib import contextmanager
@@ -27,6 +29,8 @@ log = logging.getLogger("contentnode.store")
 
 SCHEMA_VERSION = 1
 STATE_FILE = "state.json"
+CHANGES_FILE = "state.changes"   # the stamp of the last state file written, mapped by every process
+_STAMP = struct.Struct("<QQ")    # inode, mtime in ns
 DATA_DIR_MARKER = ".contentnode-data-dir"  # written when the node claims its data dir
 
 
@@ -329,7 +333,8 @@ class Store:
         self._lock = threading.RLock()
         self._encoded = {}  # section name -> its JSON bytes, or {key: member bytes} for an object
         self._data = {}
-        self._stamp = None  # (inode, mtime) of the file as last loaded or written, see follow()
+        self._stamp = None  # _STAMP of the file's (inode, mtime) as last loaded or written, see follow()
+        self._shared = None  # the mmap of CHANGES_FILE once share_changes() ran
 
     def load(self) -> None:
         """Read the document (or start an empty one). Corrupt or unreadable: StoreError."""
@@ -360,16 +365,44 @@ class Store:
         self._data = doc
         if raw is None:
             atomic_write(self.path, _document_parts(self._encoded))
-            self._stamp = _file_stamp(self.path)
+            self._written()
+
+    def share_changes(self) -> None:
+        """Publish every write in CHANGES_FILE, a small file all processes of the node map.
+
+        It holds the (inode, mtime) of the state file as last written; a reader
+        compares it with what it loaded (a memory compare, no system call), so
+        follow() costs a request almost nothing until something changed.
+        """
+        fd = os.open(os.path.join(os.path.dirname(self.path), CHANGES_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(fd).st_size < _STAMP.size:
+                os.ftruncate(fd, _STAMP.size)
+            self._shared = mmap.mmap(fd, _STAMP.size)
+        finally:
+            os.close(fd)
+
+    def publish(self) -> None:
+        """Tell the other processes which state file this one holds (the daemon, once loaded)."""
+        if self._shared is not None and self._stamp is not None:
+            self._shared[:_STAMP.size] = self._stamp
+
+    def _written(self) -> None:
+        self._stamp = _file_stamp(self.path)
+        self.publish()
 
     def follow(self) -> None:
         """Load the file again when another process replaced it since this one last read or wrote it.
 
         A public worker calls this before every request, so a change the daemon's
-        admin API has acknowledged is served by the very next request. One stat:
-        every write renames a new file in (atomic_write), so the inode changes
-        even when the clock's granularity leaves the mtime the same.
+        admin API has acknowledged is served by the very next request: the
+        writer publishes the new file's stamp (share_changes) before it answers.
+        Without a shared stamp, or when it differs, one stat decides: every write
+        renames a new file in (atomic_write), so the inode changes even when the
+        clock's granularity leaves the mtime the same.
         """
+        if self._shared is not None and self._shared[:_STAMP.size] == self._stamp:
+            return
         stamp = _file_stamp(self.path)
         if stamp == self._stamp:
             return
@@ -408,7 +441,7 @@ class Store:
             if changed:
                 atomic_write(self.path, _document_parts(encoded))
                 self._data, self._encoded = data, encoded
-                self._stamp = _file_stamp(self.path)
+                self._written()
 
     def _stamp_revisions(self, tx: Transaction) -> None:
         """Raise the revision of every updatable object this transaction changed (and only those)."""
@@ -440,4 +473,4 @@ def _file_stamp(path: str):
         st = os.stat(path)
     except FileNotFoundError:
         return None
-    return st.st_ino, st.st_mtime_ns
+    return _STAMP.pack(st.st_ino, st.st_mtime_ns)

@@ -18,6 +18,9 @@ ADMIN_PASSWORD = "correct horse battery staple"
 # login and password change makes one (hundreds in the suite). A test that depends on the real
 # cost (the lockout under 40 simultaneous guesses) is marked `default_hash_cost` (conftest.py).
 LEAST_HASH_COST = {"CONTENTNODE_HASH_MEMORY_KIB": "8", "CONTENTNODE_HASH_TIME_COST": "1"}
+# The SIGTERM drain (drain_seconds, docs/API.md "Health and drain") would add its seconds to
+# every stop of a test daemon; tests/test_drain.py sets it where the drain is what it tests.
+NO_DRAIN = {"CONTENTNODE_DRAIN_SECONDS": "0"}
 DEFAULT_HASH_COST = {"CONTENTNODE_" + o.name.upper(): str(o.default) for o in config.OPTIONS
                      if o.name in ("hash_memory_kib", "hash_time_cost")}
 
@@ -57,7 +60,8 @@ class Node:
     """One daemon process with its own data dir; ports are chosen by the OS (port 0).
 
     `env` is added to this process's environment; password hashes cost LEAST_HASH_COST
-    unless `env` sets the cost (DEFAULT_HASH_COST: the node's own defaults).
+    unless `env` sets the cost (DEFAULT_HASH_COST: the node's own defaults), and SIGTERM
+    stops it without a drain unless `env` sets CONTENTNODE_DRAIN_SECONDS.
     """
 
     def __init__(self, workdir: str, env: dict | None = None, args=()):
@@ -66,7 +70,7 @@ class Node:
         self.clock_file = os.path.join(workdir, "clock")
         self.ready_file = os.path.join(workdir, "ready")
         self.log_path = os.path.join(workdir, "daemon.log")
-        self.extra_env = {**LEAST_HASH_COST, **(env or {})}
+        self.extra_env = {**LEAST_HASH_COST, **NO_DRAIN, **(env or {})}
         self.args = list(args)
         self.proc = None
         self.admin_port = self.public_port = None

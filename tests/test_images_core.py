@@ -132,7 +132,7 @@ def test_parse_and_variant_keys():
         "w=100&h=50&fit=cover&q=70"
 
 
-class RecordingBudget(images.PixelBudget):
+class RecordingBudget(images.Budget):
     """A budget that remembers the pixels each transform held (what it decoded)."""
 
     def __init__(self):
@@ -175,7 +175,7 @@ def test_pixel_budget_bounds_what_runs_at_once():
     import threading
     import time
 
-    budget = images.PixelBudget(100, 2)
+    budget = images.Budget(100, 2)
     order = []
 
     def run(name, pixels, seconds):

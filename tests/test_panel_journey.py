@@ -266,7 +266,7 @@ def test_journey(browser, node, seaweed):  # noqa: F811
     nav(page, "My account")
     page.get_by_role("button", name="Set up two-factor authentication").click()
     dialog = page.get_by_role("dialog")
-    labelled(dialog, "Password").fill(ADMIN_PASSWORD)  # changing 2FA needs the password (DESIGN §6)
+    labelled(dialog, "Password").fill(ADMIN_PASSWORD)  # changing 2FA needs the password (docs/API.md, "Two-factor authentication")
     dialog.get_by_role("button", name="Continue").click()
     secret = re.sub(r"\s", "", page.get_by_test_id("totp-secret").inner_text())
     totp = pyotp.TOTP(secret)

@@ -41,8 +41,8 @@ def alive(pid: int) -> bool:
         return False
 
 
-def start_two_workers(workdir) -> Node:
-    node = TwoWorkerNode(workdir).start()
+def start_two_workers(workdir, env=None) -> Node:
+    node = TwoWorkerNode(workdir, env=env).start()
     assert wait_until(lambda: len(serving_pids(node)) == 2, 20), node.log()
     return node
 
@@ -83,7 +83,7 @@ def test_stop_after_keep_alive_traffic_is_quick_and_kills_no_worker(tmp_path):
     for attempt in range(2):   # a worker stuck in accept() was a matter of luck: try twice
         workdir = tmp_path / f"n{attempt}"
         workdir.mkdir()
-        node = start_two_workers(str(workdir))
+        node = start_two_workers(str(workdir), env={"CONTENTNODE_DRAIN_SECONDS": "0"})  # no drain: the stop alone
         connections = keep_alive_connections(node)
         started = time.monotonic()
         status = node.stop(timeout=30)
@@ -102,12 +102,12 @@ def test_kill_9_of_the_daemon_leaves_no_worker(tmp_path):
         node = start_two_workers(str(workdir))
         if attempt % 2:   # a worker restarted by the daemon's watcher thread, not the main thread
             os.kill(serving_pids(node)[0], signal.SIGKILL)
-            assert wait_until(lambda: len(serving_pids(node)) == 3, 20), node.log()
+            assert wait_until(lambda n=node: len(serving_pids(n)) == 3, 20), node.log()
         workers = [pid for pid in serving_pids(node) if alive(pid)]
         assert len(workers) == 2
         connections = keep_alive_connections(node, 4)
         node.kill()
-        assert wait_until(lambda: not any(alive(pid) for pid in workers), 5), \
+        assert wait_until(lambda pids=workers: not any(alive(pid) for pid in pids), 5), \
             f"attempt {attempt}: workers still alive after kill -9 of the daemon: {workers}"
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", node.public_port), timeout=2).close()

@@ -1,4 +1,4 @@
-"""API tokens for scripts (DESIGN §8): minted once, stored only as a hash.
+"""API tokens for scripts (docs/API.md, "API tokens"): minted once, stored only as a hash.
 
 Tokens live in their own state section "api_tokens" ({token_id: record}) rather
 than inside the user record: revoking or touching last_used_at never rewrites
@@ -38,7 +38,7 @@ def secret_hash(secret: str) -> str:
 
 
 def public_token(record: dict) -> dict:
-    """The token object of DESIGN §8 (times as RFC 3339); never the hash."""
+    """The token object of docs/API.md, "API tokens" (times as RFC 3339); never the hash."""
     shown = {key: record.get(key) for key in ("id", "name", "scopes")}
     return dict(shown, **{key: clock.rfc3339(record.get(key)) for key in _TIMES})
 
@@ -122,7 +122,12 @@ def session_scopes(token: dict, owner: dict) -> set:
     return set(token.get("scopes") or ()) & set(user_scopes(owner))
 
 
-# A token session cannot reach these (DESIGN §8); encrypted backups and restores
+def acting_user(token: dict, owner: dict) -> dict:
+    """The user record a token session acts as: the owner, holding only session_scopes."""
+    return dict(owner, role="custom", scopes=sorted(session_scopes(token, owner)))
+
+
+# A token session cannot reach these (docs/API.md, "API tokens"); encrypted backups and restores
 # are refused to it by the backup module's administrator check (its role is "custom").
 _BARRED = ("/api/me/tokens", "/api/me/password", "/api/me/2fa")
 

@@ -5,7 +5,7 @@ import sys
 from contentnode.config import OPTIONS
 from contentnode.fileio import permission_problem
 
-FLAGS = ("data_dir", "admin_port", "admin_bind", "public_port", "public_bind", "log_level")
+FLAGS = ("data_dir", "admin_port", "admin_bind", "public_port", "public_bind", "log_level", "access_log")
 
 
 def run(config, args) -> int:

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from contentnode.core.bodies import FileBody, StreamBody
 from contentnode.core.cache_ledger import KeyHold
 
 CHUNK = 256 * 1024
@@ -101,6 +102,18 @@ class Result:
                 raise FillTruncated("cache file shorter than its header says")
             pos += len(data)
             yield data
+
+    def sendable(self, start: int, end: int):
+        """Bytes [start, end) in the form this result sends best, which then owns this Result:
+        bytes held in memory (ended here), the entry file's span for sendfile on a hit, else
+        the fill's (or the origin's) stream. Sending the body, then its close, ends it."""
+        if self.body is not None:
+            self.close()
+            return self.body if (start, end) == (0, len(self.body)) else self.body[start:end]
+        if self.hit:
+            fd, base = self.open_file()
+            return FileBody(fd, base + start, end - start, self.close)
+        return StreamBody(self.chunks(start, end), end - start, self.close)
 
     def read_all(self) -> bytes:
         """The whole body; for a fill, returns once the entry is stored (warm relies on it)."""

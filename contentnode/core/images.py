@@ -100,33 +100,34 @@ def _target_size(src_w, src_h, v: Variant):
     return max(1, round(src_w * scale)), max(1, round(src_h * scale))
 
 
-class PixelBudget:
-    """Bounds the memory of the transforms running at once in one process.
+class Budget:
+    """Bounds what the transforms running at once in one process hold.
 
-    A transform holds the pixels it decodes (after shrink-on-load) for as long
-    as it runs; it waits while `slots` transforms run (they are CPU bound) or
-    while its pixels do not fit beside the others'. One larger than the whole
-    budget runs alone rather than never. Pillow keeps about 4 bytes a pixel,
-    so the budget times 4 (plus the small output) bounds the decoded memory.
+    A holder takes `amount` units (decoded pixels; bytes of a source read into
+    memory) for as long as it runs; it waits while `slots` holders run or
+    while its amount does not fit beside the others'. One larger than the
+    whole budget runs alone rather than never. For pixels: Pillow keeps about
+    4 bytes a pixel, so the budget times 4 (plus the small output) bounds the
+    decoded memory.
     """
 
-    def __init__(self, pixels: int, slots: int):
-        self.pixels, self.slots = pixels, slots
+    def __init__(self, amount: int, slots: int):
+        self.amount, self.slots = amount, slots
         self._used = self._running = 0
         self._changed = threading.Condition()
 
     @contextmanager
-    def hold(self, pixels: int):
+    def hold(self, amount: int):
         with self._changed:
-            while self._running >= self.slots or (self._running and self._used + pixels > self.pixels):
+            while self._running >= self.slots or (self._running and self._used + amount > self.amount):
                 self._changed.wait()
-            self._used += pixels
+            self._used += amount
             self._running += 1
         try:
             yield
         finally:
             with self._changed:
-                self._used -= pixels
+                self._used -= amount
                 self._running -= 1
                 self._changed.notify_all()
 
@@ -138,7 +139,7 @@ _EXIF_ORIENTATION = 0x0112
 REDUCING_GAP = 2.0   # resample from at most twice the output size; reduce() by whole factors before
 
 
-def transform(data: bytes, v: Variant, budget: PixelBudget | None = None) -> tuple[bytes, str]:
+def transform(data: bytes, v: Variant, budget: Budget | None = None) -> tuple[bytes, str]:
     """(encoded bytes, content type) of the variant of the image in `data`.
 
     The work is sized to the output, not the source: a JPEG is decoded at the

@@ -32,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from contentnode.http.errors import ApiError
 from contentnode.http.response import FileBody, Response, StreamBody, json_response
+from contentnode.logs import path_value
 
 log = logging.getLogger("contentnode.http")
 
@@ -345,6 +346,7 @@ class Server(ThreadingHTTPServer):
         self.idle_timeout = idle_timeout
         self.tls_context = tls_context
         self.closing = False
+        self.draining = False  # the node is going away: every answer closes its connection
         self._slots = threading.BoundedSemaphore(max_connections)
         self._lock = threading.Lock()
         self._handlers: dict[RequestHandler, bool] = {}  # handler -> idle flag
@@ -447,7 +449,7 @@ class Server(ThreadingHTTPServer):
             handler.close_connection = True
             return
         except Exception:
-            log.exception("%s: request failed: %s %s", self.name, handler.command, handler.path[:200])
+            log.exception("%s: request failed: %s %s", self.name, handler.command, path_value(handler.path))
             response = _internal_error(handler)
         if response is None:
             return
@@ -464,7 +466,8 @@ class Server(ThreadingHTTPServer):
         try:
             head = self._head(handler, response)
         except Exception:
-            log.exception("%s: response to %s %s cannot be sent", self.name, handler.command, handler.path[:200])
+            log.exception("%s: response to %s %s cannot be sent", self.name, handler.command,
+                          path_value(handler.path))
             if not isinstance(response.body, bytes):
                 response.body.close()
             response = _internal_error(handler)
@@ -500,7 +503,7 @@ class Server(ThreadingHTTPServer):
         lines += [header_line(name, value) for name, value in response.headers]
         if not (status in (204, 304) or 100 <= status < 200):
             lines.append(f"Content-Length: {response.length}")
-        if handler.close_connection or self.closing:
+        if handler.close_connection or self.closing or self.draining:
             handler.close_connection = True
             lines.append("Connection: close")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

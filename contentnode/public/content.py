@@ -4,8 +4,11 @@ Redirects of a whole domain are answered by an earlier stage (domain_redirect);
 this stage is the last one and answers everything that reaches it, so every
 content request is counted in the traffic series. Objects come from the
 cache (sendfile from the entry file) or from one shared origin fetch that
-streams to the client while it fills the cache. Origin trouble becomes a
-plain 502 or 504: the client never learns bucket names, keys or causes.
+streams to the client while it fills the cache; the cache's Result says
+which body it is sent as (bytes, a file span, a stream), so this stage only
+decides 200, 206 or 304. Origin trouble becomes a plain 502 or 504: the
+client never learns bucket names, keys or causes. `resolve` is the one
+description of a visit's decisions: warm, probe and diagnose run it too.
 """
 
 import email.utils
@@ -13,6 +16,7 @@ import hashlib
 import logging
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 
 from contentnode.core import images, rules, signing
@@ -22,7 +26,7 @@ from contentnode.core.s3 import BucketConfig, S3Client, S3Error
 from contentnode.core.settings import effective
 from contentnode.core.traffic import Traffic
 from contentnode.http.errors import ApiError, error_response
-from contentnode.http.response import FileBody, Response, StreamBody
+from contentnode.http.response import Response
 from contentnode.public import visit
 
 log = logging.getLogger("contentnode.content")
@@ -31,6 +35,7 @@ ORIGIN_TIMEOUT = 30.0        # a whole origin GET, headers to last byte
 MAX_IMAGE_SOURCE = 64 << 20  # bytes of a source image read into memory for a transform
 IMAGE_PIXELS_AT_ONCE = 24_000_000   # decoded pixels of the transforms running at once (~96 MB), per process
 IMAGE_TRANSFORMS_AT_ONCE = 2        # transforms are CPU bound
+IMAGE_SOURCES_AT_ONCE = 8           # sources held in memory, read or waiting for a transform slot
 READ_CHUNK = 256 * 1024
 REMEMBERED_TARGETS = 4096    # resolved (host, path) targets kept per state document
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
@@ -68,7 +73,9 @@ class Delivery:
         self.cache = Cache(f"{data_dir}/cache", effective(doc)["cache_max_bytes"], app.clock.now,
                            processes=app.public_processes, worker_slot=app.worker_slot)
         self.traffic = Traffic(f"{data_dir}/traffic.json", app.clock.now)
-        self.image_budget = images.PixelBudget(IMAGE_PIXELS_AT_ONCE, IMAGE_TRANSFORMS_AT_ONCE)
+        self.image_budget = images.Budget(IMAGE_PIXELS_AT_ONCE, IMAGE_TRANSFORMS_AT_ONCE)
+        # sources read into memory for transforms, waiting ones included: at most two of the largest
+        self.image_sources = images.Budget(2 * MAX_IMAGE_SOURCE, IMAGE_SOURCES_AT_ONCE)
         self._index = (None, rules.RuleIndex([]))
         self._index_lock = threading.Lock()
         self._targets = (None, {})   # (state document, {(host, path): Target}), see remembered()
@@ -143,38 +150,83 @@ def keyring(doc) -> dict | None:
     return doc.get("links")
 
 
+class _NoTrace:
+    """What resolve records into when nobody asked for a trace (every public request)."""
+
+    @staticmethod
+    def add(*_args, **_extra):
+        return None
+
+
 def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
-            check_signature: bool = True) -> Target:
-    """The domain, rule, bucket, key and image variant a request maps to, or an ApiError."""
+            check_signature: bool = True, trace=None) -> Target:
+    """The domain, rule, bucket, key and image variant a request maps to, or an ApiError.
+
+    The public content stage, warm, probe and diagnose all run this one function;
+    given a `trace` (core.steps.Steps) it records each decision as a step in
+    the order a visit meets them (domain, rule, signature, image), so the
+    diagnosis shows what a visitor gets, never a re-telling of it.
+    """
     doc = delivery.app.store.data
-    target = delivery.remembered(doc, host, path)
-    if target is not None:
-        return target
-    if host not in doc.get("domains", {}):
+    if trace is None:
+        target = delivery.remembered(doc, host, path)
+        if target is not None:
+            return target
+        trace = _NoTrace
+    started = time.monotonic()
+    domain = doc.get("domains", {}).get(host)
+    if domain is None:
+        trace.add("domain", False, f"{host} is not a domain of this node (visitors get 404)", started)
         raise ApiError(404, "not_found", "this host is not served here")
+    status = domain.get("status")
+    trace.add("domain", status == "verified", f"{host} is configured, status {status}"
+              + ("" if status == "verified" else " (served, but its check has not passed)"), started)
+    started = time.monotonic()
     match = delivery.rule_index(doc).match(host, path)
-    if match is None or not match.rule.get("enabled", True):
+    if match is None:
+        trace.add("rule", False, "no rule covers this path (visitors get 404)", started)
         raise ApiError(404, "not_found", "nothing is served at this path")
+    rule = match.rule
+    enabled = rule.get("enabled", True)
+    trace.add("rule", enabled, f"rule {rule['id']} ({rule['path']}) maps it to key {match.key!r}"
+              + ("" if enabled else ", but it is disabled (visitors get 404)"), started, rule_id=rule["id"],
+              key=match.key)
+    if not enabled:
+        raise ApiError(404, "not_found", "nothing is served at this path")
+    started = time.monotonic()
     params = dict(reversed(query))  # first value of each name wins
-    if match.rule.get("signed") and check_signature:
+    if not rule.get("signed"):
+        trace.add("signature", True, "this rule needs no signature", started)
+    elif not check_signature:
+        trace.add("signature", True, "this rule needs a signed link (not checked here)", started)
+    else:
         ok, reason = signing.verify(keyring(doc), host, path, params, delivery.app.clock.now(), client_ip)
+        code, message = SIGNATURE_MESSAGES.get(reason, ("signature_invalid", "the link is not valid"))
+        trace.add("signature", ok, "the link's signature is valid" if ok else message, started)
         if not ok:
-            code, message = SIGNATURE_MESSAGES.get(reason, ("signature_invalid", "the link is not valid"))
             raise ApiError(403, code, message)
-    variant = None
-    if match.rule.get("images"):
-        try:
-            variant = images.parse({k: v for k, v in params.items() if k not in signing.LINK_PARAMS})
-        except images.ImageError as exc:
-            raise ApiError(400, "invalid", str(exc), exc.field) from None
-        if variant is not None and not images.available():
-            raise ApiError(503, "images_unavailable",
-                           f"images on the fly need the {images.EXTRA} extra on this node")
-    bucket = doc.get("buckets", {}).get(match.rule.get("bucket"))
-    target = Target(host, path, match.rule["id"], match.rule, bucket, match.key, variant)
-    if not match.rule.get("signed") and not match.rule.get("images"):
+    variant = _variant(rule, params, trace) if rule.get("images") else None
+    bucket = doc.get("buckets", {}).get(rule.get("bucket"))
+    target = Target(host, path, rule["id"], rule, bucket, match.key, variant)
+    if not rule.get("signed") and not rule.get("images"):
         delivery.remember(doc, target)   # the query, the client and the time change nothing here
     return target
+
+
+def _variant(rule, params: dict, trace) -> images.Variant | None:
+    """The image variant the query asks for on an images rule (None: the original), or an ApiError."""
+    started = time.monotonic()
+    try:
+        variant = images.parse({k: v for k, v in params.items() if k not in signing.LINK_PARAMS})
+    except images.ImageError as exc:
+        trace.add("image", False, str(exc), started)
+        raise ApiError(400, "invalid", str(exc), exc.field) from None
+    if variant is not None and not images.available():
+        message = f"images on the fly need the {images.EXTRA} extra on this node"
+        trace.add("image", False, message, started)
+        raise ApiError(503, "images_unavailable", message)
+    trace.add("image", True, f"variant {variant.key()}" if variant else "the original image", started)
+    return variant
 
 
 SIGNATURE_MESSAGES = {   # verify()'s reason -> (error code, message)
@@ -222,8 +274,8 @@ def _variant_fetch(delivery, target: Target, original):
             if source.status == 200:
                 raise images.ImageError("the source image is too large to transform")
             return OriginAnswer(source.status)
-        data = source.read_all()
-        out, ctype = images.transform(data, target.variant, delivery.image_budget)
+        with delivery.image_sources.hold(source.size):
+            out, ctype = images.transform(source.read_all(), target.variant, delivery.image_budget)
         tag = hashlib.sha256(f"{source.meta.get('etag')}|{target.variant.key()}".encode()).hexdigest()
         meta = {"content_type": ctype, "etag": f'"{tag[:32]}"',
                 "last_modified": source.meta.get("last_modified")}
@@ -358,18 +410,11 @@ def object_response(req, result, target: Target) -> Response:
     except ApiError:
         result.close()
         raise
-    status, (start, end) = (200, (0, result.size)) if span is None else (206, span)
-    if span is not None:
-        headers.append(("Content-Range", f"bytes {start}-{end - 1}/{result.size}"))
-    if result.body is not None:
-        result.close()
-        body = result.body if span is None else result.body[start:end]
-    elif result.hit:
-        fd, base = result.open_file()
-        body = FileBody(fd, base + start, end - start, result.close)
-    else:
-        body = StreamBody(result.chunks(start, end), end - start, result.close)
-    return Response(status, headers, body, head_only=req.method == "HEAD")
+    if span is None:
+        return Response(200, headers, result.sendable(0, result.size), head_only=req.method == "HEAD")
+    start, end = span
+    headers.append(("Content-Range", f"bytes {start}-{end - 1}/{result.size}"))
+    return Response(206, headers, result.sendable(start, end), head_only=req.method == "HEAD")
 
 
 def serve(req, delivery, host) -> tuple[Response, str]:

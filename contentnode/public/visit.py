@@ -33,28 +33,32 @@ def parse(req) -> Visit:
     return Visit(host_from_header(req.headers.get("Host")), checked_target(req.target))
 
 
-_CHECKED: dict[str, str] = {}   # raw target -> decoded path, for targets that passed (hits repeat them)
-_CHECKED_MAX = 4096
-
-
 def checked_target(target: str) -> str:
     """The decoded path of a request target (path and query as sent), or a 400 ApiError."""
-    path = _CHECKED.get(target)
-    if path is None:
-        path = _check(target)
-        if len(_CHECKED) >= _CHECKED_MAX:
-            _CHECKED.clear()   # bounded: targets come from anonymous clients
-        _CHECKED[target] = path
-    return path
-
-
-def _check(target: str) -> str:
     raw_path, _, query = target.partition("?")
     if len(target) > MAX_TARGET_BYTES or len(raw_path) > MAX_PATH_BYTES:
         raise ApiError(400, "invalid", "the request target is too long")
+    if CONTROL.search(query):
+        raise ApiError(400, "invalid", "control characters are not allowed in the request target")
+    path = _DECODED.get(raw_path)
+    if path is None:
+        path = _decoded(raw_path)
+        if len(raw_path) <= _DECODED_KEY_MAX:
+            if len(_DECODED) >= _DECODED_MAX:
+                _DECODED.clear()   # bounded: paths come from anonymous clients
+            _DECODED[raw_path] = path
+    return path
+
+
+_DECODED: dict[str, str] = {}   # raw path -> decoded path, for paths that passed (hits repeat them)
+_DECODED_MAX = 4096
+_DECODED_KEY_MAX = 512          # longer paths are checked every time: the map holds at most ~2 MiB of keys
+
+
+def _decoded(raw_path: str) -> str:
     if not raw_path.startswith("/"):
         raise ApiError(400, "invalid", "the path must start with /")
-    if CONTROL.search(target):
+    if CONTROL.search(raw_path):
         raise ApiError(400, "invalid", "control characters are not allowed in the request target")
     if not raw_path.isascii():   # raw UTF-8 (curl sends it so); the request line arrives as Latin-1 text
         try:

@@ -1,7 +1,7 @@
 // My account: password, two-factor authentication (QR code, manual key,
 // recovery codes shown once), my API tokens (the secret shown once), and my
 // sessions. A session opened with a token gets none of the credential cards:
-// the API refuses them to token sessions (DESIGN §8).
+// the API refuses them to token sessions (docs/API.md, "API tokens").
 
 import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
