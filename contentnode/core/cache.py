@@ -3,8 +3,8 @@
 One file per entry (host + path + image variant), named by the SHA-256 of the
 key: a small JSON header, then the body, so one os.replace makes an entry
 appear whole and a hit is one sendfile from a known offset. Small bodies are
-also kept in memory after their first hit (HOT_MAX_OBJECT each, HOT_MAX_BYTES
-in all, oldest first out), and large entries' files stay open between hits.
+also kept in memory after their first hit, and large entries' files stay open
+between hits (core/cache_memory.py).
 
 Concurrent misses for one key share one fill: a background thread fetches the
 origin into a temp file while every waiting request (the first one included)
@@ -28,7 +28,6 @@ core/cache_fill.py.
 import os
 import threading
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from itertools import count
 
@@ -37,13 +36,11 @@ from contentnode.core.cache_entries import (Entry, LruOrder, entry_paths, header
 from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, FillTruncated, OriginAnswer,
                                          Result, SharedFile, StreamedResult)
 from contentnode.core.cache_ledger import CacheLedger
+from contentnode.core.cache_memory import HOT_MAX_OBJECT, HotBodies, OpenFiles
 from contentnode.fileio import ensure_private_dir, write_all
 
 KEY_LOCK_WAIT = STALL_TIMEOUT / 2   # how long a fill waits for another fill of its key
 TOUCH_EVERY = 60.0       # refresh an entry's mtime (its LRU position for every process) at most this often
-HOT_MAX_OBJECT = 64 * 1024          # bodies up to this size are kept in memory after a hit
-HOT_MAX_BYTES = 16 * 1024 * 1024    # the memory all those bodies may hold together
-OPEN_FILES = 64                     # larger entries' files kept open between hits (most recent)
 INDEX_SLACK = 1024                  # index entries (and queued files) allowed beyond twice the folder's
 
 
@@ -61,9 +58,8 @@ class Cache:
         self._lock = threading.Lock()
         self._index: dict[tuple, Entry] = {}
         self._fills: dict[tuple, Fill] = {}
-        self._hot: deque = deque()   # entries holding their body in memory, oldest first
-        self._hot_bytes = 0
-        self._files: OrderedDict[tuple, tuple[Entry, SharedFile]] = OrderedDict()  # key -> open file, LRU
+        self._hot = HotBodies()
+        self._files = OpenFiles()
         self._order = LruOrder(root)
         self._ticks = count(1)
         self._hits = self._misses = 0
@@ -137,21 +133,16 @@ class Cache:
         removals = self.ledger.removals()
         if removals != self._removals:
             self._removals = removals
-            for entry, shared in list(self._files.values()):
-                if os.fstat(shared.fd).st_nlink == 0:
-                    self._forget(entry)
+            for entry in self._files.unlinked():
+                self._forget(entry)
 
     def _forget_memory(self, generation: int) -> None:
         """A purge happened (lock held): forget the index, the bodies and files held, and the
         fills in flight (their readers still get them; they are not kept, nor joined again)."""
         self._generation = generation
         self._index.clear()
-        for key in list(self._files):
-            self._retire_file(key)
-        for entry in self._hot:
-            entry.body = None
+        self._files.retire_all()
         self._hot.clear()
-        self._hot_bytes = 0
         for fill in self._fills.values():
             fill.discard = True
             fill.key_hold.release()   # it will not be kept: a new fill of the key need not wait
@@ -226,37 +217,17 @@ class Cache:
         with self._lock:
             if self._index.get(entry.key) is not entry:
                 return None   # dropped or replaced since the lookup: look again
-            held = self._files.get(entry.key)
-            if held is not None and held[0] is entry:
-                self._files.move_to_end(entry.key)
-                shared = held[1]
-            else:
-                fd = self._open_current(entry)
-                if fd is None:
-                    self._forget(entry)
-                    return None
-                shared = SharedFile(fd)
-                self._files[entry.key] = (entry, shared)
-                while len(self._files) > OPEN_FILES:
-                    self._retire_file(next(iter(self._files)))
-            shared.users += 1
+            shared = self._files.share(entry, self._open_current)
+            if shared is None:
+                self._forget(entry)
+                return None
         self._touch(entry, shared.fd)
         return Result(200, entry.meta, entry.size, True, entry=entry, shared_fd=shared.fd,
                       on_close=lambda: self._release_file(shared))
 
-    def _retire_file(self, key) -> None:
-        """Stop sharing the open file of key, closing it now if no hit is sending it (lock held)."""
-        held = self._files.pop(key, None)
-        if held is not None:
-            held[1].retired = True
-            if held[1].users == 0:
-                os.close(held[1].fd)
-
     def _release_file(self, shared: SharedFile) -> None:
         with self._lock:
-            shared.users -= 1
-            if shared.retired and shared.users == 0:
-                os.close(shared.fd)
+            self._files.release(shared)
 
     @staticmethod
     def _open_current(entry) -> int | None:
@@ -276,9 +247,7 @@ class Cache:
         (lock held): the caller looks again."""
         if self._index.get(entry.key) is entry:
             del self._index[entry.key]
-        held = self._files.get(entry.key)
-        if held is not None and held[0] is entry:
-            self._retire_file(entry.key)
+        self._files.retire(entry.key, entry)
 
     def _touch(self, entry, file):
         """Refresh the file's mtime, its LRU position for every process, at most every TOUCH_EVERY."""
@@ -293,15 +262,8 @@ class Cache:
     def _keep_hot(self, entry: Entry, body: bytes):
         """Keep a small body in memory; the oldest kept ones go when HOT_MAX_BYTES is passed."""
         with self._lock:
-            if entry.body is not None or self._index.get(entry.key) is not entry:
-                return
-            entry.body = body
-            self._hot.append(entry)
-            self._hot_bytes += len(body)
-            while self._hot_bytes > HOT_MAX_BYTES:
-                old = self._hot.popleft()
-                self._hot_bytes -= len(old.body)
-                old.body = None
+            if entry.body is None and self._index.get(entry.key) is entry:
+                self._hot.keep(entry, body)
 
     def lookup(self, key: tuple) -> Result | None:
         """A fresh entry opened for reading, or None (a miss or an expired entry)."""
@@ -588,8 +550,7 @@ class Cache:
     def close(self) -> None:
         """At stop: close the files kept open and the books (this process's locks go with them)."""
         with self._lock:
-            for key in list(self._files):
-                self._retire_file(key)
+            self._files.retire_all()
             self.ledger.close()
 
     # -- reporting ------------------------------------------------------------
