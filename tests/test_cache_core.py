@@ -400,3 +400,13 @@ def test_an_index_of_entries_other_processes_evicted_stays_bounded(tmp_path, clo
     assert 0 < entries < 50
     assert len(reader._index) <= 2 * entries + 32 + 1
     assert len(reader._order) <= 2 * entries + 32 + 1
+
+
+def test_temp_files_of_dead_processes_go_at_start_even_under_this_pid(tmp_path, clock):
+    """Temp files are named by their process's pid; a dead worker's pid may be this daemon's now."""
+    root = tmp_path / "c"
+    (root / "tmp").mkdir(parents=True)
+    for name in (f"{os.getpid()}-{'ab' * 32}.0001", "4194300-x.1", "leftover"):
+        (root / "tmp" / name).write_bytes(b"t" * 500)
+    cache = Cache(str(root), 1 << 20, clock)
+    assert os.listdir(root / "tmp") == [] and cache.total == 0

@@ -58,6 +58,7 @@ class Cache:
         self._lock = threading.Lock()
         self._index: dict[tuple, Entry] = {}
         self._fills: dict[tuple, Fill] = {}
+        self._temps: set[str] = set()   # names of this process's temp files in use (fills detached too)
         self._hot = HotBodies()
         self._files = OpenFiles()
         self._order = LruOrder(root)
@@ -115,8 +116,12 @@ class Cache:
         self.ledger.recount(total, entries)
 
     def _owner_alive(self, tmp_name: str) -> bool:
+        """Whether a temp file's process lives (for this process's own pid: whether a fill of this
+        cache uses it, since a dead process's pid may be this one's now)."""
         pid = tmp_name.split("-", 1)[0]
-        return pid.isdigit() and self.ledger.alive(int(pid))
+        if not pid.isdigit():
+            return False
+        return tmp_name in self._temps if int(pid) == self.ledger.pid else self.ledger.alive(int(pid))
 
     # -- lookups --------------------------------------------------------------
 
@@ -336,6 +341,7 @@ class Cache:
         tmp_path = os.path.join(self._tmp, f"{self.ledger.pid}-{key_name(key)}.{os.urandom(6).hex()}")
         os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         fill = Fill(key, tmp_path)
+        self._temps.add(os.path.basename(tmp_path))
         fill.generation = self._generation
         self._fills[key] = fill
         thread = threading.Thread(target=self._run_fill, args=(fill, fetch, ttl),
@@ -433,6 +439,7 @@ class Cache:
         with self.ledger.books():
             size = _file_size(fill.tmp_path)
             _unlink(fill.tmp_path)
+            self._temps.discard(os.path.basename(fill.tmp_path))
             self.ledger.add(total=-size)
         fill.reserved = 0
 
@@ -472,6 +479,7 @@ class Cache:
                     ensure_private_dir(os.path.dirname(path))
                     replaced = _file_size(path)
                     os.replace(fill.tmp_path, path)
+                    self._temps.discard(os.path.basename(fill.tmp_path))
                     fill.reserved = 0
                     self.ledger.add(total=-replaced, entries=0 if replaced else 1, removals=1 if replaced else 0)
                 else:
