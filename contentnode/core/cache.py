@@ -66,8 +66,7 @@ class Cache:
         self._hits = self._misses = 0
         ensure_private_dir(self._tmp)
         self.ledger = CacheLedger(os.path.join(root, "ledger"), worker_slot or 0)
-        self._generation = self.ledger.generation()
-        self._removals = self.ledger.removals()
+        self._seen = self.ledger.changes()   # (generation, removals) this process has followed
         if worker_slot is None:
             with self._lock, self.ledger.books():
                 self.ledger.set_max_bytes(max_bytes)
@@ -132,19 +131,20 @@ class Cache:
     def _sync(self) -> None:
         """Follow what other processes did (lock held): forget everything after a purge; close
         kept files that were removed from disk, so they hold no space the books do not count."""
-        generation = self.ledger.generation()
-        if generation != self._generation:
-            self._forget_memory(generation)
-        removals = self.ledger.removals()
-        if removals != self._removals:
-            self._removals = removals
-            for entry in self._files.unlinked():
-                self._forget(entry)
+        seen = self.ledger.changes()
+        if seen != self._seen:
+            self._follow(seen)
 
-    def _forget_memory(self, generation: int) -> None:
+    def _follow(self, seen: tuple) -> None:
+        if seen[0] != self._seen[0]:
+            self._forget_memory()
+        self._seen = seen
+        for entry in self._files.unlinked():
+            self._forget(entry)
+
+    def _forget_memory(self) -> None:
         """A purge happened (lock held): forget the index, the bodies and files held, and the
         fills in flight (their readers still get them; they are not kept, nor joined again)."""
-        self._generation = generation
         self._index.clear()
         self._files.retire_all()
         self._hot.clear()
@@ -155,7 +155,9 @@ class Cache:
 
     def _fresh(self, key):
         """The entry for key if fresh, now the most recently used (lock held)."""
-        self._sync()
+        seen = self.ledger.changes()
+        if seen != self._seen:
+            self._follow(seen)
         entry = self._index.get(key)
         if entry is None:
             entry = self._from_disk(key)
@@ -165,7 +167,7 @@ class Cache:
         if entry.expires_at <= now:
             self._drop(entry)
             return None
-        entry.used = (int(now * 1e9), next(self._ticks))
+        entry.used, entry.tick = now, next(self._ticks)
         return entry
 
     def _from_disk(self, key):
@@ -256,7 +258,7 @@ class Cache:
 
     def _touch(self, entry, file):
         """Refresh the file's mtime, its LRU position for every process, at most every TOUCH_EVERY."""
-        now = self.clock()
+        now = entry.used
         if now - entry.touched >= TOUCH_EVERY:
             entry.touched = now
             try:
@@ -342,7 +344,7 @@ class Cache:
         os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         fill = Fill(key, tmp_path)
         self._temps.add(os.path.basename(tmp_path))
-        fill.generation = self._generation
+        fill.generation = self._seen[0]
         self._fills[key] = fill
         thread = threading.Thread(target=self._run_fill, args=(fill, fetch, ttl),
                                   name="cache-fill", daemon=True)
@@ -490,8 +492,8 @@ class Cache:
                 if old is not None:
                     self._forget(old)
                 entry = Entry(fill.key, path, offset, answer.length, answer.meta, now, now + ttl, now,
-                              uid=uid, used=(int(now * 1e9), next(self._ticks)))
-                self._indexed(entry, entry.used)
+                              uid=uid, used=now, tick=next(self._ticks))
+                self._indexed(entry, entry.last_use())
         fill.progress(written=answer.length, done=True)
 
     # -- removal --------------------------------------------------------------

@@ -37,7 +37,11 @@ class Entry:
     touched: float = 0.0
     body: bytes | None = None   # the body in memory, for a small entry that was hit (cache.HOT_MAX_BYTES)
     uid: str = ""         # the random id in the header: another process may replace the file at this path
-    used: tuple = (0, 0)  # (ns, tick) of this process's last use of the entry: LruOrder's finer order
+    used: float = 0.0     # this process's last use of the entry (cache clock) ...
+    tick: int = 0         # ... and its rank among this process's uses: LruOrder's finer order
+
+    def last_use(self) -> tuple[int, int]:
+        return int(self.used * 1e9), self.tick
 
     @property
     def file_size(self) -> int:
@@ -154,7 +158,7 @@ class LruOrder:
                 continue
             if entry is not None and not current(entry):
                 entry = None
-            newest = max((st.st_mtime_ns, 0), entry.used if entry is not None else (0, 0))
+            newest = max((st.st_mtime_ns, 0), entry.last_use() if entry is not None else (0, 0))
             if newest > (ns, tick):
                 self.push(newest, path, entry)
                 continue

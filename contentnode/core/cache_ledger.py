@@ -31,6 +31,7 @@ belongs to a dead process.
 
 import contextlib
 import fcntl
+import functools
 import mmap
 import os
 import struct
@@ -38,8 +39,9 @@ import threading
 import time
 
 _WORD = struct.Struct("=q")
-LAYOUT = 0x434E_4C45_4447_0002        # "CNLEDG" + version: a file laid out otherwise is laid out again
-LAYOUT_W, GENERATION, MAX_BYTES, TOTAL, ENTRIES, REMOVALS, PURGED_AT_MS, PURGED_COUNT = range(8)
+_PAIR = struct.Struct("=qq")          # two adjacent words in one call (the hit path reads and counts so)
+LAYOUT = 0x434E_4C45_4447_0003        # "CNLEDG" + version: a file laid out otherwise is laid out again
+LAYOUT_W, GENERATION, REMOVALS, MAX_BYTES, TOTAL, ENTRIES, PURGED_AT_MS, PURGED_COUNT = range(8)
 FIRST_SLOT, SLOT_WORDS = 8, 3         # per slot: pid, hits, misses
 MAX_SLOTS = 33                        # the daemon (0) and up to 32 public workers
 PAGE_WORDS = FIRST_SLOT + SLOT_WORDS * MAX_SLOTS
@@ -85,9 +87,12 @@ class CacheLedger:
                 os.pwrite(self._fd, _WORD.pack(LAYOUT), 0)
             self._page = mmap.mmap(self._fd, size)
         fcntl.lockf(self._fd, fcntl.LOCK_SH, 1, LIVE_BASE + self.pid)
+        # the hit path's two calls, bound to C functions (no Python frame per request):
+        # changes() -> (generation, removals); count(hits, misses) sets this process's slot
+        self.changes = functools.partial(_PAIR.unpack_from, self._page, _WORD.size * GENERATION)
+        self.count = functools.partial(_PAIR.pack_into, self._page, _WORD.size * (FIRST_SLOT + SLOT_WORDS * slot + 1))
         self._set_slot(0, self.pid)
-        self._set_slot(1, 0)
-        self._set_slot(2, 0)
+        self.count(0, 0)
 
     def close(self) -> None:
         """Unmap and close the file (which releases every record lock this process holds on it)."""
@@ -141,11 +146,6 @@ class CacheLedger:
         return found
 
     # -- updates (callers hold books(), except their own slot's counts) ------------
-
-    def count(self, hits: int, misses: int) -> None:
-        """This process's running totals (only this process writes its slot)."""
-        self._set_slot(1, hits)
-        self._set_slot(2, misses)
 
     def set_max_bytes(self, value: int) -> None:
         self._set(MAX_BYTES, value)
