@@ -130,7 +130,6 @@ class LruOrder:
 
     def rebuild(self, known: dict, now_ns: int) -> None:
         """Walk the folder again; `known` maps file names to this process's entries."""
-        self._walked_ns = now_ns
         self._heap = []
         for path, name in entry_paths(self.root):
             try:
@@ -140,6 +139,8 @@ class LruOrder:
             entry = known.get(name)
             self._heap.append((mtime, 0, next(self._seq), path, entry))
         heapq.heapify(self._heap)
+        # every file walked counts as walked, even one dated after now (a clock set back)
+        self._walked_ns = max(now_ns, max((item[0] for item in self._heap), default=now_ns))
 
     def victim(self, current, known, now_ns: int) -> tuple[str, os.stat_result, Entry | None] | None:
         """The least recently used file (path, stat, this process's entry or None), or None when
