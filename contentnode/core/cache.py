@@ -377,8 +377,12 @@ class Cache:
             now, uid = self.clock(), new_uid()
             header = header_bytes({"key": list(fill.key), "size": answer.length, "id": uid,
                                     "meta": answer.meta, "stored_at": now, "expires_at": now + ttl})
+            size = len(header) + answer.length
+            walked = self._order.walk() if self._needs_room(size) and self._order.stale() else None
             with self._lock:
-                room = not fill.abandoned and self._reserve(fill, len(header) + answer.length)
+                if walked is not None and self._order.stale():
+                    self._order.rebuild(self._known_by_name(), int(now * 1e9), walked)
+                room = not fill.abandoned and self._reserve(fill, size)
             if not room:
                 self._end_fill(fill, streamed=True)
                 return
@@ -411,9 +415,12 @@ class Cache:
         fill.reserved = size
         return True
 
+    def _needs_room(self, size: int) -> bool:
+        return self.ledger.total + size > self.ledger.max_bytes
+
     def _make_room(self, size: int) -> bool:
         """Evict until `size` more bytes fit under the cap (both locks held)."""
-        while self.ledger.total + size > self.ledger.max_bytes:
+        while self._needs_room(size):
             found = self._order.victim(lambda e: self._index.get(e.key) is e, self._known_by_name,
                                        int(self.clock() * 1e9))
             if found is None:

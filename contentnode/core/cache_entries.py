@@ -140,16 +140,27 @@ class LruOrder:
             return
         heapq.heappush(self._heap, (used[0], used[1], next(self._seq), path, entry))
 
-    def rebuild(self, known: dict, now_ns: int) -> None:
-        """Walk the folder again; `known` maps file names to this process's entries."""
-        self._heap = []
+    def stale(self) -> bool:
+        """Whether the next victim needs a walk of the folder (read without the lock: a hint)."""
+        heap = self._heap
+        return not heap or heap[0][0] > self._walked_ns
+
+    def walk(self) -> list[tuple[int, str, str]]:
+        """(mtime ns, path, name) of every entry file: no lock needed, so a fill walks before it
+        takes the cache's locks, and hits go on meanwhile."""
+        found = []
         for path, name in entry_paths(self.root):
             try:
-                mtime = os.stat(path).st_mtime_ns
+                found.append((os.stat(path).st_mtime_ns, path, name))
             except FileNotFoundError:
                 continue
-            entry = known.get(name)
-            self._heap.append((mtime, 0, next(self._seq), path, entry))
+        return found
+
+    def rebuild(self, known: dict, now_ns: int, walked: list | None = None) -> None:
+        """The queue from a walk of the folder (made now unless given); `known` maps file names
+        to this process's entries."""
+        walked = self.walk() if walked is None else walked
+        self._heap = [(mtime, 0, next(self._seq), path, known.get(name)) for mtime, path, name in walked]
         heapq.heapify(self._heap)
         # every file walked counts as walked, even one dated after now (a clock set back)
         self._walked_ns = max(now_ns, max((item[0] for item in self._heap), default=now_ns))
