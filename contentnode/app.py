@@ -118,6 +118,7 @@ class App:
         self.every(SESSION_PRUNE_SECONDS, self.sessions.prune, "sessions-prune")
         self.every(delivery_api.FLUSH_SECONDS, lambda: delivery_api.flush(self.delivery), "traffic-flush")
         self._stop_steps.append(self.delivery.traffic.save)
+        self._stop_steps.append(self.delivery.cache.close)
         self.notifier.start()
         self.events.subscribe(self.notifier.handle_event)
         self._stop_steps.append(self.notifier.stop)
@@ -294,7 +295,11 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
     app = App(config, clock, worker_slot)
     app.access_log = AccessLog(config.access_log, config.access_log_rate)
     app.store = Store(config.data_dir, SECTIONS, revisioned=REVISIONED)
+    if app.public_processes > 1:
+        app.store.share_changes()   # workers see the daemon's writes from their next request
     app.store.load()
+    if worker_slot is None:
+        app.store.publish()
     app.sessions = SessionManager(config.data_dir, app.store, clock)
     app.sessions.load()
     if worker_slot is None:

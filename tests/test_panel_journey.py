@@ -34,7 +34,8 @@ from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 ADMIN, ADMIN_PASSWORD = "admin", "a long admin pass phrase 7"
 VIEWER, VIEWER_PASSWORD = "vera", "a long viewer pass phrase 8"
 OBJECT = b"hello from the origin bucket\n"
-READ_ONLY_CONTROLS = {"1h", "24h", "7d", "Requests", "Bandwidth", "Errors"}  # the dashboard chart's switches
+READ_ONLY_CONTROLS = {"1h", "24h", "7d", "Requests", "Bandwidth", "Errors",  # the dashboard chart's switches
+                      "Refresh"}
 RECORDED_API_CALLS = set()  # (method, path) seen in the browser; checked against the route table below
 
 
@@ -190,6 +191,10 @@ def test_journey(browser, node, seaweed):  # noqa: F811
     labelled(page, "URLs to purge").fill(f"http://localhost:{node.public_port}/hello.txt")
     page.get_by_role("button", name="Purge", exact=True).click()
     page.get_by_test_id("toasts").get_by_role("status").filter(has_text=re.compile("urged")).first.wait_for()
+    books = page.get_by_test_id("cache-books")
+    expect(books).to_contain_text("1 removed")        # the books, shown again after the purge
+    expect(books).to_contain_text("1 hit · 1 miss")
+    expect(page.get_by_role("table", name="Cache hits per process")).to_contain_text("Daemon")
     check_page(page, "cache")
     assert public.get("/hello.txt").body == OBJECT
     assert seaweed.count("GET", contains=f"/{bucket}/hello.txt") == 2, "the purge did not drop the cached copy"
@@ -215,10 +220,10 @@ def test_journey(browser, node, seaweed):  # noqa: F811
     vpage.get_by_role("heading", level=1, name="Dashboard").wait_for()
     menu = vpage.get_by_role("navigation", name="Main")
     assert menu.get_by_role("link", name="Domains").is_visible()
-    for absent in ("Users", "Security", "Activity log", "Backup", "Settings", "Notifications", "Cache"):
+    for absent in ("Users", "Security", "Activity log", "Backup", "Settings", "Notifications"):
         assert menu.get_by_role("link", name=absent, exact=True).count() == 0, absent
     for where, heading in (("#/domains", "Domains"), ("#/domains/localhost", "localhost"), ("#/buckets", "Buckets"),
-                           ("#/rules", "Rules"), ("#/dashboard", "Dashboard")):
+                           ("#/rules", "Rules"), ("#/cache", "Cache"), ("#/dashboard", "Dashboard")):
         vpage.goto("/" + where)
         vpage.get_by_role("heading", level=1, name=heading).wait_for()
         vpage.wait_for_load_state("networkidle")

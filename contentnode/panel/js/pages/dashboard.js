@@ -6,7 +6,7 @@ import { h, mount } from '../dom.js';
 import { canShared } from '../scopes.js';
 import { lineChart } from '../chart.js';
 import { bytes, compact, count, daysUntil, ago } from '../format.js';
-import { pageHeader, card, badge, loading, errorBox, callout } from '../ui.js';
+import { pageHeader, card, badge, loading, errorBox, callout, stat } from '../ui.js';
 
 const METRICS = {
   requests: { label: 'Requests', fmt: compact, series: [
@@ -25,10 +25,6 @@ function seg(label, options, current, onPick) {
     onPick(options[i][0]);
   }));
   return h('div', { class: 'seg', role: 'group', 'aria-label': label }, ...buttons);
-}
-
-function stat(label, value, note) {
-  return h('div', { class: 'stat' }, h('p', { class: 'stat-label' }, label), h('p', { class: 'stat-value' }, value), note ? h('p', { class: 'stat-note' }, note) : null);
 }
 
 function stats(m) {
