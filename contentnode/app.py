@@ -30,6 +30,7 @@ from contentnode.auth.sessions import SessionManager
 from contentnode.clock import Clock
 from contentnode.config import Config
 from contentnode.core.audit import AuditLog
+from contentnode.core.backup_runner import BackupRunner
 from contentnode.core.events import EventBus
 from contentnode.core.folders import FolderRoots
 from contentnode.core.metrics import NodeMetrics
@@ -79,6 +80,7 @@ class App:
     delivery: Delivery
     folder_roots: FolderRoots  # where folder buckets may serve from (start-up value folder_roots)
     notifier: Notifier
+    backups: BackupRunner  # the scheduled backup's runs (its job, "run now", the status)
     servers: dict
     update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
     access_stream: TextIO  # where access lines go: stderr, beside the log records
@@ -121,6 +123,7 @@ class App:
         self._stop_steps.append(self.notifier.stop)
         self._stop_steps.append(updates_api.start_auto_check(self))
         certs_api.start_renewal(self)
+        self.every(self.config.backup_poll_seconds, self.backups.tick, "backup-schedule")
 
     def stop(self) -> None:
         """Stop the jobs, close the listeners (in-flight requests finish), then the stop steps."""
@@ -155,8 +158,7 @@ class App:
     def outbound(self) -> OutboundPolicy:
         admin = self.servers.get("admin")
         port = admin.server_address[1] if admin else self.config.admin_port
-        return OutboundPolicy(allow_private=self.settings.get("allow_private_outbound", True),
-                              admin_ports=frozenset({port}), dns_server=self.config.dns_resolver or None)
+        return OutboundPolicy.for_node(self.settings, port, self.config.dns_resolver)
 
     def apply_policy(self) -> None:
         policy = self.store.data["policy"]
@@ -295,6 +297,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
     app.delivery = Delivery(app)
     delivery_api.register_metrics(app.metrics, app.delivery)
     app.notifier = notifications_api.build_notifier(app)
+    app.backups = BackupRunner(app.store, app.data_dir, clock, app.audit, app.events, lambda: app.outbound)
     return app
 
 

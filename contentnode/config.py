@@ -156,6 +156,8 @@ OPTIONS = (
     Option("hash_time_cost", _positive_int, 2, "argon2id iterations"),
     Option("max_concurrent_hashes", _positive_int, 2, "password hashes computed at once"),
     Option("update_public_key", _text, "", "Ed25519 public key (base64) for update manifests; empty: the shipped key"),
+    Option("backup_poll_seconds", _seconds, 30.0, "seconds between the scheduled backup's looks at the clock "
+           "(a run starts at most this long after its time)"),
     Option("dns_resolver", _dns_server, "", "DNS server (ip or ip:port) for every outbound request; empty: the system resolver"),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}

@@ -23,9 +23,11 @@ SECTIONS = {
     "https": dict,
     **TOKEN_SECTIONS,                  # api_tokens: hashes only
     "revisions": dict,                 # the revision of each object in REVISIONED.whole, and the counter
+    "backup_schedule": dict,           # the scheduled backup: when, which bucket, passphrase (in no backup)
+    "backup_status": dict,             # the scheduled backup's last run (in no backup)
 }
 
 # The updatable objects of DESIGN §10: each record of these sections, and each of
 # these whole sections, carries a revision the store raises with every change.
 REVISIONED = Revisioned(records=frozenset({"users", "domains", "buckets", "rules"}),
-                        whole=frozenset({"settings", "policy", "notifications"}))
+                        whole=frozenset({"settings", "policy", "notifications", "backup_schedule"}))
