@@ -70,9 +70,9 @@ def _new_passphrase(body) -> str | None:
 
 def put_schedule(req):
     body = req.body
-    require_admin(req, NEEDS_ADMIN)
-    if not body:
+    if not body:  # a shape error, answered before the role check as every malformed body is
         raise invalid("nothing to change")
+    require_admin(req, NEEDS_ADMIN)
     passphrase = _new_passphrase(body)
     now = req.app.clock.now()
     with req.app.store.transaction() as doc:

@@ -68,6 +68,6 @@ def fetch(client: S3Client, prefix: str, key: str) -> dict:
     if got is None:
         raise S3Error("no_such_key", f"no backup {key!r} in the bucket", 404)
     try:
-        return json.loads(got.body)
+        return json.loads(got.body or b"")
     except ValueError:
         raise BackupError(f"the object {key!r} is not a JSON backup", "key") from None
