@@ -33,20 +33,34 @@ def require_chromium() -> str:
     return CHROMIUM
 
 
+_SHARED = {}
+
+
 @pytest.fixture(scope="session")
 def browser():
-    """One headless chromium for the session."""
-    executable = require_chromium()
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("the playwright package is missing: pip install -e '.[test]'", pytrace=False)
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=executable, headless=True, args=LAUNCH_ARGS)
+    """One headless chromium for the session.
+
+    Each module that imports this fixture gets a definition of its own from
+    pytest, and two Playwright instances cannot run in one process (the second
+    finds the first one's event loop running), so the browser itself is shared
+    here and closed at the first teardown (session teardowns run at the end).
+    """
+    instance = _SHARED.get("browser")
+    if instance is None:
+        executable = require_chromium()
         try:
-            yield instance
-        finally:
+            from playwright.sync_api import sync_playwright
+        except ImportError:
+            pytest.fail("the playwright package is missing: pip install -e '.[test]'", pytrace=False)
+        playwright = sync_playwright().start()
+        instance = playwright.chromium.launch(executable_path=executable, headless=True, args=LAUNCH_ARGS)
+        _SHARED.update(browser=instance, playwright=playwright)
+    yield instance
+    if _SHARED.pop("browser", None) is not None:
+        try:
             instance.close()
+        finally:
+            _SHARED.pop("playwright").stop()
 
 
 def origin_of(url: str) -> str:
@@ -182,6 +196,31 @@ def check_page(page, name: str) -> None:
     assert serious == {}, f"{name}: axe-core serious/critical violations: {serious}"
     assert overflow <= 0, f"{name}: the page is {overflow} px wider than a 375 px screen"
     page.context.watch.assert_clean(name + " (checks)")
+
+
+def labelled(scope, label):
+    """The control labelled exactly `label` (a required field's label ends in an aria-hidden " *")."""
+    return scope.get_by_label(re.compile(rf"^{re.escape(label)}\s*\*?$"))
+
+
+def sign_in(page, username, password):
+    from playwright.sync_api import expect  # imported where used: the browser fixture says when it is missing
+
+    expect(page.get_by_label("Username")).to_be_focused()  # the login form opens ready to type
+    page.get_by_label("Username").fill(username)
+    labelled(page, "Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+
+
+def open_signed_in(browser, node, username, password, route):
+    """A new context and page, signed in on `node` and showing `route` (a #/ path)."""
+    context = new_context(browser, node)
+    page = context.new_page()
+    page.goto("/")
+    sign_in(page, username, password)
+    page.get_by_role("navigation", name="Main").wait_for()
+    page.goto(route)
+    return context, page
 
 
 def hash_path(page) -> str:

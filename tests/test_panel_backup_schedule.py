@@ -1,29 +1,16 @@
 """The Backup page's scheduled backups in a real browser: the schedule saved with a generated
 passphrase shown once (and that passphrase really opens the stored backup), "Run now", the stored
-list, and a restore from it behind a confirmation; checked for axe, dark mode and 375 px."""
+list, and a restore from it behind a confirmation; checked for axe, dark mode and 375 px. `node` is
+a daemon process (conftest's default): Playwright's threads run in this process."""
 
 import json
 import re
 import uuid
 
-import pytest
-
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
-from tests.panel_browser import browser, check_page, new_context  # noqa: F401  (session fixture)
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
+from tests.panel_browser import browser, check_page, labelled, open_signed_in  # noqa: F401  (session fixture)
 from tests.test_backup_schedule import open_sealed
 
-
-
-@pytest.fixture
-def node(tmp_path):
-    """A daemon process: Playwright's own threads run in this process (an in-process node counts them)."""
-    instance = Node(str(tmp_path)).start()
-    yield instance
-    instance.kill()
-
-
-def labelled(scope, label):
-    return scope.get_by_label(re.compile(rf"^{re.escape(label)}\s*\*?$"))
 
 
 def test_schedule_run_and_restore_from_the_backup_page(browser, node, seaweed):  # noqa: F811
@@ -34,14 +21,7 @@ def test_schedule_run_and_restore_from_the_backup_page(browser, node, seaweed): 
     assert api.post("/api/buckets", seaweed.bucket_definition(bucket, name="media")).status == 201
     assert api.post("/api/domains", {"host": "kept.example.com"}).status == 201
 
-    context = new_context(browser, node)
-    page = context.new_page()
-    page.goto("/")
-    page.get_by_label("Username").fill(ADMIN_USER)
-    labelled(page, "Password").fill(ADMIN_PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.get_by_role("heading", level=1, name="Dashboard").wait_for()
-    page.goto("/#/backup")
+    context, page = open_signed_in(browser, node, ADMIN_USER, ADMIN_PASSWORD, "/#/backup")
     page.get_by_role("heading", level=1, name="Backup").wait_for()
     page.get_by_role("heading", name="Scheduled backups").wait_for()
     assert page.get_by_role("button", name="Run now").count() == 0  # no bucket yet
@@ -59,7 +39,7 @@ def test_schedule_run_and_restore_from_the_backup_page(browser, node, seaweed): 
     assert len(passphrase) >= 32 and "outside this node" in dialog.inner_text()
     check_page(page, "backup-passphrase-shown")
     dialog.get_by_role("button", name="I have saved it").click()
-    assert page.get_by_test_id("backup-passphrase").count() == 0  # gone with its dialog
+    page.get_by_test_id("backup-passphrase").wait_for(state="detached")  # gone with its dialog
     page.get_by_text("Every day at 04:00 UTC").wait_for()
 
     page.get_by_role("button", name="Run now").click()

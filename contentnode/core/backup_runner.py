@@ -23,6 +23,7 @@ from contentnode.core.fields import FieldError
 from contentnode.core.s3 import S3Error
 
 log = logging.getLogger("contentnode.backup")
+AUDITED_KEYS = 20  # an audit entry names at most this many pruned keys (lowering keep can prune hundreds)
 
 
 class Busy(Exception):
@@ -98,7 +99,8 @@ class BackupRunner:
                                     "last_error": None, "failures": 0, "trigger": trigger,
                                     "pruned": len(pruned), "prune_error": prune_error}
         self.audit.record("backup.run", target=key, user=user,
-                          detail={"trigger": trigger, "size": size, "pruned": pruned, "prune_error": prune_error})
+                          detail={"trigger": trigger, "size": size, "pruned": len(pruned),
+                                  "pruned_keys": pruned[:AUDITED_KEYS], "prune_error": prune_error})
         return result
 
     def _failed(self, schedule: dict, error: S3Error, now: float, trigger: str, user) -> None:
