@@ -94,6 +94,7 @@ def test_the_schedule_its_rules_and_the_passphrase_shown_once(node, admin, seawe
     empty = schedule(admin)
     assert empty["frequency"] == "off" and empty["passphrase_set"] is False and empty["next_run_at"] is None
     assert empty["time_zone"] == "UTC" and empty["keep"] == 7 and empty["prefix"] == "contentnode-backups/"
+    assert admin.get("/api/backup/stored").json == {"backups": [], "bucket": None, "prefix": "contentnode-backups/"}
     # a schedule needs a whole target and a passphrase before it may run
     refused = admin.put("/api/backup/schedule", {"frequency": "daily"})
     assert refused.status == 400 and refused.json["error"]["field"] == "endpoint"

@@ -22,7 +22,7 @@ from contentnode.http.schema import (BOOLEAN, STRING, answer, array, integer, nu
                                      text)
 
 NEEDS_ADMIN = "change the backup schedule (its backups carry every secret of the node)"
-NOT_SET = "no backup bucket is set yet: PUT /api/backup/schedule first"
+NOT_SET = "no backup bucket and passphrase are set yet: PUT /api/backup/schedule first"
 INTEGER = {"type": "integer"}
 
 
@@ -104,11 +104,12 @@ def run_now(req):
                                                     f"{exc.error.message}") from None
 
 
-def _client(req) -> tuple[dict, object]:
-    schedule = sched.effective(req.app.store.data)
-    if sched.missing(schedule) in sched.TARGET_FIELDS:
-        raise conflict("conflict", NOT_SET)
-    return schedule, stored_backups.client_for(schedule, req.app.outbound, req.app.clock.now)
+def _target_set(schedule: dict) -> bool:
+    return sched.missing(schedule) not in sched.TARGET_FIELDS
+
+
+def _client(req, schedule: dict):
+    return stored_backups.client_for(schedule, req.app.outbound, req.app.clock.now)
 
 
 def _bucket_failed(error: S3Error) -> ApiError:
@@ -118,9 +119,11 @@ def _bucket_failed(error: S3Error) -> ApiError:
 
 
 def list_stored(req):
-    schedule, client = _client(req)
+    schedule = sched.effective(req.app.store.data)
+    if not _target_set(schedule):
+        return {"backups": [], "bucket": None, "prefix": schedule["prefix"]}  # no bucket: nothing stored there
     try:
-        found = stored_backups.listing(client, schedule["prefix"], req.app.store.data["node"]["id"])
+        found = stored_backups.listing(_client(req, schedule), schedule["prefix"], req.app.store.data["node"]["id"])
     except S3Error as exc:
         raise _bucket_failed(exc) from None
     return {"backups": [dict(b, created_at=rfc3339(b["created_at"])) for b in found],
@@ -129,12 +132,12 @@ def list_stored(req):
 
 def restore_stored(req):
     require_admin(req, RESTORE_NEEDS_ADMIN)
-    schedule, client = _client(req)
-    if not schedule.get("passphrase"):
-        raise conflict("conflict", "the node holds no backup passphrase: set it with PUT /api/backup/schedule")
+    schedule = sched.effective(req.app.store.data)
+    if not _target_set(schedule) or not schedule.get("passphrase"):
+        raise conflict("conflict", NOT_SET)
     key = req.body["key"]
     try:
-        document = stored_backups.fetch(client, schedule["prefix"], key)
+        document = stored_backups.fetch(_client(req, schedule), schedule["prefix"], key)
     except backup.BackupError as exc:
         raise invalid(str(exc), exc.field) from None
     except S3Error as exc:
@@ -170,7 +173,7 @@ SCHEDULE = answer({
 RUN = answer({"key": STRING, "size": INTEGER, "created_at": STRING, "pruned": INTEGER})
 STORED = answer({"backups": array(answer({"key": STRING, "created_at": STRING, "size": INTEGER, "node": STRING,
                                           "own": BOOLEAN})),
-                 "bucket": STRING, "prefix": STRING})
+                 "bucket": nullable(STRING), "prefix": STRING})
 STORED_RESTORE_BODY = obj({"key": text(1024), "restore_credentials": BOOLEAN}, required=["key"],
                           description="key: one of GET /api/backup/stored; the node's backup passphrase opens it")
 
@@ -178,8 +181,9 @@ ROUTES = [
     Route("GET", "/api/backup/schedule", "users:manage", get_schedule, answer=SCHEDULE),
     Route("PUT", "/api/backup/schedule", "users:manage", put_schedule, body=SCHEDULE_BODY, answer=SCHEDULE,
           if_match=True, token_session=False),
-    Route("POST", "/api/backup/schedule/run", "users:manage", run_now, body=obj({}), body_optional=True, answer=RUN),
-    Route("GET", "/api/backup/stored", "users:manage", list_stored, answer=STORED),
+    Route("POST", "/api/backup/schedule/run", "users:manage", run_now, body=obj({}), body_optional=True, answer=RUN,
+          upstream=True),
+    Route("GET", "/api/backup/stored", "users:manage", list_stored, answer=STORED, upstream=True),
     Route("POST", "/api/backup/stored/restore", "users:manage", restore_stored, body=STORED_RESTORE_BODY,
-          answer=RESTORED, token_session=False),
+          answer=RESTORED, token_session=False, upstream=True),
 ]

@@ -52,6 +52,8 @@ class Route:
     opened with an API token 403 forbidden, whatever its scopes: the rows that
     touch a person's own credentials and sessions, or make, arm or unlock other
     accounts (docs/API.md, "What a token session may and may not do").
+    upstream rows call a server the operator named (a bucket, an update feed, an
+    ACME CA) and answer its failure 502 (published as such).
     """
 
     method: str
@@ -67,6 +69,7 @@ class Route:
     body_optional: bool = False
     answer: dict | None = field(default=None, hash=False, compare=False)
     token_session: bool = True
+    upstream: bool = False
 
 
 class RouteTable:
