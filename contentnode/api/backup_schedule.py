@@ -100,12 +100,7 @@ def run_now(req):
     except Busy as exc:
         raise conflict("in_progress", str(exc)) from None
     except RunFailed as exc:
-        raise ApiError(502, "backup_bucket_failed", f"the backup bucket failed ({exc.error.code}): "
-                                                    f"{exc.error.message}") from None
-
-
-def _target_set(schedule: dict) -> bool:
-    return sched.missing(schedule) not in sched.TARGET_FIELDS
+        raise _bucket_failed(exc.error) from None
 
 
 def _client(req, schedule: dict):
@@ -120,7 +115,7 @@ def _bucket_failed(error: S3Error) -> ApiError:
 
 def list_stored(req):
     schedule = sched.effective(req.app.store.data)
-    if not _target_set(schedule):
+    if not sched.target_set(schedule):
         return {"backups": [], "bucket": None, "prefix": schedule["prefix"]}  # no bucket: nothing stored there
     try:
         found = stored_backups.listing(_client(req, schedule), schedule["prefix"], req.app.store.data["node"]["id"])
@@ -133,7 +128,7 @@ def list_stored(req):
 def restore_stored(req):
     require_admin(req, RESTORE_NEEDS_ADMIN)
     schedule = sched.effective(req.app.store.data)
-    if not _target_set(schedule) or not schedule.get("passphrase"):
+    if not sched.target_set(schedule) or not schedule.get("passphrase"):
         raise conflict("conflict", NOT_SET)
     key = req.body["key"]
     try:

@@ -46,7 +46,7 @@ def export(ctx, args) -> str:
 def _bucket(ctx):
     """(schedule, client) of the scheduled backups' bucket, as the daemon would reach it."""
     schedule = sched.effective(ctx.store.data)
-    if sched.missing(schedule) in sched.TARGET_FIELDS:
+    if not sched.target_set(schedule):
         raise Refused("no backup bucket is set (PUT /api/backup/schedule, or the Backup page)")
     policy = OutboundPolicy.for_node(settings.effective(ctx.store.data), ctx.config.admin_port,
                                      ctx.config.dns_resolver)

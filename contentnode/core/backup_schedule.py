@@ -92,6 +92,11 @@ def missing(schedule: dict) -> str | None:
     return None
 
 
+def target_set(schedule: dict) -> bool:
+    """Whether the schedule names a whole bucket (endpoint, region, bucket and both keys)."""
+    return missing(schedule) not in TARGET_FIELDS
+
+
 def next_slot(schedule: dict, after: float) -> float | None:
     """The first scheduled time strictly after `after` (UTC), None when the schedule is off."""
     frequency = schedule["frequency"]
