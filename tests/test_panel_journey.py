@@ -22,6 +22,7 @@ import uuid
 
 import pyotp
 import pytest
+from playwright.sync_api import expect
 
 from contentnode.api import ROUTES
 from contentnode.http.errors import ApiError

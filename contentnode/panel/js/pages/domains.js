@@ -39,7 +39,7 @@ export async function render(ctx) {
       { label: 'Redirect', cell: (d) => (d.redirect ? h('span', { class: 'small' }, `${d.redirect.code} → ${d.redirect.to}`) : h('span', { class: 'muted' }, '—')) },
       { label: 'Last check', cell: (d) => (d.last_check ? ago(d.last_check.at)
         : h('a', { href: `#/domains/${enc(d.host)}`, class: 'small' },
-          can('domains:write') ? 'never: check now' : 'never', h('span', { class: 'sr-only' }, ` (${d.display || d.host})`))) },
+          canShared('domains:write') ? 'never: check now' : 'never', h('span', { class: 'sr-only' }, ` (${d.display || d.host})`))) },
     ], domains, { empty: add ? 'No domains yet. Add the first one to start serving content.' : 'No domains yet.', caption: 'Domains' });
   mount(ctx.main, pageHeader('Domains', 'Host names this node serves, their verification and certificates.', add),
     uncheckedHint(domains), rowFilter('Filter domains', list), card(null, {}, list));

@@ -3,7 +3,7 @@
 
 import { get, post } from '../api.js';
 import { h, mount } from '../dom.js';
-import { can } from '../scopes.js';
+import { can, canShared } from '../scopes.js';
 import { field, form, button, onSubmit, actions } from '../forms.js';
 import { dialogForm } from '../dialog.js';
 import { toast } from '../toast.js';
@@ -61,5 +61,5 @@ async function keysCard(rerender) {
 export async function render(ctx) {
   mount(ctx.main, pageHeader('Signed links', 'Time-limited links for rules that require a signature.'),
     can('routes:write') ? createCard() : null,
-    can('settings:write') ? await keysCard(ctx.rerender) : null);
+    canShared('settings:write') ? await keysCard(ctx.rerender) : null);
 }
