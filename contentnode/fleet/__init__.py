@@ -1,0 +1,1 @@
+"""The fleet: many nodes, one configuration, through the operator's own bucket."""
