@@ -10,7 +10,7 @@ judged by the bucket's clock, not the node's.
 
 Path-style only (`/<bucket>/<key>`), any bucket name, signatures not checked
 (the node's signing is tested against SeaweedFS). PUT, GET (If-None-Match),
-HEAD, DELETE.
+HEAD, DELETE; `log` lists every request.
 """
 
 import email.utils
@@ -30,6 +30,7 @@ class S3Stub:
         self.honour_conditions = honour_conditions
         self.clock_offset = 0.0
         self.objects = {}  # path -> (body, etag, modified epoch)
+        self.log = []  # (method, path) of every request
         self.lock = threading.Lock()
         self.server = LoopbackServer(self._handler(), name="s3-stub", poll_interval=0.1)
         self.endpoint = self.server.url
@@ -52,6 +53,13 @@ class S3Stub:
 
             def date_time_string(self, timestamp=None):
                 return email.utils.formatdate(stub.now(), usegmt=True)
+
+            def parse_request(self):
+                ok = super().parse_request()
+                if ok:
+                    with stub.lock:
+                        stub.log.append((self.command, self.path))
+                return ok
 
             def error(self, status, code):
                 self.reply(status, ERROR.format(code=code).encode(), "application/xml")
