@@ -6,12 +6,17 @@ is written durably (fileio.atomic_write) and only then becomes the new
 snapshot. An exception inside the block, or a failed write, leaves memory and
 disk as they were. Append-heavy data (audit, traffic, cache) lives elsewhere.
 
+Commit listeners (add_commit_listener) hear, after each durable commit, the
+names of the sections it changed: how a service follows edits without any
+handler knowing it (the fleet publishes the shared sections this way).
+
 A store given `revisioned=` (a Revisioned) stamps the revisions of the
 updatable objects as it commits (see core/revisions.py): one write path, so
 no caller can change an object and forget its revision.
 """
 
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping, MutableMapping
@@ -326,6 +331,12 @@ class Store:
         self._lock = threading.RLock()
         self._encoded = {}  # section name -> its JSON bytes, or {key: member bytes} for an object
         self._data = {}
+        self._commit_listeners: list[Callable[[frozenset], None]] = []
+
+    def add_commit_listener(self, listener: Callable[[frozenset], None]) -> None:
+        """listener(changed section names) after every durable commit, in the writer's thread
+        and under the store's lock: it must only note or enqueue, never write the store."""
+        self._commit_listeners.append(listener)
 
     def load(self) -> None:
         """Read the document (or start an empty one). Corrupt or unreadable: StoreError."""
@@ -373,16 +384,25 @@ class Store:
             yield tx
             if self.revisioned is not None:
                 self._stamp_revisions(tx)
-            data, encoded, changed = {}, {}, bool(tx.deleted & self._data.keys())
+            data, encoded, names = {}, {}, set(tx.deleted & self._data.keys())
             for name in tx:
                 if name in tx.copies:
                     data[name], encoded[name] = _encode_section(tx.copies[name])
-                    changed = changed or _differs(encoded[name], self._encoded.get(name))
+                    if _differs(encoded[name], self._encoded.get(name)):
+                        names.add(name)
                 else:
                     data[name], encoded[name] = self._data[name], self._encoded[name]
-            if changed:
+            if names:
                 atomic_write(self.path, _document_parts(encoded))
                 self._data, self._encoded = data, encoded
+                self._announce(frozenset(names))
+
+    def _announce(self, names: frozenset) -> None:
+        for listener in self._commit_listeners:
+            try:
+                listener(names)
+            except Exception:  # a listener's bug must not fail a write that is already durable
+                logging.getLogger("contentnode.store").exception("commit listener failed")
 
     def _stamp_revisions(self, tx: Transaction) -> None:
         """Raise the revision of every updatable object this transaction changed (and only those)."""

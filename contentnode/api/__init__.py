@@ -13,7 +13,7 @@ import json
 from contentnode import __version__
 from contentnode.auth.sessions import COOKIE
 from contentnode.http import openapi
-from contentnode.api import (audit, backup, buckets, certs, delivery, domains, https, links, login, me,
+from contentnode.api import (audit, backup, buckets, certs, delivery, domains, fleet, https, links, login, me,
                              my_sessions, notifications, panel, panel_assets, policy, rules, settings, system,
                              tokens, twofactor, updates, users)
 
@@ -39,6 +39,7 @@ MODULES = [
     certs,
     https,
     delivery,
+    fleet,
     panel_assets,
 ]
 

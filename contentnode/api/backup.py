@@ -65,5 +65,6 @@ RESTORE_BODY = obj({"backup": {"type": "object"}, "passphrase": _PASSPHRASE}, re
 
 ROUTES = [
     Route("POST", "/api/backup/export", "users:manage", export, body=EXPORT_BODY, body_optional=True),
-    Route("POST", "/api/backup/restore", "users:manage", restore, body=RESTORE_BODY),
+    Route("POST", "/api/backup/restore", "users:manage", restore, body=RESTORE_BODY,
+          fleet_shared=True),
 ]

@@ -176,10 +176,13 @@ BUCKET = answer({"id": STRING, **{name: STRING for name in buckets.MAX_LENGTHS i
 
 ROUTES = [
     Route("GET", "/api/buckets", "buckets:read", list_buckets, answer=listing("buckets", BUCKET)),
-    Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201, body=CREATE_BODY, answer=BUCKET),
+    Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201, body=CREATE_BODY, answer=BUCKET,
+          fleet_shared=True),
     Route("POST", "/api/buckets/check", "buckets:write", check_bucket, body=CHECK_BODY),
     Route("POST", "/api/buckets/test", "buckets:write", try_object, body=TEST_BODY),
     Route("GET", "/api/buckets/{id}", "buckets:read", get_bucket, answer=BUCKET),
-    Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket, body=UPDATE_BODY, answer=BUCKET, if_match=True),
-    Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket, status=204, if_match=True),
+    Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket, body=UPDATE_BODY, answer=BUCKET, if_match=True,
+          fleet_shared=True),
+    Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket, status=204, if_match=True,
+          fleet_shared=True),
 ]

@@ -62,6 +62,7 @@ class Cache:
         self._hot: deque = deque()   # entries holding their body in memory, oldest first
         self._hot_bytes = 0
         self._files: OrderedDict[tuple, tuple[Entry, SharedFile]] = OrderedDict()  # key -> open file, LRU
+        self._purge_listeners: list[Callable[[str, str | None, str | None], None]] = []
         ensure_private_dir(self._tmp)
         ledger_path = os.path.join(root, "ledger")
         if worker_slot is None:
@@ -531,15 +532,25 @@ class Cache:
             if entry is not None:
                 yield entry
 
+    def add_purge_listener(self, listener: Callable[[str, str | None, str | None], None]) -> None:
+        """listener(kind "url"|"prefix"|"all", host, path or prefix) after each purge asked for
+        by name (the fleet's primary replays them on its replicas); it must only enqueue."""
+        self._purge_listeners.append(listener)
+
+    def _purged(self, count: int, kind: str, host: str | None = None, value: str | None = None) -> int:
+        for listener in self._purge_listeners:
+            listener(kind, host, value)
+        return count
+
     def purge_url(self, host: str, path: str) -> int:
         """The object and all its image variants."""
-        return self.purge(lambda k: k[0] == host and k[1] == path)
+        return self._purged(self.purge(lambda k: k[0] == host and k[1] == path), "url", host, path)
 
     def purge_prefix(self, host: str, prefix: str) -> int:
-        return self.purge(lambda k: k[0] == host and k[1].startswith(prefix))
+        return self._purged(self.purge(lambda k: k[0] == host and k[1].startswith(prefix)), "prefix", host, prefix)
 
     def purge_all(self) -> int:
-        return self.purge(lambda k: True)
+        return self._purged(self.purge(lambda k: True), "all")
 
     # -- reporting ------------------------------------------------------------
 

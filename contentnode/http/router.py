@@ -5,7 +5,8 @@ before any handler runs: route and method (404/405 with Allow), Host, Origin,
 client address (admin host only), body size (413 from Content-Length, before
 reading), chunked bodies (411), content type (415), session (401), 2FA
 enrolment (403), scope (403), then unknown query parameters, the If-Match
-header, JSON parsing and the declared body shape (400). A refused request
+header, JSON parsing and the declared body shape (400), and last, on a
+fleet replica, a write to a shared object (409 managed_by_fleet). A refused request
 changes nothing, because no handler has run. A handler whose object moved on
 since the If-Match revision raises core.revisions.StaleRevision: 412.
 """
@@ -48,7 +49,9 @@ class Route:
     http/openapi.py); body_optional rows also take no body at all. answer, where
     declared, the JSON schema of the success body (published only). if_match
     rows change one revisioned object and take If-Match (req.if_match); any
-    other row refuses the header.
+    other row refuses the header. fleet_shared rows write what a fleet shares
+    (docs/API.md, Fleet): a replica refuses them; fleet_shared_fields rows only
+    when the body names one of those members (PUT /api/settings).
     """
 
     method: str
@@ -63,6 +66,8 @@ class Route:
     if_match: bool = False
     body_optional: bool = False
     answer: dict | None = field(default=None, hash=False, compare=False)
+    fleet_shared: bool = False
+    fleet_shared_fields: frozenset = frozenset()
 
 
 class RouteTable:
@@ -214,6 +219,16 @@ class AdminDispatcher:
             schema.check(route.body, req.body)
         elif route.body is None and req.body not in (None, {}):
             _refuse_body(req)
+        if route.fleet_shared or (route.fleet_shared_fields and isinstance(req.body, dict)
+                                  and route.fleet_shared_fields & req.body.keys()):
+            self._check_fleet_write(req)
+
+    def _check_fleet_write(self, req) -> None:
+        """On a replica the primary owns shared objects: name it, change nothing."""
+        primary = self.app.fleet_primary()
+        if primary is not None:
+            raise ApiError(409, "managed_by_fleet", f"this node is a fleet replica: shared objects are "
+                                                    f"changed on the primary, node {primary}")
 
     def _run(self, req) -> Response:
         result = req.route.handler(req)
