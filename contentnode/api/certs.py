@@ -115,10 +115,12 @@ def issue_cert(req):
 
 
 def _certificates(app):
+    """(host, not_after, renewable): a fleet replica renews nothing, its primary renews for the fleet."""
+    replica = app.fleet.primary_of_replica() is not None
     for host, record in app.store.data["domains"].items():
         info = record.get("certificate")
         if info:
-            yield host, parse_rfc3339(info["not_after"]), info.get("source") == "acme"
+            yield host, parse_rfc3339(info["not_after"]), info.get("source") == "acme" and not replica
 
 
 def _renew(app, host):

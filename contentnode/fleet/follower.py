@@ -14,7 +14,7 @@ import logging
 
 from contentnode.clock import rfc3339
 from contentnode.core.backup import BackupError
-from contentnode.fleet import bundle, shared
+from contentnode.fleet import bundle, certfiles, shared
 from contentnode.fleet.keys import Pin
 from contentnode.fleet.publisher import BUNDLE
 from contentnode.fleet.wire import Refused
@@ -67,9 +67,11 @@ def apply(fleet, opened: bundle.Opened) -> None:
         check_records({**current, **sections})
     except BackupError as exc:
         raise Refused("restore_checks", str(exc)) from None
+    certificates = certfiles.check(opened.parts.get(shared.CERTIFICATES), sections["domains"])
     state = current.get("fleet") or {}
     newer, everything, newest = shared.purges_to_run(opened.parts.get("purges") or [], state.get("last_purge_id"))
     fleet.run_purges(newer, everything)
+    certfiles.install(fleet.certs, certificates)  # before the records: a crash between serves the newer files
     now = rfc3339(fleet.clock.now())
     with store.transaction() as doc:
         for name, value in sections.items():

@@ -15,7 +15,7 @@ import logging
 
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core.s3 import S3Error
-from contentnode.fleet import bundle, joincode, keys, shared
+from contentnode.fleet import bundle, certfiles, joincode, keys, shared
 from contentnode.fleet.wire import Refused, canonical
 
 log = logging.getLogger("contentnode.fleet")
@@ -58,7 +58,8 @@ def publish(fleet, force: bool = False) -> str:
     if state.get("role") != "primary" or secrets_ is None or secrets_.signing is None:
         return "unchanged"
     now = fleet.clock.now()
-    parts = shared.parts_of(fleet.store.data)
+    doc = fleet.store.data
+    parts = shared.parts_of(doc, certfiles.read(fleet.certs, doc["domains"]))
     digest = parts_digest(parts)
     if not force and digest == state.get("parts_digest") and not resign_due(state, now):
         return "unchanged"

@@ -11,10 +11,12 @@ Bucket failures back off (poll x 2^n, at most 8 polls or 5 minutes).
 """
 
 import logging
+import os
 import threading
 import time
 
 from contentnode.clock import rfc3339
+from contentnode.core.certs import CertStore
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
 from contentnode.fleet import follower, keys, publisher, shared, status
@@ -51,6 +53,7 @@ class Fleet:
         self.poll_seconds, self.version = poll_seconds, version
         self.outbound, self.node_name, self.counters = outbound, node_name, counters
         self.purger, self.events = purger, events
+        self.certs = CertStore(os.path.join(data_dir, "certs"))  # the files the bundle carries (fleet/certfiles.py)
         self.nodes: list = []            # the primary's latest view of the other nodes
         self.bundle_seen_at: str | None = None
         self._secrets_cache: keys.Secrets | None = None
