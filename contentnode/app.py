@@ -36,6 +36,8 @@ from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.notify import Notifier
 from contentnode.core.static_files import load_panel_files
 from contentnode.core.verify import new_secret
+from contentnode.fleet import issuer as fleet_issuer
+from contentnode.fleet.challenges import ReadThrough
 from contentnode.fleet.service import Fleet
 from contentnode.http.binding import BindError
 from contentnode.http.errors import forbidden
@@ -79,6 +81,7 @@ class App:
     delivery: Delivery
     notifier: Notifier
     fleet: Fleet
+    acme_read_through: ReadThrough  # HTTP-01 answers another fleet node published (fleet/challenges.py)
     servers: dict
     update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
     access_stream: TextIO  # where access lines go: stderr, beside the log records
@@ -300,6 +303,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
                       version=__version__, outbound=lambda: app.outbound,
                       node_name=lambda: app.settings.get("node_name", "contentnode"),
                       counters=lambda: _traffic_totals(app.delivery), purger=app.delivery.cache, events=app.events)
+    app.acme_read_through = fleet_issuer.read_through(app.fleet)
     if worker_slot is None:
         app.store.add_commit_listener(app.fleet.on_commit)
         app.delivery.cache.add_purge_listener(app.fleet.on_purge)

@@ -5,12 +5,12 @@ import threading
 import time
 
 import pytest
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contentnode.core import netguard, s3
 from contentnode.core.acme import ChallengeStore
-from contentnode.fleet import challenges
+from contentnode.fleet import challenges, keys
+from contentnode.fleet.wire import Refused
 from contentnode.fleet.challenges import PublishingChallenges, ReadThrough
 from tests.peers.s3_stub import S3Stub
 
@@ -33,22 +33,26 @@ def _client(stub):
                                        d["secret_key"], True), netguard.OutboundPolicy(), timeout=5)
 
 
-def _verifier(public_key):
+def _verifier(key):
     def verify(data, signature):
         try:
-            public_key.verify(signature, data)
+            keys.verify(keys.public_text(key), signature, data, "challenge")
             return True
-        except InvalidSignature:
+        except Refused:
             return False
     return verify
+
+
+def _signer(key):
+    return lambda data: keys.sign(key, data)
 
 
 @pytest.fixture
 def fleet(stub):
     key = Ed25519PrivateKey.generate()
     client = _client(stub)
-    issuer = PublishingChallenges(ChallengeStore(), lambda: (client, PREFIX, FLEET, key.sign), time.time)
-    reader = ReadThrough(lambda: (client, PREFIX, FLEET, _verifier(key.public_key())), time.time)
+    issuer = PublishingChallenges(ChallengeStore(), lambda: (client, PREFIX, FLEET, _signer(key)), time.time)
+    reader = ReadThrough(lambda: (client, PREFIX, FLEET, _verifier(key)), time.time)
     return issuer, reader, key, client
 
 
@@ -75,7 +79,7 @@ def test_an_answer_published_after_a_miss_is_served_within_a_second(fleet, stub)
                                     "not_a_key_authorization"])
 def test_an_answer_that_is_not_the_fleets_is_refused(fleet, stub, tamper):
     issuer, reader, key, client = fleet
-    sign = Ed25519PrivateKey.generate().sign if tamper == "other_key" else key.sign
+    sign = _signer(Ed25519PrivateKey.generate() if tamper == "other_key" else key)
     fleet_id = "fleet-2" if tamper == "other_fleet" else FLEET
     expires = int(time.time()) - 1 if tamper == "expired" else int(time.time()) + 600
     token = "x" * 30 if tamper == "other_token" else TOKEN

@@ -13,7 +13,8 @@ import json
 from contentnode import __version__
 from contentnode.auth.sessions import COOKIE
 from contentnode.http import openapi
-from contentnode.api import (audit, backup, buckets, certs, delivery, domains, fleet, https, links, login, me,
+from contentnode.api import (audit, backup, buckets, certs, delivery, domains, fleet, fleet_keys, https, links,
+                             login, me,
                              my_sessions, notifications, panel, panel_assets, policy, rules, settings, system,
                              tokens, twofactor, updates, users)
 
@@ -40,6 +41,7 @@ MODULES = [
     https,
     delivery,
     fleet,
+    fleet_keys,
     panel_assets,
 ]
 

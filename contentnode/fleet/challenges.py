@@ -17,7 +17,6 @@ several vantage points asking at once share it), at most LOOKUPS_PER_SECOND
 reads a second, and at most CACHE_ENTRIES answers and misses kept.
 """
 
-import base64
 import json
 import logging
 import re
@@ -25,7 +24,9 @@ import threading
 import time
 from collections import OrderedDict
 
+from contentnode.core.acme import AcmeError
 from contentnode.core.s3 import S3Error
+from contentnode.fleet.wire import canonical
 
 log = logging.getLogger("contentnode.fleet.challenges")
 
@@ -45,26 +46,23 @@ def object_key(prefix: str, token: str) -> str:
 
 
 def _signed_bytes(fleet_id: str, token: str, key_authorization: str, expires_at: int) -> bytes:
-    doc = {"fleet_id": fleet_id, "token": token, "key_authorization": key_authorization,
-           "expires_at": expires_at, "purpose": "acme-http-01"}
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    return canonical({"fleet_id": fleet_id, "token": token, "key_authorization": key_authorization,
+                      "expires_at": expires_at, "purpose": "acme-http-01"})
 
 
 def encode(fleet_id: str, token: str, key_authorization: str, expires_at: int, sign) -> bytes:
-    """The object the issuer writes; `sign(bytes) -> bytes` is the fleet's current signing key."""
+    """The object the issuer writes; `sign(bytes) -> signature text` uses the fleet's current key."""
     signature = sign(_signed_bytes(fleet_id, token, key_authorization, expires_at))
-    return json.dumps({"fleet_id": fleet_id, "token": token, "key_authorization": key_authorization,
-                       "expires_at": expires_at,
-                       "signature": base64.b64encode(signature).decode("ascii")}).encode()
+    return canonical({"fleet_id": fleet_id, "token": token, "key_authorization": key_authorization,
+                      "expires_at": expires_at, "signature": signature})
 
 
 def decode(body: bytes, fleet_id: str, token: str, verify, now: float) -> str | None:
     """The key authorization in `body` when it is this fleet's, for `token`, unexpired and
-    signed by a key `verify(data, signature) -> bool` accepts; None otherwise."""
+    signed by a key `verify(data, signature text) -> bool` accepts; None otherwise."""
     try:
         doc = json.loads(body)
-        key_authorization, expires_at = doc["key_authorization"], doc["expires_at"]
-        signature = base64.b64decode(doc["signature"], validate=True)
+        key_authorization, expires_at, signature = doc["key_authorization"], doc["expires_at"], doc["signature"]
         signed = _signed_bytes(doc["fleet_id"], doc["token"], key_authorization, expires_at)
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
@@ -93,8 +91,12 @@ class PublishingChallenges:
             return
         client, prefix, fleet_id, sign = target
         expires_at = int(self.clock()) + LIFETIME
-        client.put_object(object_key(prefix, token), encode(fleet_id, token, key_authorization, expires_at, sign),
-                          CONTENT_TYPE)
+        try:
+            client.put_object(object_key(prefix, token),
+                              encode(fleet_id, token, key_authorization, expires_at, sign), CONTENT_TYPE)
+        except S3Error as exc:  # the other nodes could not answer the CA: do not ask it to validate
+            raise AcmeError("challenge", f"the answer could not be published to the fleet's bucket: "
+                                         f"{exc.message}") from None
 
     def get(self, token: str):
         return self.local.get(token)

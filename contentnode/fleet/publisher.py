@@ -47,8 +47,10 @@ def _found_bundle(client, key: str, etag: str | None):
         return None  # a damaged object: the next PUT replaces it
 
 
-def publish(fleet, force: bool = False) -> str:
+def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
     """Publish when the shared parts changed (or `force`, or re-signing is due).
+
+    `expect_etag`: write only over that object (If-Match; a promotion's first bundle).
 
     Returns what happened: "unchanged", "published" or "demoted". S3Error when the
     bucket fails (the caller retries with backoff); nothing is recorded then.
@@ -68,21 +70,30 @@ def publish(fleet, force: bool = False) -> str:
     seq = int(state.get("seq") or 0)
     found = _found_bundle(client, key, state.get("bundle_etag"))
     if found is not None:
-        if bundle.key_epoch(found) > state["pin"]["epoch"]:
-            fleet.demote(f"the bucket holds a bundle signed at key epoch {bundle.key_epoch(found)}, above "
-                         f"this node's {state['pin']['epoch']}: another node was promoted; this one stopped "
-                         "publishing")
+        if bundle.key_epoch(found) > state["pin"]["epoch"] or _other_key_at_epoch(found, state["pin"]):
+            fleet.demote(f"the bucket holds a bundle signed at key epoch {bundle.key_epoch(found)} by another "
+                         f"key than this node's (epoch {state['pin']['epoch']}): another node was promoted; "
+                         "this one stopped publishing")
             return "demoted"
         seq = max(seq, found["seq"] if type(found.get("seq")) is int else 0)
     seq += 1
     raw = bundle.build(fleet_id=state["fleet_id"], seq=seq, issued_at=now, lifetime=LIFETIME_SECONDS,
                        primary=fleet.node_id(), key_certs=state["key_certs"], signing=secrets_.signing,
                        fleet_key=secrets_.fleet_key, parts=parts, sealed=shared.SEALED)
-    etag = client.put_object(key, raw, "application/json")
+    etag = client.put_object(key, raw, "application/json", {"if-match": expect_etag} if expect_etag else None)
     fleet.record(seq=seq, bundle_etag=etag, issued_at=rfc3339(now), expires_at=rfc3339(now + LIFETIME_SECONDS),
                  parts_digest=digest, last_error=None)
     log.info("fleet: published bundle seq %d (%d bytes)", seq, len(raw))
     return "published"
+
+
+def _other_key_at_epoch(found: dict, pin: dict) -> bool:
+    """The bundle is at this node's epoch but certifies another key there: two promotions
+    raced on a bucket that ignores conditional writes; the later writer keeps the fleet."""
+    try:
+        return bundle.key_epoch(found) == pin["epoch"] and found["keys"][-1]["cert"]["public_key"] != pin["public_key"]
+    except (KeyError, TypeError, IndexError):
+        return False
 
 
 def first_certificate(fleet_id: str, signing, recovery_text: str, now: float) -> list:

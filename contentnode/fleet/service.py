@@ -19,7 +19,7 @@ from contentnode.clock import rfc3339
 from contentnode.core.certs import CertStore
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
-from contentnode.fleet import follower, keys, publisher, shared, status
+from contentnode.fleet import follower, keys, promotion, publisher, shared, status
 from contentnode.fleet.wire import Refused
 
 log = logging.getLogger("contentnode.fleet")
@@ -174,6 +174,7 @@ class Fleet:
     # --- the background job ----------------------------------------------------
 
     def start(self) -> None:
+        promotion.finish_rotation(self.data_dir, self.state())
         thread = self._thread = threading.Thread(target=self._run, name="fleet", daemon=True)
         thread.start()
 
