@@ -2,12 +2,15 @@
 the fleet shares, re-sign before half its lifetime has passed, and step down
 when the bucket shows a higher key epoch.
 
-Before every PUT the primary re-reads bundle.json conditionally on the ETag of
-its own last write: 304 (or nothing there) means no one else wrote it. A
-bundle signed at a higher key epoch means another node was promoted: this
-node stops publishing and becomes a replica pinned to its own key, so it
-follows the new primary only if the new key's certificate chains to it or to
-the recovery key (never a second primary).
+Every poll the primary re-reads bundle.json conditionally on the ETag of its
+own last write: 304 means no one else wrote it; anything else (deleted,
+damaged, replaced) is written again at once. A bundle whose key chain
+verifies from this node's pin to a higher key epoch means another node was
+promoted: this node stops publishing and becomes a replica pinned to its own
+key, so it follows the new primary only if the new key's certificate chains
+to it or to the recovery key (never a second primary). A higher epoch that
+does not verify is overwritten: write access to the bucket alone must not
+stop the primary.
 """
 
 import hashlib
@@ -37,14 +40,32 @@ def resign_due(state: dict, now: float) -> bool:
 
 
 def _found_bundle(client, key: str, etag: str | None):
-    """The parsed bundle in the bucket when it is not the one this node wrote last, else None."""
+    """(whether bundle.json is still the object this node wrote last, the parsed object
+    when it is another one and parses, else None)."""
     found = client.get_bytes(key, if_none_match=etag)
-    if found is None or found.not_modified:
-        return None
+    if found is not None and found.not_modified:
+        return True, None
+    if found is None:
+        return False, None  # deleted: the next PUT writes it again
     try:
-        return bundle.parse(found.body)
+        return False, bundle.parse(found.body)
     except Refused:
-        return None  # a damaged object: the next PUT replaces it
+        return False, None  # a damaged object: the next PUT replaces it
+
+
+def _promoted_elsewhere(found: dict, state: dict) -> bool:
+    """The bucket's bundle verifies from this node's pin to a higher key epoch: another node
+    was promoted (or took a rotated key). One that does not verify is only overwritten: an
+    object anyone with write access to the bucket could put there must not stop the primary."""
+    if bundle.key_epoch(found) <= state["pin"]["epoch"]:
+        return False
+    pin = state["pin"]
+    try:
+        bundle.verify(found, state["fleet_id"], keys.Pin(pin["epoch"], pin["public_key"], pin["recovery_public_key"]))
+    except Refused as exc:
+        log.warning("fleet: bundle.json in the bucket does not verify (%s); it is overwritten", exc.message)
+        return False
+    return True
 
 
 def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
@@ -63,17 +84,18 @@ def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
     doc = fleet.store.data
     parts = shared.parts_of(doc, certfiles.read(fleet.certs, doc["domains"]))
     digest = parts_digest(parts)
-    if not force and digest == state.get("parts_digest") and not resign_due(state, now):
-        return "unchanged"
+    changed = force or digest != state.get("parts_digest") or resign_due(state, now)
     client = fleet.client()
     key = state["bucket"]["prefix"] + BUNDLE
     seq = int(state.get("seq") or 0)
-    found = _found_bundle(client, key, state.get("bundle_etag"))
+    # one conditional GET a poll: a bundle.json replaced behind this node's back is seen at once
+    ours, found = _found_bundle(client, key, state.get("bundle_etag"))
+    if ours and not changed:
+        return "unchanged"
     if found is not None:
-        if bundle.key_epoch(found) > state["pin"]["epoch"] or _other_key_at_epoch(found, state["pin"]):
-            fleet.demote(f"the bucket holds a bundle signed at key epoch {bundle.key_epoch(found)} by another "
-                         f"key than this node's (epoch {state['pin']['epoch']}): another node was promoted; "
-                         "this one stopped publishing")
+        if _promoted_elsewhere(found, state):
+            fleet.demote(f"the bucket holds a bundle signed at key epoch {bundle.key_epoch(found)}, above this "
+                         f"node's {state['pin']['epoch']}: another node was promoted; this one stopped publishing")
             return "demoted"
         seq = max(seq, found["seq"] if type(found.get("seq")) is int else 0)
     seq += 1
@@ -85,15 +107,6 @@ def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
                  parts_digest=digest, last_error=None)
     log.info("fleet: published bundle seq %d (%d bytes)", seq, len(raw))
     return "published"
-
-
-def _other_key_at_epoch(found: dict, pin: dict) -> bool:
-    """The bundle is at this node's epoch but certifies another key there: two promotions
-    raced on a bucket that ignores conditional writes; the later writer keeps the fleet."""
-    try:
-        return bundle.key_epoch(found) == pin["epoch"] and found["keys"][-1]["cert"]["public_key"] != pin["public_key"]
-    except (KeyError, TypeError, IndexError):
-        return False
 
 
 def first_certificate(fleet_id: str, signing, recovery_text: str, now: float) -> list:
