@@ -175,3 +175,29 @@ def test_no_secret_is_in_the_bucket_in_clear(fleet):
         text = open(f"{node.data_dir}/state.json").read()
         assert fleet.seaweed.secret_key in text  # the content bucket's own record keeps it (node-local file)
         assert fleet.init_answer["recovery_secret"] not in text
+
+
+def test_command_line_status_and_an_offline_join_from_stdin(fleet, tmp_path):
+    from tests.fleet_setup import FleetNode, admin_of
+
+    shown = fleet.replicas[0].cli("fleet", "status")
+    assert shown.returncode == 0, shown.stderr
+    status = json.loads(shown.stdout)
+    assert status["role"] == "replica" and status["fleet_id"] == fleet.init_answer["fleet_id"]
+    assert "secret_key" not in shown.stdout and fleet.seaweed.secret_key not in shown.stdout
+
+    node = FleetNode(str(tmp_path)).start()
+    try:
+        admin_of(node)
+        node.stop()
+        code = fleet.admin.post("/api/fleet/join-codes", {}).json["code"]
+        bad = node.cli("fleet", "join", input_text="cnj_garbage\n")
+        assert bad.returncode == 1 and "bad_join_code" in bad.stderr
+        joined = node.cli("fleet", "join", input_text=code + "\n")
+        assert joined.returncode == 0, joined.stderr
+        assert json.loads(joined.stdout)["fleet_id"] == fleet.init_answer["fleet_id"]
+        node.start()
+        wait_for(lambda: fleet.served(node, "/hello.txt").status == 200, 10, what="the offline-joined node serving")
+        assert admin_of(node).get("/api/fleet").json["role"] == "replica"
+    finally:
+        node.close()

@@ -24,23 +24,8 @@ def _refusal(exc: Refused) -> ApiError:
                     or exc.code == "join_code_expired" else None)
 
 
-def view(fleet) -> dict:
-    """GET /api/fleet's answer: the role and what this node knows of the fleet, no key."""
-    state = fleet.state()
-    role = state.get("role", "standalone")
-    out = {"role": role, "node_id": fleet.node_id(), "fleet_id": state.get("fleet_id"), "seq": state.get("seq"),
-           "bucket": state.get("bucket"), "applied_at": state.get("applied_at"),
-           "last_error": state.get("last_error"), "poll_seconds": fleet.poll_seconds,
-           "key_epoch": (state.get("pin") or {}).get("epoch"), "expires_at": state.get("expires_at"),
-           "nodes": fleet.nodes if role == "primary" else [], "primary": None,
-           "probe": state.get("probe"), "issuer": issuer.mode(state)}
-    if role == "replica":
-        out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": fleet.bundle_seen_at}
-    return out
-
-
 def get_fleet(req):
-    return view(req.app.fleet)
+    return req.app.fleet.view()
 
 
 def init(req):
@@ -49,7 +34,7 @@ def init(req):
     except Refused as exc:
         raise _refusal(exc) from None
     issuer.run_probe(req.app.fleet)  # whether the issuer may use a lease (GET /api/fleet shows it)
-    answer_ = view(req.app.fleet)
+    answer_ = req.app.fleet.view()
     req.audit("fleet.init", target=answer_["fleet_id"], detail={"bucket": answer_["bucket"]})
     return dict(answer_, recovery_secret=recovery)
 

@@ -5,7 +5,7 @@ Promotion takes the recovery secret and answers the next one, once; every
 attempt, refused or not, is audited (never with the secret).
 """
 
-from contentnode.api.fleet import FLEET, view
+from contentnode.api.fleet import FLEET
 from contentnode.fleet import issuer, promotion
 from contentnode.fleet.wire import Refused
 from contentnode.http.errors import ApiError
@@ -33,7 +33,7 @@ def promote(req):
     except Refused as exc:
         req.audit("fleet.promote", ok=False, detail={"error": exc.code})
         raise _fail(exc) from None
-    out = view(fleet)
+    out = fleet.view()
     req.audit("fleet.promote", target=out["fleet_id"], detail={"key_epoch": out["key_epoch"]})
     return dict(out, recovery_secret=secret)
 
@@ -45,7 +45,7 @@ def rotate_key(req):
         req.audit("fleet.rotate_key", ok=False, detail={"error": exc.code})
         raise _fail(exc) from None
     req.audit("fleet.rotate_key", target=req.app.fleet.state().get("fleet_id"), detail={"key_epoch": epoch})
-    return view(req.app.fleet)
+    return req.app.fleet.view()
 
 
 def run_probe(req):

@@ -11,6 +11,7 @@ it is refused once, not re-verified every poll.
 """
 
 import logging
+import time
 
 from contentnode.clock import rfc3339
 from contentnode.core.backup import BackupError
@@ -60,6 +61,7 @@ def poll(fleet, etag: str | None) -> tuple[str, str | None]:
 
 def apply(fleet, opened: bundle.Opened) -> None:
     """Check the resulting configuration like a restore, purge, then swap it in at once."""
+    started = time.monotonic()
     store = fleet.store
     current = store.data
     sections = shared.applied(current, opened.parts)
@@ -84,4 +86,4 @@ def apply(fleet, opened: bundle.Opened) -> None:
         doc["fleet"] = record
     if everything:
         fleet.run_purges([], True)  # what a request cached under the old configuration meanwhile
-    log.info("fleet: applied bundle seq %d from %s", opened.seq, opened.primary)
+    log.info("fleet: applied bundle seq %d from %s in %.3f s", opened.seq, opened.primary, time.monotonic() - started)

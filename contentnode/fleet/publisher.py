@@ -8,9 +8,9 @@ damaged, replaced) is written again at once. A bundle whose key chain
 verifies from this node's pin to a higher key epoch means another node was
 promoted: this node stops publishing and becomes a replica pinned to its own
 key, so it follows the new primary only if the new key's certificate chains
-to it or to the recovery key (never a second primary). A higher epoch that
-does not verify is overwritten: write access to the bucket alone must not
-stop the primary.
+to it or to the recovery key (never a second primary). One that does not
+verify is overwritten: write access to the bucket alone must not stop the
+primary.
 """
 
 import hashlib
@@ -53,23 +53,19 @@ def _found_bundle(client, key: str, etag: str | None):
         return False, None  # a damaged object: the next PUT replaces it
 
 
-def _promoted_elsewhere(found: dict, state: dict) -> bool:
-    """The bucket's bundle verifies from this node's pin to a higher key epoch: another node
-    was promoted (or took a rotated key). One that does not verify is only overwritten: an
-    object anyone with write access to the bucket could put there must not stop the primary."""
-    if bundle.key_epoch(found) <= state["pin"]["epoch"]:
-        return False
-    pin = state["pin"]
+def _verified(found: dict, state: dict) -> keys.Pin | None:
+    """The signer of a bundle someone else wrote, when it chains to this node's own key or the
+    recovery key; None for anything else (a forgery, a damaged object), which is overwritten."""
     try:
-        bundle.verify(found, state["fleet_id"], keys.Pin(pin["epoch"], pin["public_key"], pin["recovery_public_key"]))
+        return bundle.verify(found, state["fleet_id"], keys.Pin(**state["pin"]))
     except Refused as exc:
-        log.warning("fleet: bundle.json in the bucket does not verify (%s); it is overwritten", exc.message)
-        return False
-    return True
+        log.warning("fleet: overwriting a bundle.json this node did not write: %s", exc.message)
+        return None
 
 
 def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
-    """Publish when the shared parts changed (or `force`, or re-signing is due).
+    """Publish when the shared parts changed (or `force`, or re-signing is due), or when
+    bundle.json is no longer the object this node wrote last (deleted, damaged, replaced).
 
     `expect_etag`: write only over that object (If-Match; a promotion's first bundle).
 
@@ -88,16 +84,17 @@ def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
     client = fleet.client()
     key = state["bucket"]["prefix"] + BUNDLE
     seq = int(state.get("seq") or 0)
-    # one conditional GET a poll: a bundle.json replaced behind this node's back is seen at once
+    # one conditional GET a poll: a bundle.json replaced behind this node's back is rewritten at once
     ours, found = _found_bundle(client, key, state.get("bundle_etag"))
     if ours and not changed:
         return "unchanged"
-    if found is not None:
-        if _promoted_elsewhere(found, state):
-            fleet.demote(f"the bucket holds a bundle signed at key epoch {bundle.key_epoch(found)}, above this "
-                         f"node's {state['pin']['epoch']}: another node was promoted; this one stopped publishing")
-            return "demoted"
-        seq = max(seq, found["seq"] if type(found.get("seq")) is int else 0)
+    signer = _verified(found, state) if found is not None else None
+    if signer is not None and signer.epoch > state["pin"]["epoch"]:
+        fleet.demote(f"the bucket holds a bundle signed at key epoch {signer.epoch}, above this node's "
+                     f"{state['pin']['epoch']}: another node was promoted; this one stopped publishing")
+        return "demoted"
+    if signer is not None:  # its own bundle, written before a crash lost the ETag
+        seq = max(seq, found["seq"])
     seq += 1
     raw = bundle.build(fleet_id=state["fleet_id"], seq=seq, issued_at=now, lifetime=LIFETIME_SECONDS,
                        primary=fleet.node_id(), key_certs=state["key_certs"], signing=secrets_.signing,

@@ -19,7 +19,7 @@ from contentnode.clock import rfc3339
 from contentnode.core.certs import CertStore
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
-from contentnode.fleet import follower, keys, promotion, publisher, shared, status
+from contentnode.fleet import follower, issuer, keys, promotion, publisher, shared, status
 from contentnode.fleet.wire import Refused
 
 log = logging.getLogger("contentnode.fleet")
@@ -40,6 +40,22 @@ def ready(doc: dict) -> bool:
 
 def state_of(doc: dict) -> dict:
     return doc.get(SECTION) or {"role": "standalone"}
+
+
+def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | None) -> dict:
+    """GET /api/fleet's answer (and `contentnode fleet status`'s): the role and what this node
+    knows of the fleet, never a key."""
+    state = state_of(doc)
+    role = state.get("role", "standalone")
+    out = {"role": role, "node_id": doc["node"]["id"], "fleet_id": state.get("fleet_id"), "seq": state.get("seq"),
+           "bucket": state.get("bucket"), "applied_at": state.get("applied_at"),
+           "last_error": state.get("last_error"), "poll_seconds": poll_seconds,
+           "key_epoch": (state.get("pin") or {}).get("epoch"), "expires_at": state.get("expires_at"),
+           "nodes": nodes if role == "primary" else [], "primary": None,
+           "probe": state.get("probe"), "issuer": issuer.mode(state)}
+    if role == "replica":
+        out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": bundle_seen_at}
+    return out
 
 
 class Fleet:
@@ -68,6 +84,9 @@ class Fleet:
 
     def state(self) -> dict:
         return state_of(self.store.data)
+
+    def view(self) -> dict:
+        return view_of(self.store.data, self.poll_seconds, self.nodes, self.bundle_seen_at)
 
     def node_id(self) -> str:
         return self.store.data["node"]["id"]
