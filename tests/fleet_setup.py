@@ -6,6 +6,9 @@ import os
 import time
 import uuid
 
+from contentnode.core import netguard
+from contentnode.core.s3 import BucketConfig, S3Client
+from contentnode.fleet import bundle, keys, publisher, shared
 from tests.content_setup import Site
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 
@@ -25,8 +28,12 @@ def wait_for(condition, timeout: float = 15.0, every: float = 0.1, what: str = "
 
 
 class FleetNode(Node):
+    """A node polling every second (bench/bench_fleet.py sets poll_env to try other polls)."""
+
+    poll_env = POLL_ENV
+
     def __init__(self, workdir: str, env: dict | None = None, args=()):
-        super().__init__(workdir, env={**POLL_ENV, **(env or {})}, args=args)
+        super().__init__(workdir, env={**self.poll_env, **(env or {})}, args=args)
 
 
 def admin_of(node: Node):
@@ -98,6 +105,39 @@ class Fleet:
     def state(self, node) -> dict:
         with open(os.path.join(node.data_dir, "state.json"), "rb") as f:
             return json.loads(f.read())
+
+    # -- hand-made bundles, signed with the primary's real keys (or the ones given)
+
+    def bucket_client(self) -> S3Client:
+        s = self.seaweed
+        return S3Client(BucketConfig(s.endpoint, s.region, self.fleet_bucket, s.access_key, s.secret_key, True),
+                        netguard.OutboundPolicy(), timeout=10)
+
+    def forge(self, *, seq_delta=1, fleet_id=None, issued_at=None, signing=None, key_certs=None, parts=None,
+              fleet_key=None) -> bytes:
+        """A bundle made here as the primary makes it, at the primary's seq + seq_delta."""
+        state = self.state(self.primary)
+        made = keys.load(self.primary.data_dir)
+        return bundle.build(fleet_id=fleet_id or state["fleet"]["fleet_id"], seq=self.seq() + seq_delta,
+                            issued_at=time.time() if issued_at is None else issued_at,
+                            lifetime=publisher.LIFETIME_SECONDS, primary=state["node"]["id"],
+                            key_certs=key_certs or state["fleet"]["key_certs"], signing=signing or made.signing,
+                            fleet_key=fleet_key or made.fleet_key, parts=parts or shared.parts_of(state),
+                            sealed=shared.SEALED)
+
+    def put_bundle(self, raw: bytes) -> None:
+        self.bucket_client().put_object("contentnode/bundle.json", raw, "application/json")
+
+    def big_parts(self, variant: str, count: int = 10000) -> dict:
+        """The primary's parts with `count` rules more, each /<variant>/<i> to prefix <variant>/."""
+        state = self.state(self.primary)
+        bucket_id = next(iter(state["buckets"]))
+        rules = {f"{variant}{i:05d}": {"id": f"{variant}{i:05d}", "prefix": f"{variant}/", "cache_ttl": 60,
+                                      "signed": False, "images": False, "enabled": True, "domain": self.site.host,
+                                      "path": f"/{variant}/{i}", "bucket": bucket_id, "revision": 1}
+                 for i in range(count)}
+        parts = shared.parts_of(state)
+        return dict(parts, rules={**parts["rules"], **rules})
 
     def close(self):
         for node in [self.primary, *self.replicas]:

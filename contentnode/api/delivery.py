@@ -88,7 +88,7 @@ def purge(req):
         targets = {parse_url(url, "urls")[1:3] for url in urls}
         for host, _ in targets:
             known_domain(req.app.store.data, host, "urls")
-        purged = sum(cache.purge_url(host, path) for host, path in targets)
+        purged = cache.purge_urls(targets)
         detail = {"urls": len(urls)}
     else:
         try:

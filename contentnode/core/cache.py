@@ -62,7 +62,7 @@ class Cache:
         self._hot: deque = deque()   # entries holding their body in memory, oldest first
         self._hot_bytes = 0
         self._files: OrderedDict[tuple, tuple[Entry, SharedFile]] = OrderedDict()  # key -> open file, LRU
-        self._purge_listeners: list[Callable[[str, str | None, str | None], None]] = []
+        self._purge_listeners: list[Callable[[list], None]] = []
         ensure_private_dir(self._tmp)
         ledger_path = os.path.join(root, "ledger")
         if worker_slot is None:
@@ -532,25 +532,31 @@ class Cache:
             if entry is not None:
                 yield entry
 
-    def add_purge_listener(self, listener: Callable[[str, str | None, str | None], None]) -> None:
-        """listener(kind "url"|"prefix"|"all", host, path or prefix) after each purge asked for
-        by name (the fleet's primary replays them on its replicas); it must only enqueue."""
+    def add_purge_listener(self, listener: Callable[[list], None]) -> None:
+        """listener([(kind "url"|"prefix"|"all", host, path or prefix), ...]) after each purge
+        asked for by name, one call per purge request (a fleet's primary replays them)."""
         self._purge_listeners.append(listener)
 
-    def _purged(self, count: int, kind: str, host: str | None = None, value: str | None = None) -> int:
+    def _purged(self, count: int, entries: list) -> int:
         for listener in self._purge_listeners:
-            listener(kind, host, value)
+            listener(entries)
         return count
 
+    def purge_urls(self, targets) -> int:
+        """Each (host, path) object and all its image variants."""
+        targets = set(targets)
+        count = self.purge(lambda k: (k[0], k[1]) in targets)
+        return self._purged(count, [("url", host, path) for host, path in sorted(targets)])
+
     def purge_url(self, host: str, path: str) -> int:
-        """The object and all its image variants."""
-        return self._purged(self.purge(lambda k: k[0] == host and k[1] == path), "url", host, path)
+        return self.purge_urls([(host, path)])
 
     def purge_prefix(self, host: str, prefix: str) -> int:
-        return self._purged(self.purge(lambda k: k[0] == host and k[1].startswith(prefix)), "prefix", host, prefix)
+        return self._purged(self.purge(lambda k: k[0] == host and k[1].startswith(prefix)),
+                            [("prefix", host, prefix)])
 
     def purge_all(self) -> int:
-        return self._purged(self.purge(lambda k: True), "all")
+        return self._purged(self.purge(lambda k: True), [("all", None, None)])
 
     # -- reporting ------------------------------------------------------------
 

@@ -13,7 +13,7 @@ it is refused once, not re-verified every poll.
 import logging
 import time
 
-from contentnode.clock import rfc3339
+from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core.backup import BackupError
 from contentnode.fleet import bundle, certfiles, shared
 from contentnode.fleet.keys import Pin
@@ -43,20 +43,33 @@ def poll(fleet, etag: str | None) -> tuple[str, str | None]:
     if found is None:
         raise Refused("no_bundle", "the bucket holds no bundle.json under the fleet's prefix")
     if found.not_modified:
-        fleet.record_seen()
+        _seen(fleet, state)
         return "unchanged", etag
     try:
         opened = bundle.open_bundle(bundle.parse(found.body), fleet_id=state["fleet_id"], pin=pin_of(state),
                                     fleet_key=secrets_.fleet_key, applied_seq=int(state.get("seq") or 0),
                                     now=fleet.clock.now(), names=shared.PARTS, sealed=shared.SEALED)
         if opened is None:
-            fleet.record_seen()
+            _seen(fleet, state)
             return "unchanged", found.etag
         apply(fleet, opened)
     except Refused as exc:
         fleet.refused(exc)
         return "refused", found.etag
     return "applied", found.etag
+
+
+def _seen(fleet, state: dict) -> None:
+    """The bundle applied is still the current one; report it once it is past its expires_at
+    (the primary stopped re-signing: is it running?). It keeps serving all the same."""
+    fleet.record_seen()
+    try:
+        expired = parse_rfc3339(state["expires_at"]) <= fleet.clock.now()
+    except (KeyError, TypeError, ValueError):
+        return
+    if expired:
+        fleet.refused(Refused("expired", f"the fleet's bundle expired at {state['expires_at']} and the primary has "
+                                         "not re-signed it (is it running?); serving it until a new one comes"))
 
 
 def apply(fleet, opened: bundle.Opened) -> None:

@@ -133,13 +133,12 @@ class Fleet:
             self._last_change, self._changed = now, True
             self._wake.set()
 
-    def on_purge(self, kind: str, host: str | None, value: str | None) -> None:
+    def on_purge(self, entries: list) -> None:
         """A purge on the primary goes into the purge history, which the bundle carries."""
         if self.state().get("role") != "primary":
             return
         with self.store.transaction() as doc:
-            doc[shared.PURGES] = shared.record_purge(doc.get(shared.PURGES), rfc3339(self.clock.now()),
-                                                     kind, host, value)
+            doc[shared.PURGES] = shared.record_purges(doc.get(shared.PURGES), rfc3339(self.clock.now()), entries)
 
     def run_purges(self, items: list, everything: bool) -> None:
         """Replay the primary's purges on this node's cache."""
@@ -148,13 +147,15 @@ class Fleet:
         if everything:
             self.purger.purge_all()
             return
-        for item in items:
-            if item.get("kind") == "all":
-                self.purger.purge_all()
-            elif item.get("kind") == "url" and isinstance(item.get("host"), str) and isinstance(item.get("value"), str):
-                self.purger.purge_url(item["host"], item["value"])
-            elif item.get("kind") == "prefix" and isinstance(item.get("host"), str) \
-                    and isinstance(item.get("value"), str):
+        named = [i for i in items if isinstance(i.get("host"), str) and isinstance(i.get("value"), str)]
+        if any(i.get("kind") == "all" for i in items):
+            self.purger.purge_all()
+            return
+        urls = [(i["host"], i["value"]) for i in named if i.get("kind") == "url"]
+        if urls:
+            self.purger.purge_urls(urls)
+        for item in named:
+            if item.get("kind") == "prefix":
                 self.purger.purge_prefix(item["host"], item["value"])
 
     # --- incidents -----------------------------------------------------------

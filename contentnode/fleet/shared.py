@@ -48,13 +48,16 @@ def counts(doc: dict) -> dict:
             "shared_settings": sorted(k for k in FLEET_SHARED if k in (doc.get("settings") or {}))}
 
 
-def record_purge(history: dict | None, at: str, kind: str, host: str | None, value: str | None) -> dict:
-    """The purge history with one more entry (ids count up; only the newest few are kept)."""
+def record_purges(history: dict | None, at: str, entries: list) -> dict:
+    """The purge history with these (kind, host, value) entries added (ids count up; only the
+    newest PURGE_HISTORY_MAX are kept)."""
     history = dict(history or {})
     next_id = int(history.get("next", 1))
     items = list(history.get("items", []))
-    items.append({"id": next_id, "at": at, "kind": kind, "host": host, "value": value})
-    return {"next": next_id + 1, "items": items[-PURGE_HISTORY_MAX:]}
+    for kind, host, value in entries:
+        items.append({"id": next_id, "at": at, "kind": kind, "host": host, "value": value})
+        next_id += 1
+    return {"next": next_id, "items": items[-PURGE_HISTORY_MAX:]}
 
 
 def purges_to_run(items, last_id: int | None) -> tuple[list, bool, int]:
