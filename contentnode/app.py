@@ -36,6 +36,7 @@ from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.notify import Notifier
 from contentnode.core.static_files import load_panel_files
 from contentnode.core.verify import new_secret
+from contentnode.fleet import alerts as fleet_alerts
 from contentnode.fleet import issuer as fleet_issuer
 from contentnode.fleet.challenges import ReadThrough
 from contentnode.fleet.service import Fleet
@@ -304,6 +305,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
                       node_name=lambda: app.settings.get("node_name", "contentnode"),
                       counters=lambda: _traffic_totals(app.delivery), purger=app.delivery.cache, events=app.events)
     app.acme_read_through = fleet_issuer.read_through(app.fleet)
+    fleet_alerts.register_metrics(app.metrics, app.fleet, clock)
     if worker_slot is None:
         app.store.add_commit_listener(app.fleet.on_commit)
         app.delivery.cache.add_purge_listener(app.fleet.on_purge)

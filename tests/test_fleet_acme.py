@@ -4,8 +4,9 @@ then reaches the replica's HTTPS listener through the bundle (real daemons, Seaw
 
 import pytest
 
-from tests.fleet_setup import Fleet, FleetNode, wait_for
+from tests.fleet_setup import Fleet, FleetNode, admin_of, wait_for
 from tests.peers.pebble import Pebble
+from tests.peers.s3_stub import S3Stub
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 from tests.tlsclient import fetch_over_tls
 
@@ -62,3 +63,37 @@ def test_issued_on_the_primary_validated_on_a_replica(acme_fleet):
     wait_for(lambda: served() == issued.json["fingerprint"], what="the replica serving the issued certificate")
     replica_view = fleet.replica_admins[0].get(f"/api/domains/{HOST}").json["certificate"]
     assert replica_view["fingerprint"] == issued.json["fingerprint"]
+
+
+def test_a_bucket_that_ignores_conditions_leaves_the_primary_the_only_issuer(tmp_path):
+    """The fallback: the probe finds the bucket ignores conditional writes, says so once, and
+    the primary orders without a lease (its answers still go to the bucket for the others)."""
+    stub = S3Stub(honour_conditions=False)
+    pebble = Pebble(str(tmp_path))
+    (tmp_path / "node").mkdir()
+    node = None
+    try:
+        node = FleetNode(str(tmp_path / "node"), env={"SSL_CERT_FILE": pebble.ca_file,
+                                                      "CONTENTNODE_DNS_RESOLVER": pebble.dns.dns_address}).start()
+        pebble.start(node.public_port)
+        admin = admin_of(node)
+        init = admin.post("/api/fleet/init", stub.bucket_definition("fleet"))
+        assert init.status == 200, init.body
+        assert init.json["probe"]["conditional_writes"] is False and init.json["issuer"] == "primary_only"
+        assert "ignores the condition" in init.json["probe"]["checks"][0]["detail"]
+        again = admin.post("/api/fleet/probe", {})
+        assert again.status == 200 and again.json["conditional_writes"] is False
+        assert node.log().count("event fleet_probe_failed") == 1  # one notification per incident
+
+        assert admin.put("/api/settings", {"acme_directory": pebble.directory_url}).status == 200
+        assert admin.post("/api/domains", {"host": HOST}).status == 201
+        issued = admin.post("/api/certs/issue", {"host": HOST})
+        assert issued.status == 200, issued.body
+        written = [path for method, path in stub.log if method == "PUT"]
+        assert not any("/leases/" in p for p in written)
+        assert any("/acme-challenges/" in p for p in written)
+    finally:
+        if node is not None:
+            node.kill()
+        pebble.stop()
+        stub.close()

@@ -135,12 +135,19 @@ def issue_cert(req):
 
 
 def _certificates(app):
-    """(host, not_after, renewable): a fleet replica renews nothing, its primary renews for the fleet."""
-    replica = app.fleet.primary_of_replica() is not None
     for host, record in app.store.data["domains"].items():
         info = record.get("certificate")
         if info:
-            yield host, parse_rfc3339(info["not_after"]), info.get("source") == "acme" and not replica
+            yield host, parse_rfc3339(info["not_after"]), info.get("source") == "acme"
+
+
+def _renewer_certificates(app):
+    """What the renewer renews and warns about: nothing on a fleet replica, whose primary renews
+    once for the fleet and warns about a replica's certificate only when it differs from its own
+    (fleet/alerts.py), so one expiring certificate is one notification, not one per node."""
+    if app.fleet.primary_of_replica() is not None:
+        return
+    yield from _certificates(app)
 
 
 def _renew(app, host):
@@ -157,7 +164,8 @@ def _renew(app, host):
 def start_renewal(app):
     """A first renewal pass right away (a node that was down may be late), then a daily job."""
     app.metrics.watch_certificates(functools.partial(_certificates, app))
-    renewer = Renewer(functools.partial(_certificates, app), functools.partial(_renew, app), app.events.emit)
+    renewer = Renewer(functools.partial(_renewer_certificates, app), functools.partial(_renew, app),
+                      app.events.emit)
 
     def run():
         try:

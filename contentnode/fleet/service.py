@@ -19,7 +19,7 @@ from contentnode.clock import rfc3339
 from contentnode.core.certs import CertStore
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
-from contentnode.fleet import follower, issuer, keys, promotion, publisher, shared, status
+from contentnode.fleet import alerts, follower, issuer, keys, promotion, publisher, shared, status
 from contentnode.fleet.wire import Refused
 
 log = logging.getLogger("contentnode.fleet")
@@ -267,21 +267,22 @@ class Fleet:
                 "last_error": state.get("last_error"), "seen_at": rfc3339(self.clock.now()),
                 "poll_seconds": self.poll_seconds,
                 "health": {"ready": ready(self.store.data), "bundle_seen_at": self.bundle_seen_at},
-                "traffic": self.counters()}
+                "traffic": self.counters(),
+                "certificates": alerts.certificates_due(self.store.data["domains"], self.clock.now())}
 
     def _read_nodes(self, client) -> None:
         state = self.state()
         found, error = status.read_all(client, state["bucket"]["prefix"], self.node_id())
         if error is not None:
             raise S3Error(BUCKET_ERROR, error)
-        self.nodes = status.view(found, int(state.get("seq") or 0), self.version, self.poll_seconds,
-                                 self.clock.now())
-        current = {(row["node_id"], problem) for row in self.nodes for problem in status.problems(row)}
+        now = self.clock.now()
+        nodes = status.view(found, int(state.get("seq") or 0), self.version, self.poll_seconds, now)
+        alerts.annotate(nodes, self.store.data["domains"], state.get("issued_at"), self.poll_seconds, now)
+        self.nodes = nodes
+        current = {(row["node_id"], problem) for row in self.nodes for problem in alerts.problems(row)}
         for node_id, problem in sorted(current - self._incidents):
             row = next(r for r in self.nodes if r["node_id"] == node_id)
-            detail = (row.get("last_error") or {}).get("message") if problem == "error" else \
-                f"no status for {status.UNSEEN_POLLS} polls (last {row.get('seen_at')})"
             if self.events is not None:
                 self.events.emit("fleet_node_problem", node_id=node_id, name=row.get("name"), problem=problem,
-                                 detail=detail or row.get("unreadable"))
+                                 detail=alerts.detail(row, problem))
         self._incidents = current
