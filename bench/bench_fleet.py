@@ -35,7 +35,7 @@ sys.path.insert(1, os.path.dirname(BENCH))
 
 from common import install_cleanup, loadavg, percentile, temp_dir  # noqa: E402
 from contentnode.core.s3 import S3Error  # noqa: E402
-from tests.fleet_setup import Fleet, FleetNode, wait_for  # noqa: E402
+from tests.fleet_setup import Fleet, FleetNode, serving_fleet, wait_for  # noqa: E402
 from tests.peers.seaweed import SeaweedS3  # noqa: E402
 
 
@@ -100,15 +100,15 @@ def apply_big(fleet: Fleet) -> dict:
     thread = threading.Thread(target=probe, daemon=True)
     thread.start()
     raw = fleet.forge(seq_delta=100, parts=fleet.big_parts("big"))
+    logged = len(replica.log())
     fleet.put_bundle(raw)
-    line = wait_for(lambda: re.findall(r"applied bundle seq \d+ from \w+ in ([\d.]+) s", replica.log()[-4000:]) and
-                    len(fleet.state(replica)["rules"]) == 10000 and
-                    re.findall(r"applied bundle seq \d+ from \w+ in ([\d.]+) s", replica.log())[-1], 60,
-                    what="the 10,000-rule bundle applied")
+    applied = re.compile(r"applied bundle seq \d+ from \w+ in ([\d.]+) s")
+    seconds = wait_for(lambda: applied.findall(replica.log()[logged:]), 60, what="the 10,000-rule bundle applied")
+    assert sum(r["prefix"] == "big/" for r in fleet.state(replica)["rules"].values()) == 10000
     time.sleep(0.5)
     stop.set()
     thread.join(5)
-    return {"bundle_bytes": len(raw), "apply_seconds": float(line), "public_answers": len(answers),
+    return {"bundle_bytes": len(raw), "apply_seconds": float(seconds[-1]), "public_answers": len(answers),
             "public_failures": len(failures), "public_p99_ms": round(percentile(answers, 99) * 1000, 1),
             "public_max_ms": round(max(answers) * 1000, 1)}
 
@@ -154,10 +154,7 @@ def summary(times: list) -> dict:
 
 def run_fleet(seaweed, poll: int, writes: int):
     FleetNode.poll_env = {"CONTENTNODE_FLEET_POLL_SECONDS": str(poll)}
-    fleet = Fleet(_Dirs(), seaweed)
-    fleet.site.add_rule("/", prefix="site/")
-    fleet.site.put("site/hello.txt", b"hello", "text/plain")
-    fleet.wait_synced(timeout=4 * poll + 10)
+    fleet = serving_fleet(_Dirs(), seaweed, timeout=4 * poll + 10)
     return fleet, summary(propagation(fleet, writes, f"p{poll}x"))
 
 

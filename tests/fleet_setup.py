@@ -43,6 +43,16 @@ def admin_of(node: Node):
     return client
 
 
+def serving_fleet(tmp_factory, seaweed, replicas: int = 2, body: bytes = b"hello", timeout: float = 15.0):
+    """A Fleet whose domain serves site/ of its content bucket at /, hello.txt in it, every
+    replica at the primary's seq."""
+    fleet = Fleet(tmp_factory, seaweed, replicas)
+    fleet.site.add_rule("/", prefix="site/")
+    fleet.site.put("site/hello.txt", body, "text/plain")
+    fleet.wait_synced(timeout)
+    return fleet
+
+
 class Fleet:
     """primary: a Site (bucket, domain, admin); replicas: FleetNodes that joined it."""
 

@@ -3,19 +3,17 @@
 import base64
 import json
 import os
+import time
 
 import pytest
 
-from tests.fleet_setup import Fleet, wait_for
+from tests.fleet_setup import serving_fleet, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory, seaweed):  # noqa: F811
-    instance = Fleet(tmp_path_factory, seaweed)
-    instance.site.add_rule("/", prefix="site/")
-    instance.site.put("site/hello.txt", b"hello from the bucket", "text/plain")
-    instance.wait_synced()
+    instance = serving_fleet(tmp_path_factory, seaweed, body=b"hello from the bucket")
     yield instance
     instance.close()
 
@@ -201,3 +199,31 @@ def test_command_line_status_and_an_offline_join_from_stdin(fleet, tmp_path):
         assert admin_of(node).get("/api/fleet").json["role"] == "replica"
     finally:
         node.close()
+
+
+def test_fleet_changes_are_audited_without_secrets(fleet):
+    entries = fleet.admin.get("/api/audit").json["entries"]
+    actions = {e["action"] for e in entries}
+    assert {"fleet.init", "fleet.join_code"} <= actions
+    text = json.dumps(entries)
+    assert fleet.seaweed.secret_key not in text and "cnj_" not in text and "cnr_" not in text
+    replica_entries = fleet.replica_admins[0].get("/api/audit").json["entries"]
+    assert any(e["action"] == "fleet.join" and e["ok"] for e in replica_entries)
+
+
+def test_a_dead_replica_is_shown_unseen_and_notified_once_and_blocks_no_one(fleet):
+    """Last in this module: it kills a replica."""
+    dead_id = fleet.replica_admins[1].get("/api/fleet").json["node_id"]
+    fleet.replicas[1].kill()
+    logged = len(fleet.primary.log())
+
+    def unseen():
+        rows = {n["node_id"]: n for n in fleet.admin.get("/api/fleet").json["nodes"]}
+        return rows.get(dead_id, {}).get("unseen") and rows
+
+    rows = wait_for(unseen, 15, what="the dead replica shown unseen")
+    assert not next(r for i, r in rows.items() if i != dead_id)["unseen"]
+    fleet.site.add_rule("/after-death", prefix="site/")
+    wait_for(lambda: fleet.synced(fleet.replica_admins[:1]), 10, what="the live replica following on")
+    time.sleep(3)
+    assert fleet.primary.log()[logged:].count(f"event fleet_node_problem {{'node_id': '{dead_id}'") == 1

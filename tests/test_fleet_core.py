@@ -137,3 +137,15 @@ def test_readiness_and_re_signing_times():
     assert not publisher.resign_due(state, issued + publisher.LIFETIME_SECONDS / 2 - 60)
     assert publisher.resign_due(state, issued + publisher.LIFETIME_SECONDS / 2)
     assert publisher.resign_due({}, issued)
+
+
+def test_status_view_derives_lag_skew_and_unseen():
+    from contentnode.fleet import status
+
+    now = time.time()
+    rows = status.view([{"node_id": "b", "seq": 7, "version": "0.1.0", "seen_at": rfc3339(now - 1), "poll_seconds": 1},
+                        {"node_id": "a", "seq": 9, "version": "0.0.9", "seen_at": rfc3339(now - 10)},
+                        {"node_id": "c", "unreadable": "the status is not valid"}], 9, "0.1.0", 1, now)
+    assert [(r["node_id"], r["lag"], r["version_skew"], r["unseen"]) for r in rows] == [
+        ("a", 0, True, True), ("b", 2, False, False), ("c", None, False, True)]
+    assert status.problems(rows[2]) == {"unseen", "error"}

@@ -12,16 +12,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contentnode.clock import rfc3339
 from contentnode.fleet import keys, publisher, shared
-from tests.fleet_setup import Fleet, wait_for
+from tests.fleet_setup import serving_fleet, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory, seaweed):  # noqa: F811
-    instance = Fleet(tmp_path_factory, seaweed, replicas=1)
-    instance.site.add_rule("/", prefix="site/")
-    instance.site.put("site/hello.txt", b"hello", "text/plain")
-    instance.wait_synced()
+    instance = serving_fleet(tmp_path_factory, seaweed, replicas=1)
     yield instance
     instance.close()
 

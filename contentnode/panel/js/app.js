@@ -91,6 +91,7 @@ const PAGES = [
   ['/backup', 'backup', 'Backup', 'Administration', () => can('users:manage')],
   ['/notifications', 'notifications', 'Notifications', 'Administration', () => can('notifications:manage')],
   ['/settings', 'settings', 'Settings', 'Administration', () => can('settings:write')],
+  ['/fleet', 'fleet', 'Fleet', 'Administration', () => can('settings:write')],
   ['/account', 'account', 'My account', 'You', () => true],
 ];
 PAGES.forEach(([path, mod, label, , allowed]) => route(path, page(mod), { label, allowed }));
