@@ -33,20 +33,31 @@ def require_chromium() -> str:
     return CHROMIUM
 
 
+_SHARED: dict = {}
+
+
 @pytest.fixture(scope="session")
 def browser():
-    """One headless chromium for the session."""
-    executable = require_chromium()
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("the playwright package is missing: pip install -e '.[test]'", pytrace=False)
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=executable, headless=True, args=LAUNCH_ARGS)
+    """One headless chromium for the session.
+
+    Each module that imports this fixture gets a definition of its own from pytest, and a
+    second sync Playwright in one process fails ("inside the asyncio loop"), so the browser
+    itself is shared here and closed at the first teardown (session teardowns run at the end).
+    """
+    instance = _SHARED.get("browser")
+    if instance is None:
+        executable = require_chromium()
         try:
-            yield instance
-        finally:
-            instance.close()
+            from playwright.sync_api import sync_playwright
+        except ImportError:
+            pytest.fail("the playwright package is missing: pip install -e '.[test]'", pytrace=False)
+        playwright = sync_playwright().start()
+        instance = playwright.chromium.launch(executable_path=executable, headless=True, args=LAUNCH_ARGS)
+        _SHARED.update(browser=instance, playwright=playwright)
+    yield instance
+    if _SHARED.pop("browser", None) is not None:
+        instance.close()
+        _SHARED.pop("playwright").stop()
 
 
 def origin_of(url: str) -> str:
