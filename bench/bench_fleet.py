@@ -2,7 +2,8 @@
 with SeaweedFS as the bucket, behind the tests' counting front, which sees every request.
 
 - propagation: a rule added on the primary, timed until the first replica serves it
-  through its public port (polled every 20 ms), p50 and p99 over --writes writes at
+  through its public port (polled every 20 ms; each write after a random part of a
+  poll, so writes are not in step with the replicas' polls), p50 and p99 over --writes writes at
   fleet_poll_seconds 1, and over --writes-slow writes at 10 (goal: p99 <= poll + 1 s);
 - idle cost: every bucket request of an idle fleet for --idle seconds at poll 1 s, per
   node and kind, scaled to one hour (goal per replica: one conditional GET and one
@@ -23,6 +24,7 @@ Everything binds 127.0.0.1; every process started is ended on exit.
 import argparse
 import json
 import os
+import random
 import re
 import sys
 import threading
@@ -46,10 +48,12 @@ class _Dirs:
         return temp_dir(f"contentnode-bench-fleet-{name}-")
 
 
-def propagation(fleet: Fleet, writes: int, tag: str) -> list:
-    """Seconds from a rule's creation on the primary to the first replica serving it."""
+def propagation(fleet: Fleet, writes: int, tag: str, poll: int) -> list:
+    """Seconds from a rule's creation on the primary to the first replica serving it. Each write
+    waits a random part of a poll first, so writes do not fall just after a replica's poll."""
     times = []
     for i in range(writes):
+        time.sleep(random.uniform(0, poll))
         path = f"/{tag}{i}"
         fleet.site.add_rule(path, prefix="site/")
         started = time.monotonic()
@@ -155,7 +159,7 @@ def summary(times: list) -> dict:
 def run_fleet(seaweed, poll: int, writes: int):
     FleetNode.poll_env = {"CONTENTNODE_FLEET_POLL_SECONDS": str(poll)}
     fleet = serving_fleet(_Dirs(), seaweed, timeout=4 * poll + 10)
-    return fleet, summary(propagation(fleet, writes, f"p{poll}x"))
+    return fleet, summary(propagation(fleet, writes, f"p{poll}x", poll))
 
 
 def main() -> int:

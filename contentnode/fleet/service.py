@@ -211,6 +211,7 @@ class Fleet:
         failures, polls, etag = 0, 0, None
         next_status = 0.0
         while not self._stop.is_set():
+            started = time.monotonic()
             delay = float(self.poll_seconds)
             role = self.state().get("role")
             try:
@@ -238,7 +239,7 @@ class Fleet:
                 log.exception("fleet job failed")
             if role not in ("primary", "replica"):
                 etag, polls = None, 0
-            self._wake.wait(delay)
+            self._wake.wait(max(0.0, delay - (time.monotonic() - started)))  # a poll every delay, work included
             self._wake.clear()
 
     def _settle(self) -> None:
