@@ -12,7 +12,7 @@ from contentnode.core.acme import ChallengeStore
 from contentnode.fleet import challenges, keys
 from contentnode.fleet.wire import Refused
 from contentnode.fleet.challenges import PublishingChallenges, ReadThrough
-from tests.peers.s3_stub import S3Stub
+from tests.peers.s3_stub import honouring_stub  # noqa: F401  (fixture)
 
 PREFIX = "contentnode/"
 FLEET = "fleet-1"
@@ -21,10 +21,8 @@ THUMB = "T" * 43
 
 
 @pytest.fixture
-def stub():
-    server = S3Stub(honour_conditions=True)
-    yield server
-    server.close()
+def stub(honouring_stub):  # noqa: F811
+    return honouring_stub
 
 
 def _client(stub):

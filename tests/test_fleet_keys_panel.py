@@ -4,20 +4,12 @@ key through a dialog; a replica refuses a wrong recovery secret beside the field
 is promoted and shows the next secret once. Each state checked by check_page (axe, dark
 mode, 375 px, clean network)."""
 
-import pytest
 from playwright.sync_api import expect
 
-from tests.fleet_setup import serving_fleet, wait_for
+from tests.fleet_setup import wait_for
 from tests.panel_browser import browser, check_page  # noqa: F401  (session fixture)
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
-from tests.test_fleet_panel import open_fleet_page
-
-
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory, seaweed):  # noqa: F811
-    instance = serving_fleet(tmp_path_factory, seaweed, replicas=1)
-    yield instance
-    instance.close()
+from tests.test_fleet_panel import fleet, open_fleet_page  # noqa: F401  (fleet: a module fixture, this module's own)
 
 
 def test_primary_shows_the_issuer_probes_again_and_rotates(browser, fleet):  # noqa: F811

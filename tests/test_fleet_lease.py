@@ -15,7 +15,7 @@ from contentnode.core import netguard, s3
 from contentnode.fleet import lease as leases_mod
 from contentnode.fleet.lease import IssuerLeases, LeaseHeld
 from contentnode.fleet.probe import probe
-from tests.peers.s3_stub import S3Stub
+from tests.peers.s3_stub import honouring_stub, ignoring_stub  # noqa: F401  (fixtures)
 
 PREFIX = "contentnode/"
 CHECK_NAMES = ["create_once", "bucket_clock", "if_match", "conditional_delete", "race"]
@@ -32,20 +32,6 @@ def weed_client(seaweed):
     bucket = "lease-" + uuid.uuid4().hex[:12]
     seaweed.create_bucket(bucket)
     return _client(seaweed.bucket_definition(bucket))
-
-
-@pytest.fixture
-def ignoring_stub():
-    stub = S3Stub(honour_conditions=False)
-    yield stub
-    stub.close()
-
-
-@pytest.fixture
-def honouring_stub():
-    stub = S3Stub(honour_conditions=True)
-    yield stub
-    stub.close()
 
 
 # --- the probe

@@ -26,7 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from contentnode.core.s3 import S3Client, S3Error
-from contentnode.fleet.probe import http_date, refused
+from contentnode.core.text import http_date
+from contentnode.fleet.probe import refused
 
 log = logging.getLogger("contentnode.fleet.lease")
 

@@ -11,7 +11,6 @@ else, a transport failure included, answers `conditional_writes: false`: no
 lease is attempted and the primary stays the only issuer.
 """
 
-import email.utils
 import secrets
 import threading
 import time
@@ -19,6 +18,7 @@ import time
 from contentnode.clock import rfc3339
 from contentnode.core.s3 import S3Client, S3Error
 from contentnode.core.steps import Steps
+from contentnode.core.text import http_date
 
 RACERS = 4
 CONTENT_TYPE = "application/octet-stream"
@@ -32,16 +32,6 @@ class ProbeFailed(Exception):
 def refused(exc: S3Error) -> bool:
     """A conditional write the server turned down: 412, or 409 (a concurrent write, a lost race)."""
     return exc.status in (412, 409)
-
-
-def http_date(value: str | None) -> float | None:
-    """An HTTP date header in epoch seconds, or None when absent or malformed."""
-    if not value:
-        return None
-    try:
-        return email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
 
 
 def _expect_refusal(action, what: str) -> None:

@@ -8,7 +8,6 @@ streams to the client while it fills the cache. Origin trouble becomes a
 plain 502 or 504: the client never learns bucket names, keys or causes.
 """
 
-import email.utils
 import hashlib
 import logging
 import re
@@ -22,6 +21,7 @@ from contentnode.core.cache_fill import FillStalled, FillTruncated, OriginAnswer
 from contentnode.core.hostnames import host_from_header
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
 from contentnode.core.settings import effective
+from contentnode.core.text import http_date
 from contentnode.core.traffic import Traffic
 from contentnode.http.errors import ApiError, error_response
 from contentnode.http.response import FileBody, Response, StreamBody
@@ -270,15 +270,6 @@ def origin_error(exc) -> ApiError:
 # ---------------------------------------------------------------- answering
 
 
-def _http_time(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return email.utils.parsedate_to_datetime(text).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-
-
 def _etag_list_matches(header: str, etag: str | None) -> bool:
     if header.strip() == "*":
         return etag is not None
@@ -291,10 +282,10 @@ def not_modified(headers, meta: dict) -> bool:
     inm = headers.get("If-None-Match")
     if inm is not None:
         return _etag_list_matches(inm, meta.get("etag"))
-    since = _http_time(headers.get("If-Modified-Since"))
+    since = http_date(headers.get("If-Modified-Since"))
     if since is None:
         return False
-    modified = _http_time(meta.get("last_modified"))
+    modified = http_date(meta.get("last_modified"))
     return modified is not None and modified <= since
 
 

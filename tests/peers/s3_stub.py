@@ -18,6 +18,8 @@ import hashlib
 import threading
 import time
 
+import pytest
+
 from tests.peers.stub import LoopbackServer, QuietHandler
 
 MAX_BODY = 1 << 20
@@ -127,3 +129,17 @@ class S3Stub:
                 self.end_headers()
 
         return Handler
+
+
+@pytest.fixture
+def honouring_stub():
+    stub = S3Stub(honour_conditions=True)
+    yield stub
+    stub.close()
+
+
+@pytest.fixture
+def ignoring_stub():
+    stub = S3Stub(honour_conditions=False)
+    yield stub
+    stub.close()
