@@ -4,6 +4,7 @@ staying quiet; key rotation on a live primary; bundles signed by a key never rot
 refused (real daemons, SeaweedFS, poll 1 s)."""
 
 import json
+import threading
 import time
 
 import pytest
@@ -85,6 +86,7 @@ def test_promotion_after_kill_9_of_the_primary(fleet):
     new_secret = promoted.json["recovery_secret"]
     assert promoted.json["role"] == "primary" and promoted.json["key_epoch"] == epoch + 1
     assert new_secret.startswith("cnr_") and new_secret != old_secret
+    assert promoted.json["issuer"] == "lease"  # probed before its first bundle (If-Match on the verified one)
     assert new_secret not in first.get("/api/fleet").body.decode()  # shown once
     assert _audit(first, "fleet.promote")[0]["ok"] is True
     assert old_secret not in json.dumps(first.get("/api/audit").json)
@@ -173,3 +175,38 @@ def test_a_bundle_signed_by_a_key_never_rotated_in_is_refused(fleet, seaweed, fo
     wait_for(lambda: follower.get("/api/fleet").json["seq"] > applied and
              follower.get("/api/fleet").json["last_error"] is None, what="the replica back in step")
     assert shared.CERTIFICATES in _bundle(fleet)["parts"]
+
+
+def test_two_replicas_promoted_at_once_exactly_one_becomes_primary(tmp_path_factory, seaweed):  # noqa: F811
+    fleet = Fleet(tmp_path_factory, seaweed, host="race.example.test")
+    try:
+        fleet.wait_synced()
+        epoch = fleet.admin.get("/api/fleet").json["key_epoch"]
+        fleet.primary.kill()
+        secret = fleet.init_answer["recovery_secret"]
+        for admin in fleet.replica_admins:  # probed beforehand, so both go straight to the bucket
+            assert admin.post("/api/fleet/probe", {}).json["conditional_writes"] is True
+        start = threading.Barrier(2)
+        answers = [None, None]
+
+        def promote(index):
+            start.wait(10)
+            answers[index] = fleet.replica_admins[index].post("/api/fleet/promote", {"recovery_secret": secret})
+
+        threads = [threading.Thread(target=promote, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        statuses = sorted(a.status for a in answers)
+        assert statuses in ([200, 403], [200, 409]), [a.body for a in answers]
+        winner = 0 if answers[0].status == 200 else 1
+        loser = fleet.replica_admins[1 - winner]
+        assert answers[1 - winner].error_code in ("promotion_lost", "recovery_secret_used")
+        winner_id = fleet.replica_admins[winner].get("/api/fleet").json["node_id"]
+        view = wait_for(lambda: (v := loser.get("/api/fleet").json)["key_epoch"] == epoch + 1 and v,
+                        what="the loser following the winner")
+        assert view["role"] == "replica" and view["primary"]["node_id"] == winner_id
+        assert _bundle(fleet)["primary"] == winner_id
+    finally:
+        fleet.close()

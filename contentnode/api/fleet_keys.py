@@ -27,9 +27,9 @@ def _fail(exc: Refused) -> ApiError:
 
 def promote(req):
     fleet = req.app.fleet
-    conditional = bool((fleet.state().get("probe") or {}).get("conditional_writes"))
     try:
-        secret = promotion.promote(fleet, req.body["recovery_secret"], conditional)
+        probe = fleet.state().get("probe") or issuer.run_probe(fleet)  # a replica never probed: now
+        secret = promotion.promote(fleet, req.body["recovery_secret"], bool(probe.get("conditional_writes")))
     except Refused as exc:
         req.audit("fleet.promote", ok=False, detail={"error": exc.code})
         raise _fail(exc) from None

@@ -45,6 +45,7 @@ def counts(doc: dict) -> dict:
     return {"domains": len(doc.get("domains") or {}), "buckets": len(doc.get("buckets") or {}),
             "rules": len(doc.get("rules") or {}),
             "link_keys": len(((doc.get("links") or {}).get("keys")) or {}),
+            "certificates": sum(1 for r in (doc.get("domains") or {}).values() if r.get("certificate")),
             "shared_settings": sorted(k for k in FLEET_SHARED if k in (doc.get("settings") or {}))}
 
 

@@ -42,7 +42,7 @@ function initCard(ctx) {
 }
 
 function counts(c) {
-  return `${c.domains} domains, ${c.buckets} buckets, ${c.rules} rules, ${c.link_keys} link keys`;
+  return `${c.domains} domains, ${c.certificates ?? 0} certificates, ${c.buckets} buckets, ${c.rules} rules, ${c.link_keys} link keys`;
 }
 
 function joinCard(ctx) {
