@@ -30,17 +30,21 @@ def read(store: certs.CertStore, domains) -> dict:
     return out
 
 
-def check(part, domains) -> dict:
-    """{host: certs.Bundle} for a bundle's part; Refused when any entry is not a usable pair
-    for one of the bundle's domains."""
+def check(part, domains, store: certs.CertStore) -> dict:
+    """{host: certs.Bundle, or None when this node's file already holds exactly that pair} for a
+    bundle's part; Refused when any entry is not a usable pair for one of the bundle's domains.
+    Unchanged pairs are not parsed again, so an apply costs the certificates that changed."""
     if not isinstance(part, dict):
         raise Refused("malformed", "the certificates part is not an object")
-    checked = {}
+    checked: dict = {}
     for host, entry in part.items():
         if host not in domains:
             raise Refused("restore_checks", f"a certificate for {host}, which is not one of the fleet's domains")
         if not isinstance(entry, dict):
             raise Refused("malformed", f"the certificate entry of {host} is not an object")
+        if store.read(host) == (entry.get("key_pem"), entry.get("chain_pem")):
+            checked[host] = None
+            continue
         try:
             checked[host] = certs.validate_bundle(host, entry.get("chain_pem"), entry.get("key_pem"), None)
         except certs.CertError as exc:
@@ -52,8 +56,7 @@ def install(store: certs.CertStore, checked: dict) -> int:
     """Write the files that differ, remove those of hosts without one; how many changed."""
     changed = 0
     for host, bundle in checked.items():
-        found = store.read(host)
-        if found is None or found != (bundle.key_pem, bundle.chain_pem):
+        if bundle is not None and store.read(host) != (bundle.key_pem, bundle.chain_pem):
             store.save(host, bundle)
             changed += 1
     for host in store.hosts():

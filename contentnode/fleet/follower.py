@@ -82,7 +82,7 @@ def apply(fleet, opened: bundle.Opened) -> None:
         check_records({**current, **sections})
     except BackupError as exc:
         raise Refused("restore_checks", str(exc)) from None
-    certificates = certfiles.check(opened.parts.get(shared.CERTIFICATES), sections["domains"])
+    certificates = certfiles.check(opened.parts.get(shared.CERTIFICATES), sections["domains"], fleet.certs)
     state = current.get("fleet") or {}
     newer, everything, newest = shared.purges_to_run(opened.parts.get("purges") or [], state.get("last_purge_id"))
     fleet.run_purges(newer, everything)
