@@ -35,6 +35,7 @@ from contentnode.core.metrics import NodeMetrics
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.notify import Notifier
 from contentnode.core.static_files import load_panel_files
+from contentnode.core.traffic import COUNTERS
 from contentnode.core.verify import new_secret
 from contentnode.fleet import alerts as fleet_alerts
 from contentnode.fleet import issuer as fleet_issuer
@@ -314,7 +315,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
 
 def _traffic_totals(delivery: Delivery) -> dict:
     """This process's public traffic summed over domains (a fleet status reports it)."""
-    out: dict[str, int] = {}
+    out = dict.fromkeys(COUNTERS, 0)
     for counters in delivery.traffic.totals().values():
         for name, value in counters.items():
             out[name] = out.get(name, 0) + value

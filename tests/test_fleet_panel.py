@@ -66,3 +66,21 @@ def test_replica_page_says_where_edits_are_made(browser, fleet):  # noqa: F811
     expect(page.get_by_text(primary_id).first).to_be_visible()
     expect(page.get_by_role("button", name="Mint join code")).to_have_count(0)
     check_page(page, "fleet-replica")
+
+
+def test_shared_pages_on_a_replica_say_where_edits_are_made_and_hide_write_controls(browser, fleet):  # noqa: F811
+    primary_id = fleet.admin.get("/api/fleet").json["node_id"]
+    page = open_fleet_page(browser, fleet.replicas[0])
+    for where, heading in (("#/domains", "Domains"), ("#/buckets", "Buckets"), ("#/rules", "Rules")):
+        page.goto("/" + where)
+        page.get_by_role("heading", level=1, name=heading).wait_for()
+        expect(page.get_by_test_id("replica-banner")).to_contain_text(primary_id)
+    page.goto("/#/domains")
+    page.get_by_role("heading", level=1, name="Domains").wait_for()
+    expect(page.get_by_role("button", name="Add domain")).to_have_count(0)
+    check_page(page, "fleet-replica-domains")
+    on_primary = open_fleet_page(browser, fleet.primary)
+    on_primary.goto("/#/domains")
+    on_primary.get_by_role("heading", level=1, name="Domains").wait_for()
+    expect(on_primary.get_by_role("button", name="Add domain")).to_be_visible()
+    expect(on_primary.get_by_test_id("replica-banner")).to_have_count(0)

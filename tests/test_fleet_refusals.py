@@ -132,10 +132,10 @@ def test_a_key_epoch_from_the_recovery_key_is_followed_and_the_old_primary_steps
     chain = state["key_certs"] + [keys.certify(state["fleet_id"], 2, keys.public_text(successor),
                                                rfc3339(time.time()), recovery, "recovery")]
     fleet.put_bundle(fleet.forge(seq_delta=50, signing=successor, key_certs=chain))
-    wait_for(lambda: replica_view(fleet)["key_epoch"] == 2, 10, what="the replica at key epoch 2")
+    wait_for(lambda: replica_view(fleet)["key_epoch"] == 2, 20, what="the replica at key epoch 2")
     assert replica_view(fleet)["last_error"] is None
     fleet.site.add_rule("/after-promotion", prefix="site/")  # the old primary tries to publish
-    view = wait_for(lambda: (v := fleet.admin.get("/api/fleet").json)["role"] == "replica" and v, 10,
+    view = wait_for(lambda: (v := fleet.admin.get("/api/fleet").json)["role"] == "replica" and v, 20,
                     what="the old primary stepping down")
     assert view["last_error"]["code"] == "demoted"
     assert not os.path.exists(os.path.join(fleet.primary.data_dir, "fleet", "signing.key"))

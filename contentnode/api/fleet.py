@@ -1,5 +1,6 @@
 """The fleet routes (settings:write): GET /api/fleet, POST /api/fleet/init,
-/api/fleet/join-codes, /api/fleet/join, /api/fleet/leave (docs/API.md, Fleet).
+/api/fleet/join-codes, /api/fleet/join, /api/fleet/leave; and GET /api/fleet/role
+for any signed-in user (docs/API.md, Fleet).
 
 Answers never carry a key: the bucket shows without its credentials, the
 recovery secret and join codes are shown once, in the answer that makes them.
@@ -26,6 +27,11 @@ def _refusal(exc: Refused) -> ApiError:
 
 def get_fleet(req):
     return req.app.fleet.view()
+
+
+def get_role(req):
+    """What every signed-in user's panel needs to say where edits are made: role and primary."""
+    return {"role": req.app.fleet.state().get("role", "standalone"), "primary": req.app.fleet_primary()}
 
 
 def init(req):
@@ -90,6 +96,8 @@ JOINED = answer({"fleet_id": STRING, "primary": STRING, "seq": {"type": "integer
 
 ROUTES = [
     Route("GET", "/api/fleet", "settings:write", get_fleet, answer=FLEET),
+    Route("GET", "/api/fleet/role", "login", get_role,
+          answer=answer({"role": {"enum": ["standalone", "primary", "replica"]}, "primary": nullable(STRING)})),
     Route("POST", "/api/fleet/init", "settings:write", init, body=INIT_BODY,
           answer=dict(FLEET, properties=dict(FLEET["properties"], recovery_secret=STRING),
                       required=FLEET["required"] + ["recovery_secret"])),

@@ -76,6 +76,7 @@ class Fleet:
         self._wake, self._stop = threading.Event(), threading.Event()
         self._first_change = self._last_change = 0.0
         self._changed = False
+        self._unpublished = True         # a shared change not published yet (at start: look once)
         self._thread: threading.Thread | None = None
         self._incidents: set = set()
         self._lock = threading.Lock()    # one enrolment change or publish at a time
@@ -130,7 +131,7 @@ class Fleet:
             now = time.monotonic()
             if not self._changed:
                 self._first_change = now
-            self._last_change, self._changed = now, True
+            self._last_change, self._changed, self._unpublished = now, True, True
             self._wake.set()
 
     def on_purge(self, entries: list) -> None:
@@ -216,9 +217,7 @@ class Fleet:
             role = self.state().get("role")
             try:
                 if role == "primary":
-                    self._settle()
-                    with self._lock:
-                        publisher.publish(self)
+                    self._publish_if_due()
                 elif role == "replica":
                     with self._lock:
                         _, etag = follower.poll(self, etag)
@@ -241,6 +240,20 @@ class Fleet:
                 etag, polls = None, 0
             self._wake.wait(max(0.0, delay - (time.monotonic() - started)))  # a poll every delay, work included
             self._wake.clear()
+
+    def _publish_if_due(self) -> None:
+        """Publish after a change (debounced) or when re-signing is due; an idle primary does
+        not even hash its configuration."""
+        self._settle()
+        if not self._unpublished and not publisher.resign_due(self.state(), self.clock.now()):
+            return
+        self._unpublished = False
+        try:
+            with self._lock:
+                publisher.publish(self)
+        except BaseException:
+            self._unpublished = True
+            raise
 
     def _settle(self) -> None:
         """After a change, wait for 0.3 s of quiet (at most 2 s): a burst of edits is one bundle."""

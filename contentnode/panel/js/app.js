@@ -98,7 +98,7 @@ PAGES.forEach(([path, mod, label, , allowed]) => route(path, page(mod), { label,
 route('/login', page('login'), { bare: true });
 route('/setup', page('setup'), { bare: true });
 
-const state = { session: null, nodeName: null };
+const state = { session: null, nodeName: null, fleetRole: null };
 const root = document.getElementById('app');
 let seq = 0;
 
@@ -114,6 +114,7 @@ function here() {
 
 onAuthProblem('unauthenticated', () => {
   state.session = null;
+  state.fleetRole = null;
   const current = parse();
   if (current.path !== '/login') go(`/login?next=${encodeURIComponent(current.full)}`);
 });

@@ -3,7 +3,7 @@
 
 import { get, post, enc } from '../api.js';
 import { h, mount } from '../dom.js';
-import { can } from '../scopes.js';
+import { canShared } from '../scopes.js';
 import { field, button, values, clearErrors, showError, busy } from '../forms.js';
 import { dialogForm } from '../dialog.js';
 import { toast } from '../toast.js';
@@ -67,7 +67,7 @@ function addDialog(ctx) {
 
 export async function render(ctx) {
   const { buckets } = await get('/api/buckets');
-  const add = can('buckets:write') ? button('Add bucket', { onclick: () => addDialog(ctx) }) : null;
+  const add = canShared('buckets:write') ? button('Add bucket', { onclick: () => addDialog(ctx) }) : null;
   const list = table([
       { label: 'Name', cell: (b) => h('a', { href: `#/buckets/${enc(b.id)}`, class: 'cell-main' }, b.name) },
       { label: 'Endpoint', cell: (b) => h('div', {}, h('code', {}, b.endpoint), h('p', { class: 'cell-sub' }, `${b.bucket} · ${b.region}`)) },

@@ -3,7 +3,7 @@
 
 import { get, query, enc } from '../api.js';
 import { h, mount } from '../dom.js';
-import { can } from '../scopes.js';
+import { canShared } from '../scopes.js';
 import { lineChart } from '../chart.js';
 import { bytes, compact, count, daysUntil, ago } from '../format.js';
 import { pageHeader, card, badge, loading, errorBox, callout } from '../ui.js';
@@ -103,9 +103,9 @@ function health(panel) {
 
 function gettingStarted(panel) {
   const steps = [];
-  if (panel.domains && !panel.domains.length && can('domains:write')) steps.push(['#/domains', 'Add your first domain']);
-  if (panel.buckets && !panel.buckets.length && can('buckets:write')) steps.push(['#/buckets', 'Connect a bucket']);
-  if (panel.rules && !panel.rules.length && can('routes:write')) steps.push(['#/rules', 'Route a path to a bucket']);
+  if (panel.domains && !panel.domains.length && canShared('domains:write')) steps.push(['#/domains', 'Add your first domain']);
+  if (panel.buckets && !panel.buckets.length && canShared('buckets:write')) steps.push(['#/buckets', 'Connect a bucket']);
+  if (panel.rules && !panel.rules.length && canShared('routes:write')) steps.push(['#/rules', 'Route a path to a bucket']);
   if (!steps.length) return null;
   return card('Get started', { description: 'A few steps bring the first content online.' },
     h('ul', { class: 'next-steps' }, ...steps.map(([href, t]) => h('li', {}, h('a', { href }, h('span', {}, t), h('span', { 'aria-hidden': 'true' }, '→'))))));

@@ -35,7 +35,7 @@ function initCard(ctx) {
     const r = await post('/api/fleet/init', { ...v, prefix: v.prefix.trim() || 'contentnode/' });
     mount(out, shownOnce('Recovery secret.', r.recovery_secret,
       'Shown once: keep it offline. It lets a replica take over if this primary is lost.'),
-    h('p', {}, button('Done', { kind: 'secondary', onclick: () => ctx.rerender() })));
+    h('p', {}, button('Done', { kind: 'secondary', onclick: () => { ctx.state.fleetRole = null; ctx.rerender(); } })));
     toast('This node is now the fleet primary');
   });
   return card('Set up a primary', { description: 'Share this node\'s domains, buckets, rules and link keys through a bucket only the fleet writes to.' }, f, out);
@@ -56,6 +56,7 @@ function joinCard(ctx) {
     const join = button('Join the fleet', { kind: 'danger', onclick: async () => {
       await post('/api/fleet/join', { code });
       toast('Joined: the fleet\'s configuration arrives within a poll');
+      ctx.state.fleetRole = null;
       ctx.rerender();
     } });
     mount(out, callout('warn', h('p', {}, `Fleet ${r.fleet_id} (primary ${r.primary}, seq ${r.seq}). `,
@@ -109,6 +110,7 @@ function leaveButton(ctx) {
     if (!ok) return;
     await post('/api/fleet/leave', {});
     toast('This node left the fleet');
+    ctx.state.fleetRole = null;
     ctx.rerender();
   } });
 }
