@@ -20,10 +20,11 @@ PURGE_HISTORY_MAX = 1000
 WATCHED = frozenset({*SECTIONS, "settings", PURGES})
 
 
-def parts_of(doc: dict, certificates: dict) -> dict:
-    """The bundle parts of a state document (the primary's) and its certificate files."""
+def parts_of(doc: dict, certificates: dict | None = None) -> dict:
+    """The bundle parts of a state document (the primary's) and its certificate files
+    (fleet/certfiles.py read; none when not given)."""
     settings = doc.get("settings") or {}
-    return {"domains": doc["domains"], "buckets": doc["buckets"], "rules": doc["rules"], CERTIFICATES: certificates,
+    return {"domains": doc["domains"], "buckets": doc["buckets"], "rules": doc["rules"], CERTIFICATES: certificates or {},
             "links": doc.get("links") or empty_ring(),
             "settings": {k: settings[k] for k in sorted(FLEET_SHARED) if k in settings},
             "purges": list((doc.get(PURGES) or {}).get("items", []))}
