@@ -127,7 +127,7 @@ def rotate_key(fleet) -> int:
                      key_certs=state["key_certs"] + [cert], parts_digest=None)
         finish_rotation(fleet.data_dir, fleet.state())
         fleet.forget_secrets()
-    fleet.kick()  # the job publishes the new chain at once (and retries if the bucket fails)
+    fleet.republish()  # the job publishes the new chain at once (and retries if the bucket fails)
     return epoch
 
 

@@ -2,9 +2,10 @@
 the fleet shares, re-sign before half its lifetime has passed, and step down
 when the bucket shows a higher key epoch.
 
-Every poll the primary re-reads bundle.json conditionally on the ETag of its
-own last write: 304 means no one else wrote it; anything else (deleted,
-damaged, replaced) is written again at once. A bundle whose key chain
+Before it publishes (after a change, when re-signing is due, once at start)
+the primary re-reads bundle.json conditionally on the ETag of its own last
+write: 304 means no one else wrote it; anything else (deleted, damaged,
+replaced) is written over, even when its own configuration did not change. A bundle whose key chain
 verifies from this node's pin to a higher key epoch means another node was
 promoted: this node stops publishing and becomes a replica pinned to its own
 key, so it follows the new primary only if the new key's certificate chains
@@ -84,7 +85,7 @@ def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
     client = fleet.client()
     key = state["bucket"]["prefix"] + BUNDLE
     seq = int(state.get("seq") or 0)
-    # one conditional GET a poll: a bundle.json replaced behind this node's back is rewritten at once
+    # a bundle.json replaced behind this node's back is written over even without a change
     ours, found = _found_bundle(client, key, state.get("bundle_etag"))
     if ours and not changed:
         return "unchanged"

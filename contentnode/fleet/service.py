@@ -205,6 +205,11 @@ class Fleet:
         if self._thread is not None:
             self._thread.join(BUCKET_TIMEOUT + 5)
 
+    def republish(self) -> None:
+        """Publish at the next poll though nothing shared changed (a new signing key)."""
+        self._unpublished = True
+        self._wake.set()
+
     def kick(self) -> None:
         self._wake.set()
 
