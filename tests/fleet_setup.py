@@ -47,9 +47,10 @@ def serving_fleet(tmp_factory, seaweed, replicas: int = 2, body: bytes = b"hello
     """A Fleet whose domain serves site/ of its content bucket at /, hello.txt in it, every
     replica at the primary's seq."""
     fleet = Fleet(tmp_factory, seaweed, replicas)
+    before = fleet.seq()
     fleet.site.add_rule("/", prefix="site/")
     fleet.site.put("site/hello.txt", body, "text/plain")
-    fleet.wait_synced(timeout)
+    fleet.wait_synced(timeout, after=before)
     return fleet
 
 
@@ -89,8 +90,11 @@ class Fleet:
         seq = self.seq() if seq is None else seq
         return all(c.get("/api/fleet").json["seq"] == seq for c in (clients or self.replica_admins))
 
-    def wait_synced(self, timeout: float = 15.0):
-        time.sleep(0.4)  # the primary's debounce (0.3 s of quiet) before it publishes
+    def wait_synced(self, timeout: float = 15.0, after: int | None = None):
+        """Every replica at the primary's seq; with `after` (a seq read before a change), once the
+        primary published past it (it debounces 0.3 s, longer on a busy machine)."""
+        if after is not None:
+            wait_for(lambda: self.seq() > after, timeout, what=f"the primary publishing past seq {after}")
         wait_for(lambda: self.synced(), timeout, what="every replica at the primary's seq")
 
     def served(self, node, path: str, host: str | None = None):

@@ -21,9 +21,10 @@ def fleet(tmp_path_factory, seaweed):  # noqa: F811
 def test_a_change_on_the_primary_is_served_by_both_replicas(fleet):
     for node in fleet.replicas:
         assert fleet.served(node, "/hello.txt").body == b"hello from the bucket"
+    before = fleet.seq()
     fleet.site.add_rule("/new", prefix="other/")
     fleet.site.put("other/x.txt", b"a new rule", "text/plain")
-    fleet.wait_synced()
+    fleet.wait_synced(after=before)
     for node in fleet.replicas:
         response = wait_for(lambda n=node: (r := fleet.served(n, "/new/x.txt")).status == 200 and r,
                             what="the new rule served")
@@ -127,9 +128,10 @@ def test_primary_lists_the_replicas_with_lag_and_health(fleet):
 
 
 def test_a_link_signed_on_any_node_validates_on_every_node(fleet):
+    before = fleet.seq()
     fleet.site.add_rule("/private", prefix="secret/", signed=True)
     fleet.site.put("secret/doc.txt", b"signed content", "text/plain")
-    fleet.wait_synced()
+    fleet.wait_synced(after=before)
     from tests.test_links_api import local
 
     url = f"http://{fleet.site.host}/private/doc.txt"

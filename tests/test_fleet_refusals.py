@@ -74,8 +74,9 @@ def test_a_bad_bundle_is_refused_reported_and_never_applied(fleet, case):
     assert fleet.state(fleet.replicas[0])["rules"] == rules_before
     assert fleet.served(fleet.replicas[0], "/hello.txt").body == b"hello"
     # the primary's next bundle (any change) is applied and clears the error
+    before = fleet.seq()
     fleet.site.add_rule(f"/{case}", prefix="site/")
-    fleet.wait_synced()
+    fleet.wait_synced(after=before)
     assert replica_view(fleet)["last_error"] is None
 
 
@@ -97,8 +98,9 @@ def test_the_bucket_stopped_and_restarted(fleet):
         assert admin.login("admin", "correct horse battery staple").status == 200
         assert len(admin.get("/api/rules").json["rules"]) == rules and replica_view(fleet)["seq"] == seq
         assert fleet.served(replica, "/hello.txt").body == b"hello"
+        before = fleet.seq()
         fleet.site.add_rule("/while-down", prefix="site/")  # the primary cannot publish yet
-    fleet.wait_synced(timeout=25)  # the primary retries, the replica recovers from its backoff
+    fleet.wait_synced(timeout=25, after=before)  # the primary retries, the replica recovers from its backoff
     assert fleet.served(replica, "/while-down/hello.txt").body == b"hello"
     assert replica_view(fleet)["last_error"] is None
 

@@ -56,7 +56,7 @@ def _bucket_call(what: str, call):
 
 def init(fleet: Fleet, body: dict) -> tuple[dict, str]:
     """Make this node a primary and publish bundle seq 1; (fleet state, recovery secret)."""
-    with fleet._lock:
+    with fleet.lock:
         _standalone(fleet)
         bucket, access_key, secret_key = bucket_fields(body)
         signing_key = Ed25519PrivateKey.generate()
@@ -90,7 +90,7 @@ def init(fleet: Fleet, body: dict) -> tuple[dict, str]:
 
 def mint_join_code(fleet: Fleet, expires_in: int) -> tuple[str, str, str]:
     """(code, join id, expires_at) on the primary."""
-    with fleet._lock:
+    with fleet.lock:
         state = fleet.state()
         if state.get("role") != "primary":
             raise Refused("not_primary", "join codes are minted on the fleet's primary")
@@ -125,7 +125,7 @@ def _payload(payload: dict) -> tuple[dict, keys.Secrets, keys.Pin]:
 
 def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
     """Check the code and the fleet's current bundle; unless dry_run, become a replica."""
-    with fleet._lock:
+    with fleet.lock:
         _standalone(fleet)
         now = fleet.clock.now()
         payload = joincode.redeem(code, fleet.outbound(), now)
@@ -165,7 +165,7 @@ def _back_to_standalone(fleet: Fleet) -> None:
 
 def leave(fleet: Fleet) -> dict:
     """Back to standalone, keeping the configuration last applied or published."""
-    with fleet._lock:
+    with fleet.lock:
         state = fleet.state()
         if state.get("role", "standalone") == "standalone":
             raise Refused("not_in_fleet", "this node is not in a fleet")

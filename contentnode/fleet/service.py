@@ -79,7 +79,7 @@ class Fleet:
         self._unpublished = True         # a shared change not published yet (at start: look once)
         self._thread: threading.Thread | None = None
         self._incidents: set = set()
-        self._lock = threading.Lock()    # one enrolment change or publish at a time
+        self.lock = threading.Lock()    # one enrolment change or publish at a time
 
     # --- what the node asks ------------------------------------------------
 
@@ -224,7 +224,7 @@ class Fleet:
                 if role == "primary":
                     self._publish_if_due()
                 elif role == "replica":
-                    with self._lock:
+                    with self.lock:
                         _, etag = follower.poll(self, etag)
                 if role in ("primary", "replica") and time.monotonic() >= next_status:
                     polls += 1
@@ -254,7 +254,7 @@ class Fleet:
             return
         self._unpublished = False
         try:
-            with self._lock:
+            with self.lock:
                 publisher.publish(self)
         except BaseException:
             self._unpublished = True
