@@ -26,9 +26,10 @@ def acme_fleet(tmp_path_factory, seaweed):  # noqa: F811
     try:
         fleet = Fleet(tmp_path_factory, seaweed, replicas=1, host=HOST, node_class=AcmeNode)
         pebble.start(fleet.replicas[0].public_port)  # the CA validates on the replica, never the primary
+        before = fleet.seq()
         assert fleet.admin.put("/api/settings", {"acme_directory": pebble.directory_url,
                                                  "acme_email": "ops@example.com"}).status == 200
-        fleet.wait_synced()
+        fleet.wait_synced(after=before)
         yield fleet, pebble
     finally:
         if fleet is not None:
@@ -61,8 +62,9 @@ def test_issued_on_the_primary_validated_on_a_replica(acme_fleet):
             return None
 
     wait_for(lambda: served() == issued.json["fingerprint"], what="the replica serving the issued certificate")
-    replica_view = fleet.replica_admins[0].get(f"/api/domains/{HOST}").json["certificate"]
-    assert replica_view["fingerprint"] == issued.json["fingerprint"]
+    # the files are written just before the records: the summary follows in the same apply
+    wait_for(lambda: (fleet.replica_admins[0].get(f"/api/domains/{HOST}").json["certificate"] or {})
+             .get("fingerprint") == issued.json["fingerprint"], what="the replica's domain record")
 
 
 def test_a_bucket_that_ignores_conditions_leaves_the_primary_the_only_issuer(tmp_path):

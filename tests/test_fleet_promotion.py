@@ -22,9 +22,10 @@ PREFIX = "contentnode/"
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory, seaweed):  # noqa: F811
     instance = Fleet(tmp_path_factory, seaweed, host="promote.example.test")
+    before = instance.seq()
     instance.site.add_rule("/", prefix="site/")
     instance.site.put("site/a.txt", b"before the promotion", "text/plain")
-    instance.wait_synced()
+    instance.wait_synced(after=before)
     yield instance
     instance.close()
 

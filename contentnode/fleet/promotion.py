@@ -71,7 +71,7 @@ def promote(fleet, recovery_secret: str, conditional: bool) -> str:
     `conditional`: the bucket honours conditional writes, so the first bundle is
     written only over the one verified here. Refused when anything is wrong; the
     node is then a replica as before."""
-    with fleet._lock:
+    with fleet.lock:
         state = fleet.state()
         if state.get("role") != "replica":
             raise Refused("not_replica", "only a replica can be promoted; this node is "
@@ -111,7 +111,7 @@ def promote(fleet, recovery_secret: str, conditional: bool) -> str:
 
 def rotate_key(fleet) -> int:
     """A new signing key on the live primary, certified by the current one; the new epoch."""
-    with fleet._lock:
+    with fleet.lock:
         state = fleet.state()
         secrets_ = fleet.secrets()
         if state.get("role") != "primary":
