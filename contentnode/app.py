@@ -37,6 +37,9 @@ from contentnode.core.notify import Notifier
 from contentnode.core.static_files import load_panel_files
 from contentnode.core.traffic import COUNTERS
 from contentnode.core.verify import new_secret
+from contentnode.fleet import alerts as fleet_alerts
+from contentnode.fleet import issuer as fleet_issuer
+from contentnode.fleet.challenges import ReadThrough
 from contentnode.fleet.service import Fleet
 from contentnode.http.binding import BindError
 from contentnode.http.errors import forbidden
@@ -82,6 +85,7 @@ class App:
     notifier: Notifier
     fleet: Fleet
     backups: BackupRunner  # the scheduled backup's runs (its job, "run now", the status)
+    acme_read_through: ReadThrough  # HTTP-01 answers another fleet node published (fleet/challenges.py)
     servers: dict
     update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
     access_log: AccessLog  # where access lines go: the access_log start-up value
@@ -326,7 +330,10 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
     app.fleet = Fleet(store=app.store, data_dir=config.data_dir, clock=clock, poll_seconds=config.fleet_poll_seconds,
                       version=__version__, outbound=lambda: app.outbound,
                       node_name=lambda: app.settings.get("node_name", "contentnode"),
-                      counters=lambda: _traffic_totals(app.delivery), purger=app.delivery.cache, events=app.events)
+                      counters=lambda: _traffic_totals(app.delivery), purger=app.delivery.cache, events=app.events,
+                      folder_roots=app.folder_roots)
+    app.acme_read_through = fleet_issuer.read_through(app.fleet)
+    fleet_alerts.register_metrics(app.metrics, app.fleet, clock)
     if worker_slot is None:
         app.store.add_commit_listener(app.fleet.on_commit)
         app.delivery.cache.add_purge_listener(app.fleet.on_purge)

@@ -57,11 +57,12 @@ def serving_fleet(tmp_factory, seaweed, replicas: int = 2, body: bytes = b"hello
 class Fleet:
     """primary: a Site (bucket, domain, admin); replicas: FleetNodes that joined it."""
 
-    def __init__(self, tmp_factory, seaweed, replicas: int = 2, host: str = "fleet.example.test"):
+    def __init__(self, tmp_factory, seaweed, replicas: int = 2, host: str = "fleet.example.test",
+                 node_class=FleetNode):
         self.seaweed = seaweed
         self.fleet_bucket = "fleet-" + uuid.uuid4().hex[:10]
         seaweed.create_bucket(self.fleet_bucket)
-        self.site = Site(str(tmp_factory.mktemp("primary")), seaweed, host=host, node_class=FleetNode)
+        self.site = Site(str(tmp_factory.mktemp("primary")), seaweed, host=host, node_class=node_class)
         self.primary, self.admin = self.site.node, self.site.admin
         body = {"endpoint": seaweed.endpoint, "region": seaweed.region, "bucket": self.fleet_bucket,
                 "access_key": seaweed.access_key, "secret_key": seaweed.secret_key, "path_style": True}
@@ -70,7 +71,7 @@ class Fleet:
         self.init_answer = response.json
         self.replicas, self.replica_admins = [], []
         for index in range(replicas):
-            node = FleetNode(str(tmp_factory.mktemp(f"replica{index}"))).start()
+            node = node_class(str(tmp_factory.mktemp(f"replica{index}"))).start()
             self.replicas.append(node)
             self.replica_admins.append(admin_of(node))
         for client in self.replica_admins:

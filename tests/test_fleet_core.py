@@ -26,7 +26,7 @@ def _chain():
 
 def _parts():
     return {"domains": {}, "buckets": {"b1": {"secret_key": "s3cr3t-value"}}, "rules": {},
-            "links": {"current": None, "keys": {}}, "settings": {}, "purges": []}
+            "links": {"current": None, "keys": {}}, "settings": {}, "purges": [], "certificates": {}}
 
 
 def _open(raw, pin, fleet_key, applied=0, now=None):

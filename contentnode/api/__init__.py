@@ -13,9 +13,9 @@ import json
 from contentnode import __version__
 from contentnode.auth.sessions import COOKIE
 from contentnode.http import openapi
-from contentnode.api import (audit, backup, backup_schedule, buckets, cache, certs, delivery, domains, fleet, https,
-                             links, login, me, my_sessions, notifications, panel, panel_assets, policy, rules,
-                             settings, system, tokens, twofactor, updates, users)
+from contentnode.api import (audit, backup, backup_schedule, buckets, cache, certs, delivery, domains, fleet,
+                             fleet_keys, https, links, login, me, my_sessions, notifications, panel, panel_assets,
+                             policy, rules, settings, system, tokens, twofactor, updates, users)
 
 MODULES = [
     system,
@@ -42,6 +42,7 @@ MODULES = [
     delivery,
     cache,
     fleet,
+    fleet_keys,
     panel_assets,
 ]
 

@@ -18,6 +18,9 @@ from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core import certs, netguard, settings
 from contentnode.core.acme import AcmeClient, AcmeError, load_account_key
 from contentnode.core.renewal import Renewer
+from contentnode.fleet import issuer as fleet_issuer
+from contentnode.fleet.lease import LeaseHeld
+from contentnode.fleet.wire import Refused
 from contentnode.http.errors import ApiError, conflict, invalid, not_found
 from contentnode.http.response import json_response
 from contentnode.http.router import Route
@@ -71,29 +74,46 @@ def upload_cert(req):
 
 
 def issue_certificate(app, host: str) -> dict:
-    """Pre-flight check, ACME order, install. PreflightFailed or AcmeError on failure."""
+    """Pre-flight check, ACME order, install. PreflightFailed or AcmeError on failure.
+
+    In a fleet the primary orders under the host's issuer lease where the bucket allows
+    one, and answers a certificate that appeared meanwhile instead of ordering again
+    (fleet/issuer.py); its HTTP-01 answers reach every node through the bucket."""
     with app.tls.issuing_lock:
         if host in app.tls.issuing:
             raise conflict("in_progress", f"a certificate for {host} is already being issued")
         app.tls.issuing.add(host)
+    before = ((app.store.data["domains"].get(host) or {}).get("certificate") or {}).get("fingerprint")
     try:
         steps = run_check(app, host)
         if not steps.ok:
             raise PreflightFailed(steps.items)
-        effective = settings.effective(app.store.data)
-        account_key = load_account_key(os.path.join(app.data_dir, "acme", "account.pem"))
-        fetch = functools.partial(netguard.fetch, policy=app.outbound, timeout=ACME_TIMEOUT)
-        client = AcmeClient(effective["acme_directory"], account_key, fetch, contact=effective["acme_email"])
-        cert_key, key_pem = certs.new_key_pem()
-        chain_pem = client.issue([host], app.tls.challenges, cert_key)
-        try:
-            bundle = certs.validate_bundle(host, chain_pem, key_pem, app.clock.now())
-        except certs.CertError as exc:
-            raise AcmeError("download", f"the CA's certificate is unusable: {exc}") from None
-        return install(app, host, bundle, "acme")
+        with fleet_issuer.ordering(app.fleet, host, before) as already:
+            if already is not None:
+                return already
+            return _order(app, host)
+    except LeaseHeld as exc:
+        raise conflict("in_progress", f"node {exc.holder or 'another node'} is ordering a certificate for "
+                                      f"{host} (it holds the fleet's issuer lease)") from None
+    except Refused as exc:
+        raise conflict(exc.code, exc.message) from None
     finally:
         with app.tls.issuing_lock:
             app.tls.issuing.discard(host)
+
+
+def _order(app, host: str) -> dict:
+    effective = settings.effective(app.store.data)
+    account_key = load_account_key(os.path.join(app.data_dir, "acme", "account.pem"))
+    fetch = functools.partial(netguard.fetch, policy=app.outbound, timeout=ACME_TIMEOUT)
+    client = AcmeClient(effective["acme_directory"], account_key, fetch, contact=effective["acme_email"])
+    cert_key, key_pem = certs.new_key_pem()
+    chain_pem = client.issue([host], fleet_issuer.challenge_store(app.fleet, app.tls.challenges), cert_key)
+    try:
+        bundle = certs.validate_bundle(host, chain_pem, key_pem, app.clock.now())
+    except certs.CertError as exc:
+        raise AcmeError("download", f"the CA's certificate is unusable: {exc}") from None
+    return install(app, host, bundle, "acme")
 
 
 def issue_cert(req):
@@ -121,6 +141,15 @@ def _certificates(app):
             yield host, parse_rfc3339(info["not_after"]), info.get("source") == "acme"
 
 
+def _renewer_certificates(app):
+    """What the renewer renews and warns about: nothing on a fleet replica, whose primary renews
+    once for the fleet and warns about a replica's certificate only when it differs from its own
+    (fleet/alerts.py), so one expiring certificate is one notification, not one per node."""
+    if app.fleet.primary_of_replica() is not None:
+        return
+    yield from _certificates(app)
+
+
 def _renew(app, host):
     try:
         issue_certificate(app, host)
@@ -135,7 +164,8 @@ def _renew(app, host):
 def start_renewal(app):
     """A first renewal pass right away (a node that was down may be late), then a daily job."""
     app.metrics.watch_certificates(functools.partial(_certificates, app))
-    renewer = Renewer(functools.partial(_certificates, app), functools.partial(_renew, app), app.events.emit)
+    renewer = Renewer(functools.partial(_renewer_certificates, app), functools.partial(_renew, app),
+                      app.events.emit)
 
     def run():
         try:

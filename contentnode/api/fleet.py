@@ -7,7 +7,7 @@ recovery secret and join codes are shown once, in the answer that makes them.
 """
 
 from contentnode.core import buckets
-from contentnode.fleet import enrol
+from contentnode.fleet import enrol, issuer
 from contentnode.fleet.joincode import DEFAULT_SECONDS, MAX_SECONDS, MIN_SECONDS
 from contentnode.fleet.wire import Refused
 from contentnode.http.errors import ApiError
@@ -39,6 +39,7 @@ def init(req):
         _, recovery = enrol.init(req.app.fleet, req.body)
     except Refused as exc:
         raise _refusal(exc) from None
+    issuer.run_probe(req.app.fleet)  # whether the issuer may use a lease (GET /api/fleet shows it)
     answer_ = req.app.fleet.view()
     req.audit("fleet.init", target=answer_["fleet_id"], detail={"bucket": answer_["bucket"]})
     return dict(answer_, recovery_secret=recovery)
@@ -87,7 +88,8 @@ FLEET = answer({"role": {"enum": ["standalone", "primary", "replica"]}, "node_id
                 "bucket": _OBJECT_OR_NULL, "applied_at": nullable(STRING), "last_error": _OBJECT_OR_NULL,
                 "poll_seconds": {"type": "integer"}, "key_epoch": {"type": ["integer", "null"]},
                 "expires_at": nullable(STRING), "nodes": {"type": "array", "items": {"type": "object"}},
-                "primary": _OBJECT_OR_NULL})
+                "primary": _OBJECT_OR_NULL, "probe": _OBJECT_OR_NULL,
+                "issuer": {"enum": ["lease", "primary_only", None]}})
 COUNTS = {"type": "object"}
 JOINED = answer({"fleet_id": STRING, "primary": STRING, "seq": {"type": "integer"}, "dry_run": BOOLEAN,
                  "replaces": COUNTS, "with": COUNTS, "role": STRING})

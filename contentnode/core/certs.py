@@ -10,6 +10,7 @@ chain of another, and it notices a replaced file on the next handshake.
 
 import hashlib
 import os
+import re
 import ssl
 import threading
 from dataclasses import dataclass
@@ -142,8 +143,11 @@ def to_pem(chain) -> str:
     return "".join(c.public_bytes(serialization.Encoding.PEM).decode("ascii") for c in chain)
 
 
-def validate_bundle(host: str, cert_pem, key_pem, now: float) -> Bundle:
-    """Check an uploaded or issued bundle for `host`; CertError says what is wrong."""
+def validate_bundle(host: str, cert_pem, key_pem, now: float | None) -> Bundle:
+    """Check an uploaded or issued bundle for `host`; CertError says what is wrong.
+
+    `now` None leaves the validity period unchecked: a fleet replica installs the
+    certificate its primary serves, expired or not, rather than refuse the bundle."""
     chain = load_chain(cert_pem)
     key = load_key(key_pem)
     if not _same_key(chain[0], key):
@@ -153,7 +157,8 @@ def validate_bundle(host: str, cert_pem, key_pem, now: float) -> Bundle:
     if not covers(chain[0], host):
         names = ", ".join(dns_names(chain[0])) or "none"
         raise CertError("cert_pem", f"the certificate does not cover {host} (its names: {names})")
-    _check_times(chain, now)
+    if now is not None:
+        _check_times(chain, now)
     _check_order(chain)
     key_text = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                  serialization.NoEncryption()).decode("ascii")
@@ -223,6 +228,22 @@ class CertStore:
 
     def save(self, host: str, bundle: Bundle):
         atomic_write(self.path(host), (bundle.key_pem + bundle.chain_pem).encode("ascii"))
+
+    def read(self, host: str) -> tuple[str, str] | None:
+        """(key PEM, chain PEM) of host's file, or None when there is none or it is unreadable."""
+        try:
+            with open(self.path(host), encoding="ascii") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+        end = re.search(r"-----END [A-Z ]*PRIVATE KEY-----\n?", text)
+        if end is None:
+            return None
+        return text[:end.end()], text[end.end():]
+
+    def hosts(self) -> list:
+        """The hosts that have a file."""
+        return sorted(name[:-4] for name in os.listdir(self.folder) if name.endswith(".pem"))
 
     def delete(self, host: str):
         try:

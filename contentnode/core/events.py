@@ -35,6 +35,9 @@ EVENTS = {
     "fleet_sync_failed": ("Fleet: node {node} cannot follow the fleet",
                           "Node {node}: {code}: {message}. It keeps serving its last applied configuration "
                           "(seq {seq}) and retries."),
+    "fleet_probe_failed": ("Fleet: node {node}'s bucket ignores conditional writes",
+                           "Node {node}: the capability probe failed at {check}: {detail}. No issuer lease is "
+                           "used: the primary stays the fleet's only issuer."),
     "fleet_node_problem": ("Fleet: node {node_id} needs attention",
                            "Node {node_id} ({name}): {problem}: {detail}"),
     "user_created": ("User created: {username}", "User {username} (role {role}) was created by {by}."),

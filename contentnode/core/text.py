@@ -1,5 +1,6 @@
 """Text checks shared by request validation and domain logic."""
 
+import email.utils
 import re
 
 # Control characters (C0, DEL, C1) and the Unicode line and paragraph separators:
@@ -44,3 +45,14 @@ def whole_number(text) -> int | None:
     if not isinstance(text, str) or not 0 < len(text) <= MAX_DIGITS or not text.isascii() or not text.isdigit():
         return None
     return int(text)
+
+
+def http_date(text: str | None) -> float | None:
+    """An HTTP date (Date, Last-Modified, If-Modified-Since) in epoch seconds, or None when
+    absent or malformed."""
+    if not text:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None

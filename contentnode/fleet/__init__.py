@@ -6,7 +6,10 @@ wire (canonical bytes, Refused), keys (signing, recovery and fleet keys, key
 epochs, the secret files), bundle (build, verify, open), shared (what is
 shared and how it is applied), joincode, publisher (primary), follower
 (replica), status (nodes/<id>.json), service (the role and its job), enrol
-(init, join codes, join, leave).
+(init, join codes, join, leave); and for certificates and keys: certfiles
+(the certificates part), probe (conditional writes), lease (the issuer lease),
+challenges (HTTP-01 on every node), issuer (who orders, under which lease),
+promotion (promote, rotate-key), alerts (node incidents, /metrics gauges).
 """
 
 from contentnode.fleet.service import ready

@@ -15,7 +15,7 @@ import time
 
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core.backup import BackupError
-from contentnode.fleet import bundle, shared
+from contentnode.fleet import bundle, certfiles, shared
 from contentnode.fleet.keys import Pin
 from contentnode.fleet.publisher import BUNDLE
 from contentnode.fleet.wire import Refused
@@ -79,12 +79,14 @@ def apply(fleet, opened: bundle.Opened) -> None:
     current = store.data
     sections = shared.applied(current, opened.parts)
     try:
-        check_records({**current, **sections})
+        check_records({**current, **sections}, fleet.folder_roots)
     except BackupError as exc:
         raise Refused("restore_checks", str(exc)) from None
+    certificates = certfiles.check(opened.parts.get(shared.CERTIFICATES), sections["domains"], fleet.certs)
     state = current.get("fleet") or {}
     newer, everything, newest = shared.purges_to_run(opened.parts.get("purges") or [], state.get("last_purge_id"))
     fleet.run_purges(newer, everything)
+    certfiles.install(fleet.certs, certificates)  # before the records: a crash between serves the newer files
     now = rfc3339(fleet.clock.now())
     with store.transaction() as doc:
         for name, value in sections.items():

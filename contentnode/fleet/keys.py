@@ -9,9 +9,13 @@ bucket's access and secret key).
 Key epochs: each bundle carries the certificates of every signing key from
 epoch 1 up to the one that signed it. Epoch 1 is signed by the recovery key
 at init; epoch n+1 by the key of epoch n ("previous") or by the recovery key
-("recovery", for a promotion when the old primary is gone). A replica pins
-(epoch, public key) and the recovery public key when it joins and walks the
-chain up from there; nothing else can introduce a key.
+("recovery", for a promotion when the old primary is gone). A promotion also
+replaces the recovery key: its certificate names the next recovery public key
+("recovery_public_key"), so a recovery secret serves one promotion only; no
+"previous"-signed certificate may name one (a stolen signing key cannot
+replace the recovery key). A replica pins (epoch, public key) and the
+recovery public key when it joins and walks the chain up from there; nothing
+else can introduce a key.
 """
 
 import base64
@@ -84,9 +88,12 @@ def recovery_key(text: str) -> Ed25519PrivateKey:
 
 
 def certify(fleet_id: str, epoch: int, public: str, issued_at: str, signer: Ed25519PrivateKey,
-            signer_kind: str) -> dict:
-    """The certificate of one signing key; `signer_kind` "previous" or "recovery"."""
+            signer_kind: str, next_recovery: str | None = None) -> dict:
+    """The certificate of one signing key; `signer_kind` "previous" or "recovery"; a
+    "recovery" certificate of a promotion names the recovery key that replaces its signer."""
     cert = {"fleet_id": fleet_id, "epoch": epoch, "public_key": public, "issued_at": issued_at}
+    if next_recovery is not None:
+        cert["recovery_public_key"] = next_recovery
     return {"cert": cert, "signer": signer_kind, "signature": sign(signer, canonical(cert))}
 
 
@@ -103,7 +110,8 @@ def _cert(entry, fleet_id: str, index: int) -> dict:
     if not isinstance(entry, dict) or not isinstance(entry.get("cert"), dict):
         raise Refused("malformed", f"key certificate {index} is not an object")
     cert = entry["cert"]
-    if set(cert) != {"fleet_id", "epoch", "public_key", "issued_at"} or type(cert["epoch"]) is not int:
+    if set(cert) - {"recovery_public_key"} != {"fleet_id", "epoch", "public_key", "issued_at"} \
+            or type(cert["epoch"]) is not int:
         raise Refused("malformed", f"key certificate {index} has the wrong fields")
     if cert["fleet_id"] != fleet_id:
         raise Refused("other_fleet", f"key certificate {index} belongs to another fleet")
@@ -124,18 +132,38 @@ def signing_key_of(keys, fleet_id: str, pin: Pin) -> Pin:
                                          f"below the pinned epoch {pin.epoch}")
     if certs[pin.epoch - 1]["public_key"] != pin.public_key:
         raise Refused("wrong_key_epoch", f"the bundle's key for epoch {pin.epoch} is not the pinned one")
-    current = pin.public_key
+    current, recovery = pin.public_key, pin.recovery_public_key
     for entry, cert in zip(keys[pin.epoch:], certs[pin.epoch:]):
-        signer = {"previous": current, "recovery": pin.recovery_public_key}.get(entry.get("signer"))
+        signer = {"previous": current, "recovery": recovery}.get(entry.get("signer"))
         if signer is None:
             raise Refused("malformed", f"key epoch {cert['epoch']}: signer must be previous or recovery")
+        if "recovery_public_key" in cert and entry["signer"] != "recovery":
+            raise Refused("wrong_key_epoch", f"key epoch {cert['epoch']}: only the recovery key may name its successor")
         try:
             verify(signer, entry.get("signature"), canonical(cert), f"key epoch {cert['epoch']} certificate")
         except Refused as exc:
             raise Refused("wrong_key_epoch", exc.message) from None
         current = cert["public_key"]
         public_key(current, f"key epoch {cert['epoch']}")
-    return Pin(len(certs), current, pin.recovery_public_key)
+        if "recovery_public_key" in cert:
+            recovery = cert["recovery_public_key"]
+            public_key(recovery, f"key epoch {cert['epoch']} recovery key")
+    return Pin(len(certs), current, recovery)
+
+
+def recovery_signed(keys, public: str) -> int | None:
+    """The latest epoch whose certificate the recovery key `public` signed in a verified
+    chain (init or a promotion), or None: a recovery key that signed one and is no longer
+    the current one was replaced by a promotion."""
+    found = None
+    for entry in keys:
+        if isinstance(entry, dict) and entry.get("signer") == "recovery":
+            try:
+                verify(public, entry.get("signature"), canonical(entry.get("cert")), "recovery")
+            except Refused:
+                continue
+            found = entry["cert"]["epoch"]
+    return found
 
 
 # ---------------------------------------------------------------- files
@@ -158,6 +186,12 @@ def folder(data_dir: str) -> str:
     return os.path.join(data_dir, FOLDER)
 
 
+def save_signing(data_dir: str, key: Ed25519PrivateKey, name: str = SIGNING_FILE) -> None:
+    """Write a signing key (0600) under fleet/ as `name`."""
+    ensure_private_dir(folder(data_dir))
+    atomic_write(os.path.join(folder(data_dir), name), b64(private_bytes(key)).encode())
+
+
 def save(data_dir: str, secrets_: Secrets) -> None:
     path = folder(data_dir)
     ensure_private_dir(path)
@@ -166,7 +200,7 @@ def save(data_dir: str, secrets_: Secrets) -> None:
         {"access_key": secrets_.access_key, "secret_key": secrets_.secret_key}).encode())
     signing_path = os.path.join(path, SIGNING_FILE)
     if secrets_.signing is not None:
-        atomic_write(signing_path, b64(private_bytes(secrets_.signing)).encode())
+        save_signing(data_dir, secrets_.signing)
     elif os.path.exists(signing_path):
         os.unlink(signing_path)
 

@@ -2,12 +2,16 @@
 the fleet shares, re-sign before half its lifetime has passed, and step down
 when the bucket shows a higher key epoch.
 
-Before every PUT the primary re-reads bundle.json conditionally on the ETag of
-its own last write: 304 (or nothing there) means no one else wrote it. A
-bundle signed at a higher key epoch means another node was promoted: this
-node stops publishing and becomes a replica pinned to its own key, so it
-follows the new primary only if the new key's certificate chains to it or to
-the recovery key (never a second primary).
+Before it publishes (after a change, when re-signing is due, once at start)
+the primary re-reads bundle.json conditionally on the ETag of its own last
+write: 304 means no one else wrote it; anything else (deleted, damaged,
+replaced) is written over, even when its own configuration did not change. A bundle whose key chain
+verifies from this node's pin to a higher key epoch means another node was
+promoted: this node stops publishing and becomes a replica pinned to its own
+key, so it follows the new primary only if the new key's certificate chains
+to it or to the recovery key (never a second primary). One that does not
+verify is overwritten: write access to the bucket alone must not stop the
+primary.
 """
 
 import hashlib
@@ -15,7 +19,7 @@ import logging
 
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core.s3 import S3Error
-from contentnode.fleet import bundle, joincode, keys, shared
+from contentnode.fleet import bundle, certfiles, joincode, keys, shared
 from contentnode.fleet.wire import Refused, canonical
 
 log = logging.getLogger("contentnode.fleet")
@@ -37,14 +41,17 @@ def resign_due(state: dict, now: float) -> bool:
 
 
 def _found_bundle(client, key: str, etag: str | None):
-    """The parsed bundle in the bucket when it is not the one this node wrote last, else None."""
+    """(whether bundle.json is still the object this node wrote last, the parsed object
+    when it is another one and parses, else None)."""
     found = client.get_bytes(key, if_none_match=etag)
-    if found is None or found.not_modified:
-        return None
+    if found is not None and found.not_modified:
+        return True, None
+    if found is None:
+        return False, None  # deleted: the next PUT writes it again
     try:
-        return bundle.parse(found.body)
+        return False, bundle.parse(found.body)
     except Refused:
-        return None  # a damaged object: the next PUT replaces it
+        return False, None  # a damaged object: the next PUT replaces it
 
 
 def _verified(found: dict, state: dict) -> keys.Pin | None:
@@ -57,8 +64,11 @@ def _verified(found: dict, state: dict) -> keys.Pin | None:
         return None
 
 
-def publish(fleet, force: bool = False) -> str:
-    """Publish when the shared parts changed (or `force`, or re-signing is due).
+def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
+    """Publish when the shared parts changed (or `force`, or re-signing is due), or when
+    bundle.json is no longer the object this node wrote last (deleted, damaged, replaced).
+
+    `expect_etag`: write only over that object (If-Match; a promotion's first bundle).
 
     Returns what happened: "unchanged", "published" or "demoted". S3Error when the
     bucket fails (the caller retries with backoff); nothing is recorded then.
@@ -68,14 +78,17 @@ def publish(fleet, force: bool = False) -> str:
     if state.get("role") != "primary" or secrets_ is None or secrets_.signing is None:
         return "unchanged"
     now = fleet.clock.now()
-    parts = shared.parts_of(fleet.store.data)
+    doc = fleet.store.data
+    parts = shared.parts_of(doc, certfiles.read(fleet.certs, doc["domains"]))
     digest = parts_digest(parts)
-    if not force and digest == state.get("parts_digest") and not resign_due(state, now):
-        return "unchanged"
+    changed = force or digest != state.get("parts_digest") or resign_due(state, now)
     client = fleet.client()
     key = state["bucket"]["prefix"] + BUNDLE
     seq = int(state.get("seq") or 0)
-    found = _found_bundle(client, key, state.get("bundle_etag"))
+    # a bundle.json replaced behind this node's back is written over even without a change
+    ours, found = _found_bundle(client, key, state.get("bundle_etag"))
+    if ours and not changed:
+        return "unchanged"
     signer = _verified(found, state) if found is not None else None
     if signer is not None and signer.epoch > state["pin"]["epoch"]:
         fleet.demote(f"the bucket holds a bundle signed at key epoch {signer.epoch}, above this node's "
@@ -87,7 +100,7 @@ def publish(fleet, force: bool = False) -> str:
     raw = bundle.build(fleet_id=state["fleet_id"], seq=seq, issued_at=now, lifetime=LIFETIME_SECONDS,
                        primary=fleet.node_id(), key_certs=state["key_certs"], signing=secrets_.signing,
                        fleet_key=secrets_.fleet_key, parts=parts, sealed=shared.SEALED)
-    etag = client.put_object(key, raw, "application/json")
+    etag = client.put_object(key, raw, "application/json", {"if-match": expect_etag} if expect_etag else None)
     fleet.record(seq=seq, bundle_etag=etag, issued_at=rfc3339(now), expires_at=rfc3339(now + LIFETIME_SECONDS),
                  parts_digest=digest, last_error=None)
     log.info("fleet: published bundle seq %d (%d bytes)", seq, len(raw))

@@ -11,13 +11,16 @@ Bucket failures back off (poll x 2^n, at most 8 polls or 5 minutes).
 """
 
 import logging
+import os
 import threading
 import time
 
 from contentnode.clock import rfc3339
+from contentnode.core.certs import CertStore
+from contentnode.core.folders import FolderRoots
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
-from contentnode.fleet import follower, keys, publisher, shared, status
+from contentnode.fleet import alerts, follower, issuer, keys, promotion, publisher, shared, status
 from contentnode.fleet.wire import Refused
 from contentnode.public import health
 
@@ -50,7 +53,8 @@ def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | Non
            "bucket": state.get("bucket"), "applied_at": state.get("applied_at"),
            "last_error": state.get("last_error"), "poll_seconds": poll_seconds,
            "key_epoch": (state.get("pin") or {}).get("epoch"), "expires_at": state.get("expires_at"),
-           "nodes": nodes if role == "primary" else [], "primary": None}
+           "nodes": nodes if role == "primary" else [], "primary": None,
+           "probe": state.get("probe"), "issuer": issuer.mode(state)}
     if role == "replica":
         out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": bundle_seen_at}
     return out
@@ -62,11 +66,13 @@ class Fleet:
 
     def __init__(self, *, store, data_dir: str, clock, poll_seconds: int, version: str,
                  outbound=OutboundPolicy, node_name=lambda: "contentnode", counters=dict,
-                 purger=None, events=None):
+                 purger=None, events=None, folder_roots: FolderRoots | None = None):
         self.store, self.data_dir, self.clock = store, data_dir, clock
+        self.folder_roots = folder_roots   # this node's: a shared folder bucket must lie in them here too
         self.poll_seconds, self.version = poll_seconds, version
         self.outbound, self.node_name, self.counters = outbound, node_name, counters
         self.purger, self.events = purger, events
+        self.certs = CertStore(os.path.join(data_dir, "certs"))  # the files the bundle carries (fleet/certfiles.py)
         self.nodes: list = []            # the primary's latest view of the other nodes
         self.bundle_seen_at: str | None = None
         self._secrets_cache: keys.Secrets | None = None
@@ -192,6 +198,7 @@ class Fleet:
     # --- the background job ----------------------------------------------------
 
     def start(self) -> None:
+        promotion.finish_rotation(self.data_dir, self.state())
         thread = self._thread = threading.Thread(target=self._run, name="fleet", daemon=True)
         thread.start()
 
@@ -200,6 +207,11 @@ class Fleet:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(BUCKET_TIMEOUT + 5)
+
+    def republish(self) -> None:
+        """Publish at the next poll though nothing shared changed (a new signing key)."""
+        self._unpublished = True
+        self._wake.set()
 
     def kick(self) -> None:
         self._wake.set()
@@ -277,21 +289,22 @@ class Fleet:
                 "last_error": state.get("last_error"), "seen_at": rfc3339(self.clock.now()),
                 "poll_seconds": self.poll_seconds,
                 "health": {"ready": ready(self.store.data), "bundle_seen_at": self.bundle_seen_at},
-                "traffic": self.counters()}
+                "traffic": self.counters(),
+                "certificates": alerts.certificates_due(self.store.data["domains"], self.clock.now())}
 
     def _read_nodes(self, client) -> None:
         state = self.state()
         found, error = status.read_all(client, state["bucket"]["prefix"], self.node_id())
         if error is not None:
             raise S3Error(BUCKET_ERROR, error)
-        self.nodes = status.view(found, int(state.get("seq") or 0), self.version, self.poll_seconds,
-                                 self.clock.now())
-        current = {(row["node_id"], problem) for row in self.nodes for problem in status.problems(row)}
+        now = self.clock.now()
+        nodes = status.view(found, int(state.get("seq") or 0), self.version, self.poll_seconds, now)
+        alerts.annotate(nodes, self.store.data["domains"], state.get("issued_at"), self.poll_seconds, now)
+        self.nodes = nodes
+        current = {(row["node_id"], problem) for row in self.nodes for problem in alerts.problems(row)}
         for node_id, problem in sorted(current - self._incidents):
             row = next(r for r in self.nodes if r["node_id"] == node_id)
-            detail = (row.get("last_error") or {}).get("message") if problem == "error" else \
-                f"no status for {status.UNSEEN_POLLS} polls (last {row.get('seen_at')})"
             if self.events is not None:
                 self.events.emit("fleet_node_problem", node_id=node_id, name=row.get("name"), problem=problem,
-                                 detail=detail or row.get("unreadable"))
+                                 detail=alerts.detail(row, problem))
         self._incidents = current

@@ -1,7 +1,7 @@
 """What a fleet shares and what stays each node's own (docs/API.md, Fleet).
 
-Shared, in the bundle: domains (with redirects), buckets (sealed: they hold
-credentials), rules, the signed-link key ring (sealed), the settings in
+Shared, in the bundle: domains (with redirects), their certificates and keys
+(sealed, fleet/certfiles.py), buckets (sealed: they hold credentials), rules, the signed-link key ring (sealed), the settings in
 core.settings.FLEET_SHARED and the purge history. Everything else of the
 state document is node-local: node identity, users, sessions, API tokens,
 policy, notifications, https listener, update status, the other settings.
@@ -11,18 +11,20 @@ from contentnode.core.settings import FLEET_SHARED
 from contentnode.core.signing import empty_ring
 
 SECTIONS = ("domains", "buckets", "rules", "links")   # replaced whole by a bundle
-PARTS = frozenset({*SECTIONS, "settings", "purges"})
-SEALED = frozenset({"buckets", "links"})
+CERTIFICATES = "certificates"                         # the certificate files (fleet/certfiles.py)
+PARTS = frozenset({*SECTIONS, "settings", "purges", CERTIFICATES})
+SEALED = frozenset({"buckets", "links", CERTIFICATES})
 PURGES = "fleet_purges"                               # the primary's purge history section
 PURGE_HISTORY_MAX = 1000
 # A commit touching one of these may change what the primary publishes.
 WATCHED = frozenset({*SECTIONS, "settings", PURGES})
 
 
-def parts_of(doc: dict) -> dict:
-    """The bundle parts of a state document (the primary's)."""
+def parts_of(doc: dict, certificates: dict | None = None) -> dict:
+    """The bundle parts of a state document (the primary's) and its certificate files
+    (fleet/certfiles.py read; none when not given)."""
     settings = doc.get("settings") or {}
-    return {"domains": doc["domains"], "buckets": doc["buckets"], "rules": doc["rules"],
+    return {"domains": doc["domains"], "buckets": doc["buckets"], "rules": doc["rules"], CERTIFICATES: certificates or {},
             "links": doc.get("links") or empty_ring(),
             "settings": {k: settings[k] for k in sorted(FLEET_SHARED) if k in settings},
             "purges": list((doc.get(PURGES) or {}).get("items", []))}
@@ -44,6 +46,7 @@ def counts(doc: dict) -> dict:
     return {"domains": len(doc.get("domains") or {}), "buckets": len(doc.get("buckets") or {}),
             "rules": len(doc.get("rules") or {}),
             "link_keys": len(((doc.get("links") or {}).get("keys")) or {}),
+            "certificates": sum(1 for r in (doc.get("domains") or {}).values() if r.get("certificate")),
             "shared_settings": sorted(k for k in FLEET_SHARED if k in (doc.get("settings") or {}))}
 
 

@@ -1,4 +1,8 @@
-"""/.well-known/acme-challenge/<token>: the key authorization of a pending HTTP-01 challenge."""
+"""/.well-known/acme-challenge/<token>: the key authorization of a pending HTTP-01 challenge.
+
+The node's own orders answer from its challenge store; in a fleet, a token the
+node does not hold is read through from the bucket, where the issuer published
+it (fleet/challenges.py), so the CA may ask any node."""
 
 from contentnode.http.errors import ApiError
 from contentnode.http.response import Response
@@ -9,7 +13,10 @@ CHALLENGE_PREFIX = "/.well-known/acme-challenge/"
 def answer(req):
     if not req.raw_path.startswith(CHALLENGE_PREFIX):
         return None
-    key_authorization = req.app.tls.challenges.get(req.raw_path[len(CHALLENGE_PREFIX):])
+    token = req.raw_path[len(CHALLENGE_PREFIX):]
+    key_authorization = req.app.tls.challenges.get(token)
+    if key_authorization is None:
+        key_authorization = req.app.acme_read_through.get(token)
     if key_authorization is None:
         raise ApiError(404, "not_found", "no such ACME challenge")
     return Response(200, [("Content-Type", "text/plain"), ("Cache-Control", "no-store")],

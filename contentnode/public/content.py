@@ -11,7 +11,6 @@ client never learns bucket names, keys or causes. `resolve` is the one
 description of a visit's decisions: warm, probe and diagnose run it too.
 """
 
-import email.utils
 import hashlib
 import logging
 import re
@@ -24,6 +23,7 @@ from contentnode.core.cache import Cache
 from contentnode.core.cache_fill import FillStalled, FillTruncated, OriginAnswer
 from contentnode.core.origin import OriginError
 from contentnode.core.settings import effective
+from contentnode.core.text import http_date
 from contentnode.core.traffic import Traffic
 from contentnode.http.errors import ApiError, error_response
 from contentnode.http.response import Response
@@ -303,15 +303,6 @@ def origin_error(exc) -> ApiError:
 # ---------------------------------------------------------------- answering
 
 
-def _http_time(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return email.utils.parsedate_to_datetime(text).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-
-
 def _etag_list_matches(header: str, etag: str | None) -> bool:
     if header.strip() == "*":
         return etag is not None
@@ -324,10 +315,10 @@ def not_modified(headers, meta: dict) -> bool:
     inm = headers.get("If-None-Match")
     if inm is not None:
         return _etag_list_matches(inm, meta.get("etag"))
-    since = _http_time(headers.get("If-Modified-Since"))
+    since = http_date(headers.get("If-Modified-Since"))
     if since is None:
         return False
-    modified = _http_time(meta.get("last_modified"))
+    modified = http_date(meta.get("last_modified"))
     return modified is not None and modified <= since
 
 

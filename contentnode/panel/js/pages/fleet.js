@@ -1,6 +1,7 @@
 // Fleet: this node's role in a fleet (docs/API.md, Fleet). Standalone: set up a primary
 // or join with a code (a dry run first). Primary: mint join codes (shown once, with a
 // copy button) and the nodes table. Replica: where edits are made. Any member: leave.
+// The issuer, promotion and key rotation parts are in fleet_keys.js.
 
 import { get, post } from '../api.js';
 import { h, mount } from '../dom.js';
@@ -9,6 +10,7 @@ import { confirm } from '../dialog.js';
 import { toast } from '../toast.js';
 import { when, ago } from '../format.js';
 import { pageHeader, card, table, badge, copyButton, callout, facts } from '../ui.js';
+import { issuerCard, promoteCard, rotateButton, nodeAlerts } from './fleet_keys.js';
 
 const EXPIRY = [[3600, '1 hour'], [86400, '1 day'], [604800, '7 days']];
 
@@ -40,7 +42,7 @@ function initCard(ctx) {
 }
 
 function counts(c) {
-  return `${c.domains} domains, ${c.buckets} buckets, ${c.rules} rules, ${c.link_keys} link keys`;
+  return `${c.domains} domains, ${c.certificates ?? 0} certificates, ${c.buckets} buckets, ${c.rules} rules, ${c.link_keys} link keys`;
 }
 
 function joinCard(ctx) {
@@ -81,7 +83,7 @@ function nodesCard(nodes) {
     { label: 'Version', cell: (n) => h('span', {}, n.version || '—', ' ', n.version_skew ? badge('other version', 'warn') : null) },
     { label: 'Seq', cell: (n) => (n.seq ?? '—') },
     { label: 'Lag', cell: (n) => (n.lag ? badge(`${n.lag} behind`, 'warn') : n.lag === 0 ? badge('current', 'ok') : '—') },
-    { label: 'Last error', cell: (n) => (n.last_error ? badge(n.last_error.code, 'bad') : n.unreadable ? badge('unreadable', 'bad') : '—') },
+    { label: 'Last error', cell: (n) => h('span', {}, n.last_error ? badge(n.last_error.code, 'bad') : n.unreadable ? badge('unreadable', 'bad') : '—', ' ', ...nodeAlerts(n)) },
     { label: 'Last seen', cell: (n) => h('span', {}, n.seen_at ? ago(n.seen_at) : '—', ' ', n.unseen ? badge('not seen', 'bad') : null) },
   ], nodes, { empty: 'No other node yet: mint a join code.', caption: 'Fleet nodes' }));
 }
@@ -116,13 +118,14 @@ function leaveButton(ctx) {
 export async function render(ctx) {
   const f = await get('/api/fleet');
   const header = pageHeader('Fleet', 'Many nodes, one configuration, through your own bucket.',
-    f.role === 'standalone' ? null : leaveButton(ctx));
+    f.role === 'primary' ? rotateButton(ctx) : null, f.role === 'standalone' ? null : leaveButton(ctx));
   if (f.role === 'standalone') {
     mount(ctx.main, header, summary(f), initCard(ctx), joinCard(ctx));
   } else if (f.role === 'primary') {
-    mount(ctx.main, header, summary(f), mintCard(), nodesCard(f.nodes));
+    mount(ctx.main, header, summary(f), mintCard(), nodesCard(f.nodes), issuerCard(f));
   } else {
     mount(ctx.main, header, callout('info', h('p', {}, 'This node is a replica: domains, buckets, rules, link keys and shared settings are edited on the primary, node ',
-      h('code', {}, f.primary?.node_id || 'unknown'), '. Changes made there arrive here within a poll.')), summary(f));
+      h('code', {}, f.primary?.node_id || 'unknown'), '. Changes made there arrive here within a poll.')), summary(f),
+    issuerCard(f), promoteCard(ctx));
   }
 }

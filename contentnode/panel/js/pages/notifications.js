@@ -20,6 +20,7 @@ const EVENTS = {
   update_available: 'An update is available',
   user_created: 'A user was created',
   user_deleted: 'A user was deleted',
+  fleet_probe_failed: 'The fleet\'s bucket ignores conditional writes',
 };
 
 /** Body members of one channel from "channel.key" form values. */
