@@ -66,10 +66,14 @@ def code_files(files: set) -> list:
                   and "/vendor/" not in f and f != THIS_FILE)
 
 
+# the fleet's bucket layout under its default prefix (docs/API.md, "Bucket layout")
+FLEET_BUCKET_KEY = re.compile(r"contentnode/(bundle\.json|nodes/|joins/|leases/|acme-challenges/|probe/)")
+
+
 def cites_a_file(name: str) -> bool:
     """A path of the repository's code or docs (tests name S3 keys such as docs/hello.txt too, and
     the fleet's bucket objects live under the default prefix contentnode/: bundle.json, nodes/*.json)."""
-    if name.startswith("contentnode/") and name.endswith(".json"):
+    if FLEET_BUCKET_KEY.match(name):
         return False
     return name.startswith(("contentnode/", "bench/", "contrib/")) or (name.startswith("docs/") and name.endswith(".md"))
 

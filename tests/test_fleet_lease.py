@@ -164,10 +164,11 @@ from contentnode.fleet.lease import IssuerLeases, LeaseHeld
 cfg = json.loads(sys.argv[1])
 client = s3.S3Client(s3.BucketConfig(cfg["endpoint"], cfg["region"], cfg["bucket"], cfg["access_key"],
                                      cfg["secret_key"], True), netguard.OutboundPolicy(), timeout=10)
-leases = IssuerLeases(client, "contentnode/", cfg["node"])
+prefix = "contentnode/"
+leases = IssuerLeases(client, prefix, cfg["node"])
 time.sleep(max(0.0, cfg["start_at"] - time.time()))
 for host in cfg["hosts"]:
-    marker = "contentnode/issued/" + host
+    marker = prefix + "issued/" + host   # stands for the certificate an order leaves
     for attempt in range(100):  # a lost race waits for the holder, then looks again
         try:
             with leases.holding("acme-" + host):
