@@ -40,7 +40,7 @@ from contentnode.core.verify import new_secret
 from contentnode.http.binding import BindError
 from contentnode.http.errors import forbidden
 from contentnode.http.request import Request
-from contentnode.http.router import AdminDispatcher, RouteTable
+from contentnode.http.router import SECURITY_HEADERS, AdminDispatcher, RouteTable
 from contentnode.http.server import Server
 from contentnode.public import PublicDispatcher
 from contentnode.public.content import Delivery
@@ -107,7 +107,8 @@ class App:
         (contentnode/workers.py), which daemon.py starts after this.
         """
         settings_api.apply_log_level(self)
-        self.start_server("admin", self.config.admin_bind, self.config.admin_port, self.admin_dispatcher)
+        self.start_server("admin", self.config.admin_bind, self.config.admin_port, self.admin_dispatcher,
+                          headers=SECURITY_HEADERS)
         self.start_server("public", self.config.public_bind, self.config.public_port, self.public_dispatcher,
                           serve=self.public_processes == 1)
         self.tls.start()
@@ -218,13 +219,14 @@ class App:
                               handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds)
 
     def start_server(self, name: str, bind: str, port: int, dispatcher, tls_context=None,
-                     serve: bool = True, sock=None) -> Server:
-        """Bind (or take `sock`) and, when `serve`, accept on a thread of its own."""
+                     serve: bool = True, sock=None, headers=()) -> Server:
+        """Bind (or take `sock`) and, when `serve`, accept on a thread of its own; `headers` go
+        on the answers the listener makes itself (parser errors), as the dispatcher's carry them."""
         try:
             server = Server((bind, port), self._dispatch(name, dispatcher, "https" if tls_context else "http"),
                             name, max_connections=self.config.max_connections,
                             request_timeout=self.config.request_timeout, idle_timeout=self.config.idle_timeout,
-                            tls_context=tls_context, on_request=self._on_request, sock=sock)
+                            tls_context=tls_context, on_request=self._on_request, sock=sock, headers=headers)
         except OSError as exc:
             raise BindError(name, bind, port, exc) from exc
         if serve:

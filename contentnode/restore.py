@@ -7,7 +7,9 @@ request that reads it, the public content path included, until someone
 edited the state file by hand. Each section is checked with the same rules
 its API applies; the first problem refuses the whole restore (BackupError).
 restore_into is the one restore both POST /api/backup/restore and the offline
-`contentnode backup restore` run.
+`contentnode backup restore` run: it also keeps the node's current credentials
+(auth/restored_accounts.py) unless asked for the backup's, and ends every
+session but the restorer's.
 
 It sits above core and auth, beside schema.py (which declares the sections):
 checking a whole state document takes the record rules of both, the accounts'
@@ -20,7 +22,7 @@ import os
 import re
 import threading
 
-from contentnode.auth import tokens
+from contentnode.auth import restored_accounts, tokens
 from contentnode.auth.policy import DEFAULT_POLICY, checked_policy
 from contentnode.auth.scopes import ROLES, invalid_scopes
 from contentnode.auth.users import USERNAME_PATTERN
@@ -252,8 +254,9 @@ def _revisions(doc):
                 _require(revisions.valid(record["revision"]),
                          f"{name} {key!r}: revision must be a whole number from 1 up")
     for name, value in (doc.get("revisions") or {}).items():
-        _require(name in REVISIONED.whole and revisions.valid(value),
-                 f"revisions.{name} must be the whole-number revision of settings, policy or notifications")
+        _require((name in REVISIONED.whole or name == revisions.COUNTER) and revisions.valid(value),
+                 f"revisions.{name} must be the whole-number revision of settings, policy or notifications, "
+                 f"or the node's {revisions.COUNTER}")
 
 
 def check_records(doc: dict, folder_roots: FolderRoots | None = None) -> None:
@@ -285,15 +288,44 @@ def check_records(doc: dict, folder_roots: FolderRoots | None = None) -> None:
         raise BackupError(f"the backup's api_tokens cannot be restored: {exc}") from None
 
 
-def restore_into(ctx, document, passphrase, by, ip=None):
-    """Validate, keep the current state as a file, swap, audit. BackupError when refused.
+def restore_into(ctx, document, passphrase, by, ip=None, keep_session=None, restore_credentials=False):
+    """Validate, keep the current state as a file, swap, end the other sessions, audit.
 
-    `ctx` is the App or the offline command's context: store, data_dir, clock, audit.
+    BackupError when refused. `ctx` is the App or the offline command's context:
+    store, data_dir, clock, audit, sessions. Unless restore_credentials, the
+    accounts written are the node's current ones (restored_accounts.keep_current);
+    the answer's "kept" names what the backup would have rolled back. Every
+    session but keep_session (the restorer's) ends: the accounts, roles and
+    secrets behind them may all have changed.
     """
     with _restore_lock:
         opened = backup.open_backup(document, passphrase, ctx.store.data, ctx.store.section_defaults())
-        check_records(opened.doc, FolderRoots(ctx.config.folder_roots, ctx.data_dir))
+        if restore_credentials and opened.kind == "plain":
+            raise BackupError("a plain backup carries no credentials to restore (no password hash, second "
+                              "factor or token); restore an encrypted backup", "restore_credentials")
+        roots = FolderRoots(ctx.config.folder_roots, ctx.data_dir)
+        check_records(opened.doc, roots)
+        kept = restored_accounts.no_changes()
+        if not restore_credentials:
+            kept = restored_accounts.keep_current(opened.doc, ctx.store.data)
+            _check_kept(opened.doc, kept, roots)
         saved = backup.apply_restore(ctx.store, ctx.data_dir, opened, ctx.clock.now())
-    detail = {"kind": opened.kind, "created_at": opened.created_at, "pre_restore": os.path.basename(saved)}
+        ended = ctx.sessions.delete_where(lambda session: session["id"] != keep_session)
+    detail = {"kind": opened.kind, "created_at": opened.created_at, "pre_restore": os.path.basename(saved),
+              "restore_credentials": bool(restore_credentials), "kept": kept, "sessions_ended": ended}
     ctx.audit.record("backup.restore", detail=detail, user=by, ip=ip)
     return detail
+
+
+def _check_kept(doc: dict, kept: dict, folder_roots: FolderRoots) -> None:
+    """The records again, with the node's accounts in: a node without one of the backup's
+    administrators (a fresh node) is told how to bring the backup's accounts along."""
+    try:
+        check_records(doc, folder_roots)
+    except BackupError as exc:
+        if kept["users_deleted"]:
+            raise BackupError(f"{exc}; the backup's accounts this node does not have ("
+                              f"{', '.join(kept['users_deleted'][:5])}) were left out, as a restore never revives "
+                              "credentials: restore with restore_credentials (offline: --restore-credentials) "
+                              "to bring them as they were") from None
+        raise

@@ -22,7 +22,7 @@ SECTIONS = {
     "links": signing.empty_ring,
     "https": dict,
     **TOKEN_SECTIONS,                  # api_tokens: hashes only
-    "revisions": dict,                 # the revision of each object in REVISIONED.whole
+    "revisions": dict,                 # the revision of each object in REVISIONED.whole, and the counter
 }
 
 # The updatable objects of DESIGN §10: each record of these sections, and each of

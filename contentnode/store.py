@@ -96,18 +96,30 @@ class Revisioned:
     whole: frozenset
 
 
-def _stamp_record(record: dict, old) -> None:
-    """Give a record leaving a transaction its revision: kept when its content is what the
-    snapshot held, else one above both the stored one and any it brought along (a restore's)."""
-    own = record.get("revision")
+def _own(value) -> int:
+    """A revision brought along by a write (a restore's), 0 when it is none."""
+    return value if revisions.valid(value) else 0
+
+
+def _changed_record(record: dict, old) -> bool:
+    """Whether a record leaves a transaction new or with other content than the snapshot's.
+
+    An unchanged one is given back the snapshot's revision (load fills it in), so a
+    writer can neither lower nor move it without a change.
+    """
     if not isinstance(old, dict):
-        if not revisions.valid(own):
-            record["revision"] = 1
-        return
-    current = revisions.of(old)
-    record["revision"] = current  # the snapshot's own (load fills it in), so == compares the content
-    if record != old:
-        record["revision"] = max(current, own if revisions.valid(own) else 0) + 1
+        return True
+    own = record.get("revision")
+    record["revision"] = revisions.of(old)
+    if record == old:
+        return False
+    record["revision"] = own
+    return True
+
+
+def _counter(doc) -> int:
+    """The last revision the node gave out (0 before the first)."""
+    return _own((doc.get("revisions") or {}).get(revisions.COUNTER))
 
 
 def _content_changed(value, old) -> bool:
@@ -121,13 +133,23 @@ def _content_changed(value, old) -> bool:
 
 
 def _fill_revisions(doc: dict, spec: Revisioned) -> None:
-    """Records written before revisions existed (or with a broken one) are at revision 1."""
+    """Records written before revisions existed (or with a broken one) are at revision 1, and
+    the node-wide counter starts at the highest revision stored (state from before it existed)."""
+    highest = _counter(doc)
     for name in spec.records:
         section = doc.get(name)
         if isinstance(section, dict):
             for record in section.values():
-                if isinstance(record, dict) and not revisions.valid(record.get("revision")):
-                    record["revision"] = 1
+                if isinstance(record, dict):
+                    if not revisions.valid(record.get("revision")):
+                        record["revision"] = 1
+                    highest = max(highest, record["revision"])
+    for name in spec.whole:
+        highest = max(highest, revisions.of_section(doc, name))
+    if highest != _counter(doc):
+        if not isinstance(doc.get("revisions"), dict):
+            doc["revisions"] = {}
+        doc["revisions"][revisions.COUNTER] = highest
 
 
 def _encode(value) -> bytes:
@@ -385,25 +407,29 @@ class Store:
                 self._data, self._encoded = data, encoded
 
     def _stamp_revisions(self, tx: Transaction) -> None:
-        """Raise the revision of every updatable object this transaction changed (and only those)."""
+        """Give every updatable object this transaction changed (and only those) the next
+        revision of the node-wide counter: above every revision the node gave out and any
+        the changed objects brought along (a restore's), so none ever repeats."""
+        records = []
         for name in self.revisioned.records:
             section = tx.copies.get(name)
             if isinstance(section, Mapping):
                 base = self._data.get(name) or {}
                 touched = section.copies if isinstance(section, Section) else section
-                for key, record in touched.items():
-                    if isinstance(record, dict):
-                        _stamp_record(record, base.get(key))
-        changed = {name for name in self.revisioned.whole
-                   if name in tx.copies and _content_changed(tx.copies[name], self._data.get(name))}
-        if changed or "revisions" in tx.copies:
-            given = tx.copies.get("revisions")
-            given = given if isinstance(given, Mapping) else {}
-            stamped = {}
-            for name in sorted(self.revisioned.whole):
-                current = revisions.of_section(self._data, name)
-                if name in changed:
-                    own = given.get(name)
-                    current = max(current, own if revisions.valid(own) else 0) + 1
-                stamped[name] = current
-            tx["revisions"] = stamped
+                records += [record for key, record in touched.items()
+                            if isinstance(record, dict) and _changed_record(record, base.get(key))]
+        whole = sorted(name for name in self.revisioned.whole
+                       if name in tx.copies and _content_changed(tx.copies[name], self._data.get(name)))
+        if not records and not whole and "revisions" not in tx.copies:
+            return
+        given = tx.copies.get("revisions")
+        given = given if isinstance(given, Mapping) else {}
+        counter = max(_counter(self._data), _own(given.get(revisions.COUNTER)))
+        if records or whole:
+            counter = max([counter] + [_own(r.get("revision")) for r in records]
+                          + [_own(given.get(name)) for name in whole]) + 1
+        for record in records:
+            record["revision"] = counter
+        stamped = {name: counter if name in whole else revisions.of_section(self._data, name)
+                   for name in sorted(self.revisioned.whole)}
+        tx["revisions"] = dict(stamped, **{revisions.COUNTER: counter})

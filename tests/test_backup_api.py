@@ -92,9 +92,17 @@ def test_encrypted_round_trip_onto_a_fresh_node(node, admin, seaweed, tmp_path):
     try:
         other = fresh.client()
         assert other.post("/api/setup", {"username": "someone", "password": ADMIN_PASSWORD + "!"}).status == 201
-        restored = other.post("/api/backup/restore", {"backup": sealed.json, "passphrase": PASSPHRASE})
+        # by default a restore keeps this node's accounts (it never revives credentials): "someone" stays,
+        # the backup's users are named as left out
+        kept = other.post("/api/backup/restore", {"backup": sealed.json, "passphrase": PASSPHRASE})
+        assert kept.status == 200 and kept.json["kept"]["users_deleted"] == [ADMIN_USER, "viewer1"], kept.body
+        assert kept.json["kept"]["users_created"] == ["someone"]
+        assert fresh.client().login("viewer1", VIEWER_PASSWORD).status == 401
+        # moving a node: the backup's accounts as they were, asked for
+        restored = other.post("/api/backup/restore", {"backup": sealed.json, "passphrase": PASSPHRASE,
+                                                      "restore_credentials": True})
         assert restored.status == 200 and restored.json["kind"] == "encrypted" and restored.json["restored"]
-        assert pre_restore_files(fresh) == [restored.json["pre_restore"]]
+        assert pre_restore_files(fresh) == [kept.json["pre_restore"], restored.json["pre_restore"]]
         c = fresh.client()
         assert c.login(ADMIN_USER, ADMIN_PASSWORD).status == 200
         assert fresh.client().login("viewer1", VIEWER_PASSWORD).status == 200
@@ -266,7 +274,10 @@ def test_offline_export_and_restore(node, admin, tmp_path):
     wrong.write_text("not the passphrase")
     refused = fresh.cli("backup", "restore", target, "--passphrase-file", str(wrong))
     assert refused.returncode == 1 and "wrong passphrase" in refused.stderr
-    restored = fresh.cli("backup", "restore", target, "--passphrase-file", str(passfile))
+    left_out = fresh.cli("backup", "restore", target, "--passphrase-file", str(passfile))
+    assert left_out.returncode == 1 and "no enabled administrator" in left_out.stderr
+    assert "--restore-credentials" in left_out.stderr  # the node never had the backup's accounts: it says how
+    restored = fresh.cli("backup", "restore", target, "--passphrase-file", str(passfile), "--restore-credentials")
     assert restored.returncode == 0, restored.stderr
     fresh.start()
     try:

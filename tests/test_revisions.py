@@ -87,17 +87,19 @@ def match(revision) -> dict:
 
 @pytest.mark.parametrize("kind", KINDS, ids=ids)
 def test_revision_and_etag_grow_with_each_change(admin, kind):
+    """Revisions come from one node-wide counter: each change gives a higher one, not always one more."""
     path = kind.setup(admin)
     first = read(admin, path)
-    assert first["revision"] == 1
+    assert first["revision"] >= 1
     changed = kind.write(admin, path, 1)
     assert changed.status == 200, changed.body
-    assert changed.json["revision"] == 2 and changed.headers["etag"] == '"2"'
+    second = changed.json["revision"]
+    assert second > first["revision"] and changed.headers["etag"] == f'"{second}"'
     assert read(admin, path) == changed.json
-    with_match = kind.write(admin, path, 2, headers=match(2))
-    assert with_match.status == 200 and with_match.json["revision"] == 3
-    assert kind.write(admin, path, 3, headers={"If-Match": "*"}).json["revision"] == 4
-    assert read(admin, path)["revision"] == 4
+    with_match = kind.write(admin, path, 2, headers=match(second))
+    assert with_match.status == 200 and with_match.json["revision"] > second
+    starred = kind.write(admin, path, 3, headers={"If-Match": "*"}).json["revision"]
+    assert starred > with_match.json["revision"] and read(admin, path)["revision"] == starred
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=ids)
@@ -133,6 +135,22 @@ def test_delete_without_if_match_applies(admin):
     assert admin.delete(path).status == 204 and admin.get(path).status == 404
 
 
+@pytest.mark.parametrize("kind", [KINDS[2], KINDS[3]], ids=["domain", "user"])
+def test_a_name_deleted_and_added_again_never_repeats_a_revision(admin, kind):
+    """ABA: a domain deleted and added again restarted at revision 1, so a client holding "1" from the
+    deleted domain wrote a redirect onto the new one. Both are reached by name (host, username)."""
+    by_name = {"domain": "/api/domains/www.example.test", "user": "/api/users/olga"}[kind.name]
+    kind.setup(admin)
+    stale = read(admin, by_name)["revision"]
+    assert admin.delete(by_name).status == 204
+    kind.setup(admin)
+    again = read(admin, by_name)
+    assert again["revision"] > stale
+    refused = kind.write(admin, by_name, 1, headers=match(stale))
+    assert refused.status == 412 and refused.error_code == "precondition_failed", refused.body
+    assert read(admin, by_name) == again
+
+
 @pytest.mark.parametrize("value", ['W/"1"', "1", '"0"', '"01"', '"1", "2"', '"abc"', '"1', "", "**"])
 def test_a_malformed_if_match_is_refused(admin, value):
     path = KINDS[0].setup(admin)
@@ -165,17 +183,18 @@ def test_lists_carry_no_etag_and_show_each_revision(admin):
     rule = make_rule(admin)
     listed = admin.get("/api/rules")
     assert "etag" not in listed.headers
-    assert listed.json["rules"][0]["revision"] == rule["revision"] == 1
-    assert admin.get("/api/buckets").json["buckets"][0]["revision"] == 1
-    assert admin.get("/api/domains").json["domains"][0]["revision"] == 1
+    assert listed.json["rules"][0]["revision"] == rule["revision"] >= 1
+    assert admin.get("/api/buckets").json["buckets"][0]["revision"] >= 1
+    assert admin.get("/api/domains").json["domains"][0]["revision"] >= 1
     assert all(u["revision"] >= 1 for u in admin.get("/api/users").json["users"])
 
 
 def test_a_write_that_changes_nothing_keeps_the_revision(admin):
-    assert admin.put("/api/settings", {"node_name": "edge-9"}).json["revision"] == 2
-    again = admin.put("/api/settings", {"node_name": "edge-9"}, headers=match(2))
-    assert again.status == 200 and again.json["revision"] == 2
-    assert admin.put("/api/policy", {}).json["revision"] == 1
+    revision = admin.put("/api/settings", {"node_name": "edge-9"}).json["revision"]
+    again = admin.put("/api/settings", {"node_name": "edge-9"}, headers=match(revision))
+    assert again.status == 200 and again.json["revision"] == revision
+    policy = read(admin, "/api/policy")["revision"]
+    assert admin.put("/api/policy", {}).json["revision"] == policy
 
 
 @pytest.mark.daemon_process
@@ -185,15 +204,16 @@ def test_other_paths_raise_the_revision_too(node, admin):
     path = f"/api/users/{user['id']}"
     logged_in(node, "olga")
     after_login = read(admin, path)
-    assert after_login["revision"] == 2 and after_login["last_login_at"] is not None
-    reset = admin.put(f"{path}/password", {"password": PASSWORD + "!"}, headers=match(2))
-    assert reset.status == 200 and reset.json["revision"] == 3
-    assert admin.put(f"{path}/password", {"password": PASSWORD + "?"}, headers=match(2)).status == 412
+    assert after_login["revision"] > user["revision"] and after_login["last_login_at"] is not None
+    reset = admin.put(f"{path}/password", {"password": PASSWORD + "!"}, headers=match(after_login["revision"]))
+    assert reset.status == 200 and reset.json["revision"] > after_login["revision"]
+    stale = match(after_login["revision"])
+    assert admin.put(f"{path}/password", {"password": PASSWORD + "?"}, headers=stale).status == 412
     node.stop()
     done = node.cli("user", "reset-password", "olga", input_text=PASSWORD + "#\n")
     assert done.returncode == 0, done.stderr
     node.start()
-    assert read(admin, path)["revision"] == 4
+    assert read(admin, path)["revision"] > reset.json["revision"]
 
 
 def race(node, admin, kind, path, revision, number) -> list:
@@ -223,7 +243,7 @@ def test_two_writers_on_one_revision_exactly_one_wins(node, admin, kind):
         answers = race(node, admin, kind, path, revision, 10 * round_)
         assert sorted(a.status for a in answers) == [200, 412], [a.body for a in answers]
         winner = next(a for a in answers if a.status == 200)
-        assert read(admin, path) == winner.json and winner.json["revision"] == revision + 1
+        assert read(admin, path) == winner.json and winner.json["revision"] > revision
 
 
 @pytest.mark.daemon_process
@@ -245,31 +265,39 @@ def test_backup_carries_revisions_and_a_restore_never_lowers_one(admin, passphra
     admin.put("/api/settings", {"node_name": "before"})
     exported = admin.post("/api/backup/export", {"passphrase": passphrase} if passphrase else {})
     assert exported.status == 200
+    backed_up = read(admin, rule_path)["revision"]
     if passphrase is None:
-        assert exported.json["data"]["rules"][rule_path.rsplit("/", 1)[1]]["revision"] == 2
+        assert exported.json["data"]["rules"][rule_path.rsplit("/", 1)[1]]["revision"] == backed_up
     KINDS[0].write(admin, rule_path, 2)
     admin.put("/api/settings", {"node_name": "after"})
     changed_rule, bucket = read(admin, rule_path), read(admin, bucket_path)
-    assert changed_rule["revision"] == 3 and read(admin, "/api/settings")["revision"] == 3
+    settings_before = read(admin, "/api/settings")["revision"]
+    assert changed_rule["revision"] > backed_up
 
     body = {"backup": exported.json, **({"passphrase": passphrase} if passphrase else {})}
     assert admin.post("/api/backup/restore", body).status == 200
     rule = read(admin, rule_path)
-    assert rule["cache_ttl"] == 61 and rule["revision"] == 4  # restored content, a revision past 3
+    assert rule["cache_ttl"] == 61 and rule["revision"] > max(changed_rule["revision"], settings_before)
     assert read(admin, bucket_path) == bucket  # unchanged by the restore: same revision
     settings = read(admin, "/api/settings")
-    assert settings["node_name"] == "before" and settings["revision"] == 4
-    assert admin.put(rule_path, {"cache_ttl": 5}, headers=match(3)).status == 412
+    assert settings["node_name"] == "before" and settings["revision"] > settings_before
+    assert admin.put(rule_path, {"cache_ttl": 5}, headers=match(changed_rule["revision"])).status == 412
+    assert admin.put(rule_path, {"cache_ttl": 5}, headers=match(backed_up)).status == 412
 
 
 def test_a_restore_refuses_a_broken_revision(node, admin):
     KINDS[0].setup(admin)
     plain = admin.post("/api/backup/export", {}).json
     rule_id = next(iter(plain["data"]["rules"]))
+    revision = plain["data"]["rules"][rule_id]["revision"]
     plain["data"]["rules"][rule_id]["revision"] = "seven"
     answer = admin.post("/api/backup/restore", {"backup": plain})
     assert answer.status == 400 and "revision" in answer.json["error"]["message"], answer.body
-    assert read(admin, f"/api/rules/{rule_id}")["revision"] == 1
+    assert read(admin, f"/api/rules/{rule_id}")["revision"] == revision
+    plain["data"]["rules"][rule_id]["revision"] = revision
+    plain["data"]["revisions"]["counter"] = 0
+    answer = admin.post("/api/backup/restore", {"backup": plain})
+    assert answer.status == 400 and "revisions.counter" in answer.json["error"]["message"], answer.body
 
 
 @pytest.mark.daemon_process
@@ -288,8 +316,8 @@ def test_a_state_file_from_before_revisions_loads_at_revision_1(node, admin):
         json.dump(doc, f)
     node.start()
     assert read(admin, path)["revision"] == 1 and read(admin, "/api/settings")["revision"] == 1
-    assert KINDS[0].write(admin, path, 1, headers=match(1)).json["revision"] == 2
-    assert admin.put("/api/settings", {"node_name": "newer"}, headers=match(1)).json["revision"] == 2
+    assert KINDS[0].write(admin, path, 1, headers=match(1)).json["revision"] > 1
+    assert admin.put("/api/settings", {"node_name": "newer"}, headers=match(1)).json["revision"] > 1
 
 
 # --- the store's stamping, without a daemon ---------------------------------------------------
@@ -307,20 +335,26 @@ def test_the_store_raises_a_revision_only_when_a_record_changes(tmp_path):
     store = revisioned_store(tmp_path)
     with store.transaction() as doc:
         doc["rules"]["a"] = {"id": "a", "ttl": 1}
-        doc["rules"]["b"] = {"id": "b", "ttl": 1, "revision": 7}  # brought along (a restore): kept
-    assert store.data["rules"]["a"]["revision"] == 1 and store.data["rules"]["b"]["revision"] == 7
+        doc["rules"]["b"] = {"id": "b", "ttl": 1, "revision": 7}  # brought along (a restore): counted past
+    assert store.data["rules"]["a"]["revision"] == store.data["rules"]["b"]["revision"] == 8  # one commit, one number
+    assert store.data["revisions"]["counter"] == 8
     with store.transaction() as doc:
         doc["rules"]["a"]["ttl"] = 2
         doc["rules"]["b"] = dict(doc["rules"]["b"])  # read and assigned, unchanged
-    assert store.data["rules"]["a"]["revision"] == 2 and store.data["rules"]["b"]["revision"] == 7
+    assert store.data["rules"]["a"]["revision"] == 9 and store.data["rules"]["b"]["revision"] == 8
     with store.transaction() as doc:
         doc["rules"]["a"]["revision"] = 1  # a writer cannot lower it
         doc["rules"]["b"]["revision"] = 99  # nor move it without a change
-    assert store.data["rules"]["a"]["revision"] == 2 and store.data["rules"]["b"]["revision"] == 7
+    assert store.data["rules"]["a"]["revision"] == 9 and store.data["rules"]["b"]["revision"] == 8
     with store.transaction() as doc:
         del doc["rules"]["a"]
         doc["rules"]["a"] = {"id": "a", "ttl": 3}  # gone and back in one write: still above the old one
-    assert store.data["rules"]["a"]["revision"] == 3
+    assert store.data["rules"]["a"]["revision"] == 10
+    with store.transaction() as doc:
+        del doc["rules"]["a"]
+    with store.transaction() as doc:
+        doc["rules"]["a"] = {"id": "a", "ttl": 3, "revision": 2}  # back after a delete: never a number seen before
+    assert store.data["rules"]["a"]["revision"] == 11
 
 
 def test_a_replaced_section_and_whole_objects_get_revisions_past_both(tmp_path):
@@ -329,15 +363,26 @@ def test_a_replaced_section_and_whole_objects_get_revisions_past_both(tmp_path):
         with store.transaction() as doc:
             doc["rules"]["a"] = {"id": "a", "name": value}
             doc["settings"]["node_name"] = value
-    # the record was new at the first write; the (empty) settings object existed, at revision 1
-    assert store.data["rules"]["a"]["revision"] == 3 and store.data["revisions"] == {
-        "notifications": 1, "policy": 1, "settings": 4}
+    # one number per commit, shared by everything it changed; the untouched objects stay at 1
+    assert store.data["rules"]["a"]["revision"] == 4 and store.data["revisions"] == {
+        "notifications": 1, "policy": 1, "settings": 4, "counter": 4}
     with store.transaction() as doc:  # as a restore does: every section replaced by the backup's
         doc.clear()
-        doc.update({"rules": {"a": {"id": "a", "name": "one", "revision": 1}}, "settings": {"node_name": "one"},
-                    "revisions": {"settings": 1, "policy": "bogus"}})
-    assert store.data["rules"]["a"]["revision"] == 4
-    assert store.data["revisions"] == {"notifications": 1, "policy": 1, "settings": 5}
+        doc.update({"rules": {"a": {"id": "a", "name": "one", "revision": 9}}, "settings": {"node_name": "one"},
+                    "revisions": {"settings": 1, "policy": "bogus", "counter": 6}})
+    assert store.data["rules"]["a"]["revision"] == 10  # past the node's 4 and the backup's 9 and 6
+    assert store.data["revisions"] == {"notifications": 1, "policy": 1, "settings": 10, "counter": 10}
     with store.transaction() as doc:
         doc["settings"]["node_name"] = "one"  # the same value again
-    assert store.data["revisions"]["settings"] == 5
+    assert store.data["revisions"]["settings"] == 10
+
+
+def test_state_from_before_the_counter_starts_it_above_every_stored_revision(tmp_path):
+    with open(tmp_path / "state.json", "w") as f:
+        json.dump({"schema": 1, "rules": {"a": {"id": "a", "revision": 5}, "b": {"id": "b"}},
+                   "revisions": {"settings": 7}}, f)
+    store = revisioned_store(tmp_path)
+    assert store.data["revisions"]["counter"] == 7 and store.data["rules"]["b"]["revision"] == 1
+    with store.transaction() as doc:
+        doc["rules"]["b"]["name"] = "changed"
+    assert store.data["rules"]["b"]["revision"] == 8

@@ -11,7 +11,7 @@ from contentnode.restore import restore_into
 from contentnode.http.errors import forbidden, invalid
 from contentnode.http.response import json_response
 from contentnode.http.router import Route
-from contentnode.http.schema import nullable, obj, text
+from contentnode.http.schema import BOOLEAN, STRING, answer, array, nullable, obj, text
 
 def _require_admin(req, what: str) -> None:
     """users:manage alone is not enough where the backup reaches beyond user management.
@@ -49,7 +49,8 @@ def restore(req):
     body = req.body  # the shape is RESTORE_BODY's
     _require_admin(req, "restore a backup (it replaces users, settings and secrets)")
     try:
-        detail = restore_into(req.app, body["backup"], body.get("passphrase"), req.user, req.client_ip)
+        detail = restore_into(req.app, body["backup"], body.get("passphrase"), req.user, req.client_ip,
+                              keep_session=req.session["id"], restore_credentials=body.get("restore_credentials"))
     except backup.BackupError as exc:
         req.audit("backup.restore", ok=False, detail={"error": str(exc)})
         raise invalid(str(exc), exc.field) from None
@@ -61,9 +62,22 @@ def restore(req):
 
 _PASSPHRASE = nullable(text(1024, min_length=8))
 EXPORT_BODY = obj({"passphrase": _PASSPHRASE}, description="a passphrase makes an encrypted backup")
-RESTORE_BODY = obj({"backup": {"type": "object"}, "passphrase": _PASSPHRASE}, required=["backup"])
+RESTORE_BODY = obj({"backup": {"type": "object"}, "passphrase": _PASSPHRASE, "restore_credentials": BOOLEAN},
+                   required=["backup"],
+                   description="restore_credentials: true brings the backup's passwords, second factors, "
+                               "accounts and tokens as they were (encrypted backups only)")
+_TOKEN_REF = answer({"id": STRING, "name": STRING, "user": nullable(STRING)})
+_NAMES = array(STRING)
+RESTORED = answer({
+    "restored": BOOLEAN, "kind": STRING, "created_at": nullable(STRING), "pre_restore": STRING,
+    "restore_credentials": BOOLEAN, "sessions_ended": {"type": "integer", "minimum": 0},
+    "kept": answer({"tokens_revoked": array(_TOKEN_REF), "tokens_created": array(_TOKEN_REF),
+                    "users_deleted": _NAMES, "users_created": _NAMES,
+                    "users_credentials": array(answer({"user": STRING, "kept": _NAMES}))}),
+})
 
 ROUTES = [
     Route("POST", "/api/backup/export", "users:manage", export, body=EXPORT_BODY, body_optional=True),
-    Route("POST", "/api/backup/restore", "users:manage", restore, body=RESTORE_BODY),
+    Route("POST", "/api/backup/restore", "users:manage", restore, body=RESTORE_BODY, answer=RESTORED,
+          token_session=False),
 ]

@@ -17,6 +17,7 @@ from contentnode.core.certs import covers
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.origin import OriginError
 from contentnode.core.steps import Steps, elapsed_ms
+from contentnode.core.text import one_line
 from contentnode.core.traffic import COUNTERS, RANGES
 from contentnode.http.errors import ApiError, invalid
 from contentnode.http.router import Route
@@ -48,8 +49,8 @@ def register_metrics(metrics, delivery) -> None:
 
 def parse_url(value, field: str):
     """(scheme, host, decoded path, query pairs) of an http(s) URL given in a body."""
-    if not isinstance(value, str) or not value.strip() or len(value) > 4096:
-        raise invalid(f"{field} must be an http or https URL", field)
+    if not isinstance(value, str) or not value.strip() or len(value) > 4096 or not one_line(value):
+        raise invalid(f"{field} must be an http or https URL on one line", field)
     try:
         parts = urlsplit(value.strip())
         host = normalize_host(parts.hostname or "")

@@ -39,5 +39,5 @@ PASSWORD_BODY = obj({"current_password": {"type": "string", "minLength": 1}, "ne
 ROUTES = [
     Route("GET", "/api/me", "login", get_me, enrolment_exempt=True,
           answer=answer({"user": USER, "token": TOKEN_SUMMARY})),
-    Route("PUT", "/api/me/password", "login", change_password, status=204, body=PASSWORD_BODY),
+    Route("PUT", "/api/me/password", "login", change_password, status=204, body=PASSWORD_BODY, token_session=False),
 ]

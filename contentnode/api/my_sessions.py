@@ -43,7 +43,7 @@ def end_others(req):
 
 
 ROUTES = [
-    Route("GET", "/api/me/sessions", "login", list_mine),
-    Route("DELETE", "/api/me/sessions", "login", end_others, status=204),
-    Route("DELETE", "/api/me/sessions/{id}", "login", end_one, status=204),
+    Route("GET", "/api/me/sessions", "login", list_mine, token_session=False),
+    Route("DELETE", "/api/me/sessions", "login", end_others, status=204, token_session=False),
+    Route("DELETE", "/api/me/sessions/{id}", "login", end_one, status=204, token_session=False),
 ]

@@ -41,5 +41,6 @@ POLICY = answer(_POLICY)
 
 ROUTES = [
     Route("GET", "/api/policy", "users:manage", get_policy, answer=POLICY),
-    Route("PUT", "/api/policy", "users:manage", put_policy, body=POLICY_BODY, answer=POLICY, if_match=True),
+    Route("PUT", "/api/policy", "users:manage", put_policy, body=POLICY_BODY, answer=POLICY, if_match=True,
+          token_session=False),
 ]

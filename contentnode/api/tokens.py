@@ -73,10 +73,11 @@ TOKEN = answer({"id": STRING, "name": STRING, "scopes": array(one_of(*SCOPES)), 
 TOKENS = listing("tokens", TOKEN)
 
 ROUTES = [
-    Route("GET", "/api/me/tokens", "login", list_own, answer=TOKENS),
+    Route("GET", "/api/me/tokens", "login", list_own, answer=TOKENS, token_session=False),
     Route("POST", "/api/me/tokens", "login", create_token, status=201, body=CREATE_BODY,
-          answer=answer({"token": TOKEN, "secret": {"type": "string", "pattern": "^cn_[0-9a-f]+_[0-9a-f]{64}$"}})),
-    Route("DELETE", "/api/me/tokens/{id}", "login", revoke_own),
-    Route("GET", "/api/users/{id}/tokens", MANAGE, list_users_tokens, answer=TOKENS),
-    Route("DELETE", "/api/users/{id}/tokens/{token_id}", MANAGE, revoke_users_token),
+          answer=answer({"token": TOKEN, "secret": {"type": "string", "pattern": "^cn_[0-9a-f]+_[0-9a-f]{64}$"}}),
+          token_session=False),
+    Route("DELETE", "/api/me/tokens/{id}", "login", revoke_own, token_session=False),
+    Route("GET", "/api/users/{id}/tokens", MANAGE, list_users_tokens, answer=TOKENS, token_session=False),
+    Route("DELETE", "/api/users/{id}/tokens/{token_id}", MANAGE, revoke_users_token, token_session=False),
 ]

@@ -167,10 +167,11 @@ STATUS = answer({"enabled": BOOLEAN, "setup_pending": BOOLEAN, "required": BOOLE
 
 ROUTES = [
     Route("POST", "/api/login/2fa", "public", login_second_step, body=SECOND_STEP_BODY),
-    Route("GET", "/api/me/2fa", "login", status, enrolment_exempt=True, answer=STATUS),
-    Route("POST", "/api/me/2fa/setup", "login", setup, enrolment_exempt=True, body=PASSWORD_BODY),
-    Route("POST", "/api/me/2fa/enable", "login", enable, enrolment_exempt=True, body=ENABLE_BODY),
-    Route("POST", "/api/me/2fa/disable", "login", disable, enrolment_exempt=True, body=PASSWORD_BODY),
+    Route("GET", "/api/me/2fa", "login", status, enrolment_exempt=True, answer=STATUS, token_session=False),
+    Route("POST", "/api/me/2fa/setup", "login", setup, enrolment_exempt=True, body=PASSWORD_BODY, token_session=False),
+    Route("POST", "/api/me/2fa/enable", "login", enable, enrolment_exempt=True, body=ENABLE_BODY, token_session=False),
+    Route("POST", "/api/me/2fa/disable", "login", disable, enrolment_exempt=True, body=PASSWORD_BODY,
+          token_session=False),
     Route("POST", "/api/me/2fa/recovery-codes", "login", regenerate_recovery_codes, enrolment_exempt=True,
-          body=PASSWORD_BODY),
+          body=PASSWORD_BODY, token_session=False),
 ]

@@ -232,12 +232,15 @@ ADMIN_VIEW = answer({**USER["properties"], "password_changed_at": nullable(STRIN
 
 ROUTES = [
     Route("GET", "/api/users", MANAGE, list_users, answer=listing("users", ADMIN_VIEW)),
-    Route("POST", "/api/users", MANAGE, create_user, status=201, body=CREATE_BODY, answer=ADMIN_VIEW),
+    Route("POST", "/api/users", MANAGE, create_user, status=201, body=CREATE_BODY, answer=ADMIN_VIEW,
+          token_session=False),
     Route("GET", "/api/users/{id}", MANAGE, get_user, answer=ADMIN_VIEW),
-    Route("PUT", "/api/users/{id}", MANAGE, update_user, body=UPDATE_BODY, answer=ADMIN_VIEW, if_match=True),
-    Route("DELETE", "/api/users/{id}", MANAGE, delete_user, status=204, if_match=True),
-    Route("PUT", "/api/users/{id}/password", MANAGE, reset_password, body=RESET_BODY, answer=ADMIN_VIEW, if_match=True),
-    Route("DELETE", "/api/users/{id}/2fa", MANAGE, reset_two_factor, status=204, if_match=True),
-    Route("DELETE", "/api/users/{id}/sessions", MANAGE, end_sessions, status=204),
-    Route("DELETE", "/api/users/{id}/lockout", MANAGE, clear_lockout, status=204),
+    Route("PUT", "/api/users/{id}", MANAGE, update_user, body=UPDATE_BODY, answer=ADMIN_VIEW, if_match=True,
+          token_session=False),
+    Route("DELETE", "/api/users/{id}", MANAGE, delete_user, status=204, if_match=True, token_session=False),
+    Route("PUT", "/api/users/{id}/password", MANAGE, reset_password, body=RESET_BODY, answer=ADMIN_VIEW,
+          if_match=True, token_session=False),
+    Route("DELETE", "/api/users/{id}/2fa", MANAGE, reset_two_factor, status=204, if_match=True, token_session=False),
+    Route("DELETE", "/api/users/{id}/sessions", MANAGE, end_sessions, status=204, token_session=False),
+    Route("DELETE", "/api/users/{id}/lockout", MANAGE, clear_lockout, status=204, token_session=False),
 ]

@@ -185,11 +185,6 @@ class SessionManager:
             req.user = dict(user, role="custom", scopes=sorted(tokens.session_scopes(api_token, user)))
             tokens.touch(self.store, api_token["id"], now)
 
-    @staticmethod
-    def barred_for_token(pattern: str) -> bool:
-        """Routes a token session may never reach: tokens, password, 2FA (DESIGN §8)."""
-        return tokens.token_forbidden(pattern)
-
     def must_enrol(self, user: dict, api_token=None) -> bool:
         """True when the 2FA policy requires 2FA of this user and they have none yet."""
         if api_token is not None or (user.get("totp") or {}).get("enabled"):

@@ -14,6 +14,7 @@ import secrets
 from contentnode import clock
 from contentnode.auth.scopes import effective_scopes, invalid_scopes
 from contentnode.core.fields import is_time
+from contentnode.core.text import one_line
 
 PREFIX = "cn_"
 SECTIONS = {"api_tokens": dict}
@@ -49,8 +50,9 @@ def user_scopes(user: dict) -> list:
 
 def mint(doc: dict, user: dict, name, scopes, expires_in, now: float) -> tuple[dict, str]:
     """Validate and add a token for user inside an open transaction; returns (record, secret)."""
-    if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
-        raise TokenError(400, "invalid", f"name must be a non-empty string of at most {NAME_MAX} characters", "name")
+    if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX or not one_line(name):
+        raise TokenError(400, "invalid", f"name must be one line of 1 to {NAME_MAX} characters "
+                                         "without control characters", "name")
     if not isinstance(scopes, list) or not scopes or not all(isinstance(s, str) for s in scopes):
         raise TokenError(400, "invalid", "scopes must be a non-empty list of scope names", "scopes")
     unknown = invalid_scopes(scopes)
@@ -122,15 +124,6 @@ def session_scopes(token: dict, owner: dict) -> set:
     return set(token.get("scopes") or ()) & set(user_scopes(owner))
 
 
-# A token session cannot reach these (DESIGN §8); encrypted backups and restores
-# are refused to it by the backup module's administrator check (its role is "custom").
-_BARRED = ("/api/me/tokens", "/api/me/password", "/api/me/2fa")
-
-
-def token_forbidden(pattern: str) -> bool:
-    return any(pattern == p or pattern.startswith(p + "/") for p in _BARRED)
-
-
 def validate_records(tokens, user_ids) -> None:
     """Used by restore: every record well formed (what sessions and listings read) and owned by a restored user."""
     if not isinstance(tokens, dict):
@@ -151,7 +144,7 @@ def _record_problem(token_id: str, t, user_ids) -> str | None:
     scopes = t.get("scopes")
     if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes) or invalid_scopes(scopes):
         return "holds scopes that are not scope names"
-    if not isinstance(t.get("name"), str) or not t["name"].strip() or len(t["name"]) > NAME_MAX:
+    if not isinstance(t.get("name"), str) or not t["name"].strip() or len(t["name"]) > NAME_MAX or not one_line(t["name"]):
         return f"has no name of 1 to {NAME_MAX} characters"
     if not is_time(t.get("created_at")) or any(t.get(key) is not None and not is_time(t[key]) for key in _TIMES):
         return "has a time that is not a time"

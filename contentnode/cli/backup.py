@@ -44,11 +44,28 @@ def restore(ctx, args) -> str:
     except (OSError, ValueError) as exc:
         raise Refused(f"cannot read {args.file}: {exc}") from None
     try:
-        detail = restore_into(ctx, document, _passphrase(args), None)
+        detail = restore_into(ctx, document, _passphrase(args), None, restore_credentials=args.restore_credentials)
     except backup.BackupError as exc:
         raise Refused(f"restore refused, nothing changed: {exc}") from None
-    return (f"restored {_article(detail['kind'])} {detail['kind']} backup; "
-            f"the previous state is in {detail['pre_restore']}")
+    lines = [f"restored {_article(detail['kind'])} {detail['kind']} backup; "
+             f"the previous state is in {detail['pre_restore']}; {detail['sessions_ended']} session(s) ended"]
+    if detail["restore_credentials"]:
+        lines.append("credentials restored as the backup had them (--restore-credentials)")
+    lines += [f"kept: {line}" for line in _kept_lines(detail["kept"])]
+    return "\n".join(lines)
+
+
+def _kept_lines(kept: dict) -> list:
+    """What the restore kept of the node's credentials, one line per kind (the API answer's "kept")."""
+    tokens = {key: ", ".join(f"{t['name']} ({t['user']})" for t in kept[key])
+              for key in ("tokens_revoked", "tokens_created")}
+    credentials = ", ".join(f"{c['user']} ({'/'.join(c['kept'])})" for c in kept["users_credentials"])
+    shown = [("tokens revoked since the backup stay revoked", tokens["tokens_revoked"]),
+             ("tokens made since the backup stay", tokens["tokens_created"]),
+             ("users deleted since the backup stay deleted", ", ".join(kept["users_deleted"])),
+             ("users made since the backup stay", ", ".join(kept["users_created"])),
+             ("current credentials kept", credentials)]
+    return [f"{what}: {names}" for what, names in shown if names]
 
 
 def run(config, args) -> int:
@@ -68,5 +85,8 @@ def add_parser(sub) -> None:
     p.add_argument("action", choices=("export", "restore"))
     p.add_argument("file", help="the backup file to write or read")
     p.add_argument("--passphrase-file", help="file holding the passphrase (encrypted backups)")
+    p.add_argument("--restore-credentials", action="store_true",
+                   help="restore: bring the backup's passwords, second factors, accounts and tokens as they "
+                        "were (by default a restore keeps the node's current ones)")
     add_data_dir_flags(p)
     p.set_defaults(run=run)

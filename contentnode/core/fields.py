@@ -11,11 +11,9 @@ surrogates), so every string here can be stored and answered.
 import re
 
 from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.core.text import one_line
 
 _MISSING = object()
-# Control characters (C0, DEL, C1) and the Unicode line and paragraph separators:
-# refused in one-line text, so a name cannot break a mail, a log line or a UI row.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # Stored times (epoch seconds): 2000-01-01T00:00:00Z to 9999-12-31T23:59:59Z, a range
 # every time formatter can print (rfc3339 of 1e300 raises).
 TIME_MIN, TIME_MAX = 946684800, 253402300799
@@ -65,6 +63,8 @@ def text(obj: dict, name: str, required: bool = True, default=None, max_len: int
         return default
     if not isinstance(value, str):
         raise FieldError(f"{name} must be a string", name)
+    if single_line and not one_line(value):  # before trimming, which would drop them silently
+        raise FieldError(f"{name} must be one line without control characters", name)
     if strip:
         value = value.strip()
     if len(value) > max_len:
@@ -72,8 +72,6 @@ def text(obj: dict, name: str, required: bool = True, default=None, max_len: int
     if len(value) < min_len or (required and min_len == 0 and not value):
         raise FieldError(f"{name} must not be empty" if not value else
                       f"{name} must be at least {min_len} characters", name)
-    if single_line and _CONTROL.search(value):
-        raise FieldError(f"{name} must be one line without control characters", name)
     if pattern and not re.fullmatch(pattern, value):
         raise FieldError(f"{name} has an invalid format", name)
     return value

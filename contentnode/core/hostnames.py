@@ -7,8 +7,11 @@ later comparison a plain string equality.
 """
 
 import ipaddress
-from functools import lru_cache
 import re
+import unicodedata
+from functools import lru_cache
+
+from contentnode.core.text import one_line
 
 MAX_NAME = 253
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
@@ -19,23 +22,38 @@ class HostnameError(ValueError):
 
 
 def _ascii_label(label: str) -> str:
+    """The punycode of a label, refused when IDNA's mapping would change what it says.
+
+    Python's codec is IDNA 2003: its nameprep silently drops some characters
+    (a zero-width space), folds others (a full-width x to x) and maps ß to ss,
+    which IDNA 2008 registries treat as another name. Only canonically equal
+    spellings (NFC) pass, so the stored name is the one that was typed.
+    """
     if label.isascii():
         return label
     try:
-        return label.encode("idna").decode("ascii")
+        encoded = label.encode("idna").decode("ascii")
+        spoken = encoded.encode("ascii").decode("idna")
     except UnicodeError:
         raise HostnameError(f"label {label!r} is not a valid internationalised name") from None
+    if spoken != unicodedata.normalize("NFC", label):
+        raise HostnameError(f"label {ascii(label)} would be changed by IDNA mapping (to {spoken!r}); "
+                            "send the name as it is meant") from None
+    return encoded
 
 
 def normalize_host(value) -> str:
     """The canonical form of a host name, or HostnameError.
 
-    IDNA labels become punycode, letters lower case, one trailing dot is
-    dropped; single-label names (localhost) are accepted, IP literals are not
+    IDNA labels become punycode, letters lower case, surrounding spaces and one
+    trailing dot are dropped; control characters and line separators anywhere,
+    and labels IDNA would rewrite (see _ascii_label), are refused; single-label names (localhost) are accepted, IP literals are not
     (a domain is a name that certificates and DNS can speak about).
     """
     if not isinstance(value, str):
         raise HostnameError("host must be a string")
+    if not one_line(value):  # before trimming, which would drop a separator silently
+        raise HostnameError("host must not hold control characters or line separators")
     name = value.strip()
     if name.endswith("."):
         name = name[:-1]

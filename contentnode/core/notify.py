@@ -19,6 +19,7 @@ from contentnode.core import settings as st
 from contentnode.core.events import EVENTS
 from contentnode.core.fields import FieldError
 from contentnode.core.notify_transport import DeliveryError, send_email, send_telegram
+from contentnode.core.text import one_line as is_one_line
 
 log = logging.getLogger("contentnode.notify")
 
@@ -145,7 +146,7 @@ def _pattern(regex, what):
     def check(field, value):
         if isinstance(value, int) and not isinstance(value, bool):
             value = str(value)
-        if not isinstance(value, str) or not regex.match(value.strip()):
+        if not isinstance(value, str) or not is_one_line(value) or not regex.match(value.strip()):
             raise FieldError(f"{field} must be {what}", field)
         return value.strip()
     return check

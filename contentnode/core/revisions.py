@@ -1,16 +1,23 @@
-"""Revisions of the updatable objects (DESIGN §10): safe concurrent edits.
+"""Revisions of the updatable objects: safe concurrent edits (docs/API.md).
 
 Each rule, domain, bucket and user record carries "revision", and the
 settings, policy and notifications each have one in the "revisions" section.
 The store raises them when it commits a change (store.Store, `revisioned=`),
 so no write path - a handler, a background check, an offline command, a
-restore - can change an object and leave its revision behind. A client that
+restore - can change an object and leave its revision behind.
+
+Revisions come from one node-wide counter (as etcd's mod_revision), kept in
+the "revisions" section under COUNTER: a commit that changes objects takes
+the next number and gives it to each of them. So a revision never repeats
+for a name: a domain deleted and added again gets a number above every one
+its earlier self had, and an If-Match from before the delete gets 412. A client that
 sends back the revision it read (If-Match) gets the change refused when the
 object moved on since: require() is called inside the same transaction as
 the write, so no other write can slip between the comparison and the change.
 """
 
 ANY = "*"
+COUNTER = "counter"  # the "revisions" member holding the last revision the node gave out
 
 
 class StaleRevision(Exception):

@@ -10,6 +10,7 @@ import re
 import urllib.parse
 
 from contentnode.core.fields import FieldError
+from contentnode.core.text import one_line
 
 LETS_ENCRYPT_DIRECTORY = "https://acme-v02.api.letsencrypt.org/directory"
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -80,8 +81,10 @@ def _text(field, value, max_len):
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise FieldError(f"{field} holds an unpaired surrogate (not valid Unicode text)", field) from None
+    if not one_line(value):  # before trimming, which would drop a separator silently
+        raise FieldError(f"{field} must be one line without control characters", field)
     value = value.strip()
-    if len(value) > max_len or any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if len(value) > max_len:
         raise FieldError(f"{field} must be at most {max_len} printable characters", field)
     return value
 
@@ -167,8 +170,8 @@ def cidr_list(field, value):
         raise FieldError(f"{field} holds at most {MAX_CIDRS} entries", field)
     out = []
     for item in value:
-        if not isinstance(item, str):
-            raise FieldError(f"{field} entries must be strings", field)
+        if not isinstance(item, str) or not one_line(item):
+            raise FieldError(f"{field} entries must be one-line strings", field)
         try:
             net = ipaddress.ip_network(item.strip(), strict=False)
         except ValueError:

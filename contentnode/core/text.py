@@ -1,5 +1,20 @@
 """Text checks shared by request validation and domain logic."""
 
+import re
+
+# Control characters (C0, DEL, C1) and the Unicode line and paragraph separators:
+# refused in one-line text, so a name cannot break a mail, a log line or a UI row.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(value: str) -> bool:
+    """True when value holds no control character or line separator, at its ends included.
+
+    Checked before any trimming: str.strip() removes separators silently, so
+    "\u2028x.example" would otherwise be stored as x.example.
+    """
+    return CONTROL.search(value) is None
+
 
 def encodable(value: str) -> bool:
     """False for text holding lone surrogates ("\\ud800" in JSON), which no UTF-8 file can store."""

@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 document of the admin API, built from the route table alone.
 
 Every operation comes from one Route row (method, pattern, access as
-`x-scope`, declared query parameters, If-Match on the rows that take it,
+`x-scope`, `x-token-session: false` on the rows a session opened with an
+API token may not reach, declared query parameters, If-Match on the rows that take it,
 success status, request body schema), so the document cannot drift from
 what the dispatcher serves. No business
 logic here: `make openapi` writes the same document to docs/openapi.json.
@@ -120,6 +121,8 @@ def _operation(route) -> dict:
         "x-scope": route.access,
         "responses": {str(route.status): success, **{str(s): _error(s) for s in _error_statuses(route)}},
     }
+    if not route.token_session:
+        operation["x-token-session"] = False  # a session opened with an API token gets 403 here
     if parameters:
         operation["parameters"] = parameters
     if _takes_body(route):

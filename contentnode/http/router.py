@@ -48,7 +48,10 @@ class Route:
     http/openapi.py); body_optional rows also take no body at all. answer, where
     declared, the JSON schema of the success body (published only). if_match
     rows change one revisioned object and take If-Match (req.if_match); any
-    other row refuses the header.
+    other row refuses the header. token_session=False rows answer a session
+    opened with an API token 403 forbidden, whatever its scopes: the rows that
+    touch a person's own credentials and sessions, or make, arm or unlock other
+    accounts (docs/API.md, "What a token session may and may not do").
     """
 
     method: str
@@ -63,6 +66,7 @@ class Route:
     if_match: bool = False
     body_optional: bool = False
     answer: dict | None = field(default=None, hash=False, compare=False)
+    token_session: bool = True
 
 
 class RouteTable:
@@ -199,8 +203,10 @@ class AdminDispatcher:
             if not route.enrolment_exempt and self.app.sessions.must_enrol(req.user, req.api_token):
                 raise ApiError(403, "two_factor_enrollment_required",
                                "two-factor authentication must be set up before using this endpoint")
-            if req.api_token is not None and self.app.sessions.barred_for_token(route.pattern):
-                raise ApiError(403, "forbidden", "a token session cannot manage tokens, passwords, 2FA or backups")
+            if req.api_token is not None and not route.token_session:
+                raise ApiError(403, "forbidden", "a session opened with an API token cannot reach this endpoint: "
+                                                 "accounts, credentials, sessions and the security policy are "
+                                                 "changed by a person logged in with a password")
             if route.access != LOGIN and not self.app.scopes.allows(req.user, route.access):
                 raise ApiError(403, "forbidden", f"this needs the {route.access} scope")
         _check_query(req)

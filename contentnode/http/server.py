@@ -37,6 +37,7 @@ log = logging.getLogger("contentnode.http")
 
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_RAW_TARGET_BYTE = re.compile(r"[^\x21-\x7e]")  # a byte RFC 9112 never lets a request target carry raw
 
 
 class ConnectionWatchdog(threading.Thread):
@@ -81,7 +82,7 @@ def _shutdown(sock) -> None:
 def _internal_error(handler) -> Response:
     """The answer to an exception nobody else caught; the connection closes after it."""
     handler.close_connection = True
-    return json_response({"error": {"code": "internal", "message": "internal error"}}, 500)
+    return handler.server.own_answer(json_response({"error": {"code": "internal", "message": "internal error"}}, 500))
 
 
 def check_header(name: str, value: str) -> None:
@@ -160,6 +161,16 @@ class SocketWriter(io.BufferedIOBase):
     def write(self, data):
         self._sock.sendall(data)
         return len(data)
+
+
+def _percent_encoded(target: str) -> str:
+    """The target with every raw non-ASCII or control byte percent-encoded (the request line
+    was read as Latin-1, one character per byte). Every later step then sees one spelling:
+    raw UTF-8 works as its encoded form does, and invalid UTF-8 or a control byte is
+    refused where its encoded form is, never passed on decoded as Latin-1."""
+    if _RAW_TARGET_BYTE.search(target) is None:
+        return target
+    return _RAW_TARGET_BYTE.sub(lambda found: f"%{ord(found.group()):02X}", target)
 
 
 class RequestHandler(BaseHTTPRequestHandler):
@@ -249,7 +260,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         if len(words) != 3 or not _TOKEN.fullmatch(words[0]) or not words[1].startswith("/"):
             self.send_error(400, "malformed request line")
             return False
-        self.command, self.path, version = words
+        self.command, self.path, version = words[0], _percent_encoded(words[1]), words[2]
         if version not in ("HTTP/1.1", "HTTP/1.0"):
             self.send_error(505 if version.startswith("HTTP/") else 400)
             return False
@@ -318,7 +329,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         error = ApiError(code, codes.get(code, "bad_request"), message or _REASONS.get(code, "error"))
         if not getattr(self, "command", None):
             self.command = "GET"
-        self.server.write(self, json_response(error.body(), code))
+        self.server.write(self, self.server.own_answer(json_response(error.body(), code)))
 
     def log_message(self, format, *args):
         """Request lines are logged once by the server, not by http.server."""
@@ -328,7 +339,10 @@ class Server(ThreadingHTTPServer):
     """One listener (admin, public or TLS) with bounded workers and timeouts.
 
     `dispatch(request_handler) -> Response` is supplied by the caller; it builds
-    the Request and runs the router or public dispatcher.
+    the Request and runs the router or public dispatcher. `headers` are the
+    listener's own header set (the admin port's security headers): the
+    dispatcher adds them to what it answers, and own_answer() to the answers
+    no dispatcher sees (parser errors, 503 overloaded, a 500 from a crash).
     """
 
     daemon_threads = True
@@ -337,8 +351,9 @@ class Server(ThreadingHTTPServer):
 
     def __init__(self, address, dispatch, name: str, max_connections: int = 256,
                  request_timeout: float = 10.0, idle_timeout: float = 60.0,
-                 tls_context: ssl.SSLContext | None = None, on_request=None, sock=None):
+                 tls_context: ssl.SSLContext | None = None, on_request=None, sock=None, headers=()):
         self.name = name
+        self.headers = tuple(headers)
         self.dispatch = dispatch
         self.on_request = on_request
         self.request_timeout = request_timeout
@@ -377,10 +392,16 @@ class Server(ThreadingHTTPServer):
                                   name=f"{self.name}-worker", daemon=True)
         thread.start()
 
+    def own_answer(self, response: Response) -> Response:
+        """An answer this server makes itself, with the listener's header set."""
+        response.headers.extend(self.headers)
+        return response
+
     def _refuse_overloaded(self, request):
         if self.tls_context is None:
             body = b'{"error":{"code":"overloaded","message":"too many connections; try again"}}\n'
-            head = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            own = "".join(header_line(name, value) + "\r\n" for name, value in self.headers).encode("latin-1")
+            head = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n" + own +
                     b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
             try:
                 request.settimeout(1.0)

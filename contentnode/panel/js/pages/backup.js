@@ -39,13 +39,28 @@ function exportCard(admin) {
     admin ? null : callout('info', 'Only an administrator can export an encrypted backup; yours leaves every secret out.'), f);
 }
 
+// What the restore kept of this node's credentials (the answer's "kept"), one row per non-empty list.
+function keptFacts(r) {
+  if (r.restore_credentials) return [['Credentials', 'restored as the backup had them']];
+  const k = r.kept;
+  const tokens = (list) => list.map((t) => `${t.name} (${t.user})`).join(', ');
+  const rows = [['Tokens revoked since, still revoked', tokens(k.tokens_revoked)], ['Tokens made since, kept', tokens(k.tokens_created)],
+    ['Users deleted since, still deleted', k.users_deleted.join(', ')], ['Users made since, kept', k.users_created.join(', ')],
+    ['Current credentials kept', k.users_credentials.map((c) => `${c.user}: ${c.kept.join(', ').replace('_', ' ')}`).join('; ')]];
+  const shown = rows.filter(([, text]) => text);
+  return shown.length ? shown : [['Credentials', 'none changed since the backup']];
+}
+
 function restoreCard() {
   const out = h('div', { 'aria-live': 'polite' });
   let doc = null;
   const fileInput = h('input', { type: 'file', id: 'backup-file', name: 'backup', accept: 'application/json,.json', required: true, 'aria-describedby': 'backup-file-error backup-file-hint' });
   const about = h('p', { class: 'hint', id: 'backup-file-hint' }, 'A file made by Export. Files over 64 KB: use contentnode backup restore on the node.');
   const pass = field({ label: 'Passphrase of the backup', name: 'passphrase', type: 'password', autocomplete: 'off' });
+  const creds = checkbox({ label: 'Bring back the backup\'s accounts and credentials as they were', name: 'restore_credentials',
+    hint: 'For moving a node to new hardware. Left off, passwords, second factors, tokens and accounts stay as they are now: nothing revoked since the backup comes back.' });
   pass.hidden = true;
+  creds.hidden = true;
   fileInput.addEventListener('change', async () => {
     doc = null;
     const file = fileInput.files[0];
@@ -53,25 +68,29 @@ function restoreCard() {
     try {
       doc = JSON.parse(await file.text());
       about.textContent = `${doc.kind || 'unknown'} backup of ${doc.node || '?'} made ${when(doc.created_at)}`;
-      pass.hidden = doc.kind !== 'encrypted';
-      if (pass.hidden) pass.querySelector('input').value = '';
+      pass.hidden = creds.hidden = doc.kind !== 'encrypted';
+      if (pass.hidden) { pass.querySelector('input').value = ''; creds.querySelector('input').checked = false; }
     } catch { about.textContent = 'This file is not a JSON backup.'; }
   });
   const f = form({},
     h('div', { class: 'field', 'data-field': 'backup' }, h('label', { for: 'backup-file' }, 'Backup file'), fileInput, about,
       h('p', { class: 'field-error', id: 'backup-file-error', hidden: true })),
-    pass, actions(button('Restore…', { type: 'submit', kind: 'danger' })));
+    pass, creds, actions(button('Restore…', { type: 'submit', kind: 'danger' })));
   onSubmit(f, async (v) => {
     if (!doc) throw { message: 'choose a backup file first', field: 'backup' };
     const ok = await confirm({ title: 'Restore this backup?', confirmLabel: 'Restore',
-      message: doc.kind === 'encrypted' ? 'Users, settings, buckets, domains, keys and certificates are replaced by the backup\'s. The current state is saved on the node first.'
-        : 'Settings, buckets, domains and rules are replaced by the backup\'s; users and keys stay. The current state is saved on the node first.' });
+      message: `${doc.kind === 'encrypted' ? 'Settings, buckets, domains, keys and certificates are replaced by the backup\'s.'
+        : 'Settings, buckets, domains and rules are replaced by the backup\'s; users and keys stay.'} ${v.restore_credentials
+        ? 'Users, passwords, second factors and tokens become the backup\'s, as they were.'
+        : 'Passwords, second factors, tokens and accounts stay as they are now.'} Every other session, yours elsewhere too, ends. The current state is saved on the node first.` });
     if (!ok) return;
     const body = { backup: doc };
     if (doc.kind === 'encrypted') body.passphrase = v.passphrase;
+    if (doc.kind === 'encrypted' && v.restore_credentials) body.restore_credentials = true;
     const r = await post('/api/backup/restore', body);
     f.elements.passphrase.value = '';
-    mount(out, resultBanner(true, 'The backup was restored.'), facts([['Kind', r.kind], ['Made', when(r.created_at)], ['Previous state saved as', h('code', {}, r.pre_restore)]]));
+    mount(out, resultBanner(true, 'The backup was restored.'), facts([['Kind', r.kind], ['Made', when(r.created_at)],
+      ['Previous state saved as', h('code', {}, r.pre_restore)], ['Other sessions ended', String(r.sessions_ended)], ...keptFacts(r)]));
     toast('Backup restored');
   });
   return card('Restore', { description: 'Replace this node\'s configuration with a backup.' }, f, out);
