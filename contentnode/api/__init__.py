@@ -14,7 +14,7 @@ from contentnode import __version__
 from contentnode.auth.sessions import COOKIE
 from contentnode.http import openapi
 from contentnode.api import (audit, backup, buckets, certs, delivery, domains, https, links, login, me,
-                             my_sessions, notifications, panel, panel_assets, policy, rules, settings, system,
+                             my_sessions, notifications, panel, panel_assets, passkeys, policy, rules, settings, system,
                              tokens, twofactor, updates, users)
 
 MODULES = [
@@ -24,6 +24,7 @@ MODULES = [
     panel,
     users,
     twofactor,
+    passkeys,
     my_sessions,
     tokens,
     policy,
