@@ -139,8 +139,10 @@ def register(req):
         account = doc["users"][req.user["id"]]
         if len(passkeys.of_user(account)) >= passkeys.MAX_PASSKEYS:
             raise conflict("conflict", f"an account holds at most {passkeys.MAX_PASSKEYS} passkeys")
+        first = not passkeys.has_second_factor(account, doc["policy"])
         account["passkeys"] = passkeys.of_user(account) + [record]
-    ended = req.app.sessions.end_user_sessions(req.user["id"], keep_id=req.session["id"])
+    # the account's first second factor: a session stolen before it must not outlive it (as for TOTP)
+    ended = req.app.sessions.end_user_sessions(req.user["id"], keep_id=req.session["id"]) if first else 0
     req.audit("passkey.register", target=req.user["username"],
               detail={"passkey": record["id"], "name": name, "algorithm": new.algorithm,
                       "backup_eligible": new.backup_eligible, "other_sessions_ended": ended})
