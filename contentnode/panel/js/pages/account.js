@@ -1,7 +1,7 @@
 // My account: password, two-factor authentication (QR code, manual key,
-// recovery codes shown once), my API tokens (the secret shown once), and my
+// recovery codes shown once), passkeys, my API tokens (the secret shown once), and my
 // sessions. A session opened with a token gets none of the credential cards:
-// the API refuses them to token sessions (DESIGN §8).
+// the API refuses them to token sessions (docs/API.md).
 
 import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
@@ -13,6 +13,7 @@ import { pageHeader, card, facts, table, badge, callout, copyButton, download } 
 import { qrSvg } from '../qr.js';
 import { scopeChecks } from './users.js';
 import { tokenTable } from '../tokens.js';
+import { passkeysCard } from '../passkeys.js';
 
 function passwordCard() {
   const f = form({},
@@ -181,8 +182,8 @@ export async function render(ctx) {
   if (ctx.session.two_factor_enrollment_required) {
     // Until enrolment only /api/me/2fa... answers: show just that.
     mount(ctx.main, pageHeader('My account', `Signed in as ${me.username}`),
-      callout('warn', 'The node requires two-factor authentication for your account. Set it up below to use the rest of the panel.'),
-      await twoFactorCard(ctx, redraw));
+      callout('warn', 'The node requires two-factor authentication for your account. Set it up below (an authenticator app or a passkey) to use the rest of the panel.'),
+      await twoFactorCard(ctx, redraw), await passkeysCard(ctx, redraw));
     return;
   }
   const profile = card('Profile', {}, facts([['Username', me.username], ['Role', me.role], ['Scopes', me.scopes.join(', ') || 'none'],
@@ -190,13 +191,14 @@ export async function render(ctx) {
   if (ctx.session.token) {
     // The API refuses passwords, 2FA and tokens to a token session: offer none of them.
     mount(ctx.main, pageHeader('My account', `Signed in as ${me.username}`),
-      callout('info', `You are signed in with the API token "${ctx.session.token.name}". Your password, two-factor authentication and API tokens can be changed only after logging in with your password.`),
+      callout('info', `You are signed in with the API token "${ctx.session.token.name}". Your password, two-factor authentication, passkeys and API tokens can be changed only after logging in with your password.`),
       profile, await sessionsCard(ctx, redraw));
     return;
   }
-  const [tf, tokens, sess] = await Promise.all([twoFactorCard(ctx, redraw), tokensCard(ctx, redraw), sessionsCard(ctx, redraw)]);
+  const [tf, keys, tokens, sess] = await Promise.all([twoFactorCard(ctx, redraw), passkeysCard(ctx, redraw), tokensCard(ctx, redraw), sessionsCard(ctx, redraw)]);
   mount(ctx.main, pageHeader('My account', `Signed in as ${me.username}`),
     tf,
+    keys,
     h('div', { class: 'grid-2' }, passwordCard(), profile),
     tokens,
     sess);
