@@ -88,7 +88,7 @@ def _totp(totp, name):
         _require(totp.get("secret") is not None, f"user {name!r}: two-factor is on without its secret")
 
 
-def _passkeys(records, name):
+def _passkeys(records, name, seen: set):
     """Passkeys as api/passkeys.py writes them: ids, a COSE key the node can verify with, counter, flags."""
     _require(isinstance(records, list) and len(records) <= passkeys.MAX_PASSKEYS,
              f"user {name!r}: passkeys must be a list of at most {passkeys.MAX_PASSKEYS}")
@@ -104,6 +104,8 @@ def _passkeys(records, name):
             raise _Bad(f"{what}: {exc}") from None
         _require(1 <= len(raw_id) <= webauthn.MAX_CREDENTIAL_ID and algorithm == record["algorithm"],
                  f"{what}: the credential id or algorithm does not fit its key")
+        _require(raw_id not in seen, f"{what}: the credential is registered twice")
+        seen.add(raw_id)
         _require(type(record["sign_count"]) is int and 0 <= record["sign_count"] < 2 ** 32, f"{what}: bad sign_count")
         _require(all(isinstance(record[k], bool) for k in ("backup_eligible", "backup_state")),
                  f"{what}: backup flags must be true or false")
@@ -130,7 +132,7 @@ def _node(section):
 
 
 def _users(section):
-    names = set()
+    names, credentials = set(), set()
     for user_id, user in _records(section, "user"):
         _require(user.get("id") == user_id, f"user {user_id!r} has another id inside")
         name = user.get("username")
@@ -144,7 +146,7 @@ def _users(section):
         _require(isinstance(user.get("password_hash"), str) and user["password_hash"], f"user {name!r}: no password hash")
         _require(isinstance(user.get("disabled", False), bool), f"user {name!r}: disabled must be true or false")
         _totp(user.get("totp") or {}, name)
-        _passkeys(user.get("passkeys") or [], name)
+        _passkeys(user.get("passkeys") or [], name, credentials)
         for stamp in ("created_at", "last_login_at", "password_changed_at"):
             _time(user.get(stamp), f"user {name!r}: {stamp}")
         addresses = user.get("known_addresses") or []

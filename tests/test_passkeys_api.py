@@ -6,8 +6,12 @@ credential is also handed to py_webauthn, so the node is not the only judge of t
 authenticator the tests wrote.
 """
 
+import copy
+
 import pytest
 
+from contentnode.core.backup import BackupError
+from contentnode.restore import check_records
 from tests.accounts import PASSWORD, audit_lines, create_user
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.soft_authenticator import (SoftAuthenticator, b64url, independently_authenticated,
@@ -250,3 +254,20 @@ def test_restore_keeps_passkeys(node, admin):
         signed_in = browser.post("/api/login/passkey", {"credential": each.get(_passwordless_options(browser),
                                                                                browser.origin)})
         assert signed_in.status == 200, signed_in.body
+
+
+def test_a_restore_refuses_damaged_or_doubled_passkeys(node, admin):
+    me = _signed_in(node)
+    _register(me)
+    doc = copy.deepcopy(node.app.store.data)
+    check_records(doc)  # as stored: fine
+    user = next(u for u in doc["users"].values() if u.get("passkeys"))
+    damaged = copy.deepcopy(doc)
+    next(u for u in damaged["users"].values() if u.get("passkeys"))["passkeys"][0]["public_key"] = b64url(b"\xa0")
+    with pytest.raises(BackupError, match="algorithm"):
+        check_records(damaged)
+    doubled = copy.deepcopy(doc)
+    other = dict(copy.deepcopy(user), id="0123456789abcdef", username="twin", role="viewer")
+    doubled["users"][other["id"]] = other
+    with pytest.raises(BackupError, match="registered twice"):
+        check_records(doubled)

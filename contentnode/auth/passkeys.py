@@ -81,15 +81,6 @@ class Challenges:
             del self._waiting[value]
             return found
 
-    def forget_session(self, bound_to: str) -> None:
-        with self._lock:
-            for value in [v for v, c in self._waiting.items() if c.bound_to == bound_to]:
-                del self._waiting[value]
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._waiting)
-
     def _drop_expired(self, now: float) -> None:
         while self._waiting:
             oldest = next(iter(self._waiting.values()))
