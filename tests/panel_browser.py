@@ -184,5 +184,10 @@ def check_page(page, name: str) -> None:
     page.context.watch.assert_clean(name + " (checks)")
 
 
+def labelled(scope, label):
+    """The control labelled exactly `label` (a required field's label ends in an aria-hidden " *")."""
+    return scope.get_by_label(re.compile(rf"^{re.escape(label)}\s*\*?$"))
+
+
 def hash_path(page) -> str:
     return re.sub(r"^[^#]*#", "", page.url)
