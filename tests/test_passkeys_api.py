@@ -12,7 +12,7 @@ import pytest
 
 from contentnode.core.backup import BackupError
 from contentnode.restore import check_records
-from tests.accounts import PASSWORD, audit_lines, create_user
+from tests.accounts import PASSWORD, audit_lines, create_user, enrol, mid_step_offset
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.soft_authenticator import (SoftAuthenticator, b64url, independently_authenticated,
                                       independently_registered)
@@ -271,3 +271,15 @@ def test_a_restore_refuses_damaged_or_doubled_passkeys(node, admin):
     doubled["users"][other["id"]] = other
     with pytest.raises(BackupError, match="registered twice"):
         check_records(doubled)
+
+
+def test_totp_may_be_turned_off_while_a_passkey_keeps_the_second_factor(node, admin):
+    me = _signed_in(node)
+    enrol(me, ADMIN_PASSWORD, mid_step_offset(node))
+    assert me.put("/api/policy", {"two_factor": "all"}).status == 200
+    refused = me.post("/api/me/2fa/disable", {"password": ADMIN_PASSWORD})
+    assert refused.status == 409  # TOTP is the only second factor
+    _, passkey, _ = _register(me)
+    assert me.post("/api/me/2fa/disable", {"password": ADMIN_PASSWORD}).status == 200
+    assert me.get("/api/session").json["two_factor_enrollment_required"] is False
+    assert me.delete(f"/api/me/passkeys/{passkey['id']}").status == 409  # now the last one

@@ -11,6 +11,7 @@ from contentnode.api.login import (attempt_succeeded, check_rate_limit, complete
                                    count_failure, two_factor_keys)
 from contentnode.api.passkeys import CREDENTIAL, pending_user, second_factor_login
 from contentnode.auth import totp
+from contentnode.auth.passkeys import has_second_factor
 from contentnode.auth.policy import TWO_FACTOR_MODES, requires_two_factor
 from contentnode.auth.users import public_user
 from contentnode.core import settings as st
@@ -123,8 +124,10 @@ def _require_enabled(req) -> None:
 def disable(req):
     body = req.body
     _require_enabled(req)
-    if requires_two_factor(req.app.store.data["policy"], req.user):
-        raise conflict("conflict", "the policy requires two-factor authentication for this account")
+    policy = req.app.store.data["policy"]
+    if requires_two_factor(policy, req.user) and not has_second_factor(dict(req.user, totp={}), policy):
+        raise conflict("conflict", "the policy requires two-factor authentication for this account "
+                                   "(a passkey would do instead)")
     confirm_password(req, body, "2fa.password_failure")
     with req.app.store.transaction() as doc:
         record = doc["users"][req.user["id"]]
