@@ -12,7 +12,7 @@ BINDIR ?= /usr/local/bin
 UNITDIR ?= /etc/systemd/system
 CONFDIR ?= /etc/contentnode
 
-.PHONY: run test peers bench install uninstall dist-check clean openapi
+.PHONY: run test peers bench install uninstall dist-check boot-check clean openapi
 
 # Debian 12's pip (23) installs the editable package as it is: no pip upgrade. The tests'
 # venv is one install of the package with both extras (it holds everything `run` needs):
@@ -53,9 +53,22 @@ bench: $(VENV)/.test-installed
 
 # A venv of its own under PREFIX, the command in BINDIR, the unit, the example config
 # (never over an existing one). Running it again upgrades in place; the data stays.
+# The venv is made from the system's python3, never PATH's: the unit's ProtectHome=yes
+# hides /root and /home, so a venv on a pyenv interpreter there cannot even start (rc 127).
+# A venv an older install made from such an interpreter is made again.
+INSTALL_PYTHON ?= /usr/bin/python3
 install:
-	$(PYTHON) tests/peers/check.py --install-venv
-	test -x $(PREFIX)/bin/python || $(PYTHON) -m venv $(PREFIX)
+	@real=$$(readlink -f $(INSTALL_PYTHON)); if [ ! -x "$$real" ]; then \
+	  echo "make install: $(INSTALL_PYTHON) is missing: apt-get install -y python3 python3-venv" >&2; exit 1; fi; \
+	case "$$real" in /root/*|/home/*|/run/user/*) \
+	  echo "make install: $(INSTALL_PYTHON) ($$real) is not a system interpreter the unit can run" \
+	       "(ProtectHome=yes hides home folders); install Debian's python3 or pass INSTALL_PYTHON=/usr/bin/python3.11" >&2; \
+	  exit 1;; esac
+	$(INSTALL_PYTHON) tests/peers/check.py --install-venv
+	if [ -f $(PREFIX)/pyvenv.cfg ] && [ "$$(readlink -f $(PREFIX)/bin/python)" != "$$(readlink -f $(INSTALL_PYTHON))" ]; then \
+	  echo "make install: $(PREFIX) runs on $$(readlink -f $(PREFIX)/bin/python); making it again on $(INSTALL_PYTHON)"; \
+	  $(INSTALL_PYTHON) -m venv --clear $(PREFIX); fi
+	test -x $(PREFIX)/bin/python || $(INSTALL_PYTHON) -m venv $(PREFIX)
 	$(PREFIX)/bin/python -m pip install --quiet --upgrade '.[images]'
 	install -D -m 0644 -t $(PREFIX)/share/doc/contentnode README.md docs/API.md LICENSE
 	ln -sfn $(PREFIX)/bin/contentnode $(BINDIR)/contentnode
@@ -76,6 +89,12 @@ uninstall:
 # sdist + wheel, the wheel installed into a clean venv, `contentnode --version`, serve to /healthz.
 dist-check: $(VENV)/.test-installed
 	$(PY) tests/dist_check.py
+
+# The installed unit under a real systemd (PID 1 in a container), on two CPUs and on one,
+# with an upgrade from the previous version: tests/boot_check.py. Root only.
+boot-check: $(VENV)/.test-installed
+	$(PYTHON) tests/peers/check.py --install-boot
+	$(PY) tests/boot_check.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

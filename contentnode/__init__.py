@@ -1,3 +1,3 @@
 """contentnode: the administration daemon of a small content routing node."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

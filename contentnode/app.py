@@ -11,13 +11,11 @@ import ipaddress
 import logging
 import os
 import secrets
-import sys
 import threading
 import time
 from functools import lru_cache
-from typing import TextIO
 
-from contentnode import __version__, api
+from contentnode import __version__, api, oscalls
 from contentnode.api import certs as certs_api
 from contentnode.api import delivery as delivery_api
 from contentnode.api import notifications as notifications_api
@@ -43,6 +41,7 @@ from contentnode.http.errors import forbidden
 from contentnode.http.request import Request
 from contentnode.http.router import SECURITY_HEADERS, AdminDispatcher, RouteTable
 from contentnode.http.server import Server
+from contentnode.logs import AccessLog, access_fields
 from contentnode.public import PublicDispatcher
 from contentnode.public.content import Delivery
 from contentnode.schema import REVISIONED, SECTIONS
@@ -50,9 +49,8 @@ from contentnode.store import Store
 from contentnode.tls import TlsRuntime
 
 log = logging.getLogger("contentnode")
-access_log = logging.getLogger("contentnode.access")
+access_logger = logging.getLogger("contentnode.access")  # its level (log_level) still silences access lines
 
-LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 SESSION_FLUSH_SECONDS = 30
 SESSION_PRUNE_SECONDS = 300
 
@@ -83,7 +81,8 @@ class App:
     notifier: Notifier
     servers: dict
     update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
-    access_stream: TextIO  # where access lines go: stderr, beside the log records
+    access_log: AccessLog  # where access lines go: the access_log start-up value
+    draining: threading.Event  # set on SIGTERM: the public /healthz answers 503 while requests are still served
     accept_poll_seconds: float  # how often an accept loop looks for stop(): each listener's stop waits that long
     worker_slot: int | None  # in a public worker process (contentnode/workers.py): its slot, 1..N
 
@@ -93,7 +92,7 @@ class App:
         self.worker_slot = worker_slot
         self.data_dir = config.data_dir
         self.servers = {}  # listener name -> Server; the HTTPS listener comes and goes at run time
-        self.access_stream = sys.stderr
+        self.draining = threading.Event()
         self.update_kick = threading.Event()
         self.accept_poll_seconds = 0.25
         self._jobs = []
@@ -135,6 +134,14 @@ class App:
             except Exception:
                 log.exception("shutdown step failed")
         self.sessions.flush()
+        self.access_log.close()
+
+    def drain(self) -> None:
+        """Tell balancers to go (the public /healthz answers 503) while every request is still served;
+        answers carry Connection: close, so kept-alive clients come back through the balancer."""
+        self.draining.set()
+        for server in self.servers.values():
+            server.draining = True
 
     def serve_public_socket(self, sock) -> Server:
         """In a public worker: serve the listening socket the daemon bound and handed down."""
@@ -210,15 +217,19 @@ class App:
     def _dispatch(self, port_name: str, dispatcher, scheme: str):
         def dispatch(handler):
             req = Request(handler, port_name, scheme)
-            req.client_ip = self.client_ip(req)
+            req.client_ip = handler.client_ip = self.client_ip(req)  # the access line shows it too
             return dispatcher(req)
         return dispatch
 
     def _on_request(self, port_name, handler, response, seconds) -> None:
         self.metrics.observe_request(port_name, handler.command, response.status, seconds)
-        if access_log.isEnabledFor(logging.INFO):
-            write_access_line(self.access_stream, port_name, handler.client_address[0], handler.command,
-                              handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds)
+        if self.access_log.enabled and access_logger.isEnabledFor(logging.INFO):
+            headers = handler.headers
+            cache = next((value for name, value in response.headers if name == "X-Cache"), "-")
+            self.access_log.write(access_fields(
+                port_name, headers.get("Host") or "", getattr(handler, "client_ip", handler.client_address[0]),
+                handler.command, handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds,
+                cache, headers.get("User-Agent") or ""))
 
     def start_server(self, name: str, bind: str, port: int, dispatcher, tls_context=None,
                      serve: bool = True, sock=None, headers=()) -> Server:
@@ -239,8 +250,9 @@ class App:
         return server
 
     def _accept(self, server: Server, cpu: int | None) -> None:
-        if cpu is not None:
-            os.sched_setaffinity(0, {cpu})  # this thread only; its connection threads inherit it
+        if cpu is not None:  # this thread only; its connection threads inherit it
+            oscalls.attempt("sched_setaffinity", "the public port's threads run on any CPU",
+                            os.sched_setaffinity, 0, {cpu})
         server.serve_forever(poll_interval=self.accept_poll_seconds)
 
     def public_cpu(self) -> int | None:
@@ -255,7 +267,8 @@ class App:
         """
         if self.config.public_cpu_affinity == "off" or not hasattr(os, "sched_getaffinity"):
             return None  # off, or a system without CPU sets (not Linux)
-        allowed = sorted(os.sched_getaffinity(0))
+        allowed = sorted(oscalls.attempt("sched_getaffinity", "the public port's threads run on any CPU",
+                                         os.sched_getaffinity, 0) or ())
         if len(allowed) < 2:
             return None
         return allowed[(self.worker_slot or 0) % len(allowed)]
@@ -272,6 +285,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
     A public worker (worker_slot 1..N) builds the same App and serves only its public side.
     """
     app = App(config, clock, worker_slot)
+    app.access_log = AccessLog(config.access_log, config.access_log_rate)
     app.store = Store(config.data_dir, SECTIONS, revisioned=REVISIONED)
     app.store.load()
     app.sessions = SessionManager(config.data_dir, app.store, clock)
@@ -320,22 +334,3 @@ def _parse_networks(cidrs: tuple) -> tuple:
         except ValueError:
             log.warning("ignoring invalid network %r", cidr)
     return tuple(result)
-
-
-_stamp = [0, ""]
-
-
-def write_access_line(stream, port, client, method, target, status, size, seconds) -> None:
-    """One line per request, in the logging format but without its per-record cost.
-
-    The query string is left out (it may carry signatures); control characters are escaped.
-    """
-    now = int(time.time())
-    if _stamp[0] != now:
-        _stamp[1] = time.strftime(LOG_DATE_FORMAT, time.localtime(now))
-        _stamp[0] = now
-    path = target.split("?", 1)[0][:300]
-    if not path.isprintable():
-        path = path.encode("unicode_escape").decode("ascii")
-    stream.write(f'{_stamp[1]} INFO contentnode.access: {port} {client} "{method} {path}" '
-                 f"{status} {size} {seconds * 1000:.1f}ms\n")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 
 MAX_PUBLIC_WORKERS = 32
+MAX_DRAIN_SECONDS = 300
 
 
 class ConfigError(Exception):
@@ -39,11 +40,16 @@ def _int(value):
     return int(value)
 
 
-def _positive_int(value):
-    number = _int(value)
-    if number < 1:
-        raise ValueError("must be at least 1")
-    return number
+def _at_least(low: int):
+    def parse(value):
+        number = _int(value)
+        if number < low:
+            raise ValueError(f"must be at least {low}")
+        return number
+    return parse
+
+
+_positive_int = _at_least(1)
 
 
 def _worker_count(value):
@@ -53,14 +59,19 @@ def _worker_count(value):
     return number
 
 
-def _seconds(value):
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError("not a number of seconds") from None
-    if not 0.1 <= number <= 86400:
-        raise ValueError("must be between 0.1 and 86400 seconds")
-    return number
+def _seconds_between(low: float, high: float):
+    def parse(value):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError("not a number of seconds") from None
+        if not low <= number <= high:
+            raise ValueError(f"must be between {low:g} and {high:g} seconds")
+        return number
+    return parse
+
+
+_seconds = _seconds_between(0.1, 86400)
 
 
 def _address(value):
@@ -121,6 +132,17 @@ def _dns_server(value):
     return text
 
 
+def _access_log(value):
+    text = _text(value).strip()
+    if text in ("on", "off"):
+        return text
+    return os.path.abspath(_path(text))
+
+
+_whole_or_zero = _at_least(0)
+_drain_seconds = _seconds_between(0, MAX_DRAIN_SECONDS)
+
+
 DEFAULT_DATA_DIR = "contentnode-data"  # a name no other program's folder is likely to have
 DEFAULT_FOLDER_ROOT = "sites"          # folder_roots' default: <data dir>/sites, made at start
 
@@ -152,6 +174,12 @@ OPTIONS = (
     Option("idle_timeout", _seconds, 60.0, "seconds a keep-alive connection may stay idle"),
     Option("log_level", _log_level, "info", "least severe log line written; beats a level stored "
            "through the API", LOG_LEVELS),
+    Option("access_log", _access_log, "on", "access lines: on (stderr, beside the log), off, or a file "
+           "path (created 0600, reopened on SIGHUP); see docs/API.md, Logs"),
+    Option("access_log_rate", _whole_or_zero, 1000, "access lines written a second per process; more are "
+           "counted and reported, not written; 0: no budget"),
+    Option("drain_seconds", _drain_seconds, 5.0, "on SIGTERM, seconds the node keeps serving while the "
+           "public /healthz answers 503 draining, before it closes its listeners"),
     Option("hash_memory_kib", _positive_int, 19456, "argon2id memory per password hash"),
     Option("hash_time_cost", _positive_int, 2, "argon2id iterations"),
     Option("max_concurrent_hashes", _positive_int, 2, "password hashes computed at once"),

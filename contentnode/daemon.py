@@ -7,8 +7,8 @@ import signal
 import sys
 import threading
 
-from contentnode import __version__, sdnotify
-from contentnode.app import LOG_DATE_FORMAT, build_app
+from contentnode import __version__, logs, sdnotify
+from contentnode.app import build_app
 from contentnode.auth.passwords import return_hash_memory_to_os
 from contentnode.clock import Clock
 from contentnode.config import DEFAULT_FOLDER_ROOT
@@ -19,12 +19,10 @@ from contentnode.workers import PublicWorkers
 log = logging.getLogger("contentnode")
 banner = logging.getLogger("contentnode.start")
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def setup_logging(level: str) -> None:
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper()),
-                        format=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
+    logs.setup(level, sys.stderr)
     banner.setLevel(logging.INFO)  # the start-up banner shows whatever level is configured or stored
 
 
@@ -73,14 +71,23 @@ def serve(config) -> int:
     if workers is not None:
         workers.start()
     print_banner(app)
-    stop = threading.Event()
+    stop, hurry = threading.Event(), threading.Event()
 
     def request_stop(signum, frame):
+        """SIGTERM drains first (balancers see /healthz 503); SIGINT or a second SIGTERM stops at once."""
+        if stop.is_set() or signum == signal.SIGINT:
+            hurry.set()
         log.info("signal %d: stopping (in-flight requests may finish)", signum)
         stop.set()
 
+    def reopen_logs(signum, frame):
+        app.access_log.reopen()
+        if workers is not None:
+            workers.signal_all(signal.SIGHUP)
+
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGHUP, reopen_logs)
     sdnotify.notify("READY=1")  # both listeners are bound: systemd may call us started
     ready_file = os.environ.get("CONTENTNODE_READY_FILE")
     if ready_file:
@@ -88,9 +95,21 @@ def serve(config) -> int:
             f.write(f"{app.servers['admin'].server_address[1]} {app.servers['public'].server_address[1]}\n")
     while not stop.wait(1.0):
         pass
+    drain(app, workers, hurry, config.drain_seconds)
     if workers is not None:
-        workers.stop()
+        workers.stop(hurry)
     app.stop()
     lock.release()
     log.info("stopped")
     return 0
+
+
+def drain(app, workers, hurry: threading.Event, seconds: float) -> None:
+    """/healthz answers 503 for `seconds` while every other request is still served (workers too)."""
+    if workers is not None:
+        workers.begin_stop(hurry)
+    if hurry.is_set() or not seconds:
+        return
+    log.info("draining for %.1f s: the public /healthz answers 503, requests are still served", seconds)
+    app.drain()
+    hurry.wait(seconds)

@@ -6,6 +6,8 @@ import pwd
 import secrets
 import stat
 
+from contentnode import oscalls
+
 
 def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -126,7 +128,8 @@ class DataDirLock:
     def acquire(self) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            oscalls.attempt("flock", "the data dir is not locked against a second process",
+                            fcntl.flock, fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise RuntimeError(f"the data dir {os.path.dirname(self.path)} is in use by another "

@@ -332,10 +332,10 @@ def restore_into(ctx, document, passphrase, by, ip=None, keep_session=None, rest
     """
     with _restore_lock:
         opened = backup.open_backup(document, passphrase, ctx.store.data, ctx.store.section_defaults())
+        roots = FolderRoots(ctx.config.folder_roots, ctx.data_dir)
         if restore_credentials and opened.kind == "plain":
             raise BackupError("a plain backup carries no credentials to restore (no password hash, second "
                               "factor or token); restore an encrypted backup", "restore_credentials")
-        roots = FolderRoots(ctx.config.folder_roots, ctx.data_dir)
         check_records(opened.doc, roots)
         kept = restored_accounts.no_changes()
         if not restore_credentials:
@@ -349,11 +349,11 @@ def restore_into(ctx, document, passphrase, by, ip=None, keep_session=None, rest
     return detail
 
 
-def _check_kept(doc: dict, kept: dict, folder_roots: FolderRoots) -> None:
+def _check_kept(doc: dict, kept: dict, roots: FolderRoots) -> None:
     """The records again, with the node's accounts in: a node without one of the backup's
     administrators (a fresh node) is told how to bring the backup's accounts along."""
     try:
-        check_records(doc, folder_roots)
+        check_records(doc, roots)
     except BackupError as exc:
         if kept["users_deleted"]:
             raise BackupError(f"{exc}; the backup's accounts this node does not have ("

@@ -25,7 +25,7 @@ SECTIONS = {
     "revisions": dict,                 # the revision of each object in REVISIONED.whole, and the counter
 }
 
-# The updatable objects of DESIGN §10: each record of these sections, and each of
+# The updatable objects (docs/API.md, "Revisions, ETag and If-Match"): each record of these sections, and each of
 # these whole sections, carries a revision the store raises with every change.
 REVISIONED = Revisioned(records=frozenset({"users", "domains", "buckets", "rules"}),
                         whole=frozenset({"settings", "policy", "notifications"}))

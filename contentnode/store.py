@@ -73,13 +73,19 @@ class StoreError(Exception):
     """The state file cannot be used; the daemon must stop rather than reset it."""
 
 
+class NewerStateError(StoreError):
+    """The state file was written by a newer version: only that version (or newer) may run,
+    and nothing here may rewrite it. `contentnode serve` exits 2, which the unit does not restart."""
+
+
 def migrate(doc: dict, path: str) -> dict:
     version = doc.get("schema")
     if not isinstance(version, int):
         raise StoreError(f"{path}: no schema version; is this a contentnode state file?")
     if version > SCHEMA_VERSION:
-        raise StoreError(f"{path}: schema version {version} was written by a newer contentnode "
-                         f"(this one reads up to {SCHEMA_VERSION})")
+        raise NewerStateError(f"{path}: schema version {version} was written by a newer contentnode "
+                              f"(this one reads up to {SCHEMA_VERSION}); install that version again, "
+                              "the file was not changed")
     while version < SCHEMA_VERSION:
         doc = MIGRATIONS[version](doc)
         version += 1

@@ -22,8 +22,12 @@ descriptors and its configuration as JSON on stdin, builds the same App
 A worker that dies is logged and started again (its reserved cache bytes and
 temp files dropped first; one that dies within a second of starting is started
 again only after a pause that doubles up to RESTART_PAUSE_MAX). SIGTERM to
-the daemon stops the workers (SIGTERM: they finish in-flight requests; after
-STOP_GRACE_SECONDS, SIGKILL). A worker also stops when the daemon is gone.
+the daemon is passed on at once: each worker drains as the daemon does (its
+/healthz answers 503 for drain_seconds while it serves on), then finishes its
+in-flight requests; SIGUSR1 (the daemon's SIGINT or second SIGTERM) skips the
+drain; after the drain and STOP_GRACE_SECONDS, SIGKILL. SIGHUP is passed on
+too (the access log file is reopened). A worker also stops when the daemon is
+gone.
 """
 
 import json
@@ -41,6 +45,7 @@ STATE_POLL_SECONDS = 0.25     # how often a worker looks for a changed state fil
 COUNTS_EVERY = 0.25           # how often a worker sends its counts
 STOP_GRACE_SECONDS = 10.0
 RESTART_PAUSE_MAX = 30.0
+STOP_NOW = signal.SIGUSR1      # to a worker: stop without draining
 MAX_COUNTS_LINE = 4 << 20      # a counts line is far smaller (bounded labels); a longer one is dropped
 
 
@@ -69,23 +74,35 @@ class PublicWorkers:
         self._watcher = threading.Thread(target=self._watch, name="public-workers", daemon=True)
         self._watcher.start()
 
-    def stop(self) -> None:
-        """SIGTERM every worker, wait (bounded), SIGKILL the rest, take in their last counts."""
+    def begin_stop(self, hurry: threading.Event) -> None:
+        """No more restarts; SIGTERM (drain, then stop) or SIGUSR1 (stop now) to every worker."""
+        if self._stopping.is_set():
+            return
         self._stopping.set()
         if self._watcher is not None:
             self._watcher.join()
-        for worker in self.workers.values():
-            _signal(worker.process, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        self.signal_all(STOP_NOW if hurry.is_set() else signal.SIGTERM)
+
+    def stop(self, hurry: threading.Event) -> None:
+        """Wait for every worker (bounded: the drain and STOP_GRACE_SECONDS), SIGKILL the rest,
+        take in their last counts."""
+        self.begin_stop(hurry)
+        if hurry.is_set():
+            self.signal_all(STOP_NOW)
+        grace = STOP_GRACE_SECONDS + (0 if hurry.is_set() else self.app.config.drain_seconds)
+        deadline = time.monotonic() + grace
         for worker in self.workers.values():
             try:
                 worker.process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                log.warning("public worker %d did not stop in %.0f s: killed",
-                            worker.process.pid, STOP_GRACE_SECONDS)
+                log.warning("public worker %d did not stop in %.0f s: killed", worker.process.pid, grace)
                 worker.process.kill()
                 worker.process.wait()
             worker.reader.join(timeout=2.0)
+
+    def signal_all(self, signum: int) -> None:
+        for worker in list(self.workers.values()):
+            _signal(worker.process, signum)
 
     def _spawn(self, slot: int) -> None:
         listener = self.app.servers["public"].socket

@@ -17,9 +17,9 @@ import threading
 import time
 
 from contentnode import config as config_module
-from contentnode.app import LOG_DATE_FORMAT, build_app
+from contentnode.app import build_app
 from contentnode.clock import Clock
-from contentnode.daemon import LOG_FORMAT
+from contentnode.logs import Formatter
 from contentnode.fileio import DataDirLock, ensure_private_dir, remove_stale_temps
 from tests.node import Node
 
@@ -70,7 +70,7 @@ class InProcessNode(Node):
             self._lock.acquire()
             remove_stale_temps(self.data_dir)
             app = build_app(config, Clock(self.clock_file))
-            app.access_stream = self._log
+            app.access_log.stream = self._log
             app.accept_poll_seconds = ACCEPT_POLL_SECONDS
             self.app = app
             app.start()
@@ -112,7 +112,7 @@ class InProcessNode(Node):
         """The daemon's stderr for this node: a log file, the root level set as logging.basicConfig would."""
         self._log = open(self.log_path, "a", encoding="utf-8", errors="backslashreplace", buffering=1)
         self._handler = logging.StreamHandler(self._log)
-        self._handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
+        self._handler.setFormatter(Formatter())
         logging.getLogger().setLevel(level.upper())
         logging.getLogger("contentnode").addHandler(self._handler)
 

@@ -18,6 +18,9 @@ ADMIN_PASSWORD = "correct horse battery staple"
 # login and password change makes one (hundreds in the suite). A test that depends on the real
 # cost (the lockout under 40 simultaneous guesses) is marked `default_hash_cost` (conftest.py).
 LEAST_HASH_COST = {"CONTENTNODE_HASH_MEMORY_KIB": "8", "CONTENTNODE_HASH_TIME_COST": "1"}
+# The SIGTERM drain (drain_seconds, docs/API.md "Health and drain") would add its seconds to
+# every stop of a test daemon; tests/test_drain.py sets it where the drain is what it tests.
+NO_DRAIN = {"CONTENTNODE_DRAIN_SECONDS": "0"}
 DEFAULT_HASH_COST = {"CONTENTNODE_" + o.name.upper(): str(o.default) for o in config.OPTIONS
                      if o.name in ("hash_memory_kib", "hash_time_cost")}
 
@@ -57,19 +60,20 @@ class Node:
     """One daemon process with its own data dir; ports are chosen by the OS (port 0).
 
     `env` is added to this process's environment; password hashes cost LEAST_HASH_COST
-    unless `env` sets the cost (DEFAULT_HASH_COST: the node's own defaults). `wrapper`
-    is a command line the daemon is started under.
+    unless `env` sets the cost (DEFAULT_HASH_COST: the node's own defaults), and SIGTERM
+    stops it without a drain unless `env` sets CONTENTNODE_DRAIN_SECONDS. `launcher`
+    runs the daemon (e.g. under a seccomp filter).
     """
 
-    def __init__(self, workdir: str, env: dict | None = None, args=(), wrapper=()):
-        self.wrapper = list(wrapper)  # a command the daemon runs under (e.g. setpriv dropping capabilities)
+    def __init__(self, workdir: str, env: dict | None = None, args=(), launcher=()):
         self.workdir = workdir
         self.data_dir = os.path.join(workdir, "data")
         self.clock_file = os.path.join(workdir, "clock")
         self.ready_file = os.path.join(workdir, "ready")
         self.log_path = os.path.join(workdir, "daemon.log")
-        self.extra_env = {**LEAST_HASH_COST, **(env or {})}
+        self.extra_env = {**LEAST_HASH_COST, **NO_DRAIN, **(env or {})}
         self.args = list(args)
+        self.launcher = list(launcher)   # argv put before the daemon's: a seccomp filter (tests/peers/seccomp_exec.py), setpriv
         self.proc = None
         self.admin_port = self.public_port = None
         with open(self.clock_file, "w") as f:
@@ -81,7 +85,7 @@ class Node:
         env = dict(os.environ, PYTHONPATH=ROOT, CONTENTNODE_TEST_CLOCK_FILE=self.clock_file,
                    CONTENTNODE_READY_FILE=self.ready_file)
         env.update(self.extra_env)
-        cmd = [*self.wrapper, sys.executable, "-m", "contentnode", "serve", "--data-dir", self.data_dir,
+        cmd = [*self.launcher, sys.executable, "-m", "contentnode", "serve", "--data-dir", self.data_dir,
                "--admin-port", "0", "--public-port", "0", "--public-bind", "127.0.0.1", *self.args]
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.workdir)

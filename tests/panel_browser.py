@@ -152,7 +152,7 @@ def _background(page) -> str:
 
 
 def check_page(page, name: str) -> None:
-    """The DESIGN §9 / issue 14 checks for the page on screen: a clean watch, axe in light
+    """The checks of docs/API.md, "Panel" (issue 14) for the page on screen: a clean watch, axe in light
     and dark at 1280 px (dark must really change the colours), no horizontal scrolling at
     375 px, screenshots at 1280 px (light, dark) and 375 px (light)."""
     page.wait_for_load_state("networkidle")

@@ -1,4 +1,4 @@
-"""Every bad input gets a clear JSON error and changes nothing (DESIGN §3), also the odd
+"""Every bad input gets a clear JSON error and changes nothing (docs/API.md, "Conventions"), also the odd
 ones: digits that are not ASCII, floats where integers belong, lone surrogates, and
 what a remote peer answers (a verification page, a certificate)."""
 

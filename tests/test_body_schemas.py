@@ -1,4 +1,4 @@
-"""The request body schemas declared on the Route rows (DESIGN §10): every body-taking
+"""The request body schemas declared on the Route rows (docs/API.md, "Declared body shapes"): every body-taking
 row declares one, each uses only what http/schema.check knows, and check() refuses
 exactly what a standard JSON Schema validator calls invalid, so the published
 document and the dispatcher cannot disagree."""

@@ -1,4 +1,4 @@
-"""The client contract (DESIGN §10) against the real daemon: unknown query
+"""The client contract (docs/API.md, "Conventions") against the real daemon: unknown query
 parameters, unknown domains in delivery tools, and the records a conflict names."""
 
 import pytest
@@ -87,7 +87,7 @@ def test_declared_body_shapes_are_checked_before_the_handler(admin):
 
 
 def test_a_body_sent_where_none_is_declared_is_refused(admin):
-    """DESIGN §10: unknown body members are 400 everywhere, DELETE included."""
+    """docs/API.md, "Conventions": unknown body members are 400 everywhere, DELETE included."""
     rule = admin.post("/api/domains", {"host": "a.example.test"})
     assert rule.status == 201
     refused = admin.request("DELETE", "/api/domains/a.example.test", {"force": True})

@@ -72,3 +72,40 @@ def test_unit_verifies_clean(tmp_path):
             f.write(text)
     result = subprocess.run([SYSTEMD_ANALYZE, "verify", unit], capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+def _syscalls(name: str, seen=None) -> set:
+    """A system call, or a @group expanded (nested groups too) as systemd-analyze lists it."""
+    if not name.startswith("@"):
+        return {name}
+    seen = seen if seen is not None else set()
+    if name in seen:
+        return set()
+    seen.add(name)
+    listed = subprocess.run([SYSTEMD_ANALYZE, "syscall-filter", name], capture_output=True, text=True,
+                            timeout=60, check=True).stdout.split("\n", 1)[1]
+    found = set()
+    for line in listed.splitlines():
+        entry = line.strip()
+        if entry and not entry.startswith("#"):
+            found |= _syscalls(entry, seen)
+    return found
+
+
+def test_unit_filter_answers_eperm_and_allows_what_the_node_calls():
+    """The filter as systemd applies it (the first line an allow list, `~` lines take away,
+    later lines give back) lets every call through that the node makes at start or per
+    request, and a denied one fails with EPERM instead of SIGSYS (docs/API.md, "Refused OS calls")."""
+    with open(UNIT, encoding="utf-8") as f:
+        unit = f.read()
+    assert "SystemCallErrorNumber=EPERM" in unit.splitlines()
+    allowed: set = set()
+    for line in unit.splitlines():
+        if line.startswith("SystemCallFilter="):
+            value = line.split("=", 1)[1]
+            names = set().union(*(_syscalls(n) for n in value.lstrip("~").split()))
+            allowed = allowed - names if value.startswith("~") else allowed | names
+    for call in ("sched_setaffinity", "sched_getaffinity", "prctl", "sendfile", "fcntl", "flock",
+                 "mmap", "fsync", "accept4", "clone3"):
+        assert call in allowed, call
+    assert {"setuid", "setrlimit", "nice"}.isdisjoint(allowed)   # still taken away

@@ -39,7 +39,7 @@ class FolderSite:
         os.makedirs(self.outside)
         self.write_outside("secret.txt", b"TOP SECRET outside the folder\n")
         env = {"CONTENTNODE_FOLDER_ROOTS": os.pathsep.join(self.roots)}
-        self.node = Node(workdir, env=env, wrapper=ROOT_WRAPPER).start()
+        self.node = Node(workdir, env=env, launcher=ROOT_WRAPPER).start()
         self.admin = self.node.client()
         assert self.admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
         assert self.admin.post("/api/domains", {"host": HOST}).status == 201
@@ -186,6 +186,21 @@ def test_symlinks_leaving_the_folder_fifos_and_devices_are_never_served(site):
     site.write("real/file.txt", b"reached through a link inside")
     os.symlink("real/file.txt", os.path.join(site.folder, "alias.txt"))
     assert site.get("/alias.txt").body == b"reached through a link inside"
+
+
+def test_hidden_files_are_never_served_but_well_known_is(site):
+    site.add_rule("/")
+    site.write(".env", b"SECRET_KEY=hidden")
+    site.write(".git/config", b"[remote] hidden")
+    site.write("app/.htpasswd", b"admin:hidden")
+    site.write(".well-known/security.txt", b"Contact: mailto:security@example.com")
+    site.write("app/nested/.well-known/x", b"hidden too")
+    os.symlink(".env", os.path.join(site.folder, "env.txt"))   # a visible name leading to a hidden file
+    for path in ("/.env", "/.git/config", "/app/.htpasswd", "/%2eenv", "/app/nested/.well-known/x",
+                 "/env.txt"):
+        answer = site.get(path)
+        assert answer.status == 404 and b"hidden" not in answer.body, (path, answer.status)
+    assert site.get("/.well-known/security.txt").body == b"Contact: mailto:security@example.com"
 
 
 def test_a_bucket_path_must_lie_inside_the_roots(site):

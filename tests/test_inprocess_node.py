@@ -43,7 +43,7 @@ def test_a_stopped_node_leaves_no_listener_thread_descriptor_or_logging(tmp_path
     assert _open_fds() <= fds, "descriptors left open"
     assert logging.getLogger().level == root_level
     assert logging.getLogger("contentnode").handlers == handlers
-    assert '"PUT /api/settings" 200' in node.log()
+    assert "method=PUT path=/api/settings status=200" in node.log()
 
 
 def test_two_nodes_in_one_process_hold_their_own_state(tmp_path):

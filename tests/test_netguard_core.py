@@ -1,4 +1,4 @@
-"""netguard on its own (DESIGN §6): total deadlines against peers that trickle,
+"""netguard on its own (docs/ARCHITECTURE.md, "Trust boundaries"): total deadlines against peers that trickle,
 request targets that http.client would refuse (and echo), the admin port on
 every local address, metadata addresses hidden inside IPv6 ones."""
 

@@ -1,4 +1,4 @@
-"""The OpenAPI document (DESIGN §10): generated from the route table, valid, complete, and current."""
+"""The OpenAPI document (docs/API.md, "GET /api/openapi.json"): generated from the route table, valid, complete, and current."""
 
 import json
 from pathlib import Path

@@ -273,7 +273,7 @@ def test_journey(browser, node, seaweed):  # noqa: F811
     nav(page, "My account")
     page.get_by_role("button", name="Set up two-factor authentication").click()
     dialog = page.get_by_role("dialog")
-    labelled(dialog, "Password").fill(ADMIN_PASSWORD)  # changing 2FA needs the password (DESIGN §6)
+    labelled(dialog, "Password").fill(ADMIN_PASSWORD)  # changing 2FA needs the password (docs/API.md, "Two-factor authentication")
     dialog.get_by_role("button", name="Continue").click()
     secret = re.sub(r"\s", "", page.get_by_test_id("totp-secret").inner_text())
     totp = pyotp.TOTP(secret)
@@ -459,6 +459,45 @@ def test_the_restore_page_names_what_it_kept(browser, tmp_path):  # noqa: F811
         page.get_by_text("leaked (admin)").wait_for()
         check_page(page, "backup-restored")
         assert other.client().post("/api/login", {"token": made.json["secret"]}).error_code == "bad_credentials"
+        context.close()
+    finally:
+        other.kill()
+
+
+def test_a_token_session_is_offered_no_account_controls(browser, tmp_path):  # noqa: F811
+    """Issue 25: a full-scope token session may read accounts, the policy and the backup page, but the
+    API refuses it every account, credential, policy and restore change: the panel offers none."""
+    other = Node(str(tmp_path)).start()
+    try:
+        api = other.client()
+        assert api.post("/api/setup", {"username": ADMIN, "password": ADMIN_PASSWORD}).status == 201
+        made = api.post("/api/me/tokens", {"name": "everything", "password": ADMIN_PASSWORD,
+                                           "scopes": ["users:manage", "settings:write", "metrics:read"]})
+        assert made.status == 201, made.body
+        script = other.client()
+        assert script.post("/api/login", {"token": made.json["secret"]}).status == 200
+        context = new_context(browser, other)
+        context.add_cookies([{"name": k, "value": v, "url": f"http://127.0.0.1:{other.admin_port}"}
+                             for k, v in script.cookies.items()])
+        page = context.new_page()
+        page.goto("/#/users")
+        page.get_by_text("You are signed in with an API token: accounts can be added or changed").wait_for()
+        assert page.get_by_role("button", name="Add user").count() == 0
+        check_page(page, "users-token-session")
+        page.get_by_role("link", name=ADMIN, exact=True).first.click()
+        page.get_by_role("heading", level=1, name=ADMIN).wait_for()
+        for absent in ("Delete user", "Disable", "Save role", "End sessions", "Reset password"):
+            assert page.get_by_role("button", name=absent).count() == 0, absent
+        page.goto("/#/security")
+        page.get_by_text("the policy can be changed only after").wait_for()
+        assert page.get_by_role("button", name="Save policy").count() == 0
+        page.goto("/#/backup")
+        page.get_by_text("a backup can be restored only after").wait_for()
+        page.goto("/#/account")
+        page.get_by_text('You are signed in with the API token "everything"').wait_for()
+        assert page.get_by_text("My sessions").count() == 0
+        context.watch.assert_clean("token session pages")
+        RECORDED_API_CALLS.update(context.watch.api_calls)
         context.close()
     finally:
         other.kill()

@@ -1,5 +1,5 @@
 """The admin port serves the panel's static files: GET / and /panel/{path...},
-from the set loaded at start, with the DESIGN §9 headers, ETags and 304s, and
+from the set loaded at start, with the headers of docs/API.md, "Panel", ETags and 304s, and
 nothing outside that set (no path traversal)."""
 
 import configparser

@@ -1,4 +1,4 @@
-"""Safe concurrent edits (DESIGN §10) against the real daemon: every updatable
+"""Safe concurrent edits (docs/API.md, "Revisions, ETag and If-Match") against the real daemon: every updatable
 object carries a revision that grows with each change, answers carry its ETag,
 and a PUT or DELETE whose If-Match names another revision gets 412 and changes
 nothing - also when two clients race, after a restart and across a restore."""
@@ -195,6 +195,21 @@ def test_a_write_that_changes_nothing_keeps_the_revision(admin):
     assert again.status == 200 and again.json["revision"] == revision
     policy = read(admin, "/api/policy")["revision"]
     assert admin.put("/api/policy", {}).json["revision"] == policy
+
+
+@pytest.mark.parametrize("kind", KINDS[:3], ids=ids[:3])
+def test_the_same_values_again_keep_revision_and_updated_at(node, admin, kind):
+    """Records with updated_at (rules, buckets, domains): a repeated write, later, changes neither."""
+    path = kind.setup(admin)
+    first = kind.write(admin, path, 1).json
+    node.set_clock_offset(5)  # a second write at another time must not rewrite updated_at
+    for _ in range(2):
+        again = kind.write(admin, path, 1)
+        assert again.status == 200 and again.json["revision"] == first["revision"], again.json
+        assert again.json["updated_at"] == first["updated_at"]
+    assert read(admin, path)["revision"] == first["revision"]
+    changed = kind.write(admin, path, 2).json
+    assert changed["revision"] > first["revision"] and changed["updated_at"] > first["updated_at"]
 
 
 @pytest.mark.daemon_process

@@ -1,5 +1,5 @@
 """Schemathesis against the live daemon with an administrator's session: every
-operation of docs/openapi.json, bounded examples, zero failures (DESIGN §10).
+operation of docs/openapi.json, bounded examples, zero failures (docs/API.md, "Conventions").
 
 Excluded: POST /api/logout and POST /api/backup/restore, which would end or
 replace the very session under test. tests/schemathesis.toml counts 413 (a

@@ -1,4 +1,4 @@
-"""Slow clients, idle connections, the connection cap and graceful shutdown (DESIGN §6)."""
+"""Slow clients, idle connections, the connection cap and graceful shutdown (docs/API.md, "Connections")."""
 
 import http.client
 import json

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
 
 PUBLIC, LOGIN = "public", "login"
 
-# (method, path, access) exactly as SPEC.md's endpoint tables give them.
+# (method, path, access) exactly as the project's endpoint table fixes them (docs/API.md lists each).
 SPEC_ROWS = [
     ("GET", "/healthz", PUBLIC),
     ("GET", "/metrics", PUBLIC),
@@ -58,7 +58,7 @@ SPEC_ROWS = [
     ("PUT", "/api/notifications", "notifications:manage"),
     ("POST", "/api/notifications/test", "notifications:manage"),
 ]
-# The panel's static files (DESIGN §9: GET / serves the panel, no session).
+# The panel's static files (docs/API.md, "Panel": GET / serves the panel, no session).
 PANEL_ROWS = [("GET", "/", PUBLIC), ("HEAD", "/", PUBLIC),
               ("GET", "/panel/{path...}", PUBLIC), ("HEAD", "/panel/{path...}", PUBLIC)]
 # Rows that stand for a whole subtree: every route under them needs this access.

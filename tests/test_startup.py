@@ -90,12 +90,17 @@ def test_corrupt_state_stops_daemon_and_keeps_file(tmp_path):
         assert f.read() == damaged  # never silently reset
 
 
-def test_newer_schema_refused(tmp_path):
+def test_newer_schema_refused_as_a_configuration_error(tmp_path):
+    """Exit 2, which the unit does not restart (RestartPreventExitStatus=2), and the file
+    left byte for byte: a downgrade must never rewrite what a newer version wrote."""
     data = tmp_path / "data"
     data.mkdir(mode=0o700)
-    (data / "state.json").write_text(json.dumps({"schema": 999}))
+    written = json.dumps({"schema": 999, "users": {"later": {"format": "of a newer version"}}}).encode()
+    (data / "state.json").write_bytes(written)
     result = run_cli("serve", "--data-dir", str(data), "--admin-port", "0", "--public-port", "0")
-    assert result.returncode == 1 and "newer contentnode" in result.stderr
+    assert result.returncode == 2, result.stderr
+    assert "written by a newer contentnode" in result.stderr and "install that version" in result.stderr
+    assert (data / "state.json").read_bytes() == written
 
 
 def test_second_daemon_on_same_data_dir_refused(node):

@@ -1,4 +1,4 @@
-"""API tokens (DESIGN §8) through HTTP against the real daemon."""
+"""API tokens (docs/API.md, "API tokens") through HTTP against the real daemon."""
 
 import json
 import os
@@ -80,6 +80,9 @@ def test_intersection_follows_the_owner_and_disable_delete_end_sessions(node, ad
     secret = _mint(olga, PASSWORD, scopes=["domains:write", "buckets:read"]).json["secret"]
     script, login = _token_client(node, secret)
     assert login.status == 200
+    # the login answers the session's effective scopes (an operator holds more), as /api/me does
+    assert set(login.json["user"]["scopes"]) == {"buckets:read", "domains:read", "domains:write"}
+    assert login.json["user"] == script.get("/api/me").json["user"] and login.json["user"]["role"] == "operator"
     assert script.post("/api/domains", {}).status != 403
     admin.put("/api/users/olga", {"role": "viewer"})  # viewer keeps domains:read, loses domains:write
     assert script.post("/api/domains", {"host": "a.example.com"}).error_code == "forbidden"

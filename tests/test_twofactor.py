@@ -197,7 +197,7 @@ def test_admin_resets_a_users_2fa(node, admin):
 
 
 def test_own_2fa_is_not_turned_off_without_the_password(node, admin):
-    """DESIGN §6: disabling 2FA needs the password; the users:manage reset must not be a way around it."""
+    """docs/API.md, "Two-factor authentication": disabling 2FA needs the password; the users:manage reset must not be a way around it."""
     enrol(admin, offset=mid_step_offset(node))
     refused = admin.delete("/api/users/admin/2fa")
     assert refused.status == 403 and refused.error_code == "forbidden", refused.body

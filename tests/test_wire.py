@@ -1,4 +1,4 @@
-"""DESIGN §3 wire rules, each error code, and "a refused request changes nothing"."""
+"""The wire rules of docs/API.md, "Conventions", each error code, and "a refused request changes nothing"."""
 
 import hashlib
 import http.client

@@ -77,13 +77,14 @@ def update_bucket(req):
         revisions.require(f"bucket {bucket_id}", revisions.of(record), req.if_match)
         changes = buckets.record_fields(req.body, partial=True, roots=req.app.folder_roots,
                                         of_kind=buckets.kind(record))
+        before = dict(record)
         record.update(changes)
         buckets.check_record(record)
         if "name" in changes:
             _unique_name(doc, record["name"], bucket_id)
-        record["updated_at"] = rfc3339(req.app.clock.now())
-        if changes.keys() - {"name"}:
+        if any(before.get(key) != value for key, value in changes.items() if key != "name"):
             record["last_check"] = None  # the last check was of another configuration
+        revisions.stamp_if_changed(record, before, rfc3339(req.app.clock.now()))
     req.audit("bucket.update", target=bucket_id, detail={"fields": sorted(changes)})
     return public_view(record)
 

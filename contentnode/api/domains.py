@@ -140,8 +140,9 @@ def set_redirect(req):
         if record is None:
             raise not_found(f"domain {host} is not configured")
         revisions.require(f"domain {host}", revisions.of(record), req.if_match)
+        before = dict(record)
         record["redirect"] = redirect
-        record["updated_at"] = rfc3339(req.app.clock.now())
+        revisions.stamp_if_changed(record, before, rfc3339(req.app.clock.now()))
     req.audit("domain.redirect", target=host, detail={"to": redirect and redirect["to"],
                                                       "code": redirect and redirect["code"]})
     return public_view(record)

@@ -1,4 +1,4 @@
-"""Session state, first-time setup, login and logout (DESIGN §4)."""
+"""Session state, first-time setup, login and logout (docs/API.md, "Authentication")."""
 
 import hashlib
 import hmac
@@ -201,11 +201,11 @@ def token_login(req, body: dict):
         req.app.sessions.delete_token(req.token)
     token, _ = req.app.sessions.create(user["id"], req.client_ip, req.user_agent, api_token=record["id"])
     tokens.touch(req.app.store, record["id"], now)
-    req.user, req.api_token = user, record
+    req.user, req.api_token = tokens.acting_user(record, user), record
     req.audit("login.token", target=user["username"])
     req.app.metrics.logins.inc("success")
     shown = tokens.public_token(req.app.store.data["api_tokens"][record["id"]])
-    return json_response({"user": public_user(user), "token": shown}, 200, _cookie(req, token))
+    return json_response({"user": session_user(req), "token": shown}, 200, _cookie(req, token))
 
 
 def login(req):

@@ -1,6 +1,6 @@
 """The web panel's files: GET / is index.html, GET /panel/{path...} the rest.
 
-Public rows: the files need no session and hold no data (DESIGN §9); the
+Public rows: the files need no session and hold no data (docs/API.md, "Panel"); the
 dispatcher still applies the Host and Origin rules and adds the security
 headers (the panel's Content-Security-Policy among them). The files come from
 app.panel_files, loaded once at start; a path outside that set is a 404.

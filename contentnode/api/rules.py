@@ -67,9 +67,10 @@ def update_rule(req):
         record = existing(doc, rule_id)
         revisions.require(f"rule {rule_id}", revisions.of(record), req.if_match)
         changes = rules.record_fields(body, doc, partial=True)
+        before = dict(record)
         record.update(changes)
         _unique_path(doc, record, rule_id)
-        record["updated_at"] = rfc3339(req.app.clock.now())
+        revisions.stamp_if_changed(record, before, rfc3339(req.app.clock.now()))
     req.audit("rule.update", target=rule_id, detail={**_summary(record), "fields": sorted(changes)})
     return record
 

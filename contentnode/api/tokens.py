@@ -1,4 +1,4 @@
-"""API tokens (DESIGN §8): a user's own under /api/me/tokens, anyone's for users:manage.
+"""API tokens (docs/API.md, "API tokens"): a user's own under /api/me/tokens, anyone's for users:manage.
 
 The rules (secret format, hashing, scope subset, expiry) live in auth/tokens.py;
 this module only maps requests onto them. Exchanging a token for a session is

@@ -1,6 +1,6 @@
 """Two-factor authentication: the second login step, and each user's own TOTP set-up.
 
-Set-up, disabling and new recovery codes need the password (DESIGN §6), and
+Set-up, disabling and new recovery codes need the password (docs/API.md, "Two-factor authentication"), and
 wrong passwords count towards the account's login lockout, so a stolen
 session cannot guess the password here. Second-step failures count on their
 own key ("2fa:<name>"), which a correct password does not clear.

@@ -181,7 +181,7 @@ def reset_password(req):
 def reset_two_factor(req):
     """DELETE .../2fa: for a user who lost their authenticator and recovery codes.
 
-    Not for one's own account: disabling one's 2FA needs the password (DESIGN §6),
+    Not for one's own account: disabling one's 2FA needs the password (docs/API.md, "Two-factor authentication"),
     which POST /api/me/2fa/disable asks for; a session alone must not be enough.
     """
     target = user_in_path(req)

@@ -183,7 +183,7 @@ class SessionManager:
         req.user = user
         if api_token is not None:
             req.api_token = api_token
-            req.user = dict(user, role="custom", scopes=sorted(tokens.session_scopes(api_token, user)))
+            req.user = tokens.acting_user(api_token, user)
             tokens.touch(self.store, api_token["id"], now)
 
     def must_enrol(self, user: dict, api_token=None) -> bool:

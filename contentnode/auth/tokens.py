@@ -1,4 +1,4 @@
-"""API tokens for scripts (DESIGN §8): minted once, stored only as a hash.
+"""API tokens for scripts (docs/API.md, "API tokens"): minted once, stored only as a hash.
 
 Tokens live in their own state section "api_tokens" ({token_id: record}) rather
 than inside the user record: revoking or touching last_used_at never rewrites
@@ -39,7 +39,7 @@ def secret_hash(secret: str) -> str:
 
 
 def public_token(record: dict) -> dict:
-    """The token object of DESIGN §8 (times as RFC 3339); never the hash."""
+    """The token object of docs/API.md, "API tokens" (times as RFC 3339); never the hash."""
     shown = {key: record.get(key) for key in ("id", "name", "scopes")}
     return dict(shown, **{key: clock.rfc3339(record.get(key)) for key in _TIMES})
 
@@ -122,6 +122,11 @@ def for_user(tokens: dict, user_id: str) -> list:
 def session_scopes(token: dict, owner: dict) -> set:
     """A token session holds the token's scopes intersected with the owner's current ones."""
     return set(token.get("scopes") or ()) & set(user_scopes(owner))
+
+
+def acting_user(token: dict, owner: dict) -> dict:
+    """The user record a token session acts as: the owner, holding only session_scopes."""
+    return dict(owner, role="custom", scopes=sorted(session_scopes(token, owner)))
 
 
 def validate_records(tokens, user_ids) -> None:

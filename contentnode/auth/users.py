@@ -38,7 +38,7 @@ USERNAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}"
 
 
 def public_user(user: dict) -> dict:
-    """The user object of DESIGN §4; never a hash, secret or recovery code."""
+    """The user object of docs/API.md, "Authentication"; never a hash, secret or recovery code."""
     return {
         "id": user["id"],
         "username": user["username"],

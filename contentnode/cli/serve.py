@@ -5,18 +5,19 @@ import sys
 from contentnode.config import OPTIONS
 from contentnode.fileio import permission_problem
 
-FLAGS = ("data_dir", "admin_port", "admin_bind", "public_port", "public_bind", "log_level", "folder_roots")
+FLAGS = ("data_dir", "admin_port", "admin_bind", "public_port", "public_bind", "log_level", "folder_roots",
+         "access_log")
 
 
 def run(config, args) -> int:
     from contentnode.daemon import serve  # the whole App: only this command needs it
-    from contentnode.store import StoreError
+    from contentnode.store import NewerStateError, StoreError
 
     try:
         return serve(config)
     except (StoreError, RuntimeError, OSError) as exc:
         print(f"contentnode: cannot start: {_reason(exc)}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, NewerStateError) else 1   # 2: restarting cannot help
 
 
 def _reason(exc: Exception) -> str:

@@ -26,6 +26,8 @@ import struct
 import threading
 import time
 
+from contentnode import oscalls
+
 _WORD = struct.Struct("=q")
 GENERATION, MAX_BYTES, TOTAL, FIRST_SLOT = 0, 1, 2, 3   # word indexes in the page
 KEY_LOCK_SPACE = 1 << 40              # key lock bytes live at 1 .. 2**40
@@ -110,14 +112,14 @@ class CacheLedger:
         record lock is per process: an inner unlock would release the outer hold)."""
         with self._thread_lock:
             if self.shared and self._held == 0:
-                fcntl.lockf(self._fd, fcntl.LOCK_EX, 1, 0)
+                self._lockf(fcntl.LOCK_EX, 0)
             self._held += 1
             try:
                 yield
             finally:
                 self._held -= 1
                 if self.shared and self._held == 0:
-                    fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, 0)
+                    self._lockf(fcntl.LOCK_UN, 0)
 
     @contextlib.contextmanager
     def key_lock(self, name: str, wait: float):
@@ -128,18 +130,34 @@ class CacheLedger:
             return
         offset = 1 + int(name[:16], 16) % KEY_LOCK_SPACE
         deadline = time.monotonic() + wait
-        held = False
-        while True:
+        locked = None   # True: held; False: record locks refused, go on unlocked; None: kept by another
+        while locked is None:
             try:
-                fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
-                held = True
-                break
-            except OSError:
+                locked = self._lockf(fcntl.LOCK_EX | fcntl.LOCK_NB, offset)
+            except OSError:   # another process holds it (EAGAIN or EACCES)
                 if time.monotonic() >= deadline:
                     break
                 time.sleep(KEY_LOCK_POLL)
         try:
-            yield held
+            yield locked is not None
         finally:
-            if held:
-                fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, offset)
+            if locked:
+                self._lockf(fcntl.LOCK_UN, offset)
+
+    def _lockf(self, operation: int, offset: int) -> bool:
+        """Lock or unlock one byte; False when the OS refuses record locks (logged once).
+
+        Without them the processes still share the numbers but not exclusion: two fills
+        may both pass the budget check, and a key missed by two processes is filled twice.
+        """
+        if oscalls.was_refused("fcntl.lockf"):
+            return False
+        try:
+            fcntl.lockf(self._fd, operation, 1, offset)
+            return True
+        except OSError as exc:
+            if not oscalls.is_refusal(exc):
+                raise
+            oscalls.note_refused("fcntl.lockf", exc.errno,
+                                 "the cache's books are shared across processes without a lock")
+            return False

@@ -1,7 +1,7 @@
 """Folder origins: a bucket that is a folder on the node, inside one of `folder_roots`.
 
 Every key is read so that no request can leave its folder: "", "." and ".."
-components are refused, the path is resolved (symlinks followed) and must stay
+components are refused (and hidden names, `.git` or `.env`, are never served), the path is resolved (symlinks followed) and must stay
 inside the folder, and the resolved path is then opened one component at a
 time from the root with O_NOFOLLOW, so a symlink swapped in between the check
 and the open is refused instead of followed. Only regular files are served:
@@ -48,6 +48,12 @@ def content_type(name: str) -> str:
     if kind is None or encoding is not None:
         return "application/octet-stream"
     return f"{kind}; charset=utf-8" if kind.startswith("text/") else kind
+
+
+def hidden(parts: list[str]) -> bool:
+    """Whether a path names a hidden file or folder (`.git`, `.env`, `.htpasswd`): never served,
+    since deploys leave them in web roots; `.well-known` (RFC 8615) at the top is the exception."""
+    return any(part.startswith(".") and not (i == 0 and part == ".well-known") for i, part in enumerate(parts))
 
 
 def inside(path: str, folder: str) -> bool:
@@ -122,13 +128,15 @@ class FolderOrigin:
     def _open(self, key: str) -> tuple[int, os.stat_result]:
         """(descriptor, fstat) of the regular file at `key`; _Missing, OSError, or OriginError from _base."""
         parts = key.split("/")
-        if any(part in ("", ".", "..") or "\0" in part for part in parts):
+        if any(part in ("", ".", "..") or "\0" in part for part in parts) or hidden(parts):
             raise _Missing()
         base = self._base()
         real = os.path.realpath(os.path.join(base, *parts))
         root = self.roots.root_of(real)
         if real == base or not inside(real, base) or root is None:
             raise _Missing()   # a symlink leading out of the folder (or back to it), or into the data dir
+        if hidden(os.path.relpath(real, base).split("/")):
+            raise _Missing()   # a symlink leading to a hidden file
         *folders, name = os.path.relpath(real, root).split("/")
         fd = os.open(root, _DIR_FLAGS)
         try:

@@ -1,4 +1,4 @@
-"""Every outbound request of the node goes through here (DESIGN §6).
+"""Every outbound request of the node goes through here (docs/ARCHITECTURE.md, "Trust boundaries").
 
 Domain checks, bucket checks, warm, probe, ACME, notifications and the update
 check all reach out to addresses that an API caller chose. This module makes

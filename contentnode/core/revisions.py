@@ -1,4 +1,4 @@
-"""Revisions of the updatable objects: safe concurrent edits (docs/API.md).
+"""Revisions of the updatable objects (docs/API.md, "Revisions, ETag and If-Match"): safe concurrent edits.
 
 Each rule, domain, bucket and user record carries "revision", and the
 settings, policy and notifications each have one in the "revisions" section.
@@ -48,6 +48,15 @@ def of(record) -> int:
 def of_section(doc, name: str) -> int:
     """The revision of a whole-section object (settings, policy, notifications) in a document."""
     return _or_first((doc.get("revisions") or {}).get(name))
+
+
+def stamp_if_changed(record: dict, before: dict, stamp: str) -> bool:
+    """Set updated_at to `stamp` only when the write changed the record: a write of the same
+    values leaves it as it was, so the store keeps its revision too. True when it changed."""
+    changed = record != before
+    if changed:
+        record["updated_at"] = stamp
+    return changed
 
 
 def require(what: str, current: int, expected: int | str | None) -> None:

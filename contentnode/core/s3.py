@@ -3,7 +3,7 @@
 The node talks to one kind of peer for content: S3-compatible buckets (AWS,
 MinIO, SeaweedFS, R2, B2...), or a folder on the node (core/folders.py). It needs four calls (HEAD and GET of an object,
 HEAD of a bucket, ListObjectsV2), so a few hundred lines of http.client and
-hmac replace an SDK. Every connection goes through netguard (DESIGN §6), and
+hmac replace an SDK. Every connection goes through netguard (docs/ARCHITECTURE.md, "Trust boundaries"), and
 every failure becomes an S3Error whose `code` names the cause an operator can
 act on (credentials refused, no such bucket, clock skew, TLS, timeout...).
 """

@@ -1,4 +1,4 @@
-"""API errors: a status, a snake_case code and a human message (DESIGN §3)."""
+"""API errors: a status, a snake_case code and a human message (docs/API.md, "Conventions")."""
 
 from contentnode.http.response import Response, json_response
 

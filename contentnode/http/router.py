@@ -1,6 +1,6 @@
 """The route table and the admin dispatcher.
 
-Every admin request passes the same checks, in the order DESIGN §3 fixes,
+Every admin request passes the same checks, in the order of docs/API.md, "Order of checks",
 before any handler runs: route and method (404/405 with Allow), Host, Origin,
 client address (admin host only), body size (413 from Content-Length, before
 reading), chunked bodies (411), content type (415), session (401), 2FA
@@ -161,7 +161,7 @@ def _is_json(content_type: str) -> bool:
 
 
 class AdminDispatcher:
-    """Runs the DESIGN §3 checks, then the handler; turns errors into JSON bodies."""
+    """Runs the checks of docs/API.md, "Order of checks", then the handler; turns errors into JSON bodies."""
 
     def __init__(self, app, table: RouteTable):
         self.app = app
@@ -337,7 +337,7 @@ def _valid_text(value) -> bool:
     return True
 
 
-# The panel's policy (DESIGN §9) on every admin answer: a JSON body opened as a page runs nothing either.
+# The panel's policy (docs/API.md, "Panel") on every admin answer: a JSON body opened as a page runs nothing either.
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                            "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 SECURITY_HEADERS = (

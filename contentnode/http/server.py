@@ -30,8 +30,10 @@ import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from contentnode import oscalls
 from contentnode.http.errors import ApiError
 from contentnode.http.response import FileBody, Response, StreamBody, json_response
+from contentnode.logs import path_value
 
 log = logging.getLogger("contentnode.http")
 
@@ -360,6 +362,7 @@ class Server(ThreadingHTTPServer):
         self.idle_timeout = idle_timeout
         self.tls_context = tls_context
         self.closing = False
+        self.draining = False  # the node is going away: every answer closes its connection
         self._slots = threading.BoundedSemaphore(max_connections)
         self._lock = threading.Lock()
         self._handlers: dict[RequestHandler, bool] = {}  # handler -> idle flag
@@ -377,8 +380,12 @@ class Server(ThreadingHTTPServer):
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
         """The watchdog runs only while the listener serves: a bound socket that another
-        process serves (public workers) leaves no thread behind."""
-        self._serving = True
+        process serves (public workers) leaves no thread behind. A listener closed before its
+        accept thread got here (a node stopped as soon as it started) is not served at all."""
+        with self._lock:
+            if self.closing:
+                return
+            self._serving = True
         self.watchdog.start()
         super().serve_forever(poll_interval)
 
@@ -441,8 +448,10 @@ class Server(ThreadingHTTPServer):
 
     def close_gracefully(self, grace: float = 30.0) -> None:
         """Stop accepting, close idle keep-alive connections, wait for in-flight requests."""
-        self.closing = True
-        if self._serving:
+        with self._lock:
+            self.closing = True
+            serving = self._serving
+        if serving:
             self.shutdown()
         self.server_close()
         with self._lock:
@@ -464,7 +473,7 @@ class Server(ThreadingHTTPServer):
             handler.close_connection = True
             return
         except Exception:
-            log.exception("%s: request failed: %s %s", self.name, handler.command, handler.path[:200])
+            log.exception("%s: request failed: %s %s", self.name, handler.command, path_value(handler.path))
             response = _internal_error(handler)
         if response is None:
             return
@@ -481,7 +490,8 @@ class Server(ThreadingHTTPServer):
         try:
             head = self._head(handler, response)
         except Exception:
-            log.exception("%s: response to %s %s cannot be sent", self.name, handler.command, handler.path[:200])
+            log.exception("%s: response to %s %s cannot be sent", self.name, handler.command,
+                          path_value(handler.path))
             if not isinstance(response.body, bytes):
                 response.body.close()
             response = _internal_error(handler)
@@ -517,28 +527,35 @@ class Server(ThreadingHTTPServer):
         lines += [header_line(name, value) for name, value in response.headers]
         if not (status in (204, 304) or 100 <= status < 200):
             lines.append(f"Content-Length: {response.length}")
-        if handler.close_connection or self.closing:
+        if handler.close_connection or self.closing or self.draining:
             handler.close_connection = True
             lines.append("Connection: close")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def _send_file(self, handler, body: FileBody) -> None:
+        """sendfile where the kernel can (plain TCP, not refused), else read and send in chunks."""
         sock, offset, left = handler.connection, body.offset, body.length
-        if isinstance(sock, ssl.SSLSocket):
-            while left > 0:
-                chunk = os.pread(body.fd, min(left, 65536), offset)
-                if not chunk:
-                    break
-                sock.sendall(chunk)
-                offset += len(chunk)
-                left -= len(chunk)
-        else:
-            while left > 0:
-                sent = os.sendfile(sock.fileno(), body.fd, offset, left)
-                if sent == 0:
-                    break
-                offset += sent
-                left -= sent
+        kernel_copy = not isinstance(sock, ssl.SSLSocket) and not oscalls.was_refused("sendfile")
+        if kernel_copy:
+            try:
+                while left > 0:
+                    sent = os.sendfile(sock.fileno(), body.fd, offset, left)
+                    if sent == 0:
+                        break
+                    offset += sent
+                    left -= sent
+            except OSError as exc:
+                if not oscalls.is_refusal(exc):
+                    raise
+                oscalls.note_refused("sendfile", exc.errno, "files are read and sent in chunks")
+                kernel_copy = False
+        while left > 0 and not kernel_copy:
+            chunk = os.pread(body.fd, min(left, 65536), offset)
+            if not chunk:
+                break
+            sock.sendall(chunk)
+            offset += len(chunk)
+            left -= len(chunk)
         if left:
             handler.close_connection = True
 

@@ -1,7 +1,8 @@
 """The public port: one ordered PIPELINE of stages, the first answer wins.
 
 Each stage is a function `answer(req) -> Response | None` in its own module:
-None passes the request on. The order is the contract: the verification page
+None passes the request on. The order is the contract: the health answer for
+load balancers comes first (any Host), the verification page
 and ACME challenges answer before anything a domain's settings can change,
 the HTTPS upgrade before the admin host (which refuses plain HTTP), redirects
 before content, and content answers everything that reaches it. Nothing here
@@ -11,12 +12,13 @@ reads a request body.
 import logging
 
 from contentnode.http.errors import INTERNAL_ERROR, ApiError, error_response
-from contentnode.public import (acme_challenge, admin_host, content, domain_redirect, https_upgrade,
+from contentnode.public import (acme_challenge, admin_host, content, domain_redirect, health, https_upgrade,
                                 verification)
 
 log = logging.getLogger("contentnode.public")
 
 PIPELINE = [
+    health.answer,
     verification.answer,
     acme_challenge.answer,
     https_upgrade.answer,

@@ -8,6 +8,7 @@ the system python3 before the venv exists (`--install`) and inside it.
     python3 tests/peers/check.py --install-venv   # root: python3-venv when python3 lacks it
     python3 tests/peers/check.py --install        # root: that and the Debian peers
     python3 tests/peers/check.py --install --optional   # and promtool (CI)
+    python3 tests/peers/check.py --install-boot   # root: what `make boot-check` needs
     .venv/bin/python tests/peers/check.py         # every peer there? one line per missing one
 """
 
@@ -21,6 +22,8 @@ DEBIAN_PEERS = {
     "pebble": ("/usr/bin/pebble", "/usr/bin/pebble-challtestsrv"),
     "chromium": ("/usr/bin/chromium",),
     "systemd": ("/usr/bin/systemd-analyze",),
+    # libseccomp for Debian's python3: tests/peers/seccomp_exec.py (refused system calls)
+    "python3-seccomp": ("/usr/lib/python3/dist-packages/seccomp.cpython-311-x86_64-linux-gnu.so",),
 }
 # promtool comes only with the whole Prometheus server, which Debian starts at install
 # (on port 9090, the admin API's default): CI installs it, `make test` does not, and
@@ -28,12 +31,20 @@ DEBIAN_PEERS = {
 DEBIAN_OPTIONAL = {
     "prometheus": ("/usr/bin/promtool",),
 }
+# `make boot-check` (tests/boot_check.py): a Debian root made with mmdebstrap, booted with
+# systemd-nspawn, entered with nsenter (util-linux, always there on Debian).
+DEBIAN_BOOT = {
+    "mmdebstrap": ("/usr/bin/mmdebstrap",),
+    "systemd-container": ("/usr/bin/systemd-nspawn",),
+    "util-linux": ("/usr/bin/nsenter",),
+}
 PYPI_MODULES = {"aiosmtpd": "aiosmtpd", "playwright": "playwright", "xdist": "pytest-xdist"}
 
 PEBBLE = DEBIAN_PEERS["pebble"][0]
 CHALLTESTSRV = DEBIAN_PEERS["pebble"][1]
 CHROMIUM = DEBIAN_PEERS["chromium"][0]
 SYSTEMD_ANALYZE = DEBIAN_PEERS["systemd"][0]
+SYSTEM_PYTHON = "/usr/bin/python3"   # Debian's, the one python3-seccomp is built for
 PROMTOOL = DEBIAN_OPTIONAL["prometheus"][0]
 
 
@@ -43,7 +54,7 @@ def weed_path(python: str = sys.executable) -> str:
 
 
 def _present(path: str) -> bool:
-    return os.access(path, os.X_OK)
+    return os.access(path, os.R_OK if path.endswith(".so") else os.X_OK)
 
 
 def missing_debian(packages: dict) -> list:
@@ -88,6 +99,8 @@ def install_debian(packages: list) -> int:
 
 
 def main(argv) -> int:
+    if "--install-boot" in argv:
+        return install_debian(missing_debian(DEBIAN_BOOT | DEBIAN_PEERS))
     if "--install" in argv or "--install-venv" in argv:
         wanted = ["python3-venv"] if needs_python_venv() else []
         if "--install" in argv:

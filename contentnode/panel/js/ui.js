@@ -108,6 +108,11 @@ export function errorBox(err) {
   return h('div', { class: 'callout callout-bad', role: 'alert' }, err.message || String(err));
 }
 
+/** Why a control is missing in a session opened with an API token (docs/API.md: what a token session may do). */
+export function tokenSessionNote(what) {
+  return callout('info', `You are signed in with an API token: ${what} only after logging in with your password.`);
+}
+
 export function callout(kind, ...content) {
   return h('div', { class: `callout callout-${kind}` }, ...content);
 }

@@ -1,7 +1,7 @@
 // My account: password, two-factor authentication (QR code, manual key,
 // recovery codes shown once), passkeys, my API tokens (the secret shown once), and my
-// sessions. A session opened with a token gets none of the credential cards:
-// the API refuses them to token sessions (docs/API.md).
+// sessions. A session opened with a token gets none of the credential or session
+// cards: the API refuses them to token sessions (docs/API.md, "What a token session may and may not do").
 
 import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
@@ -189,10 +189,10 @@ export async function render(ctx) {
   const profile = card('Profile', {}, facts([['Username', me.username], ['Role', me.role], ['Scopes', me.scopes.join(', ') || 'none'],
     ['Created', when(me.created_at)], ['Last login', when(me.last_login_at)]]));
   if (ctx.session.token) {
-    // The API refuses passwords, 2FA and tokens to a token session: offer none of them.
+    // The API refuses passwords, 2FA, tokens and sessions to a token session: offer none of them.
     mount(ctx.main, pageHeader('My account', `Signed in as ${me.username}`),
-      callout('info', `You are signed in with the API token "${ctx.session.token.name}". Your password, two-factor authentication, passkeys and API tokens can be changed only after logging in with your password.`),
-      profile, await sessionsCard(ctx, redraw));
+      callout('info', `You are signed in with the API token "${ctx.session.token.name}". Your password, two-factor authentication, passkeys, API tokens and sessions can be seen and changed only after logging in with your password.`),
+      profile);
     return;
   }
   const [tf, keys, tokens, sess] = await Promise.all([twoFactorCard(ctx, redraw), passkeysCard(ctx, redraw), tokensCard(ctx, redraw), sessionsCard(ctx, redraw)]);

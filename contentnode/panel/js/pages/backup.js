@@ -7,7 +7,7 @@ import { field, form, button, onSubmit, actions, checkbox } from '../forms.js';
 import { confirm } from '../dialog.js';
 import { toast } from '../toast.js';
 import { when } from '../format.js';
-import { pageHeader, card, download, callout, facts, resultBanner } from '../ui.js';
+import { pageHeader, card, download, callout, facts, resultBanner, tokenSessionNote } from '../ui.js';
 
 function filename(disposition, kind) {
   const m = /filename="?([^";]+)"?/.exec(disposition);
@@ -97,7 +97,8 @@ function restoreCard() {
 }
 
 export function render(ctx) {
-  const admin = ctx.user.role === 'admin';
+  const admin = ctx.user.role === 'admin' && !ctx.session.token; // a token session acts as a custom user
   mount(ctx.main, pageHeader('Backup', 'Export the configuration, or restore it on this or a new node.'),
-    h('div', { class: 'grid-2' }, exportCard(admin), admin ? restoreCard() : card('Restore', {}, callout('info', 'Only an administrator can restore a backup.'))));
+    h('div', { class: 'grid-2' }, exportCard(admin), admin ? restoreCard() : card('Restore', {}, ctx.session.token
+      ? tokenSessionNote('a backup can be restored') : callout('info', 'Only an administrator can restore a backup.'))));
 }

@@ -40,7 +40,9 @@ export async function render(ctx) {
     mount(checkOut, resultBanner(check.ok, check.ok ? 'The domain reaches this node.' : 'The check failed.'), steps(check.steps, 'Check steps'));
   }
   if (d.last_check) mount(checkOut, h('p', { class: 'muted small' }, `Last checked ${ago(d.last_check.at)}.`), steps(d.last_check.steps || [], 'Check steps'));
-  else mount(checkOut, h('p', { class: 'muted' }, 'Never checked. A check proves that the name reaches this node.'));
+  else mount(checkOut, callout('info', 'Never checked, so the status stays pending. This domain already serves its rules: '
+    + 'its status does not gate traffic. Press Check to confirm that the name leads to this node (DNS and the public port); '
+    + 'when it does not, the steps say what to fix.'));
 
   async function reload() {
     d = await get(`/api/domains/${enc(host)}`);

@@ -7,7 +7,7 @@ import { field, button } from '../forms.js';
 import { dialogForm } from '../dialog.js';
 import { toast } from '../toast.js';
 import { ago, daysUntil } from '../format.js';
-import { pageHeader, card, table, statusBadge, badge, rowFilter } from '../ui.js';
+import { pageHeader, card, table, statusBadge, badge, rowFilter, callout } from '../ui.js';
 
 export function certCell(cert) {
   if (!cert) return h('span', { class: 'muted' }, 'none');
@@ -37,8 +37,20 @@ export async function render(ctx) {
       { label: 'Status', cell: (d) => statusBadge(d.status) },
       { label: 'Certificate', cell: (d) => certCell(d.certificate) },
       { label: 'Redirect', cell: (d) => (d.redirect ? h('span', { class: 'small' }, `${d.redirect.code} → ${d.redirect.to}`) : h('span', { class: 'muted' }, '—')) },
-      { label: 'Last check', cell: (d) => (d.last_check ? ago(d.last_check.at) : h('span', { class: 'muted' }, 'never')) },
+      { label: 'Last check', cell: (d) => (d.last_check ? ago(d.last_check.at)
+        : h('a', { href: `#/domains/${enc(d.host)}`, class: 'small' },
+          can('domains:write') ? 'never: check now' : 'never', h('span', { class: 'sr-only' }, ` (${d.display || d.host})`))) },
     ], domains, { empty: add ? 'No domains yet. Add the first one to start serving content.' : 'No domains yet.', caption: 'Domains' });
   mount(ctx.main, pageHeader('Domains', 'Host names this node serves, their verification and certificates.', add),
-    rowFilter('Filter domains', list), card(null, {}, list));
+    uncheckedHint(domains), rowFilter('Filter domains', list), card(null, {}, list));
+}
+
+// A domain serves its rules whatever its status: say so, so `pending` does not read as "not serving".
+function uncheckedHint(domains) {
+  const unchecked = domains.filter((d) => !d.last_check).length;
+  if (!unchecked) return null;
+  return callout('info', `${unchecked === 1 ? 'One domain was' : `${unchecked} domains were`} never checked (status pending). `
+    + 'A domain serves its rules whatever its status: nothing waits for a check. '
+    + 'A check only confirms that the name leads to this node, and says what to fix when it does not: '
+    + 'run it after changing DNS, or when visitors do not arrive.');
 }

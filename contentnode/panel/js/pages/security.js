@@ -7,7 +7,7 @@ import { field, form, button, onSubmit, actions } from '../forms.js';
 import { confirm } from '../dialog.js';
 import { toast } from '../toast.js';
 import { duration } from '../format.js';
-import { pageHeader, card } from '../ui.js';
+import { pageHeader, card, tokenSessionNote } from '../ui.js';
 
 const PASSKEYS = [['off', 'Off: nobody may add or use one'], ['second_factor', 'As a second factor, after the password'], ['passwordless', 'Also to sign in without a password']];
 const TWO_FACTOR = [['off', 'Off: nobody may set it up'], ['optional', 'Optional: each user decides'], ['admins', 'Required for administrators'], ['all', 'Required for everyone']];
@@ -35,7 +35,7 @@ export async function render(ctx) {
         hint: 'Signing in without a password needs the device to verify its user (a PIN, fingerprint or face).' })),
     card('Passwords and sessions', {}, h('div', { class: 'form-grid' }, num('password_min_length'), h('div'), num('session_idle_timeout'), num('session_absolute_timeout'))),
     card('Login limits', { description: 'Failed logins lock the client address and the account for a while.' }, h('div', { class: 'form-grid' }, num('lockout_threshold'), num('lockout_duration'))),
-    actions(button('Save policy', { type: 'submit' })));
+    ctx.session.token ? tokenSessionNote('the policy can be changed') : actions(button('Save policy', { type: 'submit' })));
   onSubmit(f, async (v) => {
     const body = {};
     for (const k of Object.keys(p)) if (v[k] !== undefined && v[k] !== p[k]) body[k] = v[k];

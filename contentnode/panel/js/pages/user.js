@@ -7,7 +7,7 @@ import { field, form, button, onSubmit, actions, actionButton } from '../forms.j
 import { confirm, dialogForm } from '../dialog.js';
 import { toast, toastError } from '../toast.js';
 import { when, ago } from '../format.js';
-import { pageHeader, card, facts, callout } from '../ui.js';
+import { pageHeader, card, facts, callout, tokenSessionNote } from '../ui.js';
 import { roleAndScopes, roleBody, userState } from './users.js';
 import { tokenTable } from '../tokens.js';
 
@@ -78,6 +78,12 @@ export async function render(ctx) {
     mount(tokensBox, tokenTable(tokens, (t) => `${path()}/tokens/${enc(t.id)}`, () => drawTokens().catch(toastError), `API tokens of ${u.username}`));
   }
 
+  if (ctx.session.token) { // a token session reads the account; changing it, or its tokens, needs a password login
+    draw();
+    mount(head, h('a', { href: '#/users', class: 'crumb' }, '← Users'), pageHeader(u.username, `Created ${when(u.created_at)}`));
+    mount(ctx.main, head, tokenSessionNote('accounts, their passwords, 2FA, sessions and tokens can be changed'), card('Account', {}, info));
+    return;
+  }
   draw();
   await drawTokens();
   mount(ctx.main, head,

@@ -8,7 +8,7 @@ import { field, button, checkbox } from '../forms.js';
 import { dialogForm } from '../dialog.js';
 import { toast } from '../toast.js';
 import { ago } from '../format.js';
-import { pageHeader, card, table, badge, rowFilter } from '../ui.js';
+import { pageHeader, card, table, badge, rowFilter, tokenSessionNote } from '../ui.js';
 
 const ROLES = [['admin', 'Administrator: everything'], ['operator', 'Operator: domains, buckets, rules, traffic'], ['viewer', 'Viewer: read-only'], ['custom', 'Custom: chosen scopes']];
 
@@ -87,6 +87,7 @@ export async function render(ctx) {
       { label: 'Sessions', cls: 'num', cell: (u) => String(u.sessions) },
       { label: 'Last login', cell: (u) => ago(u.last_login_at) },
     ], users, { caption: 'Users' });
-  mount(ctx.main, pageHeader('Users', 'Who may use this panel and the API, and with which scopes.', button('Add user', { onclick: () => addDialog(ctx) })),
-    rowFilter('Filter users', list), card(null, {}, list));
+  const token = Boolean(ctx.session.token); // a token session may read accounts, never make them
+  mount(ctx.main, pageHeader('Users', 'Who may use this panel and the API, and with which scopes.', token ? null : button('Add user', { onclick: () => addDialog(ctx) })),
+    token ? tokenSessionNote('accounts can be added or changed') : null, rowFilter('Filter users', list), card(null, {}, list));
 }

@@ -1,0 +1,487 @@
+"""`make boot-check`: the installed unit under a real systemd as PID 1, on one CPU and on two.
+
+A small Debian 12 root (mmdebstrap: systemd, dbus, python3) is booted with
+systemd-nspawn (its own PID, mount and network namespaces; only loopback inside, so
+its ports 80 and 9090 clash with nothing on the host), and commands run inside through
+nsenter. Inside: `make install` from a copy of this checkout, `systemctl start
+contentnode`, and tests/boot_probe.py drives the node over HTTP from inside the
+container. Run as root (README, "Installing for real"; docs/DEVELOPING.md).
+
+Two boots:
+- two CPUs: `make install` of the previous version (UPGRADE_FROM), data made through the
+  API, `make install` of this checkout over it, everything still there; then every path
+  that touches the OS under the unit's sandbox and filter, restart, kill -9, a
+  configuration error, a state file from a newer version, a denied call (EPERM);
+- one CPU (`--cpu-affinity=0`): install, start, serve, journal.
+
+No network inside: pip installs from a wheelhouse the host fills with its own pip
+(so the host's index and CA configuration apply), cached with the root under
+$XDG_CACHE_HOME/contentnode-boot (a second run skips both builds; CI starts empty).
+"""
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from tests.peers.check import CHALLTESTSRV, DEBIAN_BOOT, DEBIAN_PEERS, PEBBLE, missing_debian, weed_path  # noqa: E402
+
+# The last commit of main before the unit was booted for real: state it wrote must load.
+UPGRADE_FROM = "ae929b2"
+SUITE = "bookworm"
+PACKAGES = "systemd,systemd-sysv,dbus,python3,python3-venv,ca-certificates,make,procps"
+INSIDE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BOOT_TIMEOUT = 60
+STEP_TIMEOUT = 300
+
+
+def log(message: str) -> None:
+    print(f"boot-check: {message}", flush=True)
+
+
+def cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "contentnode-boot")
+
+
+def built_once(name: str, key: str, build) -> str:
+    """`build(tmp_dir)` once per key; the result is renamed into place only when complete."""
+    final = os.path.join(cache_dir(), f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
+    if os.path.isdir(final):
+        log(f"{name}: cached at {final}")
+        return final
+    os.makedirs(cache_dir(), exist_ok=True)
+    for stale in os.listdir(cache_dir()):   # an earlier key's build, or one cut short
+        if stale.startswith(f"{name}-"):
+            shutil.rmtree(os.path.join(cache_dir(), stale), ignore_errors=True)
+    work = final + ".partial"
+    started = time.monotonic()
+    build(work)
+    os.rename(work, final)
+    log(f"{name}: built in {time.monotonic() - started:.0f} s")
+    return final
+
+
+def build_root(path: str) -> None:
+    subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", f"--include={PACKAGES}", SUITE, path],
+                   check=True, timeout=900)
+
+
+def build_wheelhouse(path: str) -> None:
+    """What `make install` (this version and UPGRADE_FROM) and the probe need, as wheels."""
+    os.makedirs(path)
+    pip = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", "--wheel-dir", path, ".[images]", "setuptools>=61", "wheel", "pytest"],
+                   check=True, cwd=ROOT, timeout=900)
+    for name in os.listdir(path):
+        if name.startswith("contentnode-"):
+            os.unlink(os.path.join(path, name))   # installed from its source, as a user would
+
+
+def checkout_copy(dest: str, commit: str | None) -> None:
+    """The working tree (tracked and untracked, not ignored) or one commit, as plain files."""
+    os.makedirs(dest)
+    if commit:
+        archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
+        return
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
+    for name in filter(None, names):
+        source = os.path.join(ROOT, os.fsdecode(name))
+        if os.path.isfile(source):
+            target = os.path.join(dest, os.fsdecode(name))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(source, target)
+
+
+class Container:
+    """One booted copy of the root; `run` executes a command inside, as root."""
+
+    def __init__(self, root: str, workdir: str, binds: dict, cpus: str | None):
+        self.log_path = os.path.join(workdir, "nspawn.log")
+        argv = ["systemd-nspawn", "--quiet", "-D", root, "--register=no", "--keep-unit", "--boot",
+                "--private-network", "--volatile=overlay",
+                *(f"--bind-ro={host}:{inside}" for host, inside in binds.items())]
+        if cpus is not None:
+            argv.append(f"--cpu-affinity={cpus}")
+        with open(self.log_path, "wb") as out:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        self.init_pid = self._find_init()
+        state = self._wait_running()
+        if state not in ("running", "degraded"):
+            raise RuntimeError(f"systemd inside did not come up: {state!r}\n{self.tail()}")
+        if state == "degraded":
+            log("systemd is degraded inside: " + self.run("systemctl", "--failed", "--no-legend").stdout.strip())
+
+    def _find_init(self) -> int:
+        """The container's PID 1 as the host sees it: nspawn's child whose own PID inside is 1."""
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"systemd-nspawn exited with {self.proc.returncode}:\n{self.tail()}")
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+                        status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+                    with open(f"/proc/{pid}/comm", encoding="utf-8") as f:
+                        comm = f.read().strip()
+                except OSError:
+                    continue
+                if (int(status["PPid"]) == self.proc.pid and status["NSpid"].split()[-1] == "1"
+                        and comm == "systemd"):
+                    return int(pid)
+            time.sleep(0.1)
+        raise RuntimeError(f"no init process under systemd-nspawn:\n{self.tail()}")
+
+    def _wait_running(self) -> str:
+        """`is-system-running --wait` once systemd answers at all (before that: offline)."""
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        while True:
+            state = self.run("systemctl", "is-system-running", "--wait", check=False,
+                             timeout=BOOT_TIMEOUT).stdout.strip()
+            if state in ("running", "degraded") or time.monotonic() > deadline:
+                return state
+            time.sleep(0.3)
+
+    def tail(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()[-3000:]
+
+    def command(self, *argv, env: dict | None = None) -> list:
+        environment = {"PATH": INSIDE_PATH, "HOME": "/root", "LANG": "C.UTF-8", **(env or {})}
+        return ["nsenter", "-t", str(self.init_pid), "-a", "env", "-i",
+                *(f"{k}={v}" for k, v in environment.items()), *argv]
+
+    def run(self, *argv, env=None, check=True, timeout=STEP_TIMEOUT, input_text=None):
+        result = subprocess.run(self.command(*argv, env=env), capture_output=True, text=True,
+                                timeout=timeout, input=input_text)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"inside: {' '.join(argv)} -> {result.returncode}\n{result.stdout}{result.stderr}")
+        return result
+
+    def sh(self, script: str, **kw):
+        return self.run("sh", "-euc", script, **kw)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()   # SIGTERM: nspawn asks the container's systemd to power off
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+class Probe:
+    """tests/boot_probe.py inside, kept running across node restarts (it holds the S3 origin)."""
+
+    def __init__(self, box: Container):
+        self.proc = subprocess.Popen(
+            box.command("/root/probe/bin/python", "-m", "tests.boot_probe",
+                        env={"PYTHONPATH": "/root/src-new", "PYTHONDONTWRITEBYTECODE": "1"}),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+
+    def __call__(self, step: str, **args) -> dict:
+        self.proc.stdin.write(json.dumps({"step": step, **args}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"probe ended during {step} (exit {self.proc.wait(timeout=10)})")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise AssertionError(f"probe step {step}: {answer['error']}")
+        log(f"{step}: ok {answer.get('said', '')}")
+        return answer
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def install(box: Container, source: str) -> str:
+    """`make install` from `source` inside, from the system's python3; the version it reports."""
+    box.sh(f"cd {source} && make install", env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse",
+                                                "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    return box.run("contentnode", "--version").stdout.strip()
+
+
+def unit_state(box: Container) -> dict:
+    shown = box.run("systemctl", "show", "contentnode", "-p", "ActiveState,SubState,MainPID,NRestarts,"
+                    "ExecMainStatus,ExecMainCode,Result").stdout
+    return dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+
+
+def wait_for(box: Container, what: str, check, timeout: float = 40) -> dict:
+    deadline = time.monotonic() + timeout
+    state = unit_state(box)
+    while not check(state):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: unit state {state}\n{journal(box)[-3000:]}")
+        time.sleep(0.3)
+        state = unit_state(box)
+    return state
+
+
+def journal(box: Container, since: str | None = None) -> str:
+    """The unit's journal (from `since`, a time inside); `-o cat`: the messages alone."""
+    return box.run("journalctl", "-u", "contentnode", "--no-pager", "-o", "cat",
+                   *([f"--since=@{since}"] if since else [])).stdout
+
+
+def journal_shows(box: Container, check, since: str | None = None, timeout: float = 15) -> str:
+    """journald reads the daemon's stderr on its own time: poll until `check(text)` holds."""
+    deadline = time.monotonic() + timeout
+    text = journal(box, since)
+    while not check(text) and time.monotonic() < deadline:
+        time.sleep(0.3)
+        text = journal(box, since)
+    return text
+
+
+def set_config(box: Container, text: str) -> None:
+    box.run("tee", "/etc/contentnode/contentnode.toml", input_text=text)
+
+
+def start(box: Container) -> dict:
+    box.run("systemctl", "restart", "contentnode")
+    return wait_for(box, "running", lambda s: s.get("ActiveState") == "active" and s.get("SubState") == "running")
+
+
+def prepare(box: Container) -> None:
+    """The probe's venv: cryptography (certificates), Pillow (images), pytest (the S3 peer imports it)."""
+    box.sh("python3 -m venv /root/probe && /root/probe/bin/python -m pip install --quiet --disable-pip-version-check --no-index "
+           "--find-links /wheelhouse cryptography Pillow pytest")
+
+
+CONFIG_TWO_CPUS = """public_port = 80
+public_workers = 2
+"""
+
+
+def two_cpus(box: Container, timings: dict) -> None:
+    prepare(box)
+    started = time.monotonic()
+    old = install(box, "/root/src-old")
+    # The old unit kills the old daemon's public workers with SIGSYS (31) when they pin
+    # their CPU (the bug this check was written for): that version runs with affinity off.
+    set_config(box, CONFIG_TWO_CPUS + 'public_cpu_affinity = "off"\n')
+    start(box)
+    probe = Probe(box)
+    try:
+        probe("origin")
+        made = probe("make_data")
+        new = install(box, "/root/src-new")
+        assert new != old, f"contentnode --version did not change on upgrade: {old!r}"
+        log(f"upgrade: {old} -> {new}")
+        set_config(box, CONFIG_TWO_CPUS)
+        start(box)
+        probe("data_intact", **made)
+        timings["upgrade"] = time.monotonic() - started
+
+        started = time.monotonic()
+        state = unit_state(box)
+        facts = box.sh(f"""
+            stat -c '%a %u' /var/lib/private/contentnode
+            awk '/^Uid:/ {{print $2}}' /proc/{state['MainPID']}/status
+            awk '/^Cpus_allowed_list:/ {{print $2}}' /proc/{state['MainPID']}/status
+            for worker in $(pgrep -P {state['MainPID']}); do
+                grep -h '^Cpus_allowed_list:' /proc/$worker/task/*/status | sort -u | tr -d '\t' | tr '\n' ' '
+                echo
+            done
+        """).stdout.strip().split("\n")
+        mode_owner, uid, cpus, workers = facts[0], facts[1], facts[2], facts[3:]
+        assert mode_owner == f"700 {uid}", f"state dir mode and owner: {mode_owner}, daemon uid {uid}"
+        assert int(uid) >= 61184, f"not a dynamic user: uid {uid}"   # systemd's DynamicUser range
+        assert "-" in cpus or "," in cpus, f"the daemon may run on CPUs {cpus} only"
+        assert len(workers) == 2, f"public workers running: {workers}"
+        # each worker's public threads keep to one CPU: sched_setaffinity ran under the filter
+        pinned = [{cpu for cpu in found.replace("Cpus_allowed_list:", "").split() if cpu != cpus}
+                  for found in workers]
+        assert all(len(one) == 1 for one in pinned) and pinned[0] != pinned[1], workers
+        log(f"dynamic uid {uid}, state dir {mode_owner}, CPUs {cpus}, 2 public workers pinned to "
+            f"{' and '.join(one.pop() for one in pinned)}")
+        probe("exercise", **made)
+        startup = ("contentnode 0.", "admin API on", "public port on", "served by 2 worker processes")
+        text = journal_shows(box, lambda text: all(line in text for line in startup))
+        for line in startup:
+            assert line in text, f"journal lacks {line!r}:\n{text[-3000:]}"
+        assert "the OS refused" not in text, "a call was refused under the shipped unit:\n" + text[-3000:]
+
+        box.run("systemctl", "restart", "contentnode")
+        wait_for(box, "restart", lambda s: s.get("SubState") == "running")
+        probe("data_intact", **made)
+
+        before = unit_state(box)
+        box.run("kill", "-9", before["MainPID"])
+        after = wait_for(box, "restart after kill -9", lambda s: s.get("SubState") == "running"
+                         and s.get("MainPID") not in ("0", before["MainPID"]))
+        assert int(after["NRestarts"]) == int(before["NRestarts"]) + 1, (before, after)
+        probe("data_intact", **made)
+
+        acme(box, probe)
+        denied_call(box, probe, made)
+        config_error(box)
+        newer_state(box)
+        set_config(box, CONFIG_TWO_CPUS)
+        start(box)
+        probe("data_intact", **made)
+        timings["unit"] = time.monotonic() - started
+    finally:
+        probe.close()
+
+
+def drop_in(box: Container, text: str | None) -> None:
+    """The unit's one drop-in (None: removed), then daemon-reload."""
+    folder = "/etc/systemd/system/contentnode.service.d"
+    if text is None:
+        box.run("rm", "-rf", folder)
+    else:
+        box.run("mkdir", "-p", folder)
+        box.run("tee", f"{folder}/boot-check.conf", input_text="[Service]\n" + text)
+    box.run("systemctl", "daemon-reload")
+
+
+def acme(box: Container, probe: Probe) -> None:
+    """ACME against pebble inside: the daemon trusts pebble's listener and resolves through its DNS."""
+    peer = probe("acme_prepare")
+    drop_in(box, f"Environment=SSL_CERT_FILE={peer['ca_file']} CONTENTNODE_DNS_RESOLVER={peer['dns']}\n")
+    start(box)
+    probe("acme_issue")
+    drop_in(box, None)
+
+
+def denied_call(box: Container, probe: Probe, made: dict) -> None:
+    """The filter denies sched_setaffinity (a drop-in): logged once per process, node serves."""
+    drop_in(box, "SystemCallFilter=~sched_setaffinity\n")
+    since = box.run("date", "+%s").stdout.strip()
+    state = start(box)
+    probe("exercise", **made)
+    line = "the OS refused sched_setaffinity (EPERM)"
+    text = journal_shows(box, lambda text: text.count(line) >= 2, since)
+    refused = text.count(line)
+    assert refused == 2, f"expected one line per public worker (2), got {refused}:\n{text[-3000:]}"
+    assert unit_state(box)["MainPID"] == state["MainPID"], "the daemon restarted under the denied call"
+    drop_in(box, None)
+    log("denied sched_setaffinity: one warning line per public worker, the node served on")
+
+
+def config_error(box: Container) -> None:
+    """Exit 2 is a configuration error: systemd must not restart it."""
+    set_config(box, CONFIG_TWO_CPUS + "admin_port = 99999\n")
+    before = unit_state(box)
+    box.run("systemctl", "restart", "contentnode", check=False)
+    state = wait_for(box, "config error", lambda s: s.get("ActiveState") == "failed")
+    time.sleep(3)   # longer than RestartSec: a restart would have happened by now
+    state = unit_state(box)
+    assert state["ActiveState"] == "failed" and state["ExecMainStatus"] == "2", state
+    assert state["NRestarts"] == "0" or state["NRestarts"] == before["NRestarts"], state
+    assert "admin_port" in journal_shows(box, lambda text: "admin_port" in text[-2000:])[-2000:]
+    log("configuration error: exit 2, not restarted")
+
+
+def newer_state(box: Container) -> None:
+    """A state file from a newer schema is refused (exit 2) and left byte for byte."""
+    set_config(box, CONFIG_TWO_CPUS)
+    path = "/var/lib/private/contentnode/state.json"
+    box.run("python3", "-c", f"""
+import json
+with open({path!r}) as f: state = json.load(f)
+state["schema"] += 1
+with open({path!r}, "w") as f: json.dump(state, f)
+""")
+    before = box.run("sha256sum", path).stdout
+    box.run("systemctl", "restart", "contentnode", check=False)
+    state = wait_for(box, "newer state", lambda s: s.get("ActiveState") == "failed")
+    assert state["ExecMainStatus"] == "2", state
+    assert box.run("sha256sum", path).stdout == before, "the newer state file was rewritten"
+    text = journal_shows(box, lambda text: "written by a newer contentnode" in text[-2000:])[-2000:]
+    assert "written by a newer contentnode" in text, text
+    box.run("python3", "-c", f"""
+import json
+with open({path!r}) as f: state = json.load(f)
+state["schema"] -= 1
+with open({path!r}, "w") as f: json.dump(state, f)
+""")
+    box.run("systemctl", "reset-failed", "contentnode")
+    log("state from a newer version: exit 2, file unchanged")
+
+
+def one_cpu(box: Container, timings: dict) -> None:
+    prepare(box)
+    started = time.monotonic()
+    install(box, "/root/src-new")
+    start(box)
+    probe = Probe(box)
+    try:
+        probe("origin")
+        made = probe("make_data")
+        probe("exercise", **made)
+    finally:
+        probe.close()
+    text = journal_shows(box, lambda text: "public port on" in text)
+    assert "public port on" in text and "the OS refused" not in text, text[-3000:]
+    pid = unit_state(box)["MainPID"]
+    cpus = box.sh(f"awk '/^Cpus_allowed_list:/ {{print $2}}' /proc/{pid}/status").stdout.strip()
+    assert cpus == "0", f"the daemon may run on CPUs {cpus}, not on CPU 0 alone"
+    log(f"one CPU: the daemon runs on CPU {cpus}")
+    timings["one_cpu"] = time.monotonic() - started
+
+
+@contextlib.contextmanager
+def booted(root: str, wheels: str, cpus: str | None):
+    with tempfile.TemporaryDirectory(prefix="boot-check-") as work:
+        checkout_copy(os.path.join(work, "src-new"), None)
+        checkout_copy(os.path.join(work, "src-old"), UPGRADE_FROM)
+        binds = {wheels: "/wheelhouse", weed_path(): "/usr/local/bin/weed", PEBBLE: PEBBLE, CHALLTESTSRV: CHALLTESTSRV,
+                 os.path.join(work, "src-new"): "/root/src-new-ro", os.path.join(work, "src-old"): "/root/src-old-ro"}
+        box = Container(root, work, binds, cpus)
+        try:
+            # make install writes build files into its source: a writable copy inside
+            box.sh("cp -a /root/src-new-ro /root/src-new && cp -a /root/src-old-ro /root/src-old")
+            yield box
+        except BaseException:
+            print(f"--- journal inside:\n{journal(box)[-4000:]}", file=sys.stderr)
+            raise
+        finally:
+            box.close()
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print("boot-check boots a container: run it as root", file=sys.stderr)
+        return 1
+    missing = missing_debian(DEBIAN_BOOT | DEBIAN_PEERS)
+    if missing:
+        print(f"boot-check needs Debian packages: apt-get install -y {' '.join(missing)}", file=sys.stderr)
+        return 1
+    if len(os.sched_getaffinity(0)) < 2:
+        print("boot-check runs the unit on two CPUs and on one: this machine gives it one", file=sys.stderr)
+        return 1
+    if not os.access(weed_path(), os.X_OK):
+        print(f"boot-check needs {weed_path()} (make peers installs it)", file=sys.stderr)
+        return 1
+    started = time.monotonic()
+    root = built_once("root", f"{SUITE} {PACKAGES}", build_root)
+    with open(os.path.join(ROOT, "setup.cfg"), "rb") as f:
+        wheels = built_once("wheels", f"{UPGRADE_FROM} {hashlib.sha256(f.read()).hexdigest()}", build_wheelhouse)
+    timings = {"prepare": time.monotonic() - started}
+    with booted(root, wheels, None) as box:
+        two_cpus(box, timings)
+    with booted(root, wheels, "0") as box:
+        one_cpu(box, timings)
+    timings["total"] = time.monotonic() - started
+    log("passed: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
