@@ -66,6 +66,7 @@ def test_add_a_passkey_and_sign_in_with_it(browser, node, json_forms):  # noqa: 
     page.get_by_label("What passkeys may do").select_option("passwordless")
     page.get_by_role("button", name="Save policy").click()
     page.get_by_text("Policy saved").wait_for()
+    screens(page, "security-passkeys")
     log_out(page)
 
     page.get_by_role("button", name="Sign in with a passkey").wait_for()
