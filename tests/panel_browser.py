@@ -33,20 +33,34 @@ def require_chromium() -> str:
     return CHROMIUM
 
 
+_SHARED: dict = {"users": 0}  # one Playwright per process, however many modules import `browser`
+
+
 @pytest.fixture(scope="session")
 def browser():
-    """One headless chromium for the session."""
+    """One headless chromium for the session.
+
+    Each test module that imports this fixture gets its own session-scoped copy of it, and a
+    second sync Playwright in one process fails ("Sync API inside the asyncio loop") while the
+    first still runs: so every copy shares one Playwright and one chromium, closed by the last.
+    """
     executable = require_chromium()
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         pytest.fail("the playwright package is missing: pip install -e '.[test]'", pytrace=False)
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=executable, headless=True, args=LAUNCH_ARGS)
-        try:
-            yield instance
-        finally:
-            instance.close()
+    if _SHARED["users"] == 0:
+        _SHARED["playwright"] = sync_playwright().start()
+        _SHARED["browser"] = _SHARED["playwright"].chromium.launch(executable_path=executable, headless=True,
+                                                                   args=LAUNCH_ARGS)
+    _SHARED["users"] += 1
+    try:
+        yield _SHARED["browser"]
+    finally:
+        _SHARED["users"] -= 1
+        if _SHARED["users"] == 0:
+            _SHARED.pop("browser").close()
+            _SHARED.pop("playwright").stop()
 
 
 def origin_of(url: str) -> str:
