@@ -279,7 +279,9 @@ def test_totp_may_be_turned_off_while_a_passkey_keeps_the_second_factor(node, ad
     assert me.put("/api/policy", {"two_factor": "all"}).status == 200
     refused = me.post("/api/me/2fa/disable", {"password": ADMIN_PASSWORD})
     assert refused.status == 409  # TOTP is the only second factor
+    assert me.get("/api/me/2fa").json["turn_off_allowed"] is False
     _, passkey, _ = _register(me)
+    assert me.get("/api/me/2fa").json["turn_off_allowed"] is True
     assert me.post("/api/me/2fa/disable", {"password": ADMIN_PASSWORD}).status == 200
     assert me.get("/api/session").json["two_factor_enrollment_required"] is False
     assert me.delete(f"/api/me/passkeys/{passkey['id']}").status == 409  # now the last one

@@ -77,6 +77,7 @@ def status(req):
         "required": requires_two_factor(policy, req.user),
         "policy": policy["two_factor"],
         "recovery_codes_left": len(state.get("recovery") or []) if state.get("enabled") else 0,
+        "turn_off_allowed": bool(state.get("enabled")) and _may_turn_off(policy, req.user),
     }
 
 
@@ -121,11 +122,15 @@ def _require_enabled(req) -> None:
         raise conflict("conflict", "two-factor authentication is not enabled for this account")
 
 
+def _may_turn_off(policy: dict, user: dict) -> bool:
+    """Whether the policy lets TOTP go: 2FA is not required of the account, or a passkey stays."""
+    return not requires_two_factor(policy, user) or has_second_factor(dict(user, totp={}), policy)
+
+
 def disable(req):
     body = req.body
     _require_enabled(req)
-    policy = req.app.store.data["policy"]
-    if requires_two_factor(policy, req.user) and not has_second_factor(dict(req.user, totp={}), policy):
+    if not _may_turn_off(req.app.store.data["policy"], req.user):
         raise conflict("conflict", "the policy requires two-factor authentication for this account "
                                    "(a passkey would do instead)")
     confirm_password(req, body, "2fa.password_failure")
@@ -156,7 +161,8 @@ SECOND_STEP_BODY = obj({"code": text(64), "passkey": CREDENTIAL},
 ENABLE_BODY = obj({"code": text(16)}, required=["code"], description="a code from the set-up secret")
 
 STATUS = answer({"enabled": BOOLEAN, "setup_pending": BOOLEAN, "required": BOOLEAN,
-                 "policy": one_of(*TWO_FACTOR_MODES), "recovery_codes_left": {"type": "integer", "minimum": 0}})
+                 "policy": one_of(*TWO_FACTOR_MODES), "recovery_codes_left": {"type": "integer", "minimum": 0},
+                 "turn_off_allowed": BOOLEAN})
 
 ROUTES = [
     Route("POST", "/api/login/2fa", "public", login_second_step, body=SECOND_STEP_BODY),

@@ -91,14 +91,14 @@ async function twoFactorCard(ctx, redraw) {
           showCodes(r.recovery_codes, redraw);
         }) }),
         startSetup('Move to a new authenticator'),
-        st.required ? null : button('Turn off', { kind: 'danger-soft', onclick: () => withPassword('Turn off two-factor authentication?', 'Turn off', 'Logins then need only your password.', async (password, close) => {
+        st.turn_off_allowed ? button('Turn off', { kind: 'danger-soft', onclick: () => withPassword('Turn off two-factor authentication?', 'Turn off', 'Logins then need only your password.', async (password, close) => {
           await post('/api/me/2fa/disable', { password });
           close();
           toast('Two-factor authentication is off');
           await ctx.refreshSession();
           redraw();
-        }, true) })),
-      st.required ? h('p', { class: 'muted small' }, 'The security policy requires it for your account, so it cannot be turned off.') : null);
+        }, true) }) : null),
+      st.turn_off_allowed ? null : h('p', { class: 'muted small' }, 'The security policy requires two-factor authentication for your account, and this is its only second factor, so it cannot be turned off.'));
   } else if (st.policy === 'off') {
     parts.push(h('p', { class: 'muted' }, 'Two-factor authentication is turned off on this node by its security policy.'));
   } else {
