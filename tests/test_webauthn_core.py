@@ -115,3 +115,18 @@ def test_auth_data_bounds():
 def test_base64url_is_strict(value):
     with pytest.raises(webauthn.WebAuthnError):
         webauthn.from_b64url(value, "x")
+
+
+@given(st.binary(max_size=300))
+@settings(max_examples=500, deadline=None)
+def test_arbitrary_authenticator_data_parses_or_raises_webauthn_error_only(data):
+    try:
+        webauthn.parse_auth_data(data)
+    except webauthn.WebAuthnError:
+        pass
+
+
+def test_a_crafted_item_count_is_refused_before_any_work():
+    many = b"\x99\x08\x00" + b"\x00" * 2048  # a list of 2048 zeros: more items than the decoder takes
+    with pytest.raises(cbor.CborError, match="too many"):
+        cbor.decode(many)
