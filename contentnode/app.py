@@ -35,7 +35,9 @@ from contentnode.core.metrics import NodeMetrics
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.notify import Notifier
 from contentnode.core.static_files import load_panel_files
+from contentnode.core.traffic import COUNTERS
 from contentnode.core.verify import new_secret
+from contentnode.fleet.service import Fleet
 from contentnode.http.binding import BindError
 from contentnode.http.errors import forbidden
 from contentnode.http.request import Request
@@ -79,6 +81,7 @@ class App:
     delivery: Delivery
     folder_roots: FolderRoots  # where folder buckets may serve from (start-up value folder_roots)
     notifier: Notifier
+    fleet: Fleet
     servers: dict
     update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
     access_log: AccessLog  # where access lines go: the access_log start-up value
@@ -117,11 +120,14 @@ class App:
         self.every(SESSION_PRUNE_SECONDS, self.sessions.prune, "sessions-prune")
         self.every(delivery_api.FLUSH_SECONDS, lambda: delivery_api.flush(self.delivery), "traffic-flush")
         self._stop_steps.append(self.delivery.traffic.save)
+        self._stop_steps.append(self.delivery.cache.close)
         self.notifier.start()
         self.events.subscribe(self.notifier.handle_event)
         self._stop_steps.append(self.notifier.stop)
         self._stop_steps.append(updates_api.start_auto_check(self))
         certs_api.start_renewal(self)
+        self.fleet.start()
+        self._stop_steps.insert(0, self.fleet.stop)
 
     def stop(self) -> None:
         """Stop the jobs, close the listeners (in-flight requests finish), then the stop steps."""
@@ -170,6 +176,10 @@ class App:
     def apply_policy(self) -> None:
         policy = self.store.data["policy"]
         self.login_limiter.configure(policy["lockout_threshold"], policy["lockout_duration"])
+
+    def fleet_primary(self) -> str | None:
+        """The primary's node_id when this node is a fleet replica (the router refuses shared writes)."""
+        return self.fleet.primary_of_replica()
 
     def admin_host(self) -> str | None:
         return self.settings.get("admin_host")
@@ -287,7 +297,11 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
     app = App(config, clock, worker_slot)
     app.access_log = AccessLog(config.access_log, config.access_log_rate)
     app.store = Store(config.data_dir, SECTIONS, revisioned=REVISIONED)
+    if app.public_processes > 1:
+        app.store.share_changes()   # workers see the daemon's writes from their next request
     app.store.load()
+    if worker_slot is None:
+        app.store.publish()
     app.sessions = SessionManager(config.data_dir, app.store, clock)
     app.sessions.load()
     if worker_slot is None:
@@ -310,7 +324,23 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
     app.delivery = Delivery(app)
     delivery_api.register_metrics(app.metrics, app.delivery)
     app.notifier = notifications_api.build_notifier(app)
+    app.fleet = Fleet(store=app.store, data_dir=config.data_dir, clock=clock, poll_seconds=config.fleet_poll_seconds,
+                      version=__version__, outbound=lambda: app.outbound,
+                      node_name=lambda: app.settings.get("node_name", "contentnode"),
+                      counters=lambda: _traffic_totals(app.delivery), purger=app.delivery.cache, events=app.events)
+    if worker_slot is None:
+        app.store.add_commit_listener(app.fleet.on_commit)
+        app.delivery.cache.add_purge_listener(app.fleet.on_purge)
     return app
+
+
+def _traffic_totals(delivery: Delivery) -> dict:
+    """This process's public traffic summed over domains (a fleet status reports it)."""
+    out = dict.fromkeys(COUNTERS, 0)
+    for counters in delivery.traffic.totals().values():
+        for name, value in counters.items():
+            out[name] = out.get(name, 0) + value
+    return out
 
 
 def _ensure_node_identity(store: Store, clock: Clock) -> None:

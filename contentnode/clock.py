@@ -10,6 +10,7 @@ CONTENTNODE_TEST_CLOCK_FILE there, not at import); production never sets it.
 import os
 import time
 from datetime import datetime
+from typing import overload
 
 CLOCK_FILE_VARIABLE = "CONTENTNODE_TEST_CLOCK_FILE"
 
@@ -37,6 +38,14 @@ class Clock:
         if self.offset_file:
             return time.time() + self._offset()
         return time.time()
+
+
+@overload
+def rfc3339(ts: float) -> str: ...
+
+
+@overload
+def rfc3339(ts: None) -> None: ...
 
 
 def rfc3339(ts: float | None) -> str | None:

@@ -74,6 +74,13 @@ def _seconds_between(low: float, high: float):
 _seconds = _seconds_between(0.1, 86400)
 
 
+def _poll_seconds(value):
+    number = _int(value)
+    if not 1 <= number <= 3600:
+        raise ValueError("must be a whole number of seconds from 1 to 3600")
+    return number
+
+
 def _address(value):
     text = str(value).strip()
     ipaddress.ip_address(text)
@@ -184,6 +191,8 @@ OPTIONS = (
     Option("hash_time_cost", _positive_int, 2, "argon2id iterations"),
     Option("max_concurrent_hashes", _positive_int, 2, "password hashes computed at once"),
     Option("update_public_key", _text, "", "Ed25519 public key (base64) for update manifests; empty: the shipped key"),
+    Option("fleet_poll_seconds", _poll_seconds, 10, "seconds between a fleet node's looks at the bucket "
+           "(see docs/API.md, Fleet)"),
     Option("dns_resolver", _dns_server, "", "DNS server (ip or ip:port) for every outbound request; empty: the system resolver"),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}

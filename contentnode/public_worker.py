@@ -4,11 +4,10 @@ contentnode/workers.py (the daemon's side) says what workers are for and what
 holds across them. This is the worker's side: the setup arrives as JSON on
 stdin (configuration, slot, the inherited listening socket and counts pipe),
 it builds the same App with its slot and serves only the public port until
-SIGTERM (drain, then stop), SIGUSR1 (stop now) or until the daemon is gone.
+SIGTERM (drain, then stop), SIGUSR1 (stop now) or until the daemon is gone
+(its stdin, which the daemon keeps open, reaches EOF: stop now).
 """
 
-import ctypes
-import errno
 import json
 import logging
 import os
@@ -18,21 +17,17 @@ import sys
 import threading
 import time
 
-from contentnode import oscalls
 from contentnode.app import build_app
 from contentnode.clock import Clock
 from contentnode.config import Config
 from contentnode.daemon import setup_logging
-from contentnode.store import STATE_FILE
-from contentnode.workers import COUNTS_EVERY, STATE_POLL_SECONDS, STOP_GRACE_SECONDS, STOP_NOW
+from contentnode.workers import COUNTS_EVERY, STOP_GRACE_SECONDS, STOP_NOW
 
 log = logging.getLogger("contentnode.workers")
 
-PR_SET_PDEATHSIG = 1
 
-
-def run(setup: dict) -> int:
-    """The worker's whole life: serve the inherited public socket until SIGTERM."""
+def run(setup: dict, lifeline) -> int:
+    """The worker's whole life: serve the inherited public socket until told to stop or the daemon is gone."""
     config = Config(setup["config"], {name: "daemon" for name in setup["config"]})
     slot = setup["slot"]
     setup_logging(config.log_level)
@@ -41,50 +36,56 @@ def run(setup: dict) -> int:
     signal.signal(STOP_NOW, lambda *_: (hurry.set(), stop.set()))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C reaches the daemon, which stops us
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the access log is open (it is opened after any rename)
-    _die_with_daemon(setup["daemon_pid"])
+    threading.Thread(target=_watch_lifeline, args=(lifeline, stop, hurry), name="lifeline", daemon=True).start()
     counts = os.fdopen(setup["counts_fd"], "wb")
     listener = socket.socket(fileno=setup["listener_fd"])
-    # Every worker waits for the same socket: when another took the connection, a blocking accept()
-    # would wait for the next one, and a stop would wait with it (till SIGKILL).
-    listener.setblocking(False)
-    stamp = _state_stamp(os.path.join(config.data_dir, STATE_FILE))  # before the load: a write in between is seen
     app = build_app(config, Clock.from_environment(), worker_slot=slot)
     server = app.serve_public_socket(listener)
     signal.signal(signal.SIGHUP, lambda *_: app.access_log.reopen())
     log.info("public worker %d serving (slot %d)", os.getpid(), slot)
-    while not stop.wait(min(STATE_POLL_SECONDS, COUNTS_EVERY)):
-        if os.getppid() != setup["daemon_pid"]:
-            break
-        stamp = _follow_state(app, stamp)
-        _send_counts(app, counts)
-    _drain(app, setup["daemon_pid"], hurry, counts)
-    server.close_gracefully(grace=STOP_GRACE_SECONDS - 1)
+    try:
+        while not stop.wait(COUNTS_EVERY):
+            app.store.follow()   # requests do this too; an idle worker keeps up as well
+            _send_counts(app, counts)
+        _drain(app, hurry, counts)
+    finally:
+        server.close_gracefully(grace=STOP_GRACE_SECONDS - 1)
     _send_counts(app, counts)
     counts.close()
     return 0
 
 
-def _drain(app, daemon_pid: int, hurry: threading.Event, counts) -> None:
+def _drain(app, hurry: threading.Event, counts) -> None:
     """As the daemon does: /healthz answers 503 for drain_seconds while requests are served."""
-    if hurry.is_set() or os.getppid() != daemon_pid:
+    if hurry.is_set():
         return
     app.drain()
     deadline = time.monotonic() + app.config.drain_seconds
     while not hurry.wait(min(COUNTS_EVERY, max(0.0, deadline - time.monotonic()))):
         _send_counts(app, counts)
-        if time.monotonic() >= deadline or os.getppid() != daemon_pid:
+        if time.monotonic() >= deadline:
             return
 
 
-def _follow_state(app, stamp):
-    """Re-read the state file when the daemon wrote a new one."""
-    now = _state_stamp(app.store.path)
-    if now is not None and now != stamp:
-        try:
-            app.store.load()
-        except Exception:
-            log.exception("public worker %d: cannot reload the state file", os.getpid())
-    return now
+def _watch_lifeline(lifeline, stop: threading.Event, hurry: threading.Event) -> None:
+    """Stop now (no drain) when the daemon is gone, whatever it died of.
+
+    The daemon holds the write end of our stdin and never closes it while it
+    wants us: its death (kill -9, a crash) closes it and we read EOF. Unlike
+    PR_SET_PDEATHSIG this does not depend on which daemon thread started us,
+    nor on a signal we might be ignoring. Stop in an orderly way, and if that
+    does not end the process within the grace, end it here.
+    """
+    while lifeline.read(4096):
+        pass
+    if not stop.is_set():
+        log.warning("public worker %d: the daemon is gone; stopping", os.getpid())
+    hurry.set()
+    stop.set()
+    threading.Event().wait(STOP_GRACE_SECONDS)
+    log.error("public worker %d did not stop in %.0f s after the daemon went: exiting", os.getpid(),
+              STOP_GRACE_SECONDS)
+    os._exit(1)
 
 
 def _send_counts(app, counts) -> None:
@@ -95,26 +96,20 @@ def _send_counts(app, counts) -> None:
         counts.flush()
 
 
-def _die_with_daemon(daemon_pid: int) -> None:
-    """SIGTERM when the daemon dies, even by kill -9 (we would serve stale state)."""
-    without = f"a public worker stops within {STATE_POLL_SECONDS:.2f} s of the daemon instead"
+def main() -> None:
+    """Run, then leave at once: a thread nobody stopped must not keep the process (and its port) alive."""
+    lifeline = sys.stdin.buffer
+    status = 1
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
-            oscalls.note_refused("prctl(PR_SET_PDEATHSIG)", ctypes.get_errno(), without)
-    except (OSError, AttributeError):  # no libc to load, or no prctl in it (not Linux)
-        oscalls.note_refused("prctl(PR_SET_PDEATHSIG)", errno.ENOSYS, without)
-    if os.getppid() != daemon_pid:  # gone before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _state_stamp(path: str):
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_mtime_ns, st.st_ino
+        status = run(json.loads(lifeline.readline()), lifeline)
+    except BrokenPipeError:   # the counts pipe: the daemon is gone
+        status = 0
+    except Exception:
+        log.exception("public worker %d failed", os.getpid())
+    finally:
+        logging.shutdown()
+        os._exit(status)
 
 
 if __name__ == "__main__":
-    sys.exit(run(json.loads(sys.stdin.buffer.read())))
+    main()

@@ -23,6 +23,8 @@ SECTIONS = {
     "https": dict,
     **TOKEN_SECTIONS,                  # api_tokens: hashes only
     "revisions": dict,                 # the revision of each object in REVISIONED.whole, and the counter
+    "fleet": dict,                     # this node's fleet role and what it knows of the fleet, no key
+    "fleet_purges": dict,              # a fleet primary's purge history (carried by its bundle)
 }
 
 # The updatable objects (docs/API.md, "Revisions, ETag and If-Match"): each record of these sections, and each of

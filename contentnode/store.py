@@ -6,13 +6,20 @@ is written durably (fileio.atomic_write) and only then becomes the new
 snapshot. An exception inside the block, or a failed write, leaves memory and
 disk as they were. Append-heavy data (audit, traffic, cache) lives elsewhere.
 
+Commit listeners (add_commit_listener) hear, after each durable commit, the
+names of the sections it changed: how a service follows edits without any
+handler knowing it (the fleet publishes the shared sections this way).
+
 A store given `revisioned=` (a Revisioned) stamps the revisions of the
 updatable objects as it commits (see core/revisions.py): one write path, so
 no caller can change an object and forget its revision.
 """
 
 import json
+import logging
+import mmap
 import os
+import struct
 import threading
 from collections.abc import Callable, Mapping, MutableMapping
 from contextlib import contextmanager
@@ -22,8 +29,12 @@ from types import MappingProxyType
 from contentnode.core import revisions
 from contentnode.fileio import atomic_write
 
+log = logging.getLogger("contentnode.store")
+
 SCHEMA_VERSION = 1
 STATE_FILE = "state.json"
+CHANGES_FILE = "state.changes"   # the stamp of the last state file written, mapped by every process
+_STAMP = struct.Struct("<QQ")    # inode, mtime in ns
 DATA_DIR_MARKER = ".contentnode-data-dir"  # written when the node claims its data dir
 
 
@@ -354,9 +365,18 @@ class Store:
         self._lock = threading.RLock()
         self._encoded = {}  # section name -> its JSON bytes, or {key: member bytes} for an object
         self._data = {}
+        self._stamp = None  # _STAMP of the file's (inode, mtime) as last loaded or written, see follow()
+        self._shared = None  # the mmap of CHANGES_FILE once share_changes() ran
+        self._commit_listeners: list[Callable[[frozenset], None]] = []
+
+    def add_commit_listener(self, listener: Callable[[frozenset], None]) -> None:
+        """listener(changed section names) after every durable commit, in the writer's thread
+        and under the store's lock: it must only note or enqueue, never write the store."""
+        self._commit_listeners.append(listener)
 
     def load(self) -> None:
         """Read the document (or start an empty one). Corrupt or unreadable: StoreError."""
+        self._stamp = _file_stamp(self.path)   # before the read: a write in between is seen by follow()
         try:
             with open(self.path, "rb") as f:
                 raw = f.read()
@@ -383,6 +403,54 @@ class Store:
         self._data = doc
         if raw is None:
             atomic_write(self.path, _document_parts(self._encoded))
+            self._written()
+
+    def share_changes(self) -> None:
+        """Publish every write in CHANGES_FILE, a small file all processes of the node map.
+
+        It holds the (inode, mtime) of the state file as last written; a reader
+        compares it with what it loaded (a memory compare, no system call), so
+        follow() costs a request almost nothing until something changed.
+        """
+        fd = os.open(os.path.join(os.path.dirname(self.path), CHANGES_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(fd).st_size < _STAMP.size:
+                os.ftruncate(fd, _STAMP.size)
+            self._shared = mmap.mmap(fd, _STAMP.size)
+        finally:
+            os.close(fd)
+
+    def publish(self) -> None:
+        """Tell the other processes which state file this one holds (the daemon, once loaded)."""
+        if self._shared is not None and self._stamp is not None:
+            self._shared[:_STAMP.size] = self._stamp
+
+    def _written(self) -> None:
+        self._stamp = _file_stamp(self.path)
+        self.publish()
+
+    def follow(self) -> None:
+        """Load the file again when another process replaced it since this one last read or wrote it.
+
+        A public worker calls this before every request, so a change the daemon's
+        admin API has acknowledged is served by the very next request: the
+        writer publishes the new file's stamp (share_changes) before it answers.
+        Without a shared stamp, or when it differs, one stat decides: every write
+        renames a new file in (atomic_write), so the inode changes even when the
+        clock's granularity leaves the mtime the same.
+        """
+        if self._shared is not None and self._shared[:_STAMP.size] == self._stamp:
+            return
+        stamp = _file_stamp(self.path)
+        if stamp == self._stamp:
+            return
+        with self._lock:
+            if _file_stamp(self.path) == self._stamp:
+                return   # another thread loaded it meanwhile
+            try:
+                self.load()
+            except StoreError as exc:   # keep serving the last good document; the next write retries
+                log.error("cannot reload the state file: %s", exc)
 
     def section_defaults(self) -> dict:
         """{name: default value} of every declared section, fresh copies."""
@@ -401,16 +469,26 @@ class Store:
             yield tx
             if self.revisioned is not None:
                 self._stamp_revisions(tx)
-            data, encoded, changed = {}, {}, bool(tx.deleted & self._data.keys())
+            data, encoded, names = {}, {}, set(tx.deleted & self._data.keys())
             for name in tx:
                 if name in tx.copies:
                     data[name], encoded[name] = _encode_section(tx.copies[name])
-                    changed = changed or _differs(encoded[name], self._encoded.get(name))
+                    if _differs(encoded[name], self._encoded.get(name)):
+                        names.add(name)
                 else:
                     data[name], encoded[name] = self._data[name], self._encoded[name]
-            if changed:
+            if names:
                 atomic_write(self.path, _document_parts(encoded))
                 self._data, self._encoded = data, encoded
+                self._written()
+                self._announce(frozenset(names))
+
+    def _announce(self, names: frozenset) -> None:
+        for listener in self._commit_listeners:
+            try:
+                listener(names)
+            except Exception:  # a listener's bug must not fail a write that is already durable
+                logging.getLogger("contentnode.store").exception("commit listener failed")
 
     def _stamp_revisions(self, tx: Transaction) -> None:
         """Give every updatable object this transaction changed (and only those) the next
@@ -439,3 +517,11 @@ class Store:
         stamped = {name: counter if name in whole else revisions.of_section(self._data, name)
                    for name in sorted(self.revisioned.whole)}
         tx["revisions"] = dict(stamped, **{revisions.COUNTER: counter})
+
+
+def _file_stamp(path: str):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return _STAMP.pack(st.st_ino, st.st_mtime_ns)

@@ -8,9 +8,9 @@ daemon thread held; it gets the listening socket and a pipe as inherited file
 descriptors and its configuration as JSON on stdin, builds the same App
 (build_app with its slot) and serves only the public side:
 
-- configuration: it re-reads the state file when its (mtime, inode) changes,
-  polled every STATE_POLL_SECONDS, so rules, domains and keys changed through
-  the admin API reach every worker within that;
+- configuration: before every request it re-reads the state file when the
+  file's inode changed (Store.follow), so a change the admin API acknowledged
+  is served by every worker from the very next request;
 - cache: shared with the daemon and the other workers through the cache's
   ledger (core/cache_ledger.py): one budget, purges reach every worker's
   memory, one origin GET per key across processes;
@@ -19,15 +19,17 @@ descriptors and its configuration as JSON on stdin, builds the same App
   stops; the daemon adds them to its own, so /api/traffic and /metrics sum
   over every process.
 
-A worker that dies is logged and started again (its reserved cache bytes and
-temp files dropped first; one that dies within a second of starting is started
+A worker that dies is logged and started again (its cache temp files dropped
+and the cache's books recounted first; one that dies within a second of starting is started
 again only after a pause that doubles up to RESTART_PAUSE_MAX). SIGTERM to
 the daemon is passed on at once: each worker drains as the daemon does (its
 /healthz answers 503 for drain_seconds while it serves on), then finishes its
 in-flight requests; SIGUSR1 (the daemon's SIGINT or second SIGTERM) skips the
 drain; after the drain and STOP_GRACE_SECONDS, SIGKILL. SIGHUP is passed on
 too (the access log file is reopened). A worker also stops when the daemon is
-gone.
+gone, whatever it died of: the daemon keeps each worker's stdin open as its
+lifeline, and the worker stops (ending itself after STOP_GRACE_SECONDS at the
+latest) when it reads EOF there.
 """
 
 import json
@@ -41,7 +43,6 @@ import time
 
 log = logging.getLogger("contentnode.workers")
 
-STATE_POLL_SECONDS = 0.25     # how often a worker looks for a changed state file
 COUNTS_EVERY = 0.25           # how often a worker sends its counts
 STOP_GRACE_SECONDS = 10.0
 RESTART_PAUSE_MAX = 30.0
@@ -50,7 +51,10 @@ MAX_COUNTS_LINE = 4 << 20      # a counts line is far smaller (bounded labels); 
 
 
 class _Worker:
-    """The daemon's handle on one worker: its process and the reader of its counts pipe."""
+    """The daemon's handle on one worker: its process and the reader of its counts pipe.
+
+    The process's stdin stays open as its lifeline: the worker stops when it reads EOF.
+    """
 
     def __init__(self, process: subprocess.Popen, reader: threading.Thread):
         self.process, self.reader = process, reader
@@ -98,6 +102,7 @@ class PublicWorkers:
                 log.warning("public worker %d did not stop in %.0f s: killed", worker.process.pid, grace)
                 worker.process.kill()
                 worker.process.wait()
+            _close(worker.process.stdin)
             worker.reader.join(timeout=2.0)
 
     def signal_all(self, signum: int) -> None:
@@ -117,8 +122,8 @@ class PublicWorkers:
                                        pass_fds=(listener.fileno(), counts_write))
         finally:
             os.close(counts_write)
-        process.stdin.write(json.dumps(setup).encode())
-        process.stdin.close()
+        process.stdin.write(json.dumps(setup).encode() + b"\n")
+        process.stdin.flush()   # and kept open: the worker's lifeline (see public_worker.py)
         counts = os.fdopen(counts_read, "rb")
         reader = threading.Thread(target=self._read_counts, args=(counts,), name=f"worker-{slot}-counts",
                                   daemon=True)
@@ -145,7 +150,8 @@ class PublicWorkers:
                 if status is None:
                     continue
                 worker.reader.join(timeout=2.0)  # its last counts first
-                self.app.delivery.cache.forget_worker(slot)
+                _close(worker.process.stdin)
+                self.app.delivery.cache.settle()  # its temp files go; the books are recounted
                 quick = time.monotonic() - worker.started < 1.0
                 self._pause = min(max(self._pause * 2, 0.5), RESTART_PAUSE_MAX) if quick else 0.0
                 log.warning("public worker %d (slot %d) exited (%s): restarting%s", worker.process.pid, slot,
@@ -159,6 +165,13 @@ def _signal(process, signum: int) -> None:
     try:
         process.send_signal(signum)
     except ProcessLookupError:
+        pass
+
+
+def _close(stream) -> None:
+    try:
+        stream.close()
+    except OSError:   # a worker that is already gone: nothing to tell it
         pass
 
 

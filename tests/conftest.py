@@ -11,6 +11,7 @@ import pytest
 from tests.inprocess import node_class
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, DEFAULT_HASH_COST
 from tests.peers.check import missing_peers
+from tests.panel_browser import browser  # noqa: F401  (one chromium per worker: see panel_browser.browser)
 from tests.peers.seaweed import seaweed  # noqa: F401  (the session's SeaweedFS, for every module)
 
 
@@ -22,7 +23,8 @@ def pytest_configure(config):
 
 
 # The files whose tests run longest (the browser journey alone takes 80 s or more), in that order.
-STARTED_FIRST = ("test_panel_journey.py", "test_crash_safety.py", "test_schemathesis.py", "test_cli_users.py")
+STARTED_FIRST = ("test_panel_journey.py", "test_crash_safety.py", "test_schemathesis.py", "test_cli_users.py",
+                 "test_cache_faults.py")
 
 
 def pytest_collection_modifyitems(items):

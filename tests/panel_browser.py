@@ -33,34 +33,23 @@ def require_chromium() -> str:
     return CHROMIUM
 
 
-_SHARED: dict = {"users": 0}  # one Playwright per process, however many modules import `browser`
-
-
 @pytest.fixture(scope="session")
 def browser():
-    """One headless chromium for the session.
+    """One headless chromium for the session, defined once (tests/conftest.py imports it).
 
-    Each test module that imports this fixture gets its own session-scoped copy of it, and a
-    second sync Playwright in one process fails ("Sync API inside the asyncio loop") while the
-    first still runs: so every copy shares one Playwright and one chromium, closed by the last.
-    """
+    A test module that imported it itself would get a fixture of its own, and a second
+    sync_playwright() on the same worker fails ("Sync API inside the asyncio loop")."""
     executable = require_chromium()
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         pytest.fail("the playwright package is missing: pip install -e '.[test]'", pytrace=False)
-    if _SHARED["users"] == 0:
-        _SHARED["playwright"] = sync_playwright().start()
-        _SHARED["browser"] = _SHARED["playwright"].chromium.launch(executable_path=executable, headless=True,
-                                                                   args=LAUNCH_ARGS)
-    _SHARED["users"] += 1
-    try:
-        yield _SHARED["browser"]
-    finally:
-        _SHARED["users"] -= 1
-        if _SHARED["users"] == 0:
-            _SHARED.pop("browser").close()
-            _SHARED.pop("playwright").stop()
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=executable, headless=True, args=LAUNCH_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()
 
 
 def origin_of(url: str) -> str:

@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+import contentnode.core.cache as cache_module
 from contentnode.core.cache import Cache
 from contentnode.core.cache_fill import FillTruncated, OriginAnswer
 
@@ -309,7 +310,9 @@ class SlowOrigin:
 
 
 def _disk_bytes(root):
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files)
+    """Bytes of the entry and temp files (not the books' own small file)."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files
+               if f != "ledger")
 
 
 def test_an_object_larger_than_the_cap_never_touches_the_disk(tmp_path, clock):
@@ -364,3 +367,46 @@ def test_single_flight_holds_for_the_readers_that_stay(tmp_path, clock):
     leaving.close()
     assert len(staying.read_all()) == 2 << 20
     assert origin.calls == 1 and cache.lookup(KEY) is not None
+
+
+def test_a_key_with_an_encoding_suffix_survives_a_restart_and_goes_with_its_object(tmp_path, clock):
+    """Room for compressed variants: a key may carry more parts after the image variant (an
+    encoding); it is an entry like any other, and a URL purge takes it with the object."""
+    root = str(tmp_path / "c")
+    plain, encoded = ("h", "/a.css", ""), ("h", "/a.css", "", "br")
+    cache = Cache(root, 1 << 20, clock)
+    cache.get(plain, Origin(b"body{}"), 600).read_all()
+    cache.get(encoded, Origin(b"compressed"), 600).read_all()
+    again = Cache(root, 1 << 20, clock)
+    assert read_hit(again.lookup(encoded)) == b"compressed"
+    assert again.purge_url("h", "/a.css") == 2
+    assert again.lookup(plain) is None and again.lookup(encoded) is None
+
+
+def test_an_index_of_entries_other_processes_evicted_stays_bounded(tmp_path, clock, monkeypatch):
+    """A process indexes what it meets on disk; another one evicts those files behind its back.
+    What this process holds for them stays within twice the folder's entries plus INDEX_SLACK."""
+    monkeypatch.setattr(cache_module, "INDEX_SLACK", 32)
+    root = str(tmp_path / "c")
+    reader = Cache(root, 5000, clock, processes=2)
+    filler = Cache(root, 5000, clock, processes=2, worker_slot=1)
+    for n in range(200):
+        key = ("h", f"/{n}", "")
+        filler.get(key, Origin(b"v" * 100), 600).read_all()
+        hit = reader.lookup(key)
+        assert hit is not None
+        hit.close()
+    entries = reader.stats()["entries"]
+    assert 0 < entries < 50
+    assert len(reader._index) <= 2 * entries + 32 + 1
+    assert len(reader._order) <= 2 * entries + 32 + 1
+
+
+def test_temp_files_of_dead_processes_go_at_start_even_under_this_pid(tmp_path, clock):
+    """Temp files are named by their process's pid; a dead worker's pid may be this daemon's now."""
+    root = tmp_path / "c"
+    (root / "tmp").mkdir(parents=True)
+    for name in (f"{os.getpid()}-{'ab' * 32}.0001", "4194300-x.1", "leftover"):
+        (root / "tmp" / name).write_bytes(b"t" * 500)
+    cache = Cache(str(root), 1 << 20, clock)
+    assert os.listdir(root / "tmp") == [] and cache.total == 0

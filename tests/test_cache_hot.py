@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-import contentnode.core.cache as cache_module
+import contentnode.core.cache_memory as cache_memory
 from contentnode.core.cache import Cache
 from tests.test_cache_core import Clock, Origin
 
@@ -40,14 +40,14 @@ def test_a_small_hit_holds_the_entry_bytes_in_memory_and_the_file_stays_readable
 
 
 def test_a_large_hit_is_not_kept_in_memory(cache):
-    body = os.urandom(cache_module.HOT_MAX_OBJECT + 1)
+    body = os.urandom(cache_memory.HOT_MAX_OBJECT + 1)
     fill(cache, KEY, body)
     hit = cache.get(KEY, Origin(b"other"), 60)
     assert hit.hit and hit.body is None
     fd, offset = hit.open_file()
     assert os.pread(fd, len(body), offset) == body
     hit.close()
-    assert cache._hot_bytes == 0
+    assert cache._hot.bytes == 0
 
 
 def test_purge_expiry_and_a_new_version_never_serve_the_bytes_held_in_memory(cache, clock):
@@ -62,13 +62,13 @@ def test_purge_expiry_and_a_new_version_never_serve_the_bytes_held_in_memory(cac
 
 
 def test_the_memory_held_stays_under_its_cap_oldest_first_out(cache, monkeypatch):
-    monkeypatch.setattr(cache_module, "HOT_MAX_BYTES", 3000)
+    monkeypatch.setattr(cache_memory, "HOT_MAX_BYTES", 3000)
     keys = [("example.com", f"/{i}.bin", "") for i in range(5)]
     for i, key in enumerate(keys):
         fill(cache, key, bytes([i]) * 1000)
         assert cache.get(key, Origin(b"unused"), 60).body == bytes([i]) * 1000
-        assert cache._hot_bytes <= 3000
+        assert cache._hot.bytes <= 3000
     held = [k for k in keys if cache._index[k].body is not None]
     assert held == keys[-3:]
     evicted = cache.get(keys[0], Origin(b"unused"), 60)   # read from its file again, then kept
-    assert evicted.hit and evicted.body == bytes([0]) * 1000 and cache._hot_bytes <= 3000
+    assert evicted.hit and evicted.body == bytes([0]) * 1000 and cache._hot.bytes <= 3000

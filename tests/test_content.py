@@ -254,6 +254,24 @@ def test_image_variants(site):
     assert purge.json["purged"] == 3                 # the original and both variants
 
 
+def test_diagnose_tells_what_a_visitor_gets(site):
+    """Diagnose's steps are recorded by the resolve the public port runs: same refusals, same words."""
+    cases = [("/img/photo.jpg?w=0", "image", 400), ("/private/doc.txt?exp=1&kid=x&sig=y", "signature", 403),
+             ("/off/probe.txt", "rule", 404), ("/nowhere/x", "rule", 404)]
+    for path, step_name, status in cases:
+        visitor = site.get(path)
+        assert visitor.status == status, path
+        report = site.admin.post("/api/diagnose", {"url": f"http://{site.host}{path}"}).json
+        last = report["steps"][-1]
+        assert (last["name"], last["ok"], report["ok"]) == (step_name, False, False), report
+        if status != 404:
+            assert last["detail"] == visitor.json["error"]["message"], (last, visitor.json)
+    ok = site.admin.post("/api/diagnose", {"url": f"http://{site.host}/img/photo.jpg?w=10"}).json
+    assert {"name": "image", "ok": True} in [{"name": s["name"], "ok": s["ok"]} for s in ok["steps"]]
+    probe = site.admin.post("/api/probe", {"url": f"http://{site.host}/off/probe.txt"}).json
+    assert probe["rule"]["enabled"] is False and probe["key"] == "site/probe.txt"
+
+
 def test_probe_and_diagnose(site):
     site.put("site/probe.txt", b"probe me", "text/plain")
     url = f"http://{site.host}/static/probe.txt"
@@ -272,7 +290,7 @@ def test_probe_and_diagnose(site):
 
     report = site.admin.post("/api/diagnose", {"url": url}).json
     names = [s["name"] for s in report["steps"]]
-    assert names == ["parse", "dns", "domain", "redirect", "rule", "signature", "origin", "cache"]
+    assert names == ["parse", "dns", "redirect", "domain", "rule", "signature", "origin", "cache"]
     steps = {s["name"]: s for s in report["steps"]}
     assert steps["rule"]["ok"] and steps["origin"]["ok"] and steps["cache"]["ok"]
     assert steps["domain"]["ok"] is False                # pending: never checked

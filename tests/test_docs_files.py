@@ -67,7 +67,10 @@ def code_files(files: set) -> list:
 
 
 def cites_a_file(name: str) -> bool:
-    """A path of the repository's code or docs (tests name S3 keys such as docs/hello.txt too)."""
+    """A path of the repository's code or docs (tests name S3 keys such as docs/hello.txt too, and
+    the fleet's bucket objects live under the default prefix contentnode/: bundle.json, nodes/*.json)."""
+    if name.startswith("contentnode/") and name.endswith(".json"):
+        return False
     return name.startswith(("contentnode/", "bench/", "contrib/")) or (name.startswith("docs/") and name.endswith(".md"))
 
 

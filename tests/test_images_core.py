@@ -130,3 +130,67 @@ def test_parse_and_variant_keys():
     assert a == b and a.key() == b.key() == "w=100&fit=contain&format=webp"
     assert images.parse({"w": "100", "h": "50", "fit": "cover", "q": "70"}).key() == \
         "w=100&h=50&fit=cover&q=70"
+
+
+class RecordingBudget(images.Budget):
+    """A budget that remembers the pixels each transform held (what it decoded)."""
+
+    def __init__(self):
+        super().__init__(10 ** 9, 2)
+        self.held = []
+
+    def hold(self, pixels):
+        self.held.append(pixels)
+        return super().hold(pixels)
+
+
+def big_jpeg(width=3000, height=2000, orientation=None):
+    img = Image.radial_gradient("L").resize((width, height)).convert("RGB")
+    exif = Image.Exif()
+    if orientation:
+        exif[0x0112] = orientation
+    return encode(img, "JPEG", quality=90, exif=exif.tobytes())
+
+
+def test_a_large_jpeg_is_shrunk_on_load_to_the_smallest_scale_still_covering_the_output():
+    budget = RecordingBudget()
+    data, ctype = images.transform(big_jpeg(), images.parse({"w": "320", "format": "webp", "q": "80"}), budget)
+    assert ctype == "image/webp" and decode(data).size == (320, 213)
+    assert budget.held == [375 * 250]   # decoded at 1/8 scale, not 3000x2000
+    budget.held.clear()
+    images.transform(big_jpeg(), images.parse({"w": "200", "h": "200", "fit": "cover"}), budget)
+    assert budget.held == [375 * 250]   # cover: the short side (250) still covers 200
+
+
+def test_exif_rotation_is_applied_to_the_output_and_its_size():
+    budget = RecordingBudget()
+    out = decode(images.transform(big_jpeg(orientation=6), images.parse({"w": "100"}), budget)[0])
+    assert out.size == (100, 150)     # shown upright: 2000 wide, 3000 high
+    assert budget.held == [375 * 250]
+    cover = decode(images.transform(big_jpeg(orientation=8), images.parse({"w": "90", "h": "40", "fit": "cover"}))[0])
+    assert cover.size == (90, 40)
+
+
+def test_pixel_budget_bounds_what_runs_at_once():
+    import threading
+    import time
+
+    budget = images.Budget(100, 2)
+    order = []
+
+    def run(name, pixels, seconds):
+        with budget.hold(pixels):
+            order.append(("start", name))
+            time.sleep(seconds)
+            order.append(("end", name))
+
+    first = threading.Thread(target=run, args=("a", 80, 0.3))
+    first.start()
+    time.sleep(0.05)
+    second = threading.Thread(target=run, args=("b", 50, 0))   # 80 + 50 > 100: waits for a
+    second.start()
+    second.join(5)
+    first.join(5)
+    assert order == [("start", "a"), ("end", "a"), ("start", "b"), ("end", "b")]
+    with budget.hold(500):   # larger than the whole budget: runs alone rather than never
+        pass

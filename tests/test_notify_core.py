@@ -15,6 +15,7 @@ from tests.peers.telegram import FakeTelegram
 
 TOKEN = "123456:" + "A" * 35
 OPEN = OutboundPolicy(allow_private=True)
+FAST_RETRY = notify.RetryPolicy(first=0.05, factor=1.0)
 
 
 def trust(cert_path):
@@ -92,7 +93,9 @@ def test_every_event_the_daemon_emits_formats_without_gaps(event):
               "backup_restored": dict(kind="plain", created_at="t", by="u"),
               "update_available": dict(current="1.0.0", latest="1.1.0", channel="stable", notes=""),
               "user_created": dict(username="u", role="viewer", by="root"),
-              "user_deleted": dict(username="u", by="root")}[event]
+              "user_deleted": dict(username="u", by="root"),
+              "fleet_sync_failed": dict(node="n1", code="bucket_error", message="m", seq=3),
+              "fleet_node_problem": dict(node_id="n2", name="edge", problem="unseen", detail="d")}[event]
     subject, text = notify.format_message(event, fields, "n")
     assert "?" not in subject and "?" not in text.split("\n\n")[0]
     subject, _ = notify.format_message("user_deleted", {}, "n")
@@ -214,7 +217,7 @@ class Recorder:
 
 def make_notifier(cfg, recorder, **kw):
     n = notify.Notifier(lambda: cfg, lambda: OPEN, lambda: "edge-1", on_result=recorder,
-                        retry_delays=(0.05, 0.05, 0.05), timeout=5, **kw)
+                        retry=FAST_RETRY, timeout=5, **kw)
     n.start()
     return n
 
@@ -277,15 +280,32 @@ def test_switched_off_event_and_disabled_channel_queue_nothing():
     assert n.pending() == 1
 
 
-def test_queue_is_bounded():
-    cfg = notify.effective({})
-    cfg["telegram"] = dict(cfg["telegram"], enabled=True, bot_token=TOKEN, chat_id="42")
-    rec = Recorder()
-    n = notify.Notifier(lambda: cfg, lambda: OPEN, lambda: "n", on_result=rec, max_pending=2)
-    for _ in range(3):
-        n.handle_event("user_deleted", {"username": "x"})
-    assert n.pending() == 2
-    assert rec.results == [("telegram", "user_deleted", False, "queue full, message dropped")]
+def test_queue_is_bounded_and_a_storm_is_logged_once(caplog):
+    """An event storm keeps the oldest messages, drops the rest, and says so once (and the count once drained)."""
+    with FakeTelegram([TOKEN], ["42"]) as fake:
+        cfg = notify.effective({})
+        cfg["telegram"] = tg_cfg(fake)
+        rec = Recorder()
+        n = notify.Notifier(lambda: cfg, lambda: OPEN, lambda: "n", on_result=rec, max_pending=2)
+        with caplog.at_level("WARNING", logger="contentnode.notify"):
+            for i in range(50):
+                n.handle_event("user_deleted", {"username": f"u{i}"})
+            assert n.pending() == 2
+            assert rec.results == [("telegram", "user_deleted", False,
+                                    "queue full: this and later messages are dropped until it drains")]
+            n.start()
+            try:
+                rec.wait(3)
+                drained = [r.getMessage() for r in caplog.records if "drained" in r.getMessage()]
+                n.handle_event("user_deleted", {"username": "after"})
+                rec.wait(4)
+            finally:
+                n.stop()
+        texts = [m["text"] for m in fake.messages]
+    assert [t.splitlines()[0] for t in texts] == ["[n] User deleted: u0", "[n] User deleted: u1",
+                                                  "[n] User deleted: after"]
+    full = [r for r in caplog.records if "queue full" in r.getMessage()]
+    assert len(full) == 1 and drained == ["notification queue drained: 48 messages were dropped while it was full"]
 
 
 def test_test_message_reports_transport_answer():

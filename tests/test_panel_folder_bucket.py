@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
-from tests.panel_browser import browser, check_page, new_context  # noqa: F401  (session fixture)
+from tests.panel_browser import check_page, new_context
 
 TEXT = b"served from a folder, added in the panel\n"
 
@@ -24,7 +24,7 @@ def labelled(scope, label):
     return scope.get_by_label(re.compile(rf"^{re.escape(label)}\s*\*?$"))
 
 
-def test_add_check_and_test_a_folder_bucket(browser, node):  # noqa: F811
+def test_add_check_and_test_a_folder_bucket(browser, node):
     api = node.client()
     assert api.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
     assert api.post("/api/domains", {"host": "localhost"}).status == 201

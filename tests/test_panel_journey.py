@@ -28,13 +28,14 @@ from contentnode.api import ROUTES
 from contentnode.http.errors import ApiError
 from contentnode.http.router import RouteTable
 from tests.node import ROOT, Node
-from tests.panel_browser import browser, check_page, new_context, serious_violations  # noqa: F401  (session fixture)
+from tests.panel_browser import check_page, new_context, serious_violations
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 ADMIN, ADMIN_PASSWORD = "admin", "a long admin pass phrase 7"
 VIEWER, VIEWER_PASSWORD = "vera", "a long viewer pass phrase 8"
 OBJECT = b"hello from the origin bucket\n"
-READ_ONLY_CONTROLS = {"1h", "24h", "7d", "Requests", "Bandwidth", "Errors"}  # the dashboard chart's switches
+READ_ONLY_CONTROLS = {"1h", "24h", "7d", "Requests", "Bandwidth", "Errors",  # the dashboard chart's switches
+                      "Refresh"}
 RECORDED_API_CALLS = set()  # (method, path) seen in the browser; checked against the route table below
 
 
@@ -75,7 +76,7 @@ def sign_in(page, username, password):
     page.get_by_role("button", name="Sign in").click()
 
 
-def open_signed_in(browser, node, username, password, route):  # noqa: F811
+def open_signed_in(browser, node, username, password, route):
     """A new context and page, signed in on `node` and showing `route` (a #/ path)."""
     context = new_context(browser, node)
     page = context.new_page()
@@ -86,7 +87,7 @@ def open_signed_in(browser, node, username, password, route):  # noqa: F811
     return context, page
 
 
-def test_the_checks_catch_what_they_must(browser, node):  # noqa: F811
+def test_the_checks_catch_what_they_must(browser, node):
     """The harness itself: a foreign request is blocked and recorded, the page's CSP refuses a
     foreign fetch, a console error and an error answer are recorded, and axe-core reports an
     image without a text alternative."""
@@ -190,6 +191,10 @@ def test_journey(browser, node, seaweed):  # noqa: F811
     labelled(page, "URLs to purge").fill(f"http://localhost:{node.public_port}/hello.txt")
     page.get_by_role("button", name="Purge", exact=True).click()
     page.get_by_test_id("toasts").get_by_role("status").filter(has_text=re.compile("urged")).first.wait_for()
+    books = page.get_by_test_id("cache-books")
+    expect(books).to_contain_text("1 removed")        # the books, shown again after the purge
+    expect(books).to_contain_text("1 hit · 1 miss")
+    expect(page.get_by_role("table", name="Cache hits per process")).to_contain_text("Daemon")
     check_page(page, "cache")
     assert public.get("/hello.txt").body == OBJECT
     assert seaweed.count("GET", contains=f"/{bucket}/hello.txt") == 2, "the purge did not drop the cached copy"
@@ -215,10 +220,10 @@ def test_journey(browser, node, seaweed):  # noqa: F811
     vpage.get_by_role("heading", level=1, name="Dashboard").wait_for()
     menu = vpage.get_by_role("navigation", name="Main")
     assert menu.get_by_role("link", name="Domains").is_visible()
-    for absent in ("Users", "Security", "Activity log", "Backup", "Settings", "Notifications", "Cache"):
+    for absent in ("Users", "Security", "Activity log", "Backup", "Settings", "Notifications"):
         assert menu.get_by_role("link", name=absent, exact=True).count() == 0, absent
     for where, heading in (("#/domains", "Domains"), ("#/domains/localhost", "localhost"), ("#/buckets", "Buckets"),
-                           ("#/rules", "Rules"), ("#/dashboard", "Dashboard")):
+                           ("#/rules", "Rules"), ("#/cache", "Cache"), ("#/dashboard", "Dashboard")):
         vpage.goto("/" + where)
         vpage.get_by_role("heading", level=1, name=heading).wait_for()
         vpage.wait_for_load_state("networkidle")
@@ -338,7 +343,7 @@ def create_token(page, context):
     return secret
 
 
-def check_token_session(browser, node, cookies):  # noqa: F811
+def check_token_session(browser, node, cookies):
     """A browser holding a token session's cookie: My account offers no password, 2FA or token controls."""
     context = new_context(browser, node)
     context.add_cookies([{"name": k, "value": v, "url": f"http://127.0.0.1:{node.admin_port}"} for k, v in cookies.items()])
@@ -396,7 +401,7 @@ def assert_recorded_calls_are_routes():
     assert unknown == [], f"the panel called routes the route table does not have: {unknown}"
 
 
-def test_a_stale_edit_form_says_reload_and_changes_nothing(browser, tmp_path):  # noqa: F811
+def test_a_stale_edit_form_says_reload_and_changes_nothing(browser, tmp_path):
     """The panel's edit forms send If-Match with the revision they were drawn from: a save made
     on a page someone else changed meanwhile is refused with a clear message, nothing changes."""
     other = Node(str(tmp_path)).start()  # its own node: the journey's module node is set up by the wizard
@@ -432,7 +437,7 @@ def test_a_stale_edit_form_says_reload_and_changes_nothing(browser, tmp_path):  
         other.kill()
 
 
-def test_the_restore_page_names_what_it_kept(browser, tmp_path):  # noqa: F811
+def test_the_restore_page_names_what_it_kept(browser, tmp_path):
     """Issue 25: a token revoked since the backup is named as kept revoked after a restore from the
     panel, and the option to bring the backup's credentials back is offered, off, for an encrypted file."""
     other = Node(str(tmp_path)).start()  # its own node: the journey's module node is set up by the wizard
@@ -464,7 +469,7 @@ def test_the_restore_page_names_what_it_kept(browser, tmp_path):  # noqa: F811
         other.kill()
 
 
-def test_a_token_session_is_offered_no_account_controls(browser, tmp_path):  # noqa: F811
+def test_a_token_session_is_offered_no_account_controls(browser, tmp_path):
     """Issue 25: a full-scope token session may read accounts, the policy and the backup page, but the
     API refuses it every account, credential, policy and restore change: the panel offers none."""
     other = Node(str(tmp_path)).start()

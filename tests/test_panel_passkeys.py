@@ -7,7 +7,7 @@ panel's own conversion carries the same journey."""
 import pytest
 
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
-from tests.panel_browser import browser, check_page, labelled, new_context  # noqa: F401  (session fixture)
+from tests.panel_browser import check_page, labelled, new_context
 
 
 def virtual_authenticator(context, page):
@@ -33,7 +33,7 @@ WITHOUT_JSON_FORMS = """if (typeof PublicKeyCredential === 'function') {
 
 
 @pytest.mark.parametrize("json_forms", ["chromium", "panel"])
-def test_add_a_passkey_and_sign_in_with_it(browser, node, json_forms):  # noqa: F811
+def test_add_a_passkey_and_sign_in_with_it(browser, node, json_forms):
     api = node.client()
     assert api.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
     context = new_context(browser, node, host="localhost")  # a relying party id must be a name

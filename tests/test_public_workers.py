@@ -175,6 +175,62 @@ def test_one_budget_across_workers(site):
         site.admin.put("/api/settings", {"cache_max_bytes": 256 * 1024 * 1024})
 
 
+def test_the_cache_keeps_caching_at_its_cap_after_the_workers_restart(site):
+    """One budget, one LRU order: entries stored by workers that were killed are evicted by the
+    new workers' fills (before, each process evicted only what it had stored itself: at the cap
+    the new workers streamed every object from the origin and cached nothing)."""
+    response = site.admin.put("/api/settings", {"cache_max_bytes": 1_000_000})
+    assert response.status == 200, response.body
+    try:
+        for n in range(8):
+            site.put(f"w/full-{n}.bin", bytes([n]) * 150_000)
+            assert site.get(f"/w/full-{n}.bin").status == 200
+        assert _cache_stats(site)["bytes"] > 800_000
+        victims = live_workers(site.node)
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        assert wait_until(lambda: len(set(live_workers(site.node)) - set(victims)) == 2, 10), site.node.log()
+        for n in range(4):
+            site.put(f"w/after-{n}.bin", bytes([n]) * 150_000)
+            assert site.get(f"/w/after-{n}.bin").status == 200
+            again = site.get(f"/w/after-{n}.bin")
+            assert again.status == 200 and again.headers.get("x-cache") == "HIT", f"after-{n} was not kept"
+        assert _entry_bytes(os.path.join(site.node.data_dir, "cache")) <= 1_000_000
+    finally:
+        site.admin.put("/api/settings", {"cache_max_bytes": 256 * 1024 * 1024})
+
+
+def test_the_books_show_every_process_and_the_last_purge(site):
+    """GET /api/cache: what the panel's Cache page shows, summed over the processes."""
+    def live_slots():
+        return sorted(p["slot"] for p in site.admin.get("/api/cache").json["processes"]
+                      if p["role"] == "worker" and p["alive"])
+    assert wait_until(lambda: live_slots() == [1, 2], 10), live_slots()   # restarted workers have attached
+    before = site.admin.get("/api/cache").json
+    for n in range(3):
+        site.put(f"w/books-{n}.txt", b"x" * (1000 + n))
+    for _ in range(4):
+        for n in range(3):
+            assert site.get(f"/w/books-{n}.txt").status == 200
+    books = site.admin.get("/api/cache")
+    assert books.status == 200, books.body
+    after = books.json
+    assert after["entries"] == before["entries"] + 3 and after["bytes"] <= after["max_bytes"], (before, after)
+    workers = [p for p in after["processes"] if p["role"] == "worker" and p["alive"]]
+    assert sorted(p["slot"] for p in workers) == [1, 2]
+    assert [p["slot"] for p in after["processes"] if p["role"] == "daemon"] == [0]
+    asked = {p["pid"]: p["hits"] + p["misses"] for p in before["processes"]}
+    assert sum(p["hits"] + p["misses"] - asked.get(p["pid"], 0) for p in workers) == 12, (before, after)
+    for p in workers:
+        if p["hits"] + p["misses"]:
+            assert p["hit_ratio"] == round(p["hits"] / (p["hits"] + p["misses"]), 4)
+    assert site.admin.post("/api/purge", {"urls": [f"http://{site.host}/w/books-0.txt"]}).json == {"purged": 1}
+    purged = site.admin.get("/api/cache").json
+    assert purged["entries"] == after["entries"] - 1 and purged["last_purge"]["purged"] == 1, (after, purged)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", purged["last_purge"]["at"])
+    assert site.node.client().get("/api/cache").status == 401
+
+
 def test_traffic_and_metrics_sum_over_workers(site):
     site.put("w/count.txt", b"count me")
     host = site.host

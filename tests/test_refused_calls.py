@@ -2,8 +2,7 @@
 `SystemCallErrorNumber=EPERM`): each is logged once per process and the node serves on
 (docs/API.md, "Refused OS calls"). The daemon and its public workers run under a real
 seccomp filter (tests/peers/seccomp_exec.py, Debian's python3-seccomp): CPU affinity,
-PR_SET_PDEATHSIG, the cache ledger's record locks, sendfile and the data dir's flock are
-all refused, and cached objects, small and large, are still served whole, twice.
+the cache ledger's record locks, sendfile and the data dir's flock are all refused, and cached objects, small and large, are still served whole, twice.
 """
 
 import fcntl
@@ -20,8 +19,7 @@ from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.daemon_process
 
-PR_SET_PDEATHSIG = 1
-DENY = ["sched_setaffinity", "sendfile", f"prctl:0={PR_SET_PDEATHSIG}",
+DENY = ["sched_setaffinity", "sendfile",
         f"fcntl:1={fcntl.F_SETLK}", f"fcntl:1={fcntl.F_SETLKW}", "flock"]
 LAUNCHER = [SYSTEM_PYTHON, os.path.join(ROOT, "tests", "peers", "seccomp_exec.py"),
             *(arg for rule in DENY for arg in ("--deny", rule)), "--"]
@@ -63,12 +61,12 @@ def test_refused_calls_are_logged_once_and_the_node_serves_on(site):
     logged = refusals(site)
     for call, pids in logged.items():
         assert len(pids) == len(set(pids)), f"{call} logged twice by one process: {pids}"
-    workers = set(logged.get("prctl(PR_SET_PDEATHSIG)", []))
-    assert len(workers) == WORKERS and site.node.proc.pid not in workers, logged
+    # every process opens the shared cache ledger and takes its liveness byte there
+    workers = set(logged.get("fcntl.lockf", [])) - {site.node.proc.pid}
+    assert len(workers) == WORKERS and site.node.proc.pid in logged["fcntl.lockf"], logged
     assert logged.get("flock") == [site.node.proc.pid], logged       # the daemon's data dir lock
-    assert logged.get("fcntl.lockf"), logged                         # the shared cache ledger
     assert logged.get("sendfile") and set(logged["sendfile"]) <= workers, logged
     assert set(logged.get("sched_setaffinity", [])) == (workers if PINNED else set()), logged
-    assert set(logged) <= {"prctl(PR_SET_PDEATHSIG)", "flock", "fcntl.lockf", "sendfile", "sched_setaffinity"}
+    assert set(logged) <= {"flock", "fcntl.lockf", "sendfile", "sched_setaffinity"}
     assert site.admin.get("/healthz").status == 200
     assert "Traceback" not in site.node.log()

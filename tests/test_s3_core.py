@@ -359,3 +359,70 @@ def test_a_silent_server_is_a_timeout(seaweed, bucket):
         report = s3.check_bucket(client)
     assert report["ok"] is False
     assert (report["steps"][-1]["name"], report["steps"][-1]["code"]) == ("authenticate", "timeout")
+
+
+# --- writes, conditional reads and presigned URLs (the fleet's bucket calls)
+
+
+def test_put_then_conditional_get_then_delete(seaweed, bucket):
+    client = _client(seaweed, bucket)
+    etag = client.put_object("fleet/one.json", b'{"a":1}', "application/json")
+    assert etag
+    got = client.get_bytes("fleet/one.json")
+    assert (got.body, got.etag, got.not_modified) == (b'{"a":1}', etag, False)
+    same = client.get_bytes("fleet/one.json", if_none_match=etag)
+    assert same.not_modified and same.body is None
+    newer = client.put_object("fleet/one.json", b'{"a":2}', "application/json")
+    assert newer != etag
+    changed = client.get_bytes("fleet/one.json", if_none_match=etag)
+    assert (changed.body, changed.etag) == (b'{"a":2}', newer)
+    client.delete_object("fleet/one.json")
+    assert client.get_bytes("fleet/one.json") is None
+    client.delete_object("fleet/one.json")  # deleting a missing object is no error
+
+
+def test_put_is_signed_over_its_body_and_refuses_an_oversized_one(seaweed, bucket, monkeypatch):
+    client = _client(seaweed, bucket)
+    monkeypatch.setattr(s3, "PUT_MAX_BYTES", 10)
+    with pytest.raises(s3.S3Error) as info:
+        client.put_object("fleet/big", b"x" * 11, "application/octet-stream")
+    assert info.value.code == "too_large"
+    assert client.get_bytes("fleet/big") is None
+    wrong = _client(seaweed, bucket, secret_key="wrong" * 8)
+    with pytest.raises(s3.S3Error) as info:
+        wrong.put_object("fleet/big", b"x", "application/octet-stream")
+    assert info.value.status == 403 and info.value.code == "credentials_refused"
+
+
+def test_get_bytes_caps_the_body(seaweed, bucket):
+    with pytest.raises(s3.S3Error) as info:
+        _client(seaweed, bucket).get_bytes("docs/deep/b.bin", max_bytes=100)
+    assert info.value.code == "too_large"
+
+
+def test_get_bytes_of_a_missing_bucket_is_an_error_not_none(seaweed):
+    with pytest.raises(s3.S3Error) as info:
+        _client(seaweed, "no-such-" + uuid.uuid4().hex[:8]).get_bytes("x")
+    assert info.value.code == "no_such_bucket"
+
+
+def test_presigned_get_works_until_it_expires(seaweed, bucket):
+    client = _client(seaweed, bucket)
+    client.put_object("fleet/joins/abc", b"sealed", "application/octet-stream")
+    url = client.presign_get("fleet/joins/abc", 300)
+    assert seaweed.secret_key not in url and "X-Amz-Signature=" in url
+    result = netguard.fetch(url, netguard.OutboundPolicy())
+    assert (result.status, result.body) == (200, b"sealed")
+    tampered = url.replace("X-Amz-Expires=300", "X-Amz-Expires=301")
+    assert netguard.fetch(tampered, netguard.OutboundPolicy()).status == 403
+    past = _client(seaweed, bucket)
+    past.clock = lambda: time.time() - 3600  # signed an hour ago, for 10 minutes
+    expired = past.presign_get("fleet/joins/abc", 600)
+    assert netguard.fetch(expired, netguard.OutboundPolicy()).status == 403
+
+
+def test_presign_refuses_lifetimes_sigv4_does_not_allow(seaweed, bucket):
+    client = _client(seaweed, bucket)
+    for seconds in (0, s3.PRESIGN_MAX_SECONDS + 1):
+        with pytest.raises(s3.S3Error):
+            client.presign_get("k", seconds)

@@ -79,5 +79,5 @@ RESTORED = answer({
 ROUTES = [
     Route("POST", "/api/backup/export", "users:manage", export, body=EXPORT_BODY, body_optional=True),
     Route("POST", "/api/backup/restore", "users:manage", restore, body=RESTORE_BODY, answer=RESTORED,
-          token_session=False),
+          token_session=False, fleet_shared=True),
 ]

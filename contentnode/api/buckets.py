@@ -198,10 +198,13 @@ BUCKET = answer({"id": STRING, "name": STRING, "type": one_of(*buckets.TYPES), *
 ROUTES = [
     Route("GET", "/api/buckets", "buckets:read", list_buckets,
           answer=answer({"buckets": {"type": "array", "items": BUCKET}, "folder_roots": {"type": "array", "items": STRING}})),
-    Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201, body=CREATE_BODY, answer=BUCKET),
+    Route("POST", "/api/buckets", "buckets:write", create_bucket, status=201, body=CREATE_BODY, answer=BUCKET,
+          fleet_shared=True),
     Route("POST", "/api/buckets/check", "buckets:write", check_bucket, body=CHECK_BODY),
     Route("POST", "/api/buckets/test", "buckets:write", try_object, body=TEST_BODY),
     Route("GET", "/api/buckets/{id}", "buckets:read", get_bucket, answer=BUCKET),
-    Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket, body=UPDATE_BODY, answer=BUCKET, if_match=True),
-    Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket, status=204, if_match=True),
+    Route("PUT", "/api/buckets/{id}", "buckets:write", update_bucket, body=UPDATE_BODY, answer=BUCKET, if_match=True,
+          fleet_shared=True),
+    Route("DELETE", "/api/buckets/{id}", "buckets:write", delete_bucket, status=204, if_match=True,
+          fleet_shared=True),
 ]

@@ -151,6 +151,8 @@ _PEM = text(60000)
 UPLOAD_BODY = obj({"host": HOST, "cert_pem": _PEM, "key_pem": _PEM}, required=["host", "cert_pem", "key_pem"])
 
 ROUTES = [
-    Route("POST", "/api/certs/upload", "domains:write", upload_cert, body=UPLOAD_BODY),
-    Route("POST", "/api/certs/issue", "domains:write", issue_cert, body=HOST_BODY),
+    Route("POST", "/api/certs/upload", "domains:write", upload_cert, body=UPLOAD_BODY,
+          fleet_shared=True),
+    Route("POST", "/api/certs/issue", "domains:write", issue_cert, body=HOST_BODY,
+          fleet_shared=True),
 ]

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl, urlsplit
 
 from contentnode import clock
-from contentnode.public import content
+from contentnode.public import content, domain_redirect
 from contentnode.core import fields as v
-from contentnode.core import dns, signing
+from contentnode.core import dns
 from contentnode.core.certs import covers
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.origin import OriginError
@@ -89,7 +89,7 @@ def purge(req):
         targets = {parse_url(url, "urls")[1:3] for url in urls}
         for host, _ in targets:
             known_domain(req.app.store.data, host, "urls")
-        purged = sum(cache.purge_url(host, path) for host, path in targets)
+        purged = cache.purge_urls(targets)  # one walk of the cache folder
         detail = {"urls": len(urls)}
     else:
         try:
@@ -99,6 +99,7 @@ def purge(req):
         prefix = v.text(body, "prefix", max_len=1024, strip=False)
         if not prefix.startswith("/"):
             raise invalid('prefix must start with "/"', "prefix")
+        prefix = content.canonical_slashes(prefix)   # as request paths are, so "//static/" covers them
         known_domain(req.app.store.data, host, "domain")
         purged, detail = cache.purge_prefix(host, prefix), {"domain": host, "prefix": prefix}
     req.audit("cache.purge", detail=dict(detail, purged=purged))
@@ -170,18 +171,21 @@ def probe(req):
     answer = {"url": body["url"], "host": host, "path": path, "domain": {"host": host, "status": domain.get("status")},
               "redirect": domain.get("redirect"), "rule": None, "bucket": None, "key": None,
               "signature_required": None, "origin": None, "cache": None}
-    match = delivery.rule_index(doc).match(host, path)
-    if match is None:
-        return answer
-    rule = match.rule
-    answer.update(rule=_rule_view(rule["id"], rule), key=match.key,
-                  signature_required=bool(rule.get("signed")))
-    bucket = doc.get("buckets", {}).get(rule.get("bucket"))
-    answer["bucket"] = {"id": rule.get("bucket"), "name": bucket.get("name") if bucket else None}
+    trace = Steps()
     try:
-        target = content.resolve(delivery, host, path, query, None, check_signature=False)
+        target = content.resolve(delivery, host, path, query, None, check_signature=False, trace=trace)
     except ApiError as exc:
-        answer["origin"] = {"ok": False, "status": exc.status, "error": exc.message}
+        target, failure = None, {"ok": False, "status": exc.status, "error": exc.message}
+    rule_step = next((step for step in trace.items if "rule_id" in step), None)   # a disabled rule too
+    if rule_step is None:
+        return answer
+    rule = doc["rules"][rule_step["rule_id"]]
+    bucket = doc.get("buckets", {}).get(rule.get("bucket"))
+    answer.update(rule=_rule_view(rule_step["rule_id"], rule), key=rule_step["key"],
+                  signature_required=bool(rule.get("signed")),
+                  bucket={"id": rule.get("bucket"), "name": bucket.get("name") if bucket else None})
+    if target is None:
+        answer["origin"] = failure
         return answer
     answer["origin"] = _origin(req.app, target)
     answer["cache"] = delivery.cache.state(target.cache_key)
@@ -214,6 +218,11 @@ def _tls_step(steps, app, host):
 
 
 def diagnose(req):
+    """The steps of a visit to a URL, in a visitor's order.
+
+    Outside the node (parse, DNS), its pipeline (redirect, TLS, then the content
+    stage's own resolve, traced), the origin and the cache.
+    """
     body = req.body
     url = body.get("url")
     steps = Steps()
@@ -230,36 +239,18 @@ def diagnose(req):
     steps.add("parse", True, f"{scheme} request for {path} on {host}", started)
     _dns_step(steps, host, req.app.outbound.dns_server)
     started = time.monotonic()
-    status = domain.get("status")
-    steps.add("domain", status == "verified", f"{host} is configured, status {status}", started)
-    started = time.monotonic()
-    redirect = domain.get("redirect")
+    split = urlsplit(url.strip())
+    redirect = domain_redirect.location(domain, split.path + (f"?{split.query}" if split.query else ""))
     if redirect:
-        steps.add("redirect", True, f"answered with a {redirect['code']} redirect to {redirect['to']}", started)
+        steps.add("redirect", True, f"answered with a {redirect[0]} redirect to {redirect[1]}", started)
         return steps.report()
     steps.add("redirect", True, "no redirect", started)
     if scheme == "https":
         _tls_step(steps, req.app, host)
-    started = time.monotonic()
-    match = delivery.rule_index(doc).match(host, path)
-    if match is None or not match.rule.get("enabled", True):
-        steps.add("rule", False, "no enabled rule covers this path (visitors get 404)", started)
-        return steps.report()
-    steps.add("rule", True, f"rule {match.rule['id']} ({match.rule['path']}) maps it to key {match.key!r}",
-              started)
-    started = time.monotonic()
-    if match.rule.get("signed"):
-        ok, reason = signing.verify(content.keyring(doc), host, path, dict(reversed(query)),
-                                    req.app.clock.now(), None)
-        steps.add("signature", ok, "the link's signature is valid" if ok else
-                  content.SIGNATURE_MESSAGES.get(reason, ("", reason))[1], started)
-    else:
-        steps.add("signature", True, "this rule needs no signature", started)
     try:
-        target = content.resolve(delivery, host, path, query, None, check_signature=False)
-    except ApiError as exc:
-        steps.add("origin", False, exc.message, time.monotonic())
-        return steps.report()
+        target = content.resolve(delivery, host, path, query, None, trace=steps)
+    except ApiError:
+        return steps.report()   # the step that refused the visit is the last one
     origin = _origin(req.app, target)
     detail = (f"{origin['status']}, {origin['size']} bytes, {origin['content_type']}" if origin["ok"]
               else f"the origin failed: {origin['error']}")

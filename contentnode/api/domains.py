@@ -170,10 +170,14 @@ DOMAIN = answer({"host": STRING, "display": STRING, "status": STRING, "created_a
 
 ROUTES = [
     Route("GET", "/api/domains", "domains:read", list_domains, answer=listing("domains", DOMAIN)),
-    Route("POST", "/api/domains", "domains:write", add_domain, status=201, body=HOST_BODY, answer=DOMAIN),
-    Route("POST", "/api/domains/check", "domains:write", check_domain, body=HOST_BODY),
+    Route("POST", "/api/domains", "domains:write", add_domain, status=201, body=HOST_BODY, answer=DOMAIN,
+          fleet_shared=True),
+    Route("POST", "/api/domains/check", "domains:write", check_domain, body=HOST_BODY,
+          fleet_shared=True),
     Route("POST", "/api/domains/test", "domains:write", test_domain, body=TEST_BODY),
-    Route("POST", "/api/domains/redirect", "domains:write", set_redirect, body=REDIRECT_BODY, answer=DOMAIN, if_match=True),
+    Route("POST", "/api/domains/redirect", "domains:write", set_redirect, body=REDIRECT_BODY, answer=DOMAIN, if_match=True,
+          fleet_shared=True),
     Route("GET", "/api/domains/{host}", "domains:read", get_domain, answer=DOMAIN),
-    Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain, status=204, if_match=True),
+    Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain, status=204, if_match=True,
+          fleet_shared=True),
 ]

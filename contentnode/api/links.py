@@ -110,6 +110,7 @@ KEYS = listing("keys", answer({"kid": STRING, "current": BOOLEAN, "created_at": 
 
 ROUTES = [
     Route("POST", "/api/links", "routes:write", create_link, body=LINK_BODY),
-    Route("POST", "/api/links/rotate", "settings:write", rotate_key, body=ROTATE_BODY, body_optional=True),
+    Route("POST", "/api/links/rotate", "settings:write", rotate_key, body=ROTATE_BODY, body_optional=True,
+          fleet_shared=True),
     Route("GET", "/api/links/keys", "settings:write", list_keys, answer=KEYS),
 ]

@@ -27,11 +27,20 @@ def get_notifications(req):
 def put_notifications(req):
     with req.app.store.transaction() as doc:
         revisions.require("the notification settings", revisions.of_section(doc, "notifications"), req.if_match)
-        new = notify.merge(notify.effective(doc), req.body)
+        current = notify.effective(doc)
+        new = notify.merge(current, req.body)
+        notify.check_destinations(new, req.body, req.app.outbound)
         doc["notifications"] = new
-    changed = sorted(f"{part}.{key}" for part, values in req.body.items() for key in values)
-    req.audit("notifications.update", detail={"changed": changed})
-    return view(doc)
+    changed = {f"{part}.{key}" for part, values in req.body.items() for key in values}
+    generated = new["webhook"]["secret"] != current["webhook"]["secret"] and "secret" not in req.body.get("webhook", {})
+    detail = {"changed": sorted(changed - {f"webhook.{notify.GENERATE_SECRET}"} | ({"webhook.secret"} if generated else set()))}
+    if generated:
+        detail["generated"] = "webhook.secret"
+    req.audit("notifications.update", detail=detail)
+    answer = view(doc)
+    if generated:  # the one time a secret the node made is shown: the receiver needs it
+        answer["webhook"]["new_secret"] = new["webhook"]["secret"]
+    return answer
 
 
 def test_notification(req):
@@ -58,7 +67,7 @@ def build_notifier(app) -> notify.Notifier:
 
     return notify.Notifier(
         get_config=lambda: config(app), get_policy=lambda: app.outbound,
-        get_node_name=lambda: st.effective(app.store.data)["node_name"], on_result=on_result)
+        get_node_name=lambda: st.effective(app.store.data)["node_name"], on_result=on_result, now=app.clock.now)
 
 
 PANEL_SECTIONS = [("notifications", "notifications:manage", _panel_notifications)]
@@ -75,8 +84,13 @@ NOTIFICATIONS_BODY = obj({
                   "to": array({"type": "string"}, notify.MAX_RECIPIENTS)}),
     "telegram": obj({"enabled": BOOLEAN, "bot_token": _optional_text(200),
                      "chat_id": {"type": ["string", "integer", "null"]}, "api_url": _optional_text(2048)}),
+    "webhook": obj({"enabled": BOOLEAN, "url": _optional_text(2048), "secret": _optional_text(256),
+                    notify.GENERATE_SECRET: BOOLEAN}),
+    "ntfy": obj({"enabled": BOOLEAN, "server": _optional_text(2048), "topic": _optional_text(64),
+                 "token": _optional_text(256)}),
     "events": obj({name: BOOLEAN for name in EVENTS})},
-    description="a partial update; a secret (email.password, telegram.bot_token) left out stays, null clears it")
+    description="a partial update; a secret (email.password, telegram.bot_token, webhook.secret, ntfy.token) "
+                "left out stays, null clears it; webhook.generate_secret makes a new one, answered once")
 NOTIFICATIONS = answer({
     "email": answer({"enabled": BOOLEAN, "host": nullable(STRING), "port": integer(1, 65535),
                      "security": one_of(*notify.SECURITY_MODES), "username": nullable(STRING),
@@ -85,6 +99,11 @@ NOTIFICATIONS = answer({
     "telegram": answer({"enabled": BOOLEAN, "bot_token_set": BOOLEAN, "bot_token": refused("is write-only"),
                         "chat_id": {"type": ["string", "integer", "null"]}, "api_url": nullable(STRING)},
                        optional=("bot_token",)),
+    "webhook": answer({"enabled": BOOLEAN, "url": nullable(STRING), "secret_set": BOOLEAN,
+                       "secret": refused("is write-only"), "new_secret": STRING},
+                      optional=("secret", "new_secret")),
+    "ntfy": answer({"enabled": BOOLEAN, "server": nullable(STRING), "topic": nullable(STRING),
+                    "token_set": BOOLEAN, "token": refused("is write-only")}, optional=("token",)),
     "events": answer({name: BOOLEAN for name in EVENTS})})
 TEST_BODY = obj({"channel": one_of(*notify.CHANNELS)}, required=["channel"])
 

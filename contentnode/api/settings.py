@@ -105,7 +105,8 @@ ADMIN_ALLOW_BODY = obj({"cidrs": array({"type": "string"}, st.MAX_CIDRS), "confi
 
 ROUTES = [
     Route("GET", "/api/settings", "settings:write", get_settings, answer=SETTINGS),
-    Route("PUT", "/api/settings", "settings:write", put_settings, body=SETTINGS_BODY, answer=SETTINGS, if_match=True),
+    Route("PUT", "/api/settings", "settings:write", put_settings, body=SETTINGS_BODY, answer=SETTINGS, if_match=True,
+          fleet_shared_fields=st.FLEET_SHARED),
     Route("PUT", "/api/admin-host", "settings:write", put_admin_host, body=ADMIN_HOST_BODY, answer=SETTINGS, if_match=True),
     Route("PUT", "/api/admin-allow", "settings:write", put_admin_allow, body=ADMIN_ALLOW_BODY, answer=SETTINGS, if_match=True),
 ]

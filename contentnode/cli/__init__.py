@@ -10,11 +10,11 @@ import argparse
 import sys
 
 from contentnode import __version__, config as config_module
-from contentnode.cli import audit, backup, serve, tokens, users
+from contentnode.cli import audit, backup, fleet, serve, tokens, users
 from contentnode.fileio import permission_problem
 from contentnode.store import DataDirRefused
 
-COMMANDS = [serve, users, backup, audit, tokens]
+COMMANDS = [serve, users, backup, audit, tokens, fleet]
 
 
 def load_config(args):

@@ -32,7 +32,7 @@ FILE_FOLDERS = ("certs",)          # data-dir folders whose files belong to a co
 # A plain restore keeps these of the node's own: its users, its identity and
 # verification secret, its link signing keys and its users' API tokens (all
 # secret, or tied to secrets: a plain export leaves the token hashes out).
-KEEP_ON_PLAIN_RESTORE = {"users", "node", "links", "api_tokens"}
+KEEP_ON_PLAIN_RESTORE = {"users", "node", "links", "api_tokens", "fleet", "fleet_purges"}
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1
 MAX_SCRYPT_N = 1 << 17             # 128 MiB of scrypt memory at most, even for a crafted file
 KEEP_PRE_RESTORE = 5

@@ -1,48 +1,47 @@
-"""Disk cache of origin objects, with single flight.
+"""Disk cache of origin objects, with single flight, shared by every process of the node.
 
-One file per entry (host + path + image variant), named by the SHA-256 of the
-key: a small JSON header, then the body, so one os.replace makes an entry
-appear whole and a hit is one sendfile from a known offset. The index lives in
-memory and is rebuilt from the files at start (file mtime gives the LRU order,
-so it survives restarts); a file whose size does not match its header is a
-torn write and is dropped. Small bodies are also kept in memory after their
-first hit (HOT_MAX_OBJECT each, HOT_MAX_BYTES in all, oldest first out), so a
-hit on a thumbnail or a stylesheet costs no open, sendfile or close.
+One file per entry (host + path + image variant), named by digests of the
+object and of the key (core/cache_entries.py): a small JSON header, then the
+body, so one os.replace makes an entry appear whole and a hit is one sendfile
+from a known offset. Small bodies are also kept in memory after their first
+hit, and large entries' files stay open between hits (core/cache_memory.py).
 
 Concurrent misses for one key share one fill: a background thread fetches the
 origin into a temp file while every waiting request (the first one included)
 tails that file, so the first response streams while the cache fills and the
 origin sees exactly one request.
 
-With public worker processes every process has its own index and fills, and
-the disk, the budget and purges are shared through a CacheLedger
-(core/cache_ledger.py): a process that misses in its index looks on disk
-before fetching, a fill holds its key's lock across processes (so 50 misses
-spread over the workers still make one origin GET), and a purge removes
-matching files whatever process stored them, then raises the generation that
-makes the others forget what they held in memory.
-
-The entry file format is in core/cache_entries.py, the fill and the objects a
-request reads through in core/cache_fill.py; this module keeps the index.
+One policy, whether the daemon serves the public port alone or with public
+worker processes: the folder is the truth and its books (core/cache_ledger.py)
+are shared. Each process keeps an index of the entries it has met; a key it
+does not know is looked up on disk. A fill holds its key's lock (in the
+process and across processes), reserves its size in the books (evicting the
+least recently used files of the whole folder, whoever stored them) before
+writing, and commits by a rename under the books lock, only if no purge ran
+since it started. A purge removes the matching files and raises the generation
+under that same lock, so every process forgets what it held in memory and no
+file stored before the purge is found after it. The entry file format is in
+core/cache_entries.py, the fill and the objects a request reads through in
+core/cache_fill.py.
 """
 
 import os
 import threading
 import time
-from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import count
 
-from contentnode.core.cache_entries import Entry, entry_paths, header_bytes, key_name, read_header
+from contentnode.core.cache_entries import (Entry, LruOrder, entry_paths, header_bytes, header_uid, key_name,
+                                            new_uid, object_name, read_entry)
 from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, FillTruncated, OriginAnswer,
                                          Result, SharedFile, StreamedResult)
 from contentnode.core.cache_ledger import CacheLedger
+from contentnode.core.cache_memory import HOT_MAX_OBJECT, HotBodies, OpenFiles
 from contentnode.fileio import ensure_private_dir, write_all
 
-KEY_LOCK_WAIT = STALL_TIMEOUT / 2   # how long a fill waits for another process's fill of its key
-TOUCH_EVERY = 60.0       # refresh an entry's mtime (its persisted LRU position) at most this often
-HOT_MAX_OBJECT = 64 * 1024          # bodies up to this size are kept in memory after a hit
-HOT_MAX_BYTES = 16 * 1024 * 1024    # the memory all those bodies may hold together
-OPEN_FILES = 64                     # larger entries' files kept open between hits (most recent)
+KEY_LOCK_WAIT = STALL_TIMEOUT / 2   # how long a fill waits for another fill of its key
+TOUCH_EVERY = 60.0       # refresh an entry's mtime (its LRU position for every process) at most this often
+INDEX_SLACK = 1024                  # index entries (and queued files) allowed beyond twice the folder's
 
 
 class Cache:
@@ -50,26 +49,30 @@ class Cache:
 
     def __init__(self, root: str, max_bytes: int, clock: Callable[[], float] = time.time,
                  processes: int = 1, worker_slot: int | None = None):
-        """processes > 1: the daemon and its public workers share the cache. The daemon
-        (worker_slot None) starts the books and indexes the files; a worker attaches to
-        the books and finds entries on disk as it is asked for them."""
+        """The daemon (worker_slot None) sets the cap and settles the books with the folder;
+        a public worker (slot 1..processes-1) attaches to them."""
         self.root = root
         self.clock = clock
+        self.processes = processes
         self._tmp = os.path.join(root, "tmp")
         self._lock = threading.Lock()
-        self._index: OrderedDict[tuple, Entry] = OrderedDict()
+        self._index: dict[tuple, Entry] = {}
         self._fills: dict[tuple, Fill] = {}
-        self._hot: deque = deque()   # entries holding their body in memory, oldest first
-        self._hot_bytes = 0
-        self._files: OrderedDict[tuple, tuple[Entry, SharedFile]] = OrderedDict()  # key -> open file, LRU
+        self._temps: set[str] = set()   # names of this process's temp files in use (fills detached too)
+        self._hot = HotBodies()
+        self._files = OpenFiles()
+        self._order = LruOrder(root)
+        self._ticks = count(1)
+        self._hits = self._misses = 0
+        self._purge_listeners: list[Callable[[list], None]] = []
         ensure_private_dir(self._tmp)
-        ledger_path = os.path.join(root, "ledger")
+        self.ledger = CacheLedger(os.path.join(root, "ledger"), worker_slot or 0)
+        self._seen = self.ledger.changes()   # (generation, removals) this process has followed
         if worker_slot is None:
-            self.ledger = CacheLedger(ledger_path, processes, max_bytes=max_bytes)
-            self._load()
-        else:
-            self.ledger = CacheLedger(ledger_path, processes, slot=worker_slot)
-        self._generation = self.ledger.generation()
+            with self._lock, self.ledger.books():
+                self.ledger.set_max_bytes(max_bytes)
+                self._settle(check_entries=True)
+                self._make_room(0)
 
     @property
     def max_bytes(self) -> int:
@@ -77,54 +80,48 @@ class Cache:
 
     @property
     def total(self) -> int:
-        """Bytes of entry files on disk, whatever process stored them."""
+        """Bytes of the cache folder's files (entries and fills in flight), whatever process wrote them."""
         return self.ledger.total
 
     @property
     def filling_bytes(self) -> int:
-        """In-flight fills' sizes (every process's), counted against max_bytes with total."""
-        return self.ledger.filling()
-
-    def forget_worker(self, slot: int) -> None:
-        """A worker died: drop its temp files and what its fills had reserved."""
-        for name in os.listdir(self._tmp):
-            if name.startswith(f"{slot}-"):
-                _unlink(os.path.join(self._tmp, name))
-        self.ledger.reset_slot(slot)
-
-    # -- start-up -----------------------------------------------------------
-
-    def _load(self):
-        """Rebuild the index from the entry files; drop temp files and torn or foreign files."""
-        for name in os.listdir(self._tmp):
-            _unlink(os.path.join(self._tmp, name))
-        found = list(self._entries_on_disk())
-        found.sort(key=lambda e: e.touched)
-        for entry in found:
-            self._index[entry.key] = entry
+        """What this process's fills in flight have reserved."""
         with self._lock:
-            self.ledger.add_total(sum(entry.file_size for entry in found))
-            self._evict(keep=None)
+            return sum(fill.reserved for fill in self._fills.values())
 
-    def _read_entry(self, path, name):
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            return None
-        try:
-            header, offset = read_header(fd)
-            st = os.fstat(fd)
-            key = tuple(header["key"])
-            if len(key) != 3 or key_name(key) != name or st.st_size != offset + header["size"]:
-                raise ValueError("torn or misplaced entry")
-            return Entry(key, path, offset, header["size"], header["meta"],
-                         header["stored_at"], header["expires_at"], st.st_mtime, inode=st.st_ino)
-        except (ValueError, KeyError, TypeError, OSError):
-            if not self.ledger.shared:
-                _unlink(path)  # torn or foreign; with workers, entries appear by rename only
-            return None
-        finally:
-            os.close(fd)
+    # -- the books against the folder ------------------------------------------
+
+    def settle(self) -> None:
+        """Make the books equal the folder again: after a process died (perhaps halfway through
+        an update), its temp files go and the total is recounted."""
+        with self._lock, self.ledger.books():
+            self._settle(check_entries=False)
+
+    def _settle(self, check_entries: bool) -> None:
+        """(Both locks held.) With check_entries (at start), torn or foreign entry files go too."""
+        total = entries = 0
+        for name in os.listdir(self._tmp):
+            path = os.path.join(self._tmp, name)
+            if self._owner_alive(name):
+                total += _file_size(path)
+            else:
+                _unlink(path)
+        for path, name in entry_paths(self.root):
+            if check_entries and read_entry(path, name) is None:
+                _unlink(path)
+                continue
+            size = _file_size(path)
+            total += size
+            entries += 1
+        self.ledger.recount(total, entries)
+
+    def _owner_alive(self, tmp_name: str) -> bool:
+        """Whether a temp file's process lives (for this process's own pid: whether a fill of this
+        cache uses it, since a dead process's pid may be this one's now)."""
+        pid = tmp_name.split("-", 1)[0]
+        if not pid.isdigit():
+            return False
+        return tmp_name in self._temps if int(pid) == self.ledger.pid else self.ledger.alive(int(pid))
 
     # -- lookups --------------------------------------------------------------
 
@@ -132,40 +129,72 @@ class Cache:
         name = key_name(key)
         return os.path.join(self.root, name[:2], name)
 
-    def _fresh(self, key):
-        """The entry for key if fresh, now the most recently used (lock held).
+    def _sync(self) -> None:
+        """Follow what other processes did (lock held): forget everything after a purge; close
+        kept files that were removed from disk, so they hold no space the books do not count."""
+        seen = self.ledger.changes()
+        if seen != self._seen:
+            self._follow(seen)
 
-        With workers, a key this process does not know may have been stored by
-        another one: it is looked up on disk and taken into the index.
-        """
-        if self.ledger.shared and self.ledger.generation() != self._generation:
+    def _follow(self, seen: tuple) -> None:
+        if seen[0] != self._seen[0]:
             self._forget_memory()
+        self._seen = seen
+        for entry in self._files.unlinked():
+            self._forget(entry)
+
+    def _forget_memory(self) -> None:
+        """A purge happened (lock held): forget the index, the bodies and files held, and the
+        fills in flight (their readers still get them; they are not kept, nor joined again)."""
+        self._index.clear()
+        self._files.retire_all()
+        self._hot.clear()
+        for fill in self._fills.values():
+            fill.discard = True
+            fill.key_hold.release()   # it will not be kept: a new fill of the key need not wait
+        self._fills.clear()
+
+    def _fresh(self, key):
+        """The entry for key if fresh, now the most recently used (lock held)."""
+        seen = self.ledger.changes()
+        if seen != self._seen:
+            self._follow(seen)
         entry = self._index.get(key)
-        if entry is None and self.ledger.shared:
-            name = key_name(key)
-            entry = self._read_entry(self._path(key), name)
-            if entry is None or entry.key != key:
-                return None
-            self._index[key] = entry
         if entry is None:
-            return None
-        if entry.expires_at <= self.clock():
+            entry = self._from_disk(key)
+            if entry is None:
+                return None
+        now = self.clock()
+        if entry.expires_at <= now:
             self._drop(entry)
             return None
-        self._index.move_to_end(key)
+        entry.used, entry.tick = now, next(self._ticks)
         return entry
 
-    def _forget_memory(self):
-        """Another process purged: forget the index and the bodies held (lock held); the
-        files that remain are found again on disk."""
-        self._generation = self.ledger.generation()
-        self._index.clear()
-        for key in list(self._files):
-            self._retire_file(key)
-        for entry in self._hot:
-            entry.body = None
-        self._hot.clear()
-        self._hot_bytes = 0
+    def _from_disk(self, key):
+        """An entry another process (or this one, before forgetting) stored (lock held). Read
+        under the books lock, so a purge in progress elsewhere finishes first."""
+        path = self._path(key)
+        if not os.path.exists(path):
+            return None
+        with self.ledger.books():
+            self._sync()
+            entry = read_entry(path, os.path.basename(path))
+        if entry is None or entry.key != key:
+            return None
+        self._indexed(entry, (int(entry.touched * 1e9), 0))
+        return entry
+
+    def _indexed(self, entry: Entry, used: tuple) -> None:
+        """Index an entry and queue its file for eviction (lock held). Other processes evict and
+        replace files behind this one's back: when the index or the queue outgrows the folder,
+        what is gone from disk leaves the index and the queue is walked again when next needed."""
+        self._index[entry.key] = entry
+        bound = 2 * self.ledger.entries + INDEX_SLACK
+        if len(self._index) > bound:
+            for stale in [e for e in self._index.values() if not os.path.exists(e.path)]:
+                self._forget(stale)
+        self._order.push(used, entry.path, entry, bound)
 
     def _open_hit(self, entry):
         """A Result for a hit (its body in memory when small, else the shared open file), or None
@@ -196,46 +225,27 @@ class Cache:
         with self._lock:
             if self._index.get(entry.key) is not entry:
                 return None   # dropped or replaced since the lookup: look again
-            held = self._files.get(entry.key)
-            if held is not None and held[0] is entry:
-                self._files.move_to_end(entry.key)
-                shared = held[1]
-            else:
-                fd = self._open_current(entry)
-                if fd is None:
-                    self._forget(entry)
-                    return None
-                shared = SharedFile(fd)
-                self._files[entry.key] = (entry, shared)
-                while len(self._files) > OPEN_FILES:
-                    self._retire_file(next(iter(self._files)))
-            shared.users += 1
+            shared = self._files.share(entry, self._open_current)
+            if shared is None:
+                self._forget(entry)
+                return None
         self._touch(entry, shared.fd)
         return Result(200, entry.meta, entry.size, True, entry=entry, shared_fd=shared.fd,
                       on_close=lambda: self._release_file(shared))
 
-    def _retire_file(self, key) -> None:
-        """Stop sharing the open file of key, closing it now if no hit is sending it (lock held)."""
-        held = self._files.pop(key, None)
-        if held is not None:
-            held[1].retired = True
-            if held[1].users == 0:
-                os.close(held[1].fd)
-
     def _release_file(self, shared: SharedFile) -> None:
         with self._lock:
-            shared.users -= 1
-            if shared.retired and shared.users == 0:
-                os.close(shared.fd)
+            self._files.release(shared)
 
-    def _open_current(self, entry) -> int | None:
-        """The entry's file opened for reading, or None when it is gone or (with workers)
-        another process replaced it since this process indexed it."""
+    @staticmethod
+    def _open_current(entry) -> int | None:
+        """The entry's file opened for reading, or None when it is gone or holds another entry
+        now (its header's id differs)."""
         try:
             fd = os.open(entry.path, os.O_RDONLY)
         except FileNotFoundError:
             return None
-        if self.ledger.shared and os.fstat(fd).st_ino != entry.inode:
+        if header_uid(fd) != entry.uid:
             os.close(fd)
             return None
         return fd
@@ -245,30 +255,23 @@ class Cache:
         (lock held): the caller looks again."""
         if self._index.get(entry.key) is entry:
             del self._index[entry.key]
-            self._retire_file(entry.key)
+        self._files.retire(entry.key, entry)
 
     def _touch(self, entry, file):
-        """Refresh the file's mtime, its LRU position after a restart, at most every TOUCH_EVERY."""
-        now = self.clock()
+        """Refresh the file's mtime, its LRU position for every process, at most every TOUCH_EVERY."""
+        now = entry.used
         if now - entry.touched >= TOUCH_EVERY:
             entry.touched = now
             try:
-                os.utime(file)
+                os.utime(file, ns=(int(now * 1e9),) * 2)
             except OSError:
                 pass
 
     def _keep_hot(self, entry: Entry, body: bytes):
         """Keep a small body in memory; the oldest kept ones go when HOT_MAX_BYTES is passed."""
         with self._lock:
-            if entry.body is not None or self._index.get(entry.key) is not entry:
-                return
-            entry.body = body
-            self._hot.append(entry)
-            self._hot_bytes += len(body)
-            while self._hot_bytes > HOT_MAX_BYTES:
-                old = self._hot.popleft()
-                self._hot_bytes -= len(old.body)
-                old.body = None
+            if entry.body is None and self._index.get(entry.key) is entry:
+                self._hot.keep(entry, body)
 
     def lookup(self, key: tuple) -> Result | None:
         """A fresh entry opened for reading, or None (a miss or an expired entry)."""
@@ -289,6 +292,10 @@ class Cache:
                     # opened under the lock: the fill cannot be renamed or removed yet
                     fd = os.open(fill.tmp_path, os.O_RDONLY)
                     fill.readers += 1
+                    self._misses += 1
+                else:
+                    self._hits += 1
+                self.ledger.count(self._hits, self._misses)
             if entry is None:
                 result = self._join(fill, fd, fetch)
             else:
@@ -324,7 +331,8 @@ class Cache:
         return StreamedResult(answer)
 
     def _leave(self, fill: Fill) -> None:
-        """One reader is done with the fill; the last one to leave before the end stops it."""
+        """One reader is done with the fill; the last one to leave before the end stops it. Its
+        thread keeps the key's lock until it has stopped: a new fill of the key waits for it."""
         with self._lock:
             fill.readers -= 1
             if fill.readers == 0 and not fill.done:
@@ -332,32 +340,12 @@ class Cache:
                 if self._fills.get(fill.key) is fill:
                     del self._fills[fill.key]
 
-    def _reserve(self, fill, size: int) -> bool:
-        """Count a fill's size against the cap before writing it (lock held): evict older
-        entries to make room; False when it cannot fit beside the other fills in flight."""
-        if fill.discard or size > self.max_bytes:
-            return False
-        with self.ledger.books():
-            while self.total + self.filling_bytes + size > self.max_bytes and self._index:
-                self._drop(self._index[next(iter(self._index))])
-            if self.total + self.filling_bytes + size > self.max_bytes:
-                return False
-            self.ledger.add_filling(size)
-        fill.reserved = size
-        return True
-
-    def _unreserve(self, fill) -> None:
-        """Lock held."""
-        if fill.reserved:
-            with self.ledger.books():
-                self.ledger.add_filling(-fill.reserved)
-            fill.reserved = 0
-
     def _start_fill(self, key, fetch, ttl):
-        tmp_path = os.path.join(self._tmp, f"{self.ledger.slot}-{key_name(key)}.{os.urandom(6).hex()}")
+        tmp_path = os.path.join(self._tmp, f"{self.ledger.pid}-{key_name(key)}.{os.urandom(6).hex()}")
         os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         fill = Fill(key, tmp_path)
-        fill.generation = self._generation
+        self._temps.add(os.path.basename(tmp_path))
+        fill.generation = self._seen[0]
         self._fills[key] = fill
         thread = threading.Thread(target=self._run_fill, args=(fill, fetch, ttl),
                                   name="cache-fill", daemon=True)
@@ -367,16 +355,18 @@ class Cache:
     # -- filling --------------------------------------------------------------
 
     def _run_fill(self, fill, fetch, ttl):
-        """Fetch, copy, commit, holding the key's lock across processes: a process that
-        waited for it finds the other's entry on disk and hands that to its readers."""
-        with self.ledger.key_lock(key_name(fill.key), KEY_LOCK_WAIT):
-            if self.ledger.shared:
-                with self._lock:
-                    entry = self._fresh(fill.key)
-                if entry is not None:
-                    self._end_fill(fill, adopted=True)
-                    return
+        """Fetch, copy, commit, holding the key's lock: a fill that waited for another one finds
+        its entry on disk and hands that to its readers."""
+        fill.key_hold = self.ledger.key_lock(key_name(fill.key), KEY_LOCK_WAIT)
+        try:
+            with self._lock:
+                entry = None if fill.discard else self._fresh(fill.key)
+            if entry is not None:
+                self._end_fill(fill, adopted=True)
+                return
             self._fetch_and_store(fill, fetch, ttl)
+        finally:
+            fill.key_hold.release()
 
     def _fetch_and_store(self, fill, fetch, ttl):
         answer = None
@@ -385,12 +375,15 @@ class Cache:
             if answer.status != 200:
                 self._end_fill(fill, answer=answer, done=True)
                 return
-            now = self.clock()
-            header = header_bytes({"key": list(fill.key), "size": answer.length,
-                                    "meta": answer.meta, "stored_at": now,
-                                    "expires_at": now + ttl})
+            now, uid = self.clock(), new_uid()
+            header = header_bytes({"key": list(fill.key), "size": answer.length, "id": uid,
+                                    "meta": answer.meta, "stored_at": now, "expires_at": now + ttl})
+            size = len(header) + answer.length
+            walked = self._order.walk() if self._needs_room(size) and self._order.stale() else None
             with self._lock:
-                room = not fill.abandoned and self._reserve(fill, len(header) + answer.length)
+                if walked is not None and self._order.stale():
+                    self._order.rebuild(self._known_by_name(), int(now * 1e9), walked)
+                room = not fill.abandoned and self._reserve(fill, size)
             if not room:
                 self._end_fill(fill, streamed=True)
                 return
@@ -399,23 +392,66 @@ class Cache:
                 write_all(fd, header)
                 fill.progress(answer=answer, offset=len(header))
                 self._copy(fill, fd, answer, sync=ttl > 0)
+                os.utime(fd, ns=(int(now * 1e9),) * 2)
             finally:
                 os.close(fd)
-            self._commit(fill, ttl, answer, header, now)
+            self._commit(fill, ttl, answer, (len(header), uid, now))
         except BaseException as exc:  # every failure must reach the waiting readers
             self._end_fill(fill, error=exc)
         finally:
             if answer is not None:
                 answer.close()
 
+    def _reserve(self, fill, size: int) -> bool:
+        """Count a fill's size in the books before writing it, its temp file sized to match (lock
+        held): evict the least recently used files for room; False when it cannot fit beside the
+        other fills in flight."""
+        if fill.discard or size > self.max_bytes:
+            return False
+        with self.ledger.books():
+            if not self._make_room(size):
+                return False
+            os.truncate(fill.tmp_path, size)
+            self.ledger.add(total=size)
+        fill.reserved = size
+        return True
+
+    def _needs_room(self, size: int) -> bool:
+        return self.ledger.total + size > self.ledger.max_bytes
+
+    def _make_room(self, size: int) -> bool:
+        """Evict until `size` more bytes fit under the cap (both locks held)."""
+        while self._needs_room(size):
+            found = self._order.victim(lambda e: self._index.get(e.key) is e, self._known_by_name,
+                                       int(self.clock() * 1e9))
+            if found is None:
+                return False
+            path, st, entry = found
+            _unlink(path)
+            self.ledger.add(total=-st.st_size, entries=-1, removals=1)
+            if entry is not None:
+                self._forget(entry)
+        return True
+
+    def _known_by_name(self) -> dict:
+        return {os.path.basename(entry.path): entry for entry in self._index.values()}
+
     def _end_fill(self, fill, **outcome):
-        """Forget a fill that leaves no entry and wake its readers."""
+        """Forget a fill that leaves no entry, give back its reservation and wake its readers."""
         with self._lock:
             if self._fills.get(fill.key) is fill:
                 del self._fills[fill.key]
-            self._unreserve(fill)
-            _unlink(fill.tmp_path)
+            self._drop_temp(fill)
         fill.progress(**outcome)
+
+    def _drop_temp(self, fill) -> None:
+        """(Lock held.)"""
+        with self.ledger.books():
+            size = _file_size(fill.tmp_path)
+            _unlink(fill.tmp_path)
+            self._temps.discard(os.path.basename(fill.tmp_path))
+            self.ledger.add(total=-size)
+        fill.reserved = 0
 
     def _copy(self, fill, fd, answer, sync=False):
         """Body bytes to the temp file, handed to the readers as they land. With `sync`, the
@@ -440,106 +476,116 @@ class Cache:
         if written == 0 and sync:
             os.fsync(fd)
 
-    def _commit(self, fill, ttl, answer, header, now):
-        """Make the filled file an entry (or drop it when uncacheable or purged meanwhile)."""
-        size = len(header) + answer.length
+    def _commit(self, fill, ttl, answer, stored):
+        """Make the filled file an entry, unless it is uncacheable or a purge ran since the fill
+        started (decided and renamed under the books lock, which purges hold)."""
         with self._lock:
             if self._fills.get(fill.key) is fill:
                 del self._fills[fill.key]
-            self._unreserve(fill)
-            purged = fill.generation != self.ledger.generation()  # by another process, meanwhile
-            if not (fill.discard or purged) and ttl > 0 and size <= self.max_bytes:
-                path = self._path(fill.key)
-                ensure_private_dir(os.path.dirname(path))
-                with self.ledger.books():
+            path = self._path(fill.key)
+            with self.ledger.books():
+                kept = not fill.discard and ttl > 0 and fill.generation == self.ledger.generation()
+                if kept:
+                    ensure_private_dir(os.path.dirname(path))
                     replaced = _file_size(path)
                     os.replace(fill.tmp_path, path)
-                    self.ledger.add_total(size - replaced)
-                if self._index.pop(fill.key, None) is not None:
-                    self._retire_file(fill.key)
-                entry = Entry(fill.key, path, len(header), answer.length, answer.meta,
-                              now, now + ttl, now, inode=os.stat(path).st_ino)
-                self._index[fill.key] = entry
-                self._evict(keep=fill.key)
-            else:
-                _unlink(fill.tmp_path)
+                    self._temps.discard(os.path.basename(fill.tmp_path))
+                    fill.reserved = 0
+                    self.ledger.add(total=-replaced, entries=0 if replaced else 1, removals=1 if replaced else 0)
+                else:
+                    self._drop_temp(fill)
+            if kept:
+                offset, uid, now = stored
+                old = self._index.get(fill.key)
+                if old is not None:
+                    self._forget(old)
+                entry = Entry(fill.key, path, offset, answer.length, answer.meta, now, now + ttl, now,
+                              uid=uid, used=now, tick=next(self._ticks))
+                self._indexed(entry, entry.last_use())
         fill.progress(written=answer.length, done=True)
 
     # -- removal --------------------------------------------------------------
 
     def _drop(self, entry):
-        """Remove one entry (lock held). The file goes only if it is still this entry's: another
-        process may have replaced it with a newer one."""
-        if self._index.pop(entry.key, None) is not None:
-            self._retire_file(entry.key)
-            self._remove_file(entry.path, entry.inode)
-
-    def _remove_file(self, path, inode) -> bool:
+        """Remove one expired entry (lock held), its file only if it still holds this entry:
+        another process may have stored a newer one."""
+        self._forget(entry)
         with self.ledger.books():
             try:
-                st = os.stat(path)
+                fd = os.open(entry.path, os.O_RDONLY)
             except FileNotFoundError:
-                return False
-            if st.st_ino != inode:
-                return False
-            _unlink(path)
-            self.ledger.add_total(-st.st_size)
-            return True
-
-    def _evict(self, keep):
-        """Drop least recently used entries until the total fits (lock held)."""
-        while self.total > self.max_bytes and self._index:
-            key = next(iter(self._index))
-            if key == keep:
-                break
-            self._drop(self._index[key])
+                return
+            try:
+                if header_uid(fd) != entry.uid:
+                    return
+                _unlink(entry.path)
+                self.ledger.add(total=-os.fstat(fd).st_size, entries=-1, removals=1)
+            finally:
+                os.close(fd)
 
     def set_limit(self, max_bytes: int):
-        with self._lock:
-            with self.ledger.books():
-                self.ledger.set_max_bytes(max_bytes)
-            self._evict(keep=None)
+        with self._lock, self.ledger.books():
+            self.ledger.set_max_bytes(max_bytes)
+            self._make_room(0)
 
-    def purge(self, match: Callable[[tuple], bool]) -> int:
-        """Remove every entry whose key matches; fills in progress for it are not kept.
+    def purge(self, match: Callable[[tuple], bool] | None, objects: list[str] | None = None) -> int:
+        """Remove every entry whose key matches (None: every entry), whatever process stored it;
+        `objects` (object names) narrows the walk to those objects' files.
 
-        With workers, entries other processes stored are found on disk, and the
-        raised generation makes every process forget what it holds in memory
-        (and drop the fills it has in flight).
+        The walk runs under the books lock, so no fill anywhere commits during it, and the
+        generation goes up before the lock is let go: a fill in flight anywhere is served to its
+        readers but not kept, and every process forgets what it held in memory before its next
+        answer. Hits from memory go on during the walk (they began before the purge ended).
         """
+        removed = 0
+        with self.ledger.books():
+            for path, name in entry_paths(self.root, objects):
+                if match is not None:
+                    entry = read_entry(path, name)
+                    if entry is None or not match(entry.key):
+                        continue
+                size = _file_size(path)
+                _unlink(path)
+                self.ledger.add(total=-size, entries=-1, removals=1)
+                removed += 1
+            self.ledger.bump_generation()
+            self.ledger.record_purge(self.clock(), removed)
         with self._lock:
-            victims = [e for k, e in self._index.items() if match(k)]
-            removed = {e.path for e in victims if self._remove_file(e.path, e.inode)}
-            for entry in victims:
-                self._index.pop(entry.key, None)
-                self._retire_file(entry.key)
-            if self.ledger.shared:
-                for entry in self._entries_on_disk():
-                    if match(entry.key) and self._remove_file(entry.path, entry.inode):
-                        removed.add(entry.path)
-                self._generation = self.ledger.bump_generation()
-            for key, fill in self._fills.items():
-                if match(key):
-                    fill.discard = True
-                else:
-                    fill.generation = self._generation
-        return len(removed)
+            self._sync()
+        return removed
 
-    def _entries_on_disk(self):
-        for path, name in entry_paths(self.root):
-            entry = self._read_entry(path, name)
-            if entry is not None:
-                yield entry
+    def purge_urls(self, objects: Iterable[tuple[str, str]]) -> int:
+        """Each (host, path) object and all its image variants (and, later, encodings): only the
+        folder of each object is listed."""
+        wanted = set(objects)
+        count = self.purge(lambda k: (k[0], k[1]) in wanted, [object_name(*o) for o in wanted])
+        return self._purged(count, [("url", host, path) for host, path in sorted(wanted)])
+
+    def add_purge_listener(self, listener: Callable[[list], None]) -> None:
+        """listener([(kind "url"|"prefix"|"all", host, path or prefix), ...]) after each purge
+        asked for by name, one call per purge request (a fleet's primary replays them)."""
+        self._purge_listeners.append(listener)
+
+    def _purged(self, count: int, entries: list) -> int:
+        for listener in self._purge_listeners:
+            listener(entries)
+        return count
 
     def purge_url(self, host: str, path: str) -> int:
-        """The object and all its image variants."""
-        return self.purge(lambda k: k[0] == host and k[1] == path)
+        return self.purge_urls([(host, path)])
 
     def purge_prefix(self, host: str, prefix: str) -> int:
-        return self.purge(lambda k: k[0] == host and k[1].startswith(prefix))
+        return self._purged(self.purge(lambda k: k[0] == host and k[1].startswith(prefix)),
+                            [("prefix", host, prefix)])
 
     def purge_all(self) -> int:
-        return self.purge(lambda k: True)
+        return self._purged(self.purge(None), [("all", None, None)])
+
+    def close(self) -> None:
+        """At stop: close the files kept open and the books (this process's locks go with them)."""
+        with self._lock:
+            self._files.retire_all()
+            self.ledger.close()
 
     # -- reporting ------------------------------------------------------------
 
@@ -547,22 +593,25 @@ class Cache:
         """What probe shows: cached or not, age, size, seconds left."""
         now = self.clock()
         with self._lock:
-            entry = self._index.get(key) or (self._fresh(key) if self.ledger.shared else None)
-            if entry is None or entry.expires_at <= now:
+            entry = self._fresh(key)
+            if entry is None:
                 return {"cached": False, "age": None, "size": None, "expires_in": None}
             return {"cached": True, "age": int(now - entry.stored_at), "size": entry.size,
                     "expires_in": int(entry.expires_at - now)}
 
     def stats(self) -> dict:
-        """Entries and bytes on disk (with workers, whatever process stored them); fills in
-        flight in this process."""
+        """Entries and bytes on disk, whatever process stored them; fills in flight in this process."""
         with self._lock:
-            entries = self._count_files() if self.ledger.shared else len(self._index)
-            return {"entries": entries, "bytes": self.total,
+            return {"entries": self.ledger.entries, "bytes": self.total,
                     "max_bytes": self.max_bytes, "filling": len(self._fills)}
 
-    def _count_files(self) -> int:
-        return sum(1 for _ in entry_paths(self.root))
+    def books(self) -> dict:
+        """The ledger's view for the panel: stats, each process's hits and misses, the last purge."""
+        processes = []
+        for slot in self.ledger.slots(self.processes):
+            asked = slot["hits"] + slot["misses"]
+            processes.append(dict(slot, hit_ratio=round(slot["hits"] / asked, 4) if asked else None))
+        return dict(self.stats(), processes=processes, last_purge=self.ledger.last_purge())
 
 
 def _file_size(path) -> int:

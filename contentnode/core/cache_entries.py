@@ -1,12 +1,21 @@
 """The cache's entries on disk: one file per key, a small JSON header, then the body.
 
-The file is named by the SHA-256 of the key (host, path, image variant) and
-lives in a folder named by the name's first two hex digits; the header holds
-the key, size, meta and times, so a file alone says what it is and whether it
-is whole. core/cache.py indexes these files; nothing else reads them.
+The file is named by SHA-256 digests of the object (host, path) and of the
+whole key (with the image variant, and room for more parts such as an
+encoding), and lives in a folder named by the name's first two hex digits; the header holds
+the key, size, meta, times and a random id, so a file alone says what it is,
+whether it is whole, and whether it is still the very entry a process indexed
+(inode numbers are reused, so they cannot say that). core/cache.py indexes
+these files; nothing else reads them.
+
+A file's mtime is the time of its last use (set at the store and refreshed by
+hits, at most once a minute, in the cache clock's time): LruOrder picks the
+least recently used file of the whole folder, whatever process stored it.
 """
 
 import hashlib
+import heapq
+import itertools
 import json
 import os
 import struct
@@ -19,7 +28,7 @@ MAX_HEADER = 64 * 1024
 
 @dataclass
 class Entry:
-    key: tuple            # (host, path, variant)
+    key: tuple            # (host, path, image variant[, more: an encoding, later]); purges match host and path
     path: str             # file on disk
     offset: int           # where the body starts in the file
     size: int             # body length
@@ -28,15 +37,31 @@ class Entry:
     expires_at: float
     touched: float = 0.0
     body: bytes | None = None   # the body in memory, for a small entry that was hit (cache.HOT_MAX_BYTES)
-    inode: int = 0        # the file's inode: another process may replace the file at this path
+    uid: str = ""         # the random id in the header: another process may replace the file at this path
+    used: float = 0.0     # this process's last use of the entry (cache clock) ...
+    tick: int = 0         # ... and its rank among this process's uses: LruOrder's finer order
+
+    def last_use(self) -> tuple[int, int]:
+        return int(self.used * 1e9), self.tick
 
     @property
     def file_size(self) -> int:
         return self.offset + self.size
 
 
+def object_name(host: str, path: str) -> str:
+    """The first half of the file name of every entry of one object (its variants, encodings)."""
+    return _digest(f"{host}\0{path}")[:32]
+
+
 def key_name(key: tuple) -> str:
-    return hashlib.sha256("\0".join(key).encode("utf-8", "surrogatepass")).hexdigest()
+    """An entry's file name: its object's half, then the whole key's. The folder is named by the
+    first two digits, so a URL purge lists one folder and matches one prefix."""
+    return object_name(key[0], key[1]) + _digest("\0".join(key))[:32]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def header_bytes(header: dict) -> bytes:
@@ -56,10 +81,131 @@ def read_header(fd: int):
     return header, _PREFIX.size + length
 
 
-def entry_paths(root: str):
-    """(path, name) of every file in the cache's two-hex-digit folders."""
-    for sub in os.listdir(root):
+def new_uid() -> str:
+    return os.urandom(8).hex()
+
+
+def read_entry(path: str, name: str) -> Entry | None:
+    """The entry in the file at path (named `name`), or None when it is gone, torn or foreign."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        header, offset = read_header(fd)
+        st = os.fstat(fd)
+        key = tuple(header["key"])
+        if len(key) < 3 or key_name(key) != name or st.st_size != offset + header["size"]:
+            return None
+        return Entry(key, path, offset, header["size"], header["meta"], header["stored_at"],
+                     header["expires_at"], st.st_mtime, uid=header["id"])
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def header_uid(fd: int) -> str | None:
+    """The id in the header of an open entry file, None when it is not one."""
+    try:
+        return read_header(fd)[0].get("id")
+    except (ValueError, OSError):
+        return None
+
+
+class LruOrder:
+    """The entry files of a cache folder, least recently used first, for eviction.
+
+    A heap of (mtime ns, tick, seq, path, entry): built from one walk of the
+    folder, fed with this process's new entries, and walked again once every
+    file older than the last walk is gone (then the files other processes
+    stored since compete with this process's own). A file used since it was
+    queued (its mtime moved, or this process's entry was hit) goes back in
+    with its newer time, so the victim is the file least recently used by any
+    process, within TOUCH_EVERY, and exactly among this process's own hits.
+    Callers hold the cache lock.
+    """
+
+    def __init__(self, root: str):
+        self.root = root
+        self._heap: list = []
+        self._seq = itertools.count()
+        self._walked_ns = -1     # (cache clock) when the folder was last walked; -1: never
+
+    def push(self, used: tuple, path: str, entry: Entry | None = None, bound: int | None = None) -> None:
+        """Queue a file; past `bound` items (files found again and again) the queue is dropped,
+        to be walked afresh when a victim is next asked for."""
+        if bound is not None and len(self._heap) >= bound:
+            self._heap, self._walked_ns = [], -1
+            return
+        heapq.heappush(self._heap, (used[0], used[1], next(self._seq), path, entry))
+
+    def stale(self) -> bool:
+        """Whether the next victim needs a walk of the folder (read without the lock: a hint)."""
+        heap = self._heap
+        return not heap or heap[0][0] > self._walked_ns
+
+    def walk(self) -> list[tuple[int, str, str]]:
+        """(mtime ns, path, name) of every entry file: no lock needed, so a fill walks before it
+        takes the cache's locks, and hits go on meanwhile."""
+        found = []
+        for path, name in entry_paths(self.root):
+            try:
+                found.append((os.stat(path).st_mtime_ns, path, name))
+            except FileNotFoundError:
+                continue
+        return found
+
+    def rebuild(self, known: dict, now_ns: int, walked: list | None = None) -> None:
+        """The queue from a walk of the folder (made now unless given); `known` maps file names
+        to this process's entries."""
+        walked = self.walk() if walked is None else walked
+        self._heap = [(mtime, 0, next(self._seq), path, known.get(name)) for mtime, path, name in walked]
+        heapq.heapify(self._heap)
+        # every file walked counts as walked, even one dated after now (a clock set back)
+        self._walked_ns = max(now_ns, max((item[0] for item in self._heap), default=now_ns))
+
+    def victim(self, current, known, now_ns: int) -> tuple[str, os.stat_result, Entry | None] | None:
+        """The least recently used file (path, stat, this process's entry or None), or None when
+        the folder holds none. `current(entry)` says whether an entry is still indexed."""
+        walked = False
+        while True:
+            if not walked and (not self._heap or self._heap[0][0] > self._walked_ns):
+                self.rebuild(known(), now_ns)
+                walked = True
+            if not self._heap:
+                return None
+            ns, tick, _, path, entry = heapq.heappop(self._heap)
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            if entry is not None and not current(entry):
+                entry = None
+            newest = max((st.st_mtime_ns, 0), entry.last_use() if entry is not None else (0, 0))
+            if newest > (ns, tick):
+                self.push(newest, path, entry)
+                continue
+            return path, st, entry
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+
+def entry_paths(root: str, objects: list[str] | None = None):
+    """(path, name) of every file in the cache's two-hex-digit folders; with `objects` (object
+    names), only the files of those objects."""
+    if objects is None:
+        folders = [sub for sub in os.listdir(root) if len(sub) == 2]
+    else:
+        folders = sorted({name[:2] for name in objects})
+    wanted = None if objects is None else tuple(objects)
+    for sub in folders:
         folder = os.path.join(root, sub)
-        if len(sub) == 2 and os.path.isdir(folder):
-            for name in os.listdir(folder):
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for name in names:
+            if wanted is None or name.startswith(wanted):
                 yield os.path.join(folder, name), name

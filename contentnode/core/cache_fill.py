@@ -12,6 +12,9 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from contentnode.core.bodies import FileBody, StreamBody
+from contentnode.core.cache_ledger import KeyHold
+
 CHUNK = 256 * 1024
 STALL_TIMEOUT = 60.0     # a fill that makes no progress this long fails its readers
 
@@ -100,6 +103,18 @@ class Result:
             pos += len(data)
             yield data
 
+    def sendable(self, start: int, end: int):
+        """Bytes [start, end) in the form this result sends best, which then owns this Result:
+        bytes held in memory (ended here), the entry file's span for sendfile on a hit, else
+        the fill's (or the origin's) stream. Sending the body, then its close, ends it."""
+        if self.body is not None:
+            self.close()
+            return self.body if (start, end) == (0, len(self.body)) else self.body[start:end]
+        if self.hit:
+            fd, base = self.open_file()
+            return FileBody(fd, base + start, end - start, self.close)
+        return StreamBody(self.chunks(start, end), end - start, self.close)
+
     def read_all(self) -> bytes:
         """The whole body; for a fill, returns once the entry is stored (warm relies on it)."""
         try:
@@ -169,7 +184,8 @@ class Fill:
         self.abandoned = False   # readers fell to 0 before the end: stop downloading
         self.reserved = 0        # bytes counted against the cap while in flight
         self.adopted = False     # another process stored the key meanwhile: readers use its entry
-        self.generation = 0      # the ledger's purge generation when the fill started
+        self.generation = 0      # the ledger's purge generation when the fill started: a purge since drops it
+        self.key_hold = KeyHold(None)   # its key's lock, once the fill's thread holds it
 
     def wait_ready(self):
         with self.cond:

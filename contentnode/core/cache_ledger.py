@@ -1,25 +1,41 @@
-"""The cache's books, shared by every process that serves the public port.
+"""The cache's books, one small file shared by every process that serves the public port.
 
-Each process keeps its own cache index in memory, but the disk budget and
-purges belong to the node: with public workers (contentnode/workers.py) a
-purge made in the daemon must reach the workers' memory, and every process's
-fills count against the one `cache_max_bytes`. These few numbers live in a
-small file, `<cache>/ledger`, that every process maps into memory:
+Each process keeps its own index of entries in memory, but the disk, its
+budget and purges belong to the node. The numbers that must agree across
+processes live in `<cache>/ledger`, mapped into memory by every process (the
+daemon and each public worker; with no workers, the daemon alone):
 
 - generation: raised by every purge; a process that sees it change forgets
-  its in-memory view (index and small bodies) and finds entries on disk again;
-- max_bytes, total (bytes of entry files on disk) and, per process slot, the
-  bytes reserved by fills in flight (a dead worker's slot is reset).
+  what it held in memory (index, small bodies, open files, fills in flight);
+- removals: raised whenever an entry file is unlinked or replaced; a process
+  that sees it change closes the descriptors it kept of files gone from disk,
+  so no process pins space the books no longer count;
+- max_bytes; total, the bytes of every file in the cache folder (entries and
+  the temp files of fills in flight, which are sized to their reservation
+  before a byte is written); entries, the number of entry files;
+- the last purge (time, entries removed) and per process slot its pid and
+  hits and misses, for the panel.
 
-Updates that must not interleave across processes (check room then reserve;
-unlink or replace an entry file, then count it) run under a POSIX record lock
-on byte 0 of that file. The same file gives single flight across processes: a
-fill holds the lock byte its key hashes to. With one process the page is
-private memory, no file, and no file lock is ever taken.
+Every change to the cache folder and its count runs under a POSIX record lock
+on byte 0 (`books()`), so `total` is the size of the folder whenever the lock
+is free; only a process killed between the two steps leaves it off, and
+`Cache.settle` recounts it. The file is never truncated once laid out: a
+daemon restarted while its old workers still drain shares the same books.
+
+The same file gives single flight across processes (a fill holds the byte its
+key hashes to, behind an in-process lock per key, since record locks belong to
+the process, not the thread) and liveness: every process holds the byte of
+its pid for its whole life, so a temp file named by a pid whose byte is free
+belongs to a dead process.
+
+Where the OS refuses record locks (a sandbox's syscall filter), every lock
+call goes on unlocked, logged once (contentnode/oscalls.py): the processes
+still share the numbers but not exclusion.
 """
 
 import contextlib
 import fcntl
+import functools
 import mmap
 import os
 import struct
@@ -29,38 +45,67 @@ import time
 from contentnode import oscalls
 
 _WORD = struct.Struct("=q")
-GENERATION, MAX_BYTES, TOTAL, FIRST_SLOT = 0, 1, 2, 3   # word indexes in the page
+_PAIR = struct.Struct("=qq")          # two adjacent words in one call (the hit path reads and counts so)
+LAYOUT = 0x434E_4C45_4447_0003        # "CNLEDG" + version: a file laid out otherwise is laid out again
+LAYOUT_W, GENERATION, REMOVALS, MAX_BYTES, TOTAL, ENTRIES, PURGED_AT_MS, PURGED_COUNT = range(8)
+FIRST_SLOT, SLOT_WORDS = 8, 3         # per slot: pid, hits, misses
+MAX_SLOTS = 33                        # the daemon (0) and up to 32 public workers
+PAGE_WORDS = FIRST_SLOT + SLOT_WORDS * MAX_SLOTS
 KEY_LOCK_SPACE = 1 << 40              # key lock bytes live at 1 .. 2**40
+LIVE_BASE = 1 << 41                   # a process holds LIVE_BASE + its pid while it lives
 KEY_LOCK_POLL = 0.01
 
 
+class KeyHold:
+    """The hold of one key's lock; release() may run on any thread, and more than once."""
+
+    def __init__(self, release):
+        self.held = release is not None
+        self._release = release
+        self._mutex = threading.Lock()
+
+    def release(self) -> None:
+        with self._mutex:
+            release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
 class CacheLedger:
-    """Shared counters for `processes` slots (0: the daemon, 1..N: public workers).
+    """The shared counters and locks of the cache folder holding `path`; `slot` is this
+    process's (0: the daemon, 1..N: public workers)."""
 
-    The daemon creates the ledger (`max_bytes` given: the books start from zero);
-    a worker attaches to the daemon's (`max_bytes` None) and counts under `slot`.
-    """
-
-    def __init__(self, path: str, processes: int = 1, max_bytes: int | None = None, slot: int = 0):
-        self.shared = processes > 1
-        self.processes = processes
+    def __init__(self, path: str, slot: int = 0):
+        if not 0 <= slot < MAX_SLOTS:
+            raise ValueError(f"cache ledger slot {slot} out of range")
         self.slot = slot
-        size = _WORD.size * (FIRST_SLOT + processes)
-        self._fd = -1
-        if self.shared:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            if max_bytes is not None:
+        self.pid = os.getpid()
+        self._thread_lock = threading.RLock()
+        self._held = 0            # nesting depth of books() in this process
+        self._keys: dict[int, list] = {}   # key lock byte -> [threading.Lock, users]
+        self._keys_mutex = threading.Lock()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        size = _WORD.size * PAGE_WORDS
+        with self._books_lock():
+            if os.fstat(self._fd).st_size != size or _WORD.unpack(os.pread(self._fd, _WORD.size, 0))[0] != LAYOUT:
                 os.ftruncate(self._fd, 0)
                 os.ftruncate(self._fd, size)
-            elif os.fstat(self._fd).st_size != size:
-                raise RuntimeError(f"cache ledger {path} is not the daemon's (size differs)")
+                os.pwrite(self._fd, _WORD.pack(LAYOUT), 0)
             self._page = mmap.mmap(self._fd, size)
-        else:
-            self._page = mmap.mmap(-1, size)
-        self._held = 0            # nesting depth of books() in this process
-        self._thread_lock = threading.RLock()
-        if max_bytes is not None:
-            self._set(MAX_BYTES, max_bytes)
+        self._lockf(fcntl.LOCK_SH, LIVE_BASE + self.pid)
+        # the hit path's two calls, bound to C functions (no Python frame per request):
+        # changes() -> (generation, removals); count(hits, misses) sets this process's slot
+        self.changes = functools.partial(_PAIR.unpack_from, self._page, _WORD.size * GENERATION)
+        self.count = functools.partial(_PAIR.pack_into, self._page, _WORD.size * (FIRST_SLOT + SLOT_WORDS * slot + 1))
+        self._set_slot(0, self.pid)
+        self.count(0, 0)
+
+    def close(self) -> None:
+        """Unmap and close the file (which releases every record lock this process holds on it)."""
+        if self._fd >= 0:
+            self._page.close()
+            os.close(self._fd)
+            self._fd = -1
 
     def _get(self, index: int) -> int:
         return _WORD.unpack_from(self._page, _WORD.size * index)[0]
@@ -68,10 +113,16 @@ class CacheLedger:
     def _set(self, index: int, value: int) -> None:
         _WORD.pack_into(self._page, _WORD.size * index, value)
 
+    def _set_slot(self, word: int, value: int) -> None:
+        self._set(FIRST_SLOT + SLOT_WORDS * self.slot + word, value)
+
     # -- reads (no lock: aligned 8-byte words) ------------------------------------
 
     def generation(self) -> int:
         return self._get(GENERATION)
+
+    def removals(self) -> int:
+        return self._get(REMOVALS)
 
     @property
     def max_bytes(self) -> int:
@@ -81,75 +132,117 @@ class CacheLedger:
     def total(self) -> int:
         return self._get(TOTAL)
 
-    def filling(self) -> int:
-        return sum(self._get(FIRST_SLOT + i) for i in range(self.processes))
+    @property
+    def entries(self) -> int:
+        return self._get(ENTRIES)
 
-    # -- updates (callers hold books()) --------------------------------------------
+    def last_purge(self) -> dict | None:
+        at = self._get(PURGED_AT_MS)
+        return {"at": at / 1000, "purged": self._get(PURGED_COUNT)} if at else None
+
+    def slots(self, count: int) -> list[dict]:
+        """Slots 0..count-1 that a process has used: pid, hits, misses, and whether it lives."""
+        found = []
+        for slot in range(min(count, MAX_SLOTS)):
+            base = FIRST_SLOT + SLOT_WORDS * slot
+            pid = self._get(base)
+            if pid:
+                found.append({"slot": slot, "pid": pid, "hits": self._get(base + 1),
+                              "misses": self._get(base + 2), "alive": self.alive(pid)})
+        return found
+
+    # -- updates (callers hold books(), except their own slot's counts) ------------
 
     def set_max_bytes(self, value: int) -> None:
         self._set(MAX_BYTES, value)
 
-    def add_total(self, delta: int) -> None:
-        self._set(TOTAL, self.total + delta)
+    def add(self, total: int = 0, entries: int = 0, removals: int = 0) -> None:
+        self._set(TOTAL, self._get(TOTAL) + total)
+        self._set(ENTRIES, self._get(ENTRIES) + entries)
+        self._set(REMOVALS, self._get(REMOVALS) + removals)
 
-    def add_filling(self, delta: int) -> None:
-        self._set(FIRST_SLOT + self.slot, self._get(FIRST_SLOT + self.slot) + delta)
+    def recount(self, total: int, entries: int) -> None:
+        self._set(TOTAL, total)
+        self._set(ENTRIES, entries)
+        self._set(REMOVALS, self._get(REMOVALS) + 1)
 
     def bump_generation(self) -> int:
-        with self.books():
-            generation = self.generation() + 1
-            self._set(GENERATION, generation)
-            return generation
+        generation = self.generation() + 1
+        self._set(GENERATION, generation)
+        return generation
 
-    def reset_slot(self, slot: int) -> None:
-        """A worker died: whatever its fills had reserved is no longer in flight."""
-        with self.books():
-            self._set(FIRST_SLOT + slot, 0)
+    def record_purge(self, at: float, purged: int) -> None:
+        self._set(PURGED_AT_MS, int(at * 1000))
+        self._set(PURGED_COUNT, purged)
+
+    # -- locks ---------------------------------------------------------------------
 
     @contextlib.contextmanager
     def books(self):
         """Exclusive across threads and processes; re-entrant within this process (a POSIX
         record lock is per process: an inner unlock would release the outer hold)."""
+        with self._books_lock():
+            yield
+
+    @contextlib.contextmanager
+    def _books_lock(self):
         with self._thread_lock:
-            if self.shared and self._held == 0:
+            if self._held == 0:
                 self._lockf(fcntl.LOCK_EX, 0)
             self._held += 1
             try:
                 yield
             finally:
                 self._held -= 1
-                if self.shared and self._held == 0:
+                if self._held == 0:
                     self._lockf(fcntl.LOCK_UN, 0)
 
-    @contextlib.contextmanager
-    def key_lock(self, name: str, wait: float):
-        """Hold the lock byte of one cache key (its hex name) across processes, waiting at most
-        `wait` seconds; yields False when another process kept it that long."""
-        if not self.shared:
-            yield True
-            return
-        offset = 1 + int(name[:16], 16) % KEY_LOCK_SPACE
-        deadline = time.monotonic() + wait
-        locked = None   # True: held; False: record locks refused, go on unlocked; None: kept by another
-        while locked is None:
-            try:
-                locked = self._lockf(fcntl.LOCK_EX | fcntl.LOCK_NB, offset)
-            except OSError:   # another process holds it (EAGAIN or EACCES)
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(KEY_LOCK_POLL)
+    def alive(self, pid: int) -> bool:
+        """Whether the process `pid` holds its liveness byte on this ledger (this process does)."""
+        if pid == self.pid:
+            return True
         try:
-            yield locked is not None
-        finally:
-            if locked:
-                self._lockf(fcntl.LOCK_UN, offset)
+            if not self._lockf(fcntl.LOCK_EX | fcntl.LOCK_NB, LIVE_BASE + pid):
+                return True   # record locks refused: no way to tell, so never take its files
+        except OSError:
+            return True
+        self._lockf(fcntl.LOCK_UN, LIVE_BASE + pid)
+        return False
+
+    def key_lock(self, name: str, wait: float) -> KeyHold:
+        """Hold the lock of one cache key (its hex name) against every other fill of it, in this
+        process (a lock per key) and in the others (a record lock on the key's byte), waiting at
+        most `wait` seconds; the hold's `held` is False when another fill kept it that long."""
+        offset = 1 + int(name[-16:], 16) % KEY_LOCK_SPACE   # the whole key's digits: variants fill apart
+        deadline = time.monotonic() + wait
+        with self._keys_mutex:
+            local = self._keys.setdefault(offset, [threading.Lock(), 0])
+            local[1] += 1
+        if local[0].acquire(timeout=wait):
+            while True:
+                try:
+                    self._lockf(fcntl.LOCK_EX | fcntl.LOCK_NB, offset)   # refused: in-process only
+                    return KeyHold(lambda: self._unlock_key(offset, local, True))
+                except OSError:
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(KEY_LOCK_POLL)
+            local[0].release()
+        self._unlock_key(offset, local, False)
+        return KeyHold(None)
+
+    def _unlock_key(self, offset: int, local: list, held: bool) -> None:
+        if held:
+            self._lockf(fcntl.LOCK_UN, offset)
+            local[0].release()
+        with self._keys_mutex:
+            local[1] -= 1
+            if local[1] == 0:
+                del self._keys[offset]
 
     def _lockf(self, operation: int, offset: int) -> bool:
         """Lock or unlock one byte; False when the OS refuses record locks (logged once).
-
-        Without them the processes still share the numbers but not exclusion: two fills
-        may both pass the budget check, and a key missed by two processes is filled twice.
-        """
+        OSError when another process holds it (a non-blocking try)."""
         if oscalls.was_refused("fcntl.lockf"):
             return False
         try:

@@ -29,6 +29,11 @@ EVENTS = {
                         "A backup ({kind}, created {created_at}) was restored by {by}."),
     "update_available": ("Update available: contentnode {latest}",
                          "contentnode {latest} is available on the {channel} channel (running {current}).\n{notes}"),
+    "fleet_sync_failed": ("Fleet: node {node} cannot follow the fleet",
+                          "Node {node}: {code}: {message}. It keeps serving its last applied configuration "
+                          "(seq {seq}) and retries."),
+    "fleet_node_problem": ("Fleet: node {node_id} needs attention",
+                           "Node {node_id} ({name}): {problem}: {detail}"),
     "user_created": ("User created: {username}", "User {username} (role {role}) was created by {by}."),
     "user_deleted": ("User deleted: {username}", "User {username} was deleted by {by}."),
 }

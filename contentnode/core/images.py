@@ -10,6 +10,9 @@ most 4096 pixels a side.
 
 import importlib
 import io
+import math
+import threading
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from contentnode.core.text import whole_number
@@ -97,31 +100,102 @@ def _target_size(src_w, src_h, v: Variant):
     return max(1, round(src_w * scale)), max(1, round(src_h * scale))
 
 
-def transform(data: bytes, v: Variant) -> tuple[bytes, str]:
-    """(encoded bytes, content type) of the variant of the image in `data`."""
-    from PIL import Image, ImageOps
+class Budget:
+    """Bounds what the transforms running at once in one process hold.
+
+    A holder takes `amount` units (decoded pixels; bytes of a source read into
+    memory) for as long as it runs; it waits while `slots` holders run or
+    while its amount does not fit beside the others'. One larger than the
+    whole budget runs alone rather than never. For pixels: Pillow keeps about
+    4 bytes a pixel, so the budget times 4 (plus the small output) bounds the
+    decoded memory.
+    """
+
+    def __init__(self, amount: int, slots: int):
+        self.amount, self.slots = amount, slots
+        self._used = self._running = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def hold(self, amount: int):
+        with self._changed:
+            while self._running >= self.slots or (self._running and self._used + amount > self.amount):
+                self._changed.wait()
+            self._used += amount
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._used -= amount
+                self._running -= 1
+                self._changed.notify_all()
+
+
+# EXIF orientation -> the transpose that shows the image upright (orientations 5-8 swap the sides)
+_UPRIGHT = {2: "FLIP_LEFT_RIGHT", 3: "ROTATE_180", 4: "FLIP_TOP_BOTTOM", 5: "TRANSPOSE", 6: "ROTATE_270",
+            7: "TRANSVERSE", 8: "ROTATE_90"}
+_EXIF_ORIENTATION = 0x0112
+REDUCING_GAP = 2.0   # resample from at most twice the output size; reduce() by whole factors before
+
+
+def transform(data: bytes, v: Variant, budget: Budget | None = None) -> tuple[bytes, str]:
+    """(encoded bytes, content type) of the variant of the image in `data`.
+
+    The work is sized to the output, not the source: a JPEG is decoded at the
+    smallest DCT scale (1/2, 1/4, 1/8) still at least the output size
+    (shrink-on-load, Image.draft), the rest is reduced by whole factors before
+    the Lanczos resample (reducing_gap), and the EXIF rotation is applied to
+    the small result. A 3000x2000 JPEG to 320 px WebP decodes 375x250 pixels.
+    """
+    from PIL import Image
 
     try:
         img: Image.Image = Image.open(io.BytesIO(data))
+        orientation = img.getexif().get(_EXIF_ORIENTATION, 1)
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
         raise ImageError("the source is not an image this node can read") from None
     if img.width * img.height > MAX_SOURCE_PIXELS:
         raise ImageError(f"the source has more than {MAX_SOURCE_PIXELS:,} pixels")
     fmt = v.format or {"JPEG": "jpeg", "PNG": "png", "WEBP": "webp"}.get(img.format or "", "png")
+    sideways = orientation in (5, 6, 7, 8)
     try:
-        img = ImageOps.exif_transpose(img)
-        size = _target_size(img.width, img.height, v)
-        if v.fit == "cover":
-            img = ImageOps.fit(img, size, Image.Resampling.LANCZOS)
-        elif size != img.size:
-            img = img.resize(size, Image.Resampling.LANCZOS)
-        img = _for_format(img, fmt)
-        out = io.BytesIO()
-        options = {"optimize": True} if fmt == "png" else {"quality": v.q or DEFAULT_QUALITY}
-        img.save(out, format=fmt.upper(), **options)
+        upright_w, upright_h = (img.height, img.width) if sideways else img.size
+        out_w, out_h = _target_size(upright_w, upright_h, v)
+        size = (out_h, out_w) if sideways else (out_w, out_h)   # in the source's own orientation
+        scale = (max if v.fit == "cover" else min)(size[0] / img.width, size[1] / img.height)
+        if img.format == "JPEG" and scale < 1:
+            img.draft(img.mode if img.mode in ("RGB", "L") else None,
+                      (math.ceil(img.width * scale), math.ceil(img.height * scale)))
+        with budget.hold(img.width * img.height) if budget else nullcontext():
+            img = _resized(img, size, v.fit == "cover")
+            if orientation in _UPRIGHT:
+                img = img.transpose(getattr(Image.Transpose, _UPRIGHT[orientation]))
+            img = _for_format(img, fmt)
+            out = io.BytesIO()
+            options = {"optimize": True} if fmt == "png" else {"quality": v.q or DEFAULT_QUALITY}
+            img.save(out, format=fmt.upper(), **options)
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
         raise ImageError("the source image could not be decoded") from None
     return out.getvalue(), FORMATS[fmt]
+
+
+def _resized(img, size: tuple, cover: bool):
+    """`img` at `size`: for cover, the centred crop of the source's aspect first (as ImageOps.fit)."""
+    from PIL import Image
+
+    box = None
+    if cover:
+        want = size[0] / size[1]
+        if img.width / img.height > want:
+            crop_w = img.height * want
+            box = ((img.width - crop_w) / 2, 0, (img.width + crop_w) / 2, img.height)
+        else:
+            crop_h = img.width / want
+            box = (0, (img.height - crop_h) / 2, img.width, (img.height + crop_h) / 2)
+    elif size == img.size:
+        return img
+    return img.resize(size, Image.Resampling.LANCZOS, box=box, reducing_gap=REDUCING_GAP)
 
 
 def _for_format(img, fmt):

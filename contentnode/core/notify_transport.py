@@ -1,4 +1,4 @@
-"""The two delivery channels: email over SMTP and Telegram's Bot API.
+"""Email over SMTP and Telegram's Bot API (the webhook and ntfy are in notify_http).
 
 Each send returns the transport's own answer (the SMTP reply, Telegram's
 result) or raises DeliveryError with it, so the panel's "send a test" button
@@ -24,11 +24,13 @@ MAX_SMTP_REPLY = 64 * 1024     # bytes of one (multi-line) SMTP reply
 
 
 class DeliveryError(Exception):
-    """A failed delivery; `retry` says whether trying again later may help."""
+    """A failed delivery; `retry` says whether trying again later may help, and
+    `retry_after` how many seconds the far side asked us to wait (None: it did not say)."""
 
-    def __init__(self, message, retry=True):
+    def __init__(self, message, retry=True, retry_after=None):
         super().__init__(message)
         self.retry = retry
+        self.retry_after = retry_after
 
 
 def _pinned_socket(addresses, port, timeout):
@@ -240,5 +242,6 @@ def send_telegram(cfg, text, policy, timeout=15.0, ssl_context=None):
     code = answer.get("error_code", result.status)
     retry_after = (answer.get("parameters") or {}).get("retry_after")
     suffix = f", retry after {retry_after} s" if retry_after else ""
+    wait = float(retry_after) if isinstance(retry_after, int) and not isinstance(retry_after, bool) else None
     raise DeliveryError(f"Telegram answered {code}: {description}{suffix}",
-                        retry=result.status == 429 or result.status >= 500)
+                        retry=result.status == 429 or result.status >= 500, retry_after=wait)

@@ -1,9 +1,11 @@
 """A small S3 client in the standard library (AWS Signature Version 4).
 
 The node talks to one kind of peer for content: S3-compatible buckets (AWS,
-MinIO, SeaweedFS, R2, B2...), or a folder on the node (core/folders.py). It needs four calls (HEAD and GET of an object,
-HEAD of a bucket, ListObjectsV2), so a few hundred lines of http.client and
-hmac replace an SDK. Every connection goes through netguard (docs/ARCHITECTURE.md, "Trust boundaries"), and
+MinIO, SeaweedFS, R2, B2...), or a folder on the node (core/folders.py). Content
+needs four calls (HEAD and GET of an object, HEAD of a bucket, ListObjectsV2);
+the fleet adds PUT, DELETE, a conditional GET and presigned GET URLs. A few
+hundred lines of http.client and hmac replace an SDK. Every connection goes
+through netguard (docs/ARCHITECTURE.md, "Trust boundaries"), and
 every failure becomes an S3Error whose `code` names the cause an operator can
 act on (credentials refused, no such bucket, clock skew, TLS, timeout...).
 """
@@ -31,6 +33,10 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 LIST_MAX_BYTES = 4 << 20
 ERROR_MAX_BYTES = 64 << 10
 DEFAULT_OBJECT_MAX_BYTES = 1 << 30
+PUT_MAX_BYTES = 64 << 20  # what the node ever writes (a fleet bundle, a status) stays far below
+SMALL_OBJECT_MAX_BYTES = 16 << 20  # default cap of get_bytes, which holds the whole body in memory
+PRESIGN_MAX_SECONDS = 7 * 24 * 3600  # SigV4's own limit for a presigned URL
+UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 
 # S3 error codes -> (our cause code, what it means for the operator).
 _CAUSES = {
@@ -46,6 +52,8 @@ _CAUSES = {
     "AuthorizationHeaderMalformed": ("wrong_region", "the server expects another region"),
     "PermanentRedirect": ("wrong_region", "the bucket lives at another endpoint or region"),
     "InvalidRange": ("invalid_range", "the requested byte range is not satisfiable"),
+    "PreconditionFailed": ("precondition_failed", "the object changed since it was last read"),
+    "ConditionalRequestConflict": ("precondition_failed", "another write to the object is in progress"),
 }
 
 
@@ -169,6 +177,18 @@ class ObjectInfo:
     headers: dict
 
 
+@dataclass(frozen=True)
+class Fetched:
+    """What a conditional GET found: the body and ETag, or (body None) "not modified"."""
+
+    body: bytes | None
+    etag: str | None
+
+    @property
+    def not_modified(self) -> bool:
+        return self.body is None
+
+
 @dataclass
 class ListPage:
     keys: list  # [{"key","size","etag","last_modified"}]
@@ -287,14 +307,35 @@ class S3Client:
         self.clock, self.ssl_context = clock, ssl_context
 
     def signed_headers(self, method: str, host_header: str, path: str, query: str,
-                       extra: dict | None = None) -> dict:
+                       extra: dict | None = None, payload_hash: str = EMPTY_SHA256) -> dict:
         date = amz_date(self.clock())
-        headers = {"host": host_header, "x-amz-date": date, "x-amz-content-sha256": EMPTY_SHA256}
+        headers = {"host": host_header, "x-amz-date": date, "x-amz-content-sha256": payload_hash}
         headers.update(extra or {})
         cfg = self.config
-        headers["Authorization"] = authorization(method, path, query, headers, EMPTY_SHA256,
+        headers["Authorization"] = authorization(method, path, query, headers, payload_hash,
                                                  cfg.access_key, cfg.secret_key, cfg.region, "s3", date)
         return headers
+
+    def presign_get(self, key: str, expires_in: int) -> str:
+        """A URL anyone holding it can GET `key` with, until `expires_in` seconds from now.
+
+        Query-string SigV4 (host the only signed header, payload unsigned); the
+        server refuses the URL once X-Amz-Date + X-Amz-Expires has passed.
+        """
+        if not 1 <= expires_in <= PRESIGN_MAX_SECONDS:
+            raise S3Error("url", f"a presigned URL lives 1 to {PRESIGN_MAX_SECONDS} seconds")
+        scheme, _, _, host_header, path = self.config.target(key)
+        cfg = self.config
+        date = amz_date(self.clock())
+        scope = f"{date[:8]}/{cfg.region}/s3/aws4_request"
+        params = [("X-Amz-Algorithm", "AWS4-HMAC-SHA256"), ("X-Amz-Credential", f"{cfg.access_key}/{scope}"),
+                  ("X-Amz-Date", date), ("X-Amz-Expires", str(expires_in)), ("X-Amz-SignedHeaders", "host")]
+        query = canonical_query(params)
+        creq, _ = canonical_request("GET", path, query, {"host": host_header}, UNSIGNED_PAYLOAD)
+        to_sign = "\n".join(["AWS4-HMAC-SHA256", date, scope, hashlib.sha256(creq.encode()).hexdigest()])
+        signature = hmac.new(signing_key(cfg.secret_key, date[:8], cfg.region, "s3"), to_sign.encode(),
+                             hashlib.sha256).hexdigest()
+        return f"{scheme}://{host_header}{path}?{query}&X-Amz-Signature={signature}"
 
     def resolve(self) -> list[str]:
         """The vetted addresses of the bucket's host (the 'resolve' step of a check)."""
@@ -319,15 +360,17 @@ class S3Client:
             raise _transport_error(exc, self.timeout) from None
 
     def _send(self, method: str, key: str | None, params=(), extra: dict | None = None, conn=None,
-              deadline: float | None = None):
+              deadline: float | None = None, body: bytes | None = None):
         """Send one signed request; returns (conn, response, headers) with the body unread.
 
         The connection is cut at `deadline` (default: the client's timeout from now),
         so a server that trickles bytes cannot hold the call longer than that.
+        A `body` is signed by its SHA-256 (the server checks it arrived whole).
         """
         _, _, _, host_header, path = self.config.target(key)
         query = canonical_query(params)
-        headers = self.signed_headers(method, host_header, path, query, extra)
+        payload_hash = hashlib.sha256(body).hexdigest() if body is not None else EMPTY_SHA256
+        headers = self.signed_headers(method, host_header, path, query, extra, payload_hash)
         if deadline is None:
             deadline = time.monotonic() + self.timeout
         if conn is None:
@@ -335,7 +378,7 @@ class S3Client:
         else:
             conn.set_deadline(deadline)
         try:
-            conn.request(method, path + ("?" + query if query else ""), headers=headers)
+            conn.request(method, path + ("?" + query if query else ""), body=body, headers=headers)
             response = conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
@@ -395,6 +438,49 @@ class S3Client:
             raise S3Error("too_large", f"the object's {length[:20]} bytes exceed the {max_bytes} byte cap")
         return ObjectStream(conn, response, _object_info(response.status, headers), deadline, max_bytes,
                             self.timeout)
+
+    def get_bytes(self, key: str, if_none_match: str | None = None,
+                  max_bytes: int = SMALL_OBJECT_MAX_BYTES) -> Fetched | None:
+        """A whole small object: Fetched(body, etag); with `if_none_match` (an ETag the
+        caller holds) a 304 is Fetched(None, etag); a missing object is None."""
+        deadline = time.monotonic() + self.timeout
+        extra = {"if-none-match": if_none_match} if if_none_match else None
+        conn, response, headers = self._send("GET", key, extra=extra, deadline=deadline)
+        if response.status == 304:
+            conn.close()
+            return Fetched(None, headers.get("etag") or if_none_match)
+        if response.status == 404:
+            error = self._fail(conn, response, headers, "object", deadline)
+            if error.code == "no_such_key":
+                return None
+            raise error
+        if response.status >= 300:
+            raise self._fail(conn, response, headers, "object", deadline)
+        body = self._read_body(conn, response, max_bytes, deadline)
+        return Fetched(body, headers.get("etag"))
+
+    def put_object(self, key: str, body: bytes, content_type: str, headers: dict | None = None) -> str | None:
+        """Write a whole object (at most PUT_MAX_BYTES); returns the ETag the server gave it.
+
+        `headers` go along signed (e.g. If-Match / If-None-Match where the server
+        supports conditional writes: a refusal is S3Error status 412 or 409)."""
+        if len(body) > PUT_MAX_BYTES:
+            raise S3Error("too_large", f"an object of {len(body)} bytes exceeds the {PUT_MAX_BYTES} byte cap")
+        deadline = time.monotonic() + self.timeout
+        extra = {"content-type": content_type, "content-length": str(len(body)), **(headers or {})}
+        conn, response, got = self._send("PUT", key, extra=extra, deadline=deadline, body=body)
+        if response.status >= 300:
+            raise self._fail(conn, response, got, "object", deadline)
+        self._read_body(conn, response, ERROR_MAX_BYTES, deadline)
+        return got.get("etag")
+
+    def delete_object(self, key: str, headers: dict | None = None) -> None:
+        """Delete one object; deleting a missing one is no error (S3 answers 204 either way)."""
+        deadline = time.monotonic() + self.timeout
+        conn, response, got = self._send("DELETE", key, extra=headers, deadline=deadline)
+        if response.status >= 300 and response.status != 404:
+            raise self._fail(conn, response, got, "object", deadline)
+        self._read_body(conn, response, ERROR_MAX_BYTES, deadline)
 
     def list_objects(self, prefix: str = "", max_keys: int = 1000, token: str | None = None,
                      conn=None) -> ListPage:

@@ -31,6 +31,10 @@ GENERAL_DEFAULTS: dict[str, object] = {
     "log_level": "info",
 }
 
+# The settings a fleet's primary decides for every node (docs/API.md, Fleet); the rest are
+# each node's own (its name, its listeners' view, cache size, proxies, log level...).
+FLEET_SHARED = frozenset({"acme_directory", "acme_email", "link_grace_seconds"})
+
 # Keys with their own endpoints (PUT /api/admin-host, /api/admin-allow, /api/updates).
 DEFAULTS = dict(
     GENERAL_DEFAULTS,

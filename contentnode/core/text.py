@@ -16,6 +16,13 @@ def one_line(value: str) -> bool:
     return CONTROL.search(value) is None
 
 
+def escaped_line(value, limit: int = 200) -> str:
+    """A value as one line: line breaks and other control characters escaped, length capped,
+    so text someone typed (a username, a bucket name) cannot add lines to an operator's alert."""
+    text = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(value))
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def encodable(value: str) -> bool:
     """False for text holding lone surrogates ("\\ud800" in JSON), which no UTF-8 file can store."""
     try:

@@ -64,6 +64,7 @@ class Request:
         self.api_token = None  # the API token record of a token session
         self.if_match: int | str | None = None  # If-Match on an if_match row: None, "*" or a revision number
         self.via_admin_host = False
+        self.visit = None  # on the public port: the Host and path its dispatcher parsed once
 
     @property
     def user_agent(self) -> str:

@@ -2,34 +2,16 @@
 
 The single write path in http/server.py sends these; it always sets
 Content-Length, so keep-alive never depends on closing the connection.
+A body is bytes, a FileBody or a StreamBody (core/bodies.py).
 """
 
 import json
 from dataclasses import dataclass, field
-from collections.abc import Callable, Iterable
+
+from contentnode.core.bodies import FileBody, StreamBody
 
 
-@dataclass
-class FileBody:
-    """A byte range of an open file, sent with os.sendfile. `close` runs after sending."""
-
-    fd: int
-    offset: int
-    length: int
-    close: Callable[[], None] = lambda: None
-
-
-@dataclass
-class StreamBody:
-    """Chunks produced while sending (e.g. an origin fetch filling the cache).
-
-    `length` is promised up front; the server closes the connection if the
-    chunks fall short, so a client never mistakes a truncated body for a whole one.
-    """
-
-    chunks: Iterable[bytes]
-    length: int
-    close: Callable[[], None] = lambda: None
+__all__ = ["FileBody", "StreamBody", "Response", "json_body", "json_response", "created", "no_content"]
 
 
 @dataclass

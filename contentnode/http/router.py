@@ -5,7 +5,8 @@ before any handler runs: route and method (404/405 with Allow), Host, Origin,
 client address (admin host only), body size (413 from Content-Length, before
 reading), chunked bodies (411), content type (415), session (401), 2FA
 enrolment (403), scope (403), then unknown query parameters, the If-Match
-header, JSON parsing and the declared body shape (400). A refused request
+header, JSON parsing and the declared body shape (400), and last, on a
+fleet replica, a write to a shared object (409 managed_by_fleet). A refused request
 changes nothing, because no handler has run. A handler whose object moved on
 since the If-Match revision raises core.revisions.StaleRevision: 412.
 """
@@ -52,6 +53,9 @@ class Route:
     opened with an API token 403 forbidden, whatever its scopes: the rows that
     touch a person's own credentials and sessions, or make, arm or unlock other
     accounts (docs/API.md, "What a token session may and may not do").
+    fleet_shared rows write what a fleet shares
+    (docs/API.md, Fleet): a replica refuses them; fleet_shared_fields rows only
+    when the body names one of those members (PUT /api/settings).
     """
 
     method: str
@@ -67,6 +71,8 @@ class Route:
     body_optional: bool = False
     answer: dict | None = field(default=None, hash=False, compare=False)
     token_session: bool = True
+    fleet_shared: bool = False
+    fleet_shared_fields: frozenset = frozenset()
 
 
 class RouteTable:
@@ -220,6 +226,16 @@ class AdminDispatcher:
             schema.check(route.body, req.body)
         elif route.body is None and req.body not in (None, {}):
             _refuse_body(req)
+        if route.fleet_shared or (route.fleet_shared_fields and isinstance(req.body, dict)
+                                  and route.fleet_shared_fields & req.body.keys()):
+            self._check_fleet_write(req)
+
+    def _check_fleet_write(self, req) -> None:
+        """On a replica the primary owns shared objects: name it, change nothing."""
+        primary = self.app.fleet_primary()
+        if primary is not None:
+            raise ApiError(409, "managed_by_fleet", f"this node is a fleet replica: shared objects are "
+                                                    f"changed on the primary, node {primary}")
 
     def _run(self, req) -> Response:
         result = req.route.handler(req)

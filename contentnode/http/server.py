@@ -375,6 +375,10 @@ class Server(ThreadingHTTPServer):
         else:  # a listening socket bound by another process (a public worker's inherited socket)
             super().__init__(address, RequestHandler, bind_and_activate=False)
             self.socket.close()
+            # Non-blocking: when another process accepts the connection that woke this
+            # one, accept() here fails with EAGAIN instead of blocking the accept loop
+            # (and its stop) until the next connection arrives.
+            sock.setblocking(False)
             self.socket = sock
             self.server_address = sock.getsockname()
 

@@ -1,8 +1,10 @@
 """The public port: one ordered PIPELINE of stages, the first answer wins.
 
 Each stage is a function `answer(req) -> Response | None` in its own module:
-None passes the request on. The order is the contract: the health answer for
-load balancers comes first (any Host), the verification page
+None passes the request on. Before the first stage the dispatcher parses the
+Host header and checks the target once (visit.py): every stage reads
+`req.visit` and never sees a hostile path. The order is the contract: the
+health answer for load balancers comes first (any Host), the verification page
 and ACME challenges answer before anything a domain's settings can change,
 the HTTPS upgrade before the admin host (which refuses plain HTTP), redirects
 before content, and content answers everything that reaches it. Nothing here
@@ -13,7 +15,7 @@ import logging
 
 from contentnode.http.errors import INTERNAL_ERROR, ApiError, error_response
 from contentnode.public import (acme_challenge, admin_host, content, domain_redirect, health, https_upgrade,
-                                verification)
+                                verification, visit)
 
 log = logging.getLogger("contentnode.public")
 
@@ -34,9 +36,12 @@ class PublicDispatcher:
 
     def __call__(self, req):
         req.app = self.app
+        if self.app.worker_slot is not None:
+            self.app.store.follow()   # read your writes: the daemon may have changed the state file
         if (req.content_length or 0) > 0 or req.chunked:
             req.close_after()  # public requests never have their body read
         try:
+            req.visit = visit.parse(req)
             for stage in PIPELINE:
                 response = stage(req)
                 if response is not None:
@@ -47,5 +52,5 @@ class PublicDispatcher:
         except (ConnectionError, TimeoutError):
             raise
         except Exception:
-            log.exception("public request failed: %s %s", req.method, req.raw_path)
+            log.exception("public request failed: %s %r", req.method, req.raw_path[:300])
             return error_response(INTERNAL_ERROR)

@@ -8,13 +8,12 @@ and session cookies never cross the network unencrypted. It runs after the
 ACME challenge stage, so the admin host's own certificate can be renewed.
 """
 
-from contentnode.core.hostnames import host_from_header
 from contentnode.http.errors import ApiError
 
 
 def answer(req):
     admin_host = req.app.admin_host()
-    if not admin_host or host_from_header(req.headers.get("Host")) != admin_host:
+    if not admin_host or req.visit.host != admin_host:
         return None
     if req.scheme != "https":
         raise ApiError(403, "host_not_allowed", "the admin host answers over HTTPS only")

@@ -4,8 +4,11 @@ Redirects of a whole domain are answered by an earlier stage (domain_redirect);
 this stage is the last one and answers everything that reaches it, so every
 content request is counted in the traffic series. Objects come from the
 cache (sendfile from the entry file) or from one shared origin fetch that
-streams to the client while it fills the cache. Origin trouble becomes a
-plain 502 or 504: the client never learns bucket names, keys or causes.
+streams to the client while it fills the cache; the cache's Result says
+which body it is sent as (bytes, a file span, a stream), so this stage only
+decides 200, 206 or 304. Origin trouble becomes a plain 502 or 504: the
+client never learns bucket names, keys or causes. `resolve` is the one
+description of a visit's decisions: warm, probe and diagnose run it too.
 """
 
 import email.utils
@@ -13,27 +16,29 @@ import hashlib
 import logging
 import re
 import threading
+import time
 from dataclasses import dataclass, field
-from urllib.parse import unquote
 
 from contentnode.core import buckets, images, rules, signing
 from contentnode.core.cache import Cache
 from contentnode.core.cache_fill import FillStalled, FillTruncated, OriginAnswer
-from contentnode.core.hostnames import host_from_header
 from contentnode.core.origin import OriginError
 from contentnode.core.settings import effective
 from contentnode.core.traffic import Traffic
 from contentnode.http.errors import ApiError, error_response
-from contentnode.http.response import FileBody, Response, StreamBody
+from contentnode.http.response import Response
+from contentnode.public import visit
 
 log = logging.getLogger("contentnode.content")
 
 ORIGIN_TIMEOUT = 30.0        # a whole origin GET, headers to last byte
 MAX_IMAGE_SOURCE = 64 << 20  # bytes of a source image read into memory for a transform
-MAX_PATH_BYTES = 4096
+IMAGE_PIXELS_AT_ONCE = 24_000_000   # decoded pixels of the transforms running at once (~96 MB), per process
+IMAGE_TRANSFORMS_AT_ONCE = 2        # transforms are CPU bound
+IMAGE_SOURCES_AT_ONCE = 8           # sources held in memory, read or waiting for a transform slot
 REMEMBERED_TARGETS = 4096    # resolved (host, path) targets kept per state document
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
+_SLASHES = re.compile(r"//+")
 
 
 @dataclass
@@ -67,7 +72,9 @@ class Delivery:
         self.cache = Cache(f"{data_dir}/cache", effective(doc)["cache_max_bytes"], app.clock.now,
                            processes=app.public_processes, worker_slot=app.worker_slot)
         self.traffic = Traffic(f"{data_dir}/traffic.json", app.clock.now)
-        self.image_slots = threading.BoundedSemaphore(2)   # transforms are CPU bound
+        self.image_budget = images.Budget(IMAGE_PIXELS_AT_ONCE, IMAGE_TRANSFORMS_AT_ONCE)
+        # sources read into memory for transforms, waiting ones included: at most two of the largest
+        self.image_sources = images.Budget(2 * MAX_IMAGE_SOURCE, IMAGE_SOURCES_AT_ONCE)
         self._index = (None, rules.RuleIndex([]))
         self._index_lock = threading.Lock()
         self._targets = (None, {})   # (state document, {(host, path): Target}), see remembered()
@@ -109,40 +116,32 @@ class Delivery:
 # ---------------------------------------------------------------- resolving
 
 
-_CLEAN_PATHS = {}  # raw path -> decoded path, for paths that passed clean_path
-_CLEAN_PATHS_MAX = 4096
+def content_path(raw_path: str, path: str) -> str:
+    """The canonical decoded path, or 400 for what only content refuses: encoded slashes,
+    backslashes and dot segments (a key is never reached by traversal).
+
+    `path` is `raw_path` decoded and already free of hostile bytes (visit.py).
+    Repeated slashes collapse, as in rule paths and bucket keys: `/f.txt`,
+    `//f.txt` and `///f.txt` are one object, one cache entry, one purge.
+    """
+    if "\\" in path or "%" in raw_path and "%2f" in raw_path.lower():
+        raise ApiError(400, "invalid", "encoded slashes and backslashes are not allowed in paths")
+    if rules.has_dot_segment(path):
+        raise ApiError(400, "invalid", '"." and ".." segments are not allowed in paths')
+    return canonical_slashes(path)
+
+
+def canonical_slashes(path: str) -> str:
+    return _SLASHES.sub("/", path) if "//" in path else path
 
 
 def clean_path(raw_path: str) -> str:
-    """The decoded request path, or 400 for traversal, encoded slashes, NUL and controls.
-
-    Remembered for the last few thousand distinct good paths: the checks are a
-    pure function of the raw path, and hits repeat the same paths.
-    """
-    path = _CLEAN_PATHS.get(raw_path)
-    if path is None:
-        path = _checked_path(raw_path)
-        if len(_CLEAN_PATHS) >= _CLEAN_PATHS_MAX:
-            _CLEAN_PATHS.clear()
-        _CLEAN_PATHS[raw_path] = path
-    return path
-
-
-def _checked_path(raw_path: str) -> str:
-    lowered = raw_path.lower()
-    if len(raw_path) > MAX_PATH_BYTES or not raw_path.startswith("/"):
+    """The decoded path of a URL given to the admin API (purge, warm, probe), or a 400 ApiError."""
+    if len(raw_path) > visit.MAX_PATH_BYTES or not raw_path.startswith("/"):
         raise ApiError(400, "invalid", "the path is not acceptable")
-    if "%2f" in lowered or "%5c" in lowered or "\\" in raw_path:
-        raise ApiError(400, "invalid", "encoded slashes and backslashes are not allowed in paths")
-    try:
-        path = unquote(raw_path, errors="strict")
-    except UnicodeDecodeError:
-        raise ApiError(400, "invalid", "the path is not valid UTF-8") from None
-    if _CONTROL.search(path):
+    if visit.CONTROL.search(raw_path):
         raise ApiError(400, "invalid", "control characters (NUL included) are not allowed in paths")
-    if rules.has_dot_segment(path):
-        raise ApiError(400, "invalid", '"." and ".." segments are not allowed in paths')
-    return path
+    return content_path(raw_path, visit.decode_path(raw_path))
 
 
 def keyring(doc) -> dict | None:
@@ -150,38 +149,83 @@ def keyring(doc) -> dict | None:
     return doc.get("links")
 
 
+class _NoTrace:
+    """What resolve records into when nobody asked for a trace (every public request)."""
+
+    @staticmethod
+    def add(*_args, **_extra):
+        return None
+
+
 def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
-            check_signature: bool = True) -> Target:
-    """The domain, rule, bucket, key and image variant a request maps to, or an ApiError."""
+            check_signature: bool = True, trace=None) -> Target:
+    """The domain, rule, bucket, key and image variant a request maps to, or an ApiError.
+
+    The public content stage, warm, probe and diagnose all run this one function;
+    given a `trace` (core.steps.Steps) it records each decision as a step in
+    the order a visit meets them (domain, rule, signature, image), so the
+    diagnosis shows what a visitor gets, never a re-telling of it.
+    """
     doc = delivery.app.store.data
-    target = delivery.remembered(doc, host, path)
-    if target is not None:
-        return target
-    if host not in doc.get("domains", {}):
+    if trace is None:
+        target = delivery.remembered(doc, host, path)
+        if target is not None:
+            return target
+        trace = _NoTrace
+    started = time.monotonic()
+    domain = doc.get("domains", {}).get(host)
+    if domain is None:
+        trace.add("domain", False, f"{host} is not a domain of this node (visitors get 404)", started)
         raise ApiError(404, "not_found", "this host is not served here")
+    status = domain.get("status")
+    trace.add("domain", status == "verified", f"{host} is configured, status {status}"
+              + ("" if status == "verified" else " (served, but its check has not passed)"), started)
+    started = time.monotonic()
     match = delivery.rule_index(doc).match(host, path)
-    if match is None or not match.rule.get("enabled", True):
+    if match is None:
+        trace.add("rule", False, "no rule covers this path (visitors get 404)", started)
         raise ApiError(404, "not_found", "nothing is served at this path")
+    rule = match.rule
+    enabled = rule.get("enabled", True)
+    trace.add("rule", enabled, f"rule {rule['id']} ({rule['path']}) maps it to key {match.key!r}"
+              + ("" if enabled else ", but it is disabled (visitors get 404)"), started, rule_id=rule["id"],
+              key=match.key)
+    if not enabled:
+        raise ApiError(404, "not_found", "nothing is served at this path")
+    started = time.monotonic()
     params = dict(reversed(query))  # first value of each name wins
-    if match.rule.get("signed") and check_signature:
+    if not rule.get("signed"):
+        trace.add("signature", True, "this rule needs no signature", started)
+    elif not check_signature:
+        trace.add("signature", True, "this rule needs a signed link (not checked here)", started)
+    else:
         ok, reason = signing.verify(keyring(doc), host, path, params, delivery.app.clock.now(), client_ip)
+        code, message = SIGNATURE_MESSAGES.get(reason, ("signature_invalid", "the link is not valid"))
+        trace.add("signature", ok, "the link's signature is valid" if ok else message, started)
         if not ok:
-            code, message = SIGNATURE_MESSAGES.get(reason, ("signature_invalid", "the link is not valid"))
             raise ApiError(403, code, message)
-    variant = None
-    if match.rule.get("images"):
-        try:
-            variant = images.parse({k: v for k, v in params.items() if k not in signing.LINK_PARAMS})
-        except images.ImageError as exc:
-            raise ApiError(400, "invalid", str(exc), exc.field) from None
-        if variant is not None and not images.available():
-            raise ApiError(503, "images_unavailable",
-                           f"images on the fly need the {images.EXTRA} extra on this node")
-    bucket = doc.get("buckets", {}).get(match.rule.get("bucket"))
-    target = Target(host, path, match.rule["id"], match.rule, bucket, match.key, variant)
-    if not match.rule.get("signed") and not match.rule.get("images"):
+    variant = _variant(rule, params, trace) if rule.get("images") else None
+    bucket = doc.get("buckets", {}).get(rule.get("bucket"))
+    target = Target(host, path, rule["id"], rule, bucket, match.key, variant)
+    if not rule.get("signed") and not rule.get("images"):
         delivery.remember(doc, target)   # the query, the client and the time change nothing here
     return target
+
+
+def _variant(rule, params: dict, trace) -> images.Variant | None:
+    """The image variant the query asks for on an images rule (None: the original), or an ApiError."""
+    started = time.monotonic()
+    try:
+        variant = images.parse({k: v for k, v in params.items() if k not in signing.LINK_PARAMS})
+    except images.ImageError as exc:
+        trace.add("image", False, str(exc), started)
+        raise ApiError(400, "invalid", str(exc), exc.field) from None
+    if variant is not None and not images.available():
+        message = f"images on the fly need the {images.EXTRA} extra on this node"
+        trace.add("image", False, message, started)
+        raise ApiError(503, "images_unavailable", message)
+    trace.add("image", True, f"variant {variant.key()}" if variant else "the original image", started)
+    return variant
 
 
 SIGNATURE_MESSAGES = {   # verify()'s reason -> (error code, message)
@@ -218,9 +262,8 @@ def _variant_fetch(delivery, target: Target, original):
             if source.status == 200:
                 raise images.ImageError("the source image is too large to transform")
             return OriginAnswer(source.status)
-        data = source.read_all()
-        with delivery.image_slots:
-            out, ctype = images.transform(data, target.variant)
+        with delivery.image_sources.hold(source.size):
+            out, ctype = images.transform(source.read_all(), target.variant, delivery.image_budget)
         tag = hashlib.sha256(f"{source.meta.get('etag')}|{target.variant.key()}".encode()).hexdigest()
         meta = {"content_type": ctype, "etag": f'"{tag[:32]}"',
                 "last_modified": source.meta.get("last_modified")}
@@ -357,18 +400,11 @@ def object_response(req, result, target: Target) -> Response:
     except ApiError:
         result.close()
         raise
-    status, (start, end) = (200, (0, result.size)) if span is None else (206, span)
-    if span is not None:
-        headers.append(("Content-Range", f"bytes {start}-{end - 1}/{result.size}"))
-    if result.body is not None:
-        result.close()
-        body = result.body if span is None else result.body[start:end]
-    elif result.hit:
-        fd, base = result.open_file()
-        body = FileBody(fd, base + start, end - start, result.close)
-    else:
-        body = StreamBody(result.chunks(start, end), end - start, result.close)
-    return Response(status, headers, body, head_only=req.method == "HEAD")
+    if span is None:
+        return Response(200, headers, result.sendable(0, result.size), head_only=req.method == "HEAD")
+    start, end = span
+    headers.append(("Content-Range", f"bytes {start}-{end - 1}/{result.size}"))
+    return Response(206, headers, result.sendable(start, end), head_only=req.method == "HEAD")
 
 
 def serve(req, delivery, host) -> tuple[Response, str]:
@@ -376,7 +412,7 @@ def serve(req, delivery, host) -> tuple[Response, str]:
     if req.method not in ("GET", "HEAD"):
         raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
                        headers={"Allow": "GET, HEAD"})
-    path = clean_path(req.raw_path)
+    path = content_path(req.raw_path, req.visit.path)
     target = resolve(delivery, host, path, req.query_list, req.client_ip)
     result = fetch(delivery, target)
     return object_response(req, result, target), "hit" if result.hit else "miss"
@@ -385,7 +421,7 @@ def serve(req, delivery, host) -> tuple[Response, str]:
 def answer(req) -> Response:
     """The last stage: serve, then count the request for its domain."""
     delivery = req.app.delivery
-    host = host_from_header(req.headers.get("Host"))
+    host = req.visit.host
     known = host in req.app.store.data.get("domains", {})
     try:
         response, cached = serve(req, delivery, host)

@@ -2,19 +2,26 @@
 
 import json
 
-from contentnode.core.hostnames import host_from_header
 from contentnode.http.response import Response
 
 
-def answer(req):
-    host = host_from_header(req.headers.get("Host"))
-    record = req.app.store.data["domains"].get(host) if host else None
-    redirect = record and record.get("redirect")
+def location(domain: dict | None, target: str) -> tuple[int, str] | None:
+    """(status, Location) a domain's redirect answers for a request target, or None without one.
+
+    The stage below and POST /api/diagnose both ask this, so they never disagree.
+    """
+    redirect = domain and domain.get("redirect")
     if not redirect:
         return None
-    location = redirect["to"]
-    if redirect["keep_path"]:
-        location = location.rstrip("/") + req.target
-    return Response(redirect["code"], [("Location", location), ("Content-Type", "application/json"),
-                                        ("Cache-Control", "no-store")],
-                    json.dumps({"redirect": location}).encode() + b"\n")
+    to = redirect["to"]
+    return redirect["code"], (to.rstrip("/") + target if redirect["keep_path"] else to)
+
+
+def answer(req):
+    host = req.visit.host
+    found = location(req.app.store.data["domains"].get(host) if host else None, req.target)
+    if found is None:
+        return None
+    code, where = found
+    return Response(code, [("Location", where), ("Content-Type", "application/json"), ("Cache-Control", "no-store")],
+                    json.dumps({"redirect": where}).encode() + b"\n")

@@ -1,6 +1,5 @@
 """Plain requests for hosts with a certificate go to HTTPS, when redirect_http is on."""
 
-from contentnode.core.hostnames import host_from_header
 from contentnode.http.response import json_response
 
 
@@ -14,7 +13,7 @@ def answer(req):
     wanted = tls.https_settings()
     if not (wanted["enabled"] and wanted["redirect_http"]):
         return None
-    host = host_from_header(req.headers.get("Host"))
+    host = req.visit.host
     if not host or tls.certs.stamp(host) is None:
         return None
     authority = host if port == 443 else f"{host}:{port}"

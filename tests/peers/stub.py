@@ -23,18 +23,42 @@ class QuietHandler(BaseHTTPRequestHandler):
 
 class LoopbackServer:
     """A ThreadingHTTPServer on 127.0.0.1 (port 0: one the OS picks), serving
-    `handler` from a daemon thread until stop()."""
+    `handler` from a daemon thread until stop(); https with `ssl_context`."""
 
-    def __init__(self, handler, port=0, name=None, poll_interval=0.5):
+    def __init__(self, handler, port=0, name=None, poll_interval=0.5, ssl_context=None):
         self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        if ssl_context is not None:
+            self.server.socket = ssl_context.wrap_socket(self.server.socket, server_side=True)
+            self.url = f"https://127.0.0.1:{self.port}"
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": poll_interval},
                          name=name, daemon=True).start()
 
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+class PeerServer:
+    """What the HTTP stand-ins share: their LoopbackServer (`_server`, made by
+    start()), its URL, and use in a with statement."""
+
+    _server: LoopbackServer | None = None
+
+    @property
+    def url(self):
+        return self._server.url
+
+    def stop(self):
+        if self._server:
+            self._server.stop()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
 
 
 class LoopbackListener:

@@ -7,12 +7,12 @@ import re
 import threading
 import time
 
-from tests.peers.stub import LoopbackServer, QuietHandler
+from tests.peers.stub import LoopbackServer, PeerServer, QuietHandler
 
 _PATH = re.compile(r"^/bot(?P<token>[^/]+)/(?P<method>[A-Za-z]+)$")
 
 
-class FakeTelegram:
+class FakeTelegram(PeerServer):
     """tokens: valid bot tokens; chats: known chat ids (as strings).
 
     `fail_next(n, status)` makes the next n calls answer an error (500 or 429).
@@ -25,11 +25,6 @@ class FakeTelegram:
         self.calls = 0
         self._failures = []
         self._cond = threading.Condition()
-        self._server = None
-
-    @property
-    def url(self):
-        return self._server.url
 
     def fail_next(self, count, status=500):
         with self._cond:
@@ -83,9 +78,6 @@ class FakeTelegram:
         self._server = LoopbackServer(Handler, name="fake-telegram")
         return self
 
-    def stop(self):
-        self._server.stop()
-
     def wait_for(self, count=1, timeout=20):
         """Wait (bounded) until `count` messages arrived; return them."""
         deadline = time.monotonic() + timeout
@@ -96,9 +88,3 @@ class FakeTelegram:
                     raise AssertionError(f"expected {count} Telegram message(s), got {len(self.messages)}")
                 self._cond.wait(left)
             return list(self.messages)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()

@@ -82,7 +82,7 @@ const PAGES = [
   ['/buckets/:id', 'bucket', null, null, () => can('buckets:read')],
   ['/rules', 'rules', 'Rules', 'Delivery', () => can('routes:read')],
   ['/links', 'links', 'Signed links', 'Delivery', () => canAny('routes:write', 'settings:write')],
-  ['/cache', 'cache', 'Cache', 'Delivery', () => can('routes:write')],
+  ['/cache', 'cache', 'Cache', 'Delivery', () => can('routes:read')],
   ['/troubleshoot', 'troubleshoot', 'Troubleshoot', 'Delivery', () => can('routes:read')],
   ['/users', 'users', 'Users', 'Administration', () => can('users:manage')],
   ['/users/:id', 'user', null, null, () => can('users:manage')],
@@ -91,13 +91,14 @@ const PAGES = [
   ['/backup', 'backup', 'Backup', 'Administration', () => can('users:manage')],
   ['/notifications', 'notifications', 'Notifications', 'Administration', () => can('notifications:manage')],
   ['/settings', 'settings', 'Settings', 'Administration', () => can('settings:write')],
+  ['/fleet', 'fleet', 'Fleet', 'Administration', () => can('settings:write')],
   ['/account', 'account', 'My account', 'You', () => true],
 ];
 PAGES.forEach(([path, mod, label, , allowed]) => route(path, page(mod), { label, allowed }));
 route('/login', page('login'), { bare: true });
 route('/setup', page('setup'), { bare: true });
 
-const state = { session: null, nodeName: null };
+const state = { session: null, nodeName: null, fleetRole: null };
 const root = document.getElementById('app');
 let seq = 0;
 
@@ -113,6 +114,7 @@ function here() {
 
 onAuthProblem('unauthenticated', () => {
   state.session = null;
+  state.fleetRole = null;
   const current = parse();
   if (current.path !== '/login') go(`/login?next=${encodeURIComponent(current.full)}`);
 });

@@ -25,3 +25,15 @@ export function can(scope) {
 export function canAny(...scopes) {
   return scopes.some((s) => current.has(s));
 }
+
+let sharedReadOnly = false;
+
+/** On a fleet replica shared objects are edited on the primary: their write controls hide. */
+export function setSharedReadOnly(on) {
+  sharedReadOnly = Boolean(on);
+}
+
+/** can(scope) for a control that changes a shared object (domains, buckets, rules, link keys). */
+export function canShared(scope) {
+  return !sharedReadOnly && current.has(scope);
+}

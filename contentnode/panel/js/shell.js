@@ -5,8 +5,8 @@
 
 import { get, post } from './api.js';
 import { h, mount, icon } from './dom.js';
-import { can, setScopes } from './scopes.js';
-import { noAccess, loading, errorBox } from './ui.js';
+import { can, setScopes, setSharedReadOnly } from './scopes.js';
+import { noAccess, loading, errorBox, callout } from './ui.js';
 
 const I = {
   '/dashboard': ['M4 13h6V4H4zM14 20h6v-9h-6zM4 20h6v-3H4zM14 7h6V4h-6z'],
@@ -22,6 +22,7 @@ const I = {
   '/backup': ['M3 4h18v4H3zM5 8v12h14V8M10 12h4'],
   '/notifications': ['M6 8a6 6 0 1 1 12 0c0 7 3 8 3 8H3s3-1 3-8', 'M10 20a2 2 0 0 0 4 0'],
   '/settings': ['M12 15a3 3 0 1 0 0-6 3 3 0 0 0 0 6z', 'M19.4 15a1.7 1.7 0 0 0 .3 1.8l.1.1a2 2 0 1 1-2.8 2.8l-.1-.1a1.7 1.7 0 0 0-1.8-.3 1.7 1.7 0 0 0-1 1.5V21a2 2 0 1 1-4 0v-.1a1.7 1.7 0 0 0-1.1-1.5 1.7 1.7 0 0 0-1.8.3l-.1.1a2 2 0 1 1-2.8-2.8l.1-.1a1.7 1.7 0 0 0 .3-1.8 1.7 1.7 0 0 0-1.5-1H3a2 2 0 1 1 0-4h.1a1.7 1.7 0 0 0 1.5-1.1 1.7 1.7 0 0 0-.3-1.8l-.1-.1a2 2 0 1 1 2.8-2.8l.1.1a1.7 1.7 0 0 0 1.8.3H9a1.7 1.7 0 0 0 1-1.5V3a2 2 0 1 1 4 0v.1a1.7 1.7 0 0 0 1 1.5 1.7 1.7 0 0 0 1.8-.3l.1-.1a2 2 0 1 1 2.8 2.8l-.1.1a1.7 1.7 0 0 0-.3 1.8V9a1.7 1.7 0 0 0 1.5 1H21a2 2 0 1 1 0 4h-.1a1.7 1.7 0 0 0-1.5 1z'],
+  '/fleet': ['M5 5h5v5H5zM14 5h5v5h-5zM9.5 14h5v5h-5z', 'M7.5 10v2h9v-2M12 12v2'],
   '/account': ['M12 12a4 4 0 1 0 0-8 4 4 0 0 0 0 8zM4 21c0-4 3.6-6 8-6s8 2 8 6'],
 };
 
@@ -53,6 +54,7 @@ function buildShell({ root, pages, state, go }) {
   async function logout() {
     try { await post('/api/logout'); } catch { /* the session is gone either way */ }
     state.session = null;
+    state.fleetRole = null;
     setScopes([]);
     go('/login');
   }
@@ -92,6 +94,18 @@ function buildShell({ root, pages, state, go }) {
   return { main, nav, key: shellKey(state.session) };
 }
 
+// Pages of what a fleet shares: on a replica they say where edits are made (docs/API.md, Fleet).
+const SHARED_PAGES = ['/domains', '/buckets', '/rules', '/links', '/settings'];
+
+/** This node's fleet role, asked once per session; on a replica shared write controls hide. */
+function fleetRole(state) {
+  if (!state.fleetRole) {
+    state.fleetRole = get('/api/fleet/role').then((r) => { setSharedReadOnly(r.role === 'replica'); return r; })
+      .catch(() => null);
+  }
+  return state.fleetRole;
+}
+
 /**
  * The page of `route` (null: no such page) in the shell, which is built again
  * when it left the document (a login or setup page replaced it) or the user
@@ -109,11 +123,15 @@ export async function showPage({ root, where, route, pages, state, refreshSessio
   if (!route.meta.allowed()) { mount(main, noAccess()); return; }
   mount(main, loading());
   try {
-    const mod = await route.load();
+    const [mod, fleet] = await Promise.all([route.load(), fleetRole(state)]);
     if (stale()) return;
     const box = h('div', { class: 'page' });
     await mod.render({ main: box, query: where.query, params: route.params, session: s, user: s.user, refreshSession, go, state, rerender });
     if (stale()) return;
+    if (fleet?.role === 'replica' && SHARED_PAGES.some((p) => where.path === p || where.path.startsWith(`${p}/`))) {
+      box.prepend(callout('info', h('p', { 'data-testid': 'replica-banner' }, 'This node is a fleet replica: domains, buckets, rules, link keys and shared settings are edited on the primary, node ',
+        h('code', {}, fleet.primary || 'unknown'), '. Changes made there arrive here within a poll.')));
+    }
     mount(main, box);
     if (where.path !== lastPath) { window.scrollTo(0, 0); if (lastPath) main.focus({ preventScroll: true }); }
     lastPath = where.path;

@@ -20,6 +20,11 @@ export function card(title, { description, actions, cls, id } = {}, ...content) 
     ...content);
 }
 
+/** One figure of a row of `.stats`: its label, the value, an optional note under it. */
+export function stat(label, value, note) {
+  return h('div', { class: 'stat' }, h('p', { class: 'stat-label' }, label), h('p', { class: 'stat-value' }, value), note ? h('p', { class: 'stat-note' }, note) : null);
+}
+
 export function badge(text, kind = 'neutral') {
   return h('span', { class: `badge badge-${kind}` }, text);
 }

@@ -2,7 +2,7 @@
 
 import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
-import { can } from '../scopes.js';
+import { canShared } from '../scopes.js';
 import { field, form, button, onSubmit, actionButton } from '../forms.js';
 import { confirm, modal, dialogForm } from '../dialog.js';
 import { toast, toastError } from '../toast.js';
@@ -29,7 +29,7 @@ function settingsFacts(b) {
 export async function render(ctx) {
   let b = await get(`/api/buckets/${enc(ctx.params.id)}`);
   const roots = b.type === 'folder' ? ((await get('/api/buckets')).folder_roots || []) : [];
-  const write = can('buckets:write');
+  const write = canShared('buckets:write');
   const info = h('div', {});
   const checkOut = h('div', { 'aria-live': 'polite' });
   const testOut = h('div', { 'aria-live': 'polite' });

@@ -4,7 +4,7 @@
 
 import { get, post, enc } from '../api.js';
 import { h, mount } from '../dom.js';
-import { can } from '../scopes.js';
+import { canShared } from '../scopes.js';
 import { field, button, values, clearErrors, showError, busy } from '../forms.js';
 import { dialogForm } from '../dialog.js';
 import { toast } from '../toast.js';
@@ -106,7 +106,7 @@ function addDialog(ctx, roots) {
 
 export async function render(ctx) {
   const { buckets, folder_roots: roots } = await get('/api/buckets');
-  const add = can('buckets:write') ? button('Add bucket', { onclick: () => addDialog(ctx, roots || []) }) : null;
+  const add = canShared('buckets:write') ? button('Add bucket', { onclick: () => addDialog(ctx, roots || []) }) : null;
   const list = table([
       { label: 'Name', cell: (b) => h('a', { href: `#/buckets/${enc(b.id)}`, class: 'cell-main' }, b.name) },
       { label: 'Origin', cell: (b) => (b.type === 'folder'

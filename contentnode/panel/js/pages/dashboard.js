@@ -3,10 +3,10 @@
 
 import { get, query, enc } from '../api.js';
 import { h, mount } from '../dom.js';
-import { can } from '../scopes.js';
+import { canShared } from '../scopes.js';
 import { lineChart } from '../chart.js';
 import { bytes, compact, count, daysUntil, ago } from '../format.js';
-import { pageHeader, card, badge, loading, errorBox, callout } from '../ui.js';
+import { pageHeader, card, badge, loading, errorBox, callout, stat } from '../ui.js';
 
 const METRICS = {
   requests: { label: 'Requests', fmt: compact, series: [
@@ -25,10 +25,6 @@ function seg(label, options, current, onPick) {
     onPick(options[i][0]);
   }));
   return h('div', { class: 'seg', role: 'group', 'aria-label': label }, ...buttons);
-}
-
-function stat(label, value, note) {
-  return h('div', { class: 'stat' }, h('p', { class: 'stat-label' }, label), h('p', { class: 'stat-value' }, value), note ? h('p', { class: 'stat-note' }, note) : null);
 }
 
 function stats(m) {
@@ -103,9 +99,9 @@ function health(panel) {
 
 function gettingStarted(panel) {
   const steps = [];
-  if (panel.domains && !panel.domains.length && can('domains:write')) steps.push(['#/domains', 'Add your first domain']);
-  if (panel.buckets && !panel.buckets.length && can('buckets:write')) steps.push(['#/buckets', 'Connect a bucket']);
-  if (panel.rules && !panel.rules.length && can('routes:write')) steps.push(['#/rules', 'Route a path to a bucket']);
+  if (panel.domains && !panel.domains.length && canShared('domains:write')) steps.push(['#/domains', 'Add your first domain']);
+  if (panel.buckets && !panel.buckets.length && canShared('buckets:write')) steps.push(['#/buckets', 'Connect a bucket']);
+  if (panel.rules && !panel.rules.length && canShared('routes:write')) steps.push(['#/rules', 'Route a path to a bucket']);
   if (!steps.length) return null;
   return card('Get started', { description: 'A few steps bring the first content online.' },
     h('ul', { class: 'next-steps' }, ...steps.map(([href, t]) => h('li', {}, h('a', { href }, h('span', {}, t), h('span', { 'aria-hidden': 'true' }, '→'))))));

@@ -3,7 +3,7 @@
 
 import { get, post, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
-import { can } from '../scopes.js';
+import { can, canShared } from '../scopes.js';
 import { field, form, button, checkbox, onSubmit, actions, actionButton } from '../forms.js';
 import { confirm, modal, dialogForm } from '../dialog.js';
 import { toast, toastError } from '../toast.js';
@@ -30,7 +30,7 @@ function certFacts(c) {
 export async function render(ctx) {
   const host = ctx.params.host;
   let d = await get(`/api/domains/${enc(host)}`);
-  const write = can('domains:write');
+  const write = canShared('domains:write');
   const checkOut = h('div', { 'aria-live': 'polite' });
   const testOut = h('div', { 'aria-live': 'polite' });
   const certOut = h('div', { 'aria-live': 'polite' });

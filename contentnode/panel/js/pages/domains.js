@@ -2,7 +2,7 @@
 
 import { get, post, enc } from '../api.js';
 import { h, mount } from '../dom.js';
-import { can } from '../scopes.js';
+import { canShared } from '../scopes.js';
 import { field, button } from '../forms.js';
 import { dialogForm } from '../dialog.js';
 import { toast } from '../toast.js';
@@ -30,7 +30,7 @@ function addDialog(ctx) {
 
 export async function render(ctx) {
   const { domains } = await get('/api/domains');
-  const add = can('domains:write') ? button('Add domain', { onclick: () => addDialog(ctx) }) : null;
+  const add = canShared('domains:write') ? button('Add domain', { onclick: () => addDialog(ctx) }) : null;
   const list = table([
       { label: 'Domain', cell: (d) => h('div', {}, h('a', { href: `#/domains/${enc(d.host)}`, class: 'cell-main' }, d.display || d.host),
         d.display && d.display !== d.host ? h('p', { class: 'cell-sub' }, d.host) : null) },

@@ -1,11 +1,13 @@
-// Notifications: the email and Telegram channels (secrets write-only), the
-// per-event switches, and a test message with the far side's answer.
+// Notifications: the email, Telegram, webhook and ntfy channels (secrets
+// write-only; a webhook secret the node makes is shown once), the per-event
+// switches, and a test message with the far side's answer.
 
 import { get, put, post } from '../api.js';
 import { h, mount } from '../dom.js';
+import { modal } from '../dialog.js';
 import { field, form, button, checkbox, onSubmit, actions, busy } from '../forms.js';
 import { toast } from '../toast.js';
-import { pageHeader, card, badge, resultBanner } from '../ui.js';
+import { pageHeader, card, badge, resultBanner, copyButton } from '../ui.js';
 
 const EVENTS = {
   cert_expiring: 'A certificate expires in 14 or 3 days',
@@ -39,28 +41,40 @@ function testButton(channel) {
   return [btn, out];
 }
 
-function secretField(label, name, isSet) {
+function secretField(label, name, isSet, unsetHint = 'Write-only: never shown again.') {
   return field({ label, name, type: 'password', autocomplete: 'new-password',
-    placeholder: isSet ? 'set (leave empty to keep it)' : '', hint: isSet ? 'Stored, never shown. Type a new one to replace it.' : 'Write-only: never shown again.' });
+    placeholder: isSet ? 'set (leave empty to keep it)' : '', hint: isSet ? 'Stored, never shown. Type a new one to replace it.' : unsetHint });
+}
+
+/** The webhook secret the node just made: the one time it is shown. */
+function showNewSecret(secret) {
+  const done = button('I have saved it', { onclick: () => close() });
+  const { close } = modal({ title: 'Webhook signing secret', wide: true,
+    description: 'Copy it to the receiver now: it is shown only this once. The receiver checks X-Contentnode-Signature with it.',
+    content: h('div', { class: 'stack' },
+      h('code', { class: 'secret token-secret', 'data-testid': 'webhook-secret' }, secret),
+      h('div', { class: 'form-actions' }, copyButton(secret, 'Copy secret'), done)) });
 }
 
 export async function render(ctx) {
   let n = await get('/api/notifications');
-  const emailBox = h('div', {}); const tgBox = h('div', {}); const evBox = h('div', {});
+  const emailBox = h('div', {}); const tgBox = h('div', {}); const hookBox = h('div', {}); const ntfyBox = h('div', {});
+  const evBox = h('div', {});
 
   /**
    * One channel's form: its switch and fields, the write-only secret (sent
    * only when typed, null when "remove" is ticked), save, and a test.
    */
   function drawChannel(box, spec) {
-    const { channel, title, enableLabel, secret, secretLabel, setBadge, removeLabel, fields, body } = spec;
+    const { channel, title, enableLabel, secret, secretLabel, secretHint, setBadge, removeLabel, fields, body, extra } = spec;
     const c = n[channel];
     const isSet = c[`${secret}_set`];
     const [testBtn, testOut] = testButton(channel);
     const f = form({},
       checkbox({ label: enableLabel, name: `${channel}.enabled`, checked: c.enabled }),
-      h('div', { class: 'form-grid' }, ...fields(c, secretField(secretLabel, `${channel}.${secret}`, isSet))),
+      h('div', { class: 'form-grid' }, ...fields(c, secretField(secretLabel, `${channel}.${secret}`, isSet, secretHint))),
       isSet ? checkbox({ label: removeLabel, name: `${channel}.clear_secret`, switch: false }) : null,
+      extra ? extra(isSet) : null,
       h('div', { class: 'spread' }, h('div', { class: 'row' }, isSet ? badge(setBadge, 'info') : null, testBtn), button(`Save ${title}`, { type: 'submit' })), testOut);
     onSubmit(f, async (v) => {
       const b = channelBody(channel, v);
@@ -69,7 +83,10 @@ export async function render(ctx) {
       if (b.clear_secret) out[secret] = null;
       n = await put('/api/notifications', { [channel]: out }, { revision: n.revision });
       toast(`${title} settings saved`);
+      const made = n[channel].new_secret;
+      delete n[channel].new_secret;
       drawChannel(box, spec);
+      if (made) showNewSecret(made);
     });
     mount(box, f);
   }
@@ -99,6 +116,28 @@ export async function render(ctx) {
     body: (b) => ({ chat_id: b.chat_id.trim() || null, api_url: b.api_url.trim() || null }),
   });
 
+  const drawWebhook = () => drawChannel(hookBox, {
+    channel: 'webhook', title: 'Webhook', enableLabel: 'Send notifications to a webhook',
+    secret: 'secret', secretLabel: 'Signing secret', setBadge: 'secret set', removeLabel: 'Remove the stored secret',
+    secretHint: 'Leave empty: the node makes one when you switch the webhook on, and shows it once.',
+    extra: (isSet) => (isSet ? checkbox({ label: 'Make a new secret (shown once; the old one stops working)', name: 'webhook.generate_secret', switch: false }) : null),
+    fields: (w, secret) => [
+      field({ label: 'URL', name: 'webhook.url', cls: 'wide', type: 'url', value: w.url, placeholder: 'https://hooks.example.com/contentnode', hint: 'Receives each event as signed JSON (POST). https, or http to this machine or a private address.' }),
+      secret],
+    body: (b) => ({ url: b.url.trim() || null, ...(b.generate_secret ? { generate_secret: true } : {}) }),
+  });
+
+  const drawNtfy = () => drawChannel(ntfyBox, {
+    channel: 'ntfy', title: 'ntfy', enableLabel: 'Send notifications to ntfy',
+    secret: 'token', secretLabel: 'Access token', setBadge: 'token set', removeLabel: 'Remove the stored token',
+    secretHint: 'Optional, for a protected topic (tk_...). Write-only: never shown again.',
+    fields: (t, token) => [
+      field({ label: 'Server', name: 'ntfy.server', type: 'url', value: t.server, placeholder: 'https://ntfy.sh', hint: 'Empty: ntfy.sh.' }),
+      field({ label: 'Topic', name: 'ntfy.topic', value: t.topic, placeholder: 'edge-7-alerts', autocomplete: 'off', spellcheck: 'false' }),
+      token],
+    body: (b) => ({ server: b.server.trim() || null, topic: b.topic.trim() || null }),
+  });
+
   function drawEvents() {
     const f = form({},
       h('div', { class: 'checks', 'data-field': 'events' }, ...Object.keys(n.events).map((k) => checkbox({ label: EVENTS[k] || k, name: `events.${k}`, checked: n.events[k] }))),
@@ -111,8 +150,9 @@ export async function render(ctx) {
     mount(evBox, f);
   }
 
-  drawEmail(); drawTelegram(); drawEvents();
+  drawEmail(); drawTelegram(); drawWebhook(); drawNtfy(); drawEvents();
   mount(ctx.main, pageHeader('Notifications', 'Where the node tells you about certificates, failed checks and sign-ins.'),
     h('div', { class: 'grid-2' }, card('Email', { description: 'Over SMTP; certificates are verified.' }, emailBox), card('Telegram', { description: 'Through a bot you created with @BotFather.' }, tgBox)),
+    h('div', { class: 'grid-2' }, card('Webhook', { description: 'Signed JSON to your own endpoint (HMAC-SHA256, see the API reference).' }, hookBox), card('ntfy', { description: 'Push to a phone through ntfy.sh or your own ntfy server.' }, ntfyBox)),
     card('Events', { description: 'Which events are sent, on every enabled channel.' }, evBox));
 }

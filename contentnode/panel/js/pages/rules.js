@@ -3,7 +3,7 @@
 
 import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
-import { can } from '../scopes.js';
+import { can, canShared } from '../scopes.js';
 import { field, button, checkbox } from '../forms.js';
 import { confirm, dialogForm } from '../dialog.js';
 import { toast, toastError } from '../toast.js';
@@ -51,7 +51,7 @@ export async function render(ctx) {
     can('domains:read') ? get('/api/domains').then((x) => x.domains) : null,
     can('buckets:read') ? get('/api/buckets').then((x) => x.buckets) : null,
   ]);
-  const write = can('routes:write');
+  const write = canShared('routes:write');
   const bucketName = (id) => (bucketList ? (bucketList.find((b) => b.id === id) || { name: id }).name : id);
   const add = write ? button('Add rule', { onclick: () => openRule(ctx, null, domainList, bucketList, filter) }) : null;
 

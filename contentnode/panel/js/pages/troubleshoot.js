@@ -37,6 +37,6 @@ export function render(ctx) {
     return h('div', { class: 'stack' }, resultBanner(r.ok, r.ok ? 'Every step passed.' : 'A step failed.'), steps(r.steps, 'Diagnose steps'));
   });
   mount(ctx.main, pageHeader('Troubleshoot', 'Follow a URL through the node the way a visitor\'s request goes.'),
-    card('Diagnose', { description: 'DNS, domain, redirect, TLS, rule, signature, origin and cache, in a visitor\'s order.' }, ...diagnose),
+    card('Diagnose', { description: 'DNS, redirect, TLS, domain, rule, signature, image, origin and cache, in a visitor\'s order.' }, ...diagnose),
     card('Probe', { description: 'Which domain, rule, bucket and key a URL maps to, and what the origin and cache hold.' }, ...probe));
 }

@@ -1,0 +1,107 @@
+"""The fleet routes (settings:write): GET /api/fleet, POST /api/fleet/init,
+/api/fleet/join-codes, /api/fleet/join, /api/fleet/leave; and GET /api/fleet/role
+for any signed-in user (docs/API.md, Fleet).
+
+Answers never carry a key: the bucket shows without its credentials, the
+recovery secret and join codes are shown once, in the answer that makes them.
+"""
+
+from contentnode.core import buckets
+from contentnode.fleet import enrol
+from contentnode.fleet.joincode import DEFAULT_SECONDS, MAX_SECONDS, MIN_SECONDS
+from contentnode.fleet.wire import Refused
+from contentnode.http.errors import ApiError
+from contentnode.http.response import created
+from contentnode.http.router import Route
+from contentnode.http.schema import BOOLEAN, STRING, answer, integer, nullable, obj, text
+
+# Refusal code -> HTTP status; anything else a bundle or code refusal (400).
+_STATUS = {"fleet_member": 409, "not_in_fleet": 409, "not_primary": 409, "fleet_exists": 409,
+           "too_many_join_codes": 409, "bucket_unreachable": 502, "no_bundle": 502, "no_secrets": 500}
+
+
+def _refusal(exc: Refused) -> ApiError:
+    return ApiError(_STATUS.get(exc.code, 400), exc.code, exc.message, "code" if exc.code.endswith("join_code")
+                    or exc.code == "join_code_expired" else None)
+
+
+def get_fleet(req):
+    return req.app.fleet.view()
+
+
+def get_role(req):
+    """What every signed-in user's panel needs to say where edits are made: role and primary."""
+    return {"role": req.app.fleet.state().get("role", "standalone"), "primary": req.app.fleet_primary()}
+
+
+def init(req):
+    try:
+        _, recovery = enrol.init(req.app.fleet, req.body)
+    except Refused as exc:
+        raise _refusal(exc) from None
+    answer_ = req.app.fleet.view()
+    req.audit("fleet.init", target=answer_["fleet_id"], detail={"bucket": answer_["bucket"]})
+    return dict(answer_, recovery_secret=recovery)
+
+
+def join_code(req):
+    expires_in = (req.body or {}).get("expires_in", DEFAULT_SECONDS)
+    try:
+        code, join_id, expires_at = enrol.mint_join_code(req.app.fleet, expires_in)
+    except Refused as exc:
+        raise _refusal(exc) from None
+    req.audit("fleet.join_code", target=join_id, detail={"expires_at": expires_at})
+    return created({"code": code, "expires_at": expires_at})
+
+
+def join(req):
+    dry_run = req.body.get("dry_run", False)
+    try:
+        result = enrol.join(req.app.fleet, req.body["code"], dry_run)
+    except Refused as exc:
+        req.audit("fleet.join", ok=False, detail={"dry_run": dry_run, "error": exc.code})
+        raise _refusal(exc) from None
+    if not dry_run:
+        req.audit("fleet.join", target=result["fleet_id"], detail={"primary": result["primary"]})
+    return dict(result, role="replica" if not dry_run else req.app.fleet.state().get("role", "standalone"))
+
+
+def leave(req):
+    try:
+        result = enrol.leave(req.app.fleet)
+    except Refused as exc:
+        raise _refusal(exc) from None
+    req.audit("fleet.leave", target=result["left"], detail={"was": result["was"]})
+    return result
+
+
+_TEXT = {name: text(length) for name, length in buckets.MAX_LENGTHS.items() if name != "name"}
+INIT_BODY = obj({**_TEXT, "prefix": text(enrol.PREFIX_MAX), "path_style": BOOLEAN},
+                required=["endpoint", "region", "bucket", "access_key", "secret_key"])
+JOIN_CODE_BODY = obj({"expires_in": integer(MIN_SECONDS, MAX_SECONDS)})
+JOIN_BODY = obj({"code": text(8192), "dry_run": BOOLEAN}, required=["code"])
+
+_OBJECT_OR_NULL = {"type": ["object", "null"]}
+FLEET = answer({"role": {"enum": ["standalone", "primary", "replica"]}, "node_id": STRING,
+                "fleet_id": nullable(STRING), "seq": {"type": ["integer", "null"]},
+                "bucket": _OBJECT_OR_NULL, "applied_at": nullable(STRING), "last_error": _OBJECT_OR_NULL,
+                "poll_seconds": {"type": "integer"}, "key_epoch": {"type": ["integer", "null"]},
+                "expires_at": nullable(STRING), "nodes": {"type": "array", "items": {"type": "object"}},
+                "primary": _OBJECT_OR_NULL})
+COUNTS = {"type": "object"}
+JOINED = answer({"fleet_id": STRING, "primary": STRING, "seq": {"type": "integer"}, "dry_run": BOOLEAN,
+                 "replaces": COUNTS, "with": COUNTS, "role": STRING})
+
+ROUTES = [
+    Route("GET", "/api/fleet", "settings:write", get_fleet, answer=FLEET),
+    Route("GET", "/api/fleet/role", "login", get_role,
+          answer=answer({"role": {"enum": ["standalone", "primary", "replica"]}, "primary": nullable(STRING)})),
+    Route("POST", "/api/fleet/init", "settings:write", init, body=INIT_BODY,
+          answer=dict(FLEET, properties=dict(FLEET["properties"], recovery_secret=STRING),
+                      required=FLEET["required"] + ["recovery_secret"])),
+    Route("POST", "/api/fleet/join-codes", "settings:write", join_code, status=201, body=JOIN_CODE_BODY,
+          body_optional=True, answer=answer({"code": STRING, "expires_at": STRING})),
+    Route("POST", "/api/fleet/join", "settings:write", join, body=JOIN_BODY, answer=JOINED),
+    Route("POST", "/api/fleet/leave", "settings:write", leave, body=obj({}), body_optional=True,
+          answer=answer({"role": STRING, "left": nullable(STRING), "was": STRING})),
+]

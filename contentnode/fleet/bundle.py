@@ -1,0 +1,154 @@
+"""The signed bundle: build it on the primary, verify and open it on a replica.
+
+    {"format": "contentnode-fleet-bundle", "version": 1, "fleet_id", "seq",
+     "issued_at", "expires_at", "primary": node_id, "keys": [key certificates],
+     "parts": {name: {"sha256", "data"} | {"sha256", "sealed"}}, "signature"}
+
+The signature is Ed25519 over the canonical bytes of everything but
+"signature". A plain part's sha256 is over the canonical bytes of its data;
+a sealed part is AES-GCM under the fleet key (12-byte nonce first) with
+"contentnode-fleet/<fleet_id>/<seq>/<part>" as associated data, so a sealed
+part cannot be moved to another part, seq or fleet, and its sha256 is over
+the sealed bytes (a hash of a secret is never published).
+"""
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from contentnode.clock import parse_rfc3339, rfc3339
+from contentnode.fleet import keys
+from contentnode.fleet.wire import Refused, b64, canonical, unb64
+
+FORMAT, VERSION = "contentnode-fleet-bundle", 1
+MAX_BYTES = 16 << 20   # a bundle of 10,000 rules is about 3 MB
+NONCE_BYTES = 12
+_FIELDS = {"format", "version", "fleet_id", "seq", "issued_at", "expires_at", "primary", "keys", "parts",
+           "signature"}
+
+
+def _aad(fleet_id: str, seq: int, name: str) -> bytes:
+    return f"contentnode-fleet/{fleet_id}/{seq}/{name}".encode()
+
+
+def seal(fleet_key: bytes, fleet_id: str, seq: int, name: str, value) -> bytes:
+    nonce = os.urandom(NONCE_BYTES)
+    return nonce + AESGCM(fleet_key).encrypt(nonce, canonical(value), _aad(fleet_id, seq, name))
+
+
+def unseal(fleet_key: bytes, fleet_id: str, seq: int, name: str, sealed: bytes):
+    try:
+        plain = AESGCM(fleet_key).decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], _aad(fleet_id, seq, name))
+    except (InvalidTag, ValueError):
+        raise Refused("sealed_part", f"part {name} does not open under the fleet key") from None
+    return json.loads(plain)
+
+
+def build(*, fleet_id: str, seq: int, issued_at: float, lifetime: int, primary: str, key_certs: list,
+          signing: Ed25519PrivateKey, fleet_key: bytes, parts: dict, sealed: frozenset) -> bytes:
+    """The bundle's bytes; `parts` {name: JSON value}, the names in `sealed` encrypted."""
+    out = {}
+    for name, value in parts.items():
+        if name in sealed:
+            blob = seal(fleet_key, fleet_id, seq, name, value)
+            out[name] = {"sha256": hashlib.sha256(blob).hexdigest(), "sealed": b64(blob)}
+        else:
+            out[name] = {"sha256": hashlib.sha256(canonical(value)).hexdigest(), "data": value}
+    doc = {"format": FORMAT, "version": VERSION, "fleet_id": fleet_id, "seq": seq,
+           "issued_at": rfc3339(issued_at), "expires_at": rfc3339(issued_at + lifetime), "primary": primary,
+           "keys": key_certs, "parts": out}
+    doc["signature"] = keys.sign(signing, canonical(doc))
+    return canonical(doc)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A verified bundle: its seq, times, primary, the pin after its key chain, its parts."""
+
+    seq: int
+    issued_at: float
+    expires_at: float
+    primary: str
+    pin: keys.Pin
+    parts: dict
+
+
+def parse(raw: bytes) -> dict:
+    """The bundle's JSON object; Refused "malformed" for anything else (a truncated object)."""
+    if len(raw) > MAX_BYTES:
+        raise Refused("malformed", f"the bundle is larger than {MAX_BYTES} bytes")
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise Refused("malformed", "bundle.json is not complete JSON (half-written or damaged)") from None
+    if not isinstance(doc, dict) or set(doc) != _FIELDS or doc.get("format") != FORMAT:
+        raise Refused("malformed", "bundle.json is not a contentnode fleet bundle")
+    if doc["version"] != VERSION:
+        raise Refused("malformed", f"bundle version {doc['version']!r} is not one this node reads ({VERSION})")
+    if type(doc["seq"]) is not int or doc["seq"] < 1 or not isinstance(doc["parts"], dict):
+        raise Refused("malformed", "the bundle's seq or parts are malformed")
+    return doc
+
+
+def key_epoch(doc: dict) -> int:
+    """How many key certificates a parsed bundle carries (its signing key's epoch)."""
+    return len(doc["keys"]) if isinstance(doc.get("keys"), list) else 0
+
+
+def verify(doc: dict, fleet_id: str, pin: keys.Pin) -> keys.Pin:
+    """Check fleet, key chain and signature of a parsed bundle; the pin it was signed under."""
+    if doc["fleet_id"] != fleet_id:
+        raise Refused("other_fleet", "the bundle belongs to another fleet")
+    signer = keys.signing_key_of(doc["keys"], fleet_id, pin)
+    unsigned = {k: v for k, v in doc.items() if k != "signature"}
+    keys.verify(signer.public_key, doc["signature"], canonical(unsigned), "bundle")
+    return signer
+
+
+def _time(doc: dict, name: str) -> float:
+    try:
+        return parse_rfc3339(doc[name])
+    except (TypeError, ValueError, AttributeError):
+        raise Refused("malformed", f"the bundle's {name} is not a time") from None
+
+
+def open_bundle(doc: dict, *, fleet_id: str, pin: keys.Pin, fleet_key: bytes, applied_seq: int, now: float,
+                names: frozenset, sealed: frozenset) -> Opened | None:
+    """Verify a parsed bundle for applying; None when its seq is the one applied (nothing to do).
+
+    Refused: other fleet, key chain or signature, lower seq (replayed or older),
+    expired, a part missing, unknown, altered or not opening under the fleet key.
+    """
+    signer = verify(doc, fleet_id, pin)
+    seq = doc["seq"]
+    if seq == applied_seq:
+        return None
+    if seq < applied_seq:
+        raise Refused("older_seq", f"the bundle's seq {seq} is below the applied seq {applied_seq} "
+                                   "(an older or replayed bundle)")
+    issued_at, expires_at = _time(doc, "issued_at"), _time(doc, "expires_at")
+    if expires_at <= now:
+        raise Refused("expired", f"the bundle expired at {doc['expires_at']}")
+    if set(doc["parts"]) != names:
+        raise Refused("malformed", "the bundle's parts are not the ones this version shares")
+    parts = {}
+    for name, part in doc["parts"].items():
+        if not isinstance(part, dict) or set(part) != {"sha256", ("sealed" if name in sealed else "data")}:
+            raise Refused("malformed", f"part {name} is malformed")
+        if name in sealed:
+            blob = unb64(part["sealed"], f"part {name}")
+            if hashlib.sha256(blob).hexdigest() != part["sha256"]:
+                raise Refused("part_hash", f"part {name} does not match its sha256")
+            parts[name] = unseal(fleet_key, fleet_id, seq, name, blob)
+        else:
+            if hashlib.sha256(canonical(part["data"])).hexdigest() != part["sha256"]:
+                raise Refused("part_hash", f"part {name} does not match its sha256")
+            parts[name] = part["data"]
+    if not isinstance(doc["primary"], str):
+        raise Refused("malformed", "the bundle names no primary")
+    return Opened(seq, issued_at, expires_at, doc["primary"], signer, parts)

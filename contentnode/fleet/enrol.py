@@ -1,0 +1,177 @@
+"""Becoming and leaving a fleet: init (primary), join codes, join (replica), leave.
+
+Each operation checks everything it can before it changes anything, and
+writes the secret files before the state that names them, so an interrupted
+operation leaves a standalone node (files without a role are ignored and
+overwritten next time).
+"""
+
+import re
+import secrets
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from contentnode.clock import rfc3339
+from contentnode.core import buckets, signing
+from contentnode.core.fields import FieldError
+from contentnode.core.s3 import S3Error
+from contentnode.fleet import bundle, joincode, keys, publisher, shared, status
+from contentnode.fleet.service import SECTION, Fleet
+from contentnode.fleet.wire import Refused, b64, unb64
+
+DEFAULT_PREFIX = "contentnode/"
+_PREFIX = re.compile(r"^(?:[A-Za-z0-9._-]+/){1,10}$")
+PREFIX_MAX = 200
+MAX_LIVE_JOIN_CODES = 100
+
+
+def bucket_fields(body: dict) -> tuple[dict, str, str]:
+    """(public bucket fields, access key, secret key) from an init body; FieldError when bad."""
+    checked = buckets.record_fields({**body, "name": "fleet"}, partial=False)
+    if "path_style" in body:
+        checked["path_style"] = body["path_style"]
+    buckets.check_record(checked)
+    prefix = body.get("prefix", DEFAULT_PREFIX)
+    if not isinstance(prefix, str) or len(prefix) > PREFIX_MAX or not _PREFIX.match(prefix) \
+            or any(part in (".", "..") for part in prefix.split("/")):
+        raise FieldError('prefix must be folder names ending in "/" (letters, digits, . _ -), such as '
+                         '"contentnode/"', "prefix")
+    public = {"endpoint": checked["endpoint"], "region": checked["region"], "bucket": checked["bucket"],
+              "prefix": prefix, "path_style": checked["path_style"]}
+    return public, checked["access_key"], checked["secret_key"]
+
+
+def _standalone(fleet: Fleet) -> None:
+    role = fleet.state().get("role", "standalone")
+    if role != "standalone":
+        raise Refused("fleet_member", f"this node is already a fleet {role}; leave the fleet first")
+
+
+def _bucket_call(what: str, call):
+    try:
+        return call()
+    except S3Error as exc:
+        raise Refused("bucket_unreachable", f"{what}: {exc.message}") from None
+
+
+def init(fleet: Fleet, body: dict) -> tuple[dict, str]:
+    """Make this node a primary and publish bundle seq 1; (fleet state, recovery secret)."""
+    with fleet.lock:
+        _standalone(fleet)
+        bucket, access_key, secret_key = bucket_fields(body)
+        signing_key = Ed25519PrivateKey.generate()
+        made = keys.Secrets(keys.new_fleet_key(), access_key, secret_key, signing_key)
+        client = fleet.client(bucket, made)
+        key = bucket["prefix"] + publisher.BUNDLE
+        if _bucket_call("the bucket cannot be read", lambda: client.get_bytes(key, max_bytes=bundle.MAX_BYTES)):
+            raise Refused("fleet_exists", f"the bucket already holds a fleet under {bucket['prefix']!r}; "
+                                          "join it with a join code, or choose another prefix")
+        recovery_text, recovery_public = keys.new_recovery()
+        fleet_id, now = secrets.token_hex(8), fleet.clock.now()
+        if not fleet.store.data["links"].get("current"):  # links made on any node need a shared key
+            with fleet.store.transaction() as doc:
+                doc["links"] = signing.ensure_key(doc["links"], now)
+        keys.save(fleet.data_dir, made)
+        fleet.forget_secrets()
+        state = {"role": "primary", "fleet_id": fleet_id, "bucket": bucket, "seq": 0,
+                 "pin": {"epoch": 1, "public_key": keys.public_text(signing_key),
+                         "recovery_public_key": recovery_public},
+                 "key_certs": publisher.first_certificate(fleet_id, signing_key, recovery_text, now),
+                 "created_at": rfc3339(now), "applied_at": None, "last_error": None, "join_codes": []}
+        fleet.record(**state)
+        try:
+            _bucket_call("the first bundle cannot be written", lambda: publisher.publish(fleet, force=True))
+        except Refused:
+            _back_to_standalone(fleet)
+            raise
+    fleet.kick()
+    return fleet.state(), recovery_text
+
+
+def mint_join_code(fleet: Fleet, expires_in: int) -> tuple[str, str, str]:
+    """(code, join id, expires_at) on the primary."""
+    with fleet.lock:
+        state = fleet.state()
+        if state.get("role") != "primary":
+            raise Refused("not_primary", "join codes are minted on the fleet's primary")
+        now = fleet.clock.now()
+        live = [c for c in state.get("join_codes") or [] if c.get("id") not in joincode.expired_ids([c], now)]
+        if len(live) >= MAX_LIVE_JOIN_CODES:
+            raise Refused("too_many_join_codes", f"{MAX_LIVE_JOIN_CODES} join codes are still valid; "
+                                                 "wait for some to expire")
+        secrets_ = fleet.secrets()
+        if secrets_ is None:
+            raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")
+        payload = {"fleet_id": state["fleet_id"], "primary": fleet.node_id(), "pin": state["pin"],
+                   "bucket": dict(state["bucket"], access_key=secrets_.access_key, secret_key=secrets_.secret_key),
+                   "fleet_key": b64(secrets_.fleet_key)}
+        code, join_id, expires_at = _bucket_call(
+            "the join object cannot be written",
+            lambda: joincode.mint(fleet.client(), state["bucket"]["prefix"], payload, expires_in, now))
+        fleet.record(join_codes=live + [{"id": join_id, "expires_at": expires_at}])
+    return code, join_id, expires_at
+
+
+def _payload(payload: dict) -> tuple[dict, keys.Secrets, keys.Pin]:
+    try:
+        bucket = {k: payload["bucket"][k] for k in ("endpoint", "region", "bucket", "prefix", "path_style")}
+        made = keys.Secrets(unb64(payload["fleet_key"], "fleet key", keys.FLEET_KEY_BYTES),
+                            payload["bucket"]["access_key"], payload["bucket"]["secret_key"])
+        pin = keys.Pin(payload["pin"]["epoch"], payload["pin"]["public_key"], payload["pin"]["recovery_public_key"])
+    except (KeyError, TypeError):
+        raise Refused("bad_join_code", "the join code's payload is malformed") from None
+    return bucket, made, pin
+
+
+def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
+    """Check the code and the fleet's current bundle; unless dry_run, become a replica."""
+    with fleet.lock:
+        _standalone(fleet)
+        now = fleet.clock.now()
+        payload = joincode.redeem(code, fleet.outbound(), now)
+        bucket, made, pin = _payload(payload)
+        client = fleet.client(bucket, made)
+        found = _bucket_call("the fleet's bundle cannot be read", lambda: client.get_bytes(
+            bucket["prefix"] + publisher.BUNDLE, max_bytes=bundle.MAX_BYTES))
+        if found is None:
+            raise Refused("no_bundle", "the bucket holds no bundle for this fleet yet")
+        opened = bundle.open_bundle(bundle.parse(found.body), fleet_id=payload["fleet_id"], pin=pin,
+                                    fleet_key=made.fleet_key, applied_seq=0, now=now, names=shared.PARTS,
+                                    sealed=shared.SEALED)
+        if opened is None:  # seq 0 is never published: a bundle always opens against it
+            raise Refused("malformed", "the fleet's bundle has no seq")
+        answer = {"fleet_id": payload["fleet_id"], "primary": opened.primary, "seq": opened.seq,
+                  "dry_run": dry_run, "replaces": shared.counts(fleet.store.data),
+                  "with": shared.counts(shared.applied(fleet.store.data, opened.parts))}
+        if dry_run:
+            return answer
+        keys.save(fleet.data_dir, made)
+        fleet.forget_secrets()
+        fleet.record(role="replica", fleet_id=payload["fleet_id"], bucket=bucket, seq=0, applied_at=None,
+                     primary=opened.primary, last_error=None, last_purge_id=None, joined_at=rfc3339(now),
+                     pin={"epoch": pin.epoch, "public_key": pin.public_key,
+                          "recovery_public_key": pin.recovery_public_key})
+    fleet.kick()
+    return answer
+
+
+def _back_to_standalone(fleet: Fleet) -> None:
+    keys.remove(fleet.data_dir)
+    fleet.forget_secrets()
+    with fleet.store.transaction() as doc:
+        doc[SECTION] = {"role": "standalone"}
+        doc.pop(shared.PURGES, None)
+
+
+def leave(fleet: Fleet) -> dict:
+    """Back to standalone, keeping the configuration last applied or published."""
+    with fleet.lock:
+        state = fleet.state()
+        if state.get("role", "standalone") == "standalone":
+            raise Refused("not_in_fleet", "this node is not in a fleet")
+        try:
+            fleet.client().delete_object(status.key(state["bucket"]["prefix"], fleet.node_id()))
+        except (S3Error, Refused):
+            pass  # its status simply goes unseen on the primary
+        _back_to_standalone(fleet)
+    return {"role": "standalone", "left": state.get("fleet_id"), "was": state.get("role")}

@@ -1,0 +1,100 @@
+"""The replica's side: poll bundle.json, verify it, apply it atomically.
+
+Each poll is one conditional GET (If-None-Match: the ETag last seen). A new
+object is verified whole (bundle.open_bundle: key chain, signature, fleet_id,
+seq strictly higher, not expired, parts) and the configuration it gives must
+pass the restore checks; only then ONE store transaction swaps the shared
+sections and records the new seq, so a kill -9 leaves the old configuration
+or the new one, never a mix. Any failure keeps the last good configuration
+and is recorded as last_error; the ETag of a refused object is remembered, so
+it is refused once, not re-verified every poll.
+"""
+
+import logging
+import time
+
+from contentnode.clock import parse_rfc3339, rfc3339
+from contentnode.core.backup import BackupError
+from contentnode.fleet import bundle, shared
+from contentnode.fleet.keys import Pin
+from contentnode.fleet.publisher import BUNDLE
+from contentnode.fleet.wire import Refused
+from contentnode.restore import check_records
+
+log = logging.getLogger("contentnode.fleet")
+
+
+def pin_of(state: dict) -> Pin:
+    pin = state["pin"]
+    return Pin(pin["epoch"], pin["public_key"], pin["recovery_public_key"])
+
+
+def poll(fleet, etag: str | None) -> tuple[str, str | None]:
+    """One look at the bucket: (what happened, the ETag to send next time).
+
+    "unchanged", "applied" or "refused"; S3Error when the bucket fails.
+    """
+    state = fleet.state()
+    secrets_ = fleet.secrets()
+    if state.get("role") != "replica" or secrets_ is None:
+        return "unchanged", etag
+    found = fleet.client().get_bytes(state["bucket"]["prefix"] + BUNDLE, if_none_match=etag,
+                                     max_bytes=bundle.MAX_BYTES)
+    if found is None:
+        raise Refused("no_bundle", "the bucket holds no bundle.json under the fleet's prefix")
+    if found.not_modified:
+        _seen(fleet, state)
+        return "unchanged", etag
+    try:
+        opened = bundle.open_bundle(bundle.parse(found.body), fleet_id=state["fleet_id"], pin=pin_of(state),
+                                    fleet_key=secrets_.fleet_key, applied_seq=int(state.get("seq") or 0),
+                                    now=fleet.clock.now(), names=shared.PARTS, sealed=shared.SEALED)
+        if opened is None:
+            _seen(fleet, state)
+            return "unchanged", found.etag
+        apply(fleet, opened)
+    except Refused as exc:
+        fleet.refused(exc)
+        return "refused", found.etag
+    return "applied", found.etag
+
+
+def _seen(fleet, state: dict) -> None:
+    """The bundle applied is still the current one; report it once it is past its expires_at
+    (the primary stopped re-signing: is it running?). It keeps serving all the same."""
+    fleet.record_seen()
+    try:
+        expired = parse_rfc3339(state["expires_at"]) <= fleet.clock.now()
+    except (KeyError, TypeError, ValueError):
+        return
+    if expired:
+        fleet.refused(Refused("expired", f"the fleet's bundle expired at {state['expires_at']} and the primary has "
+                                         "not re-signed it (is it running?); serving it until a new one comes"))
+
+
+def apply(fleet, opened: bundle.Opened) -> None:
+    """Check the resulting configuration like a restore, purge, then swap it in at once."""
+    started = time.monotonic()
+    store = fleet.store
+    current = store.data
+    sections = shared.applied(current, opened.parts)
+    try:
+        check_records({**current, **sections})
+    except BackupError as exc:
+        raise Refused("restore_checks", str(exc)) from None
+    state = current.get("fleet") or {}
+    newer, everything, newest = shared.purges_to_run(opened.parts.get("purges") or [], state.get("last_purge_id"))
+    fleet.run_purges(newer, everything)
+    now = rfc3339(fleet.clock.now())
+    with store.transaction() as doc:
+        for name, value in sections.items():
+            doc[name] = value
+        record = dict(doc["fleet"])
+        record.update(seq=opened.seq, applied_at=now, bundle_seen_at=now, last_error=None, primary=opened.primary,
+                      last_purge_id=newest, expires_at=rfc3339(opened.expires_at),
+                      pin={"epoch": opened.pin.epoch, "public_key": opened.pin.public_key,
+                           "recovery_public_key": opened.pin.recovery_public_key})
+        doc["fleet"] = record
+    if everything:
+        fleet.run_purges([], True)  # what a request cached under the old configuration meanwhile
+    log.info("fleet: applied bundle seq %d from %s in %.3f s", opened.seq, opened.primary, time.monotonic() - started)

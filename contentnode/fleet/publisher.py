@@ -1,0 +1,115 @@
+"""The primary's side: publish a new signed bundle after each change of what
+the fleet shares, re-sign before half its lifetime has passed, and step down
+when the bucket shows a higher key epoch.
+
+Before every PUT the primary re-reads bundle.json conditionally on the ETag of
+its own last write: 304 (or nothing there) means no one else wrote it. A
+bundle signed at a higher key epoch means another node was promoted: this
+node stops publishing and becomes a replica pinned to its own key, so it
+follows the new primary only if the new key's certificate chains to it or to
+the recovery key (never a second primary).
+"""
+
+import hashlib
+import logging
+
+from contentnode.clock import parse_rfc3339, rfc3339
+from contentnode.core.s3 import S3Error
+from contentnode.fleet import bundle, joincode, keys, shared
+from contentnode.fleet.wire import Refused, canonical
+
+log = logging.getLogger("contentnode.fleet")
+
+LIFETIME_SECONDS = 24 * 3600   # a bundle's expires_at is issued_at + this
+BUNDLE = "bundle.json"
+
+
+def parts_digest(parts: dict) -> str:
+    return hashlib.sha256(canonical(parts)).hexdigest()
+
+
+def resign_due(state: dict, now: float) -> bool:
+    """Half the lifetime of the last bundle has passed (or none was issued)."""
+    try:
+        return now >= parse_rfc3339(state["issued_at"]) + LIFETIME_SECONDS / 2
+    except (KeyError, TypeError, ValueError):
+        return True
+
+
+def _found_bundle(client, key: str, etag: str | None):
+    """The parsed bundle in the bucket when it is not the one this node wrote last, else None."""
+    found = client.get_bytes(key, if_none_match=etag)
+    if found is None or found.not_modified:
+        return None
+    try:
+        return bundle.parse(found.body)
+    except Refused:
+        return None  # a damaged object: the next PUT replaces it
+
+
+def _verified(found: dict, state: dict) -> keys.Pin | None:
+    """The signer of a bundle someone else wrote, when it chains to this node's own key or the
+    recovery key; None for anything else (a forgery, a damaged object), which is overwritten."""
+    try:
+        return bundle.verify(found, state["fleet_id"], keys.Pin(**state["pin"]))
+    except Refused as exc:
+        log.warning("fleet: overwriting a bundle.json this node did not write: %s", exc.message)
+        return None
+
+
+def publish(fleet, force: bool = False) -> str:
+    """Publish when the shared parts changed (or `force`, or re-signing is due).
+
+    Returns what happened: "unchanged", "published" or "demoted". S3Error when the
+    bucket fails (the caller retries with backoff); nothing is recorded then.
+    """
+    state = fleet.state()
+    secrets_ = fleet.secrets()
+    if state.get("role") != "primary" or secrets_ is None or secrets_.signing is None:
+        return "unchanged"
+    now = fleet.clock.now()
+    parts = shared.parts_of(fleet.store.data)
+    digest = parts_digest(parts)
+    if not force and digest == state.get("parts_digest") and not resign_due(state, now):
+        return "unchanged"
+    client = fleet.client()
+    key = state["bucket"]["prefix"] + BUNDLE
+    seq = int(state.get("seq") or 0)
+    found = _found_bundle(client, key, state.get("bundle_etag"))
+    signer = _verified(found, state) if found is not None else None
+    if signer is not None and signer.epoch > state["pin"]["epoch"]:
+        fleet.demote(f"the bucket holds a bundle signed at key epoch {signer.epoch}, above this node's "
+                     f"{state['pin']['epoch']}: another node was promoted; this one stopped publishing")
+        return "demoted"
+    if signer is not None:  # its own bundle, written before a crash lost the ETag
+        seq = max(seq, found["seq"])
+    seq += 1
+    raw = bundle.build(fleet_id=state["fleet_id"], seq=seq, issued_at=now, lifetime=LIFETIME_SECONDS,
+                       primary=fleet.node_id(), key_certs=state["key_certs"], signing=secrets_.signing,
+                       fleet_key=secrets_.fleet_key, parts=parts, sealed=shared.SEALED)
+    etag = client.put_object(key, raw, "application/json")
+    fleet.record(seq=seq, bundle_etag=etag, issued_at=rfc3339(now), expires_at=rfc3339(now + LIFETIME_SECONDS),
+                 parts_digest=digest, last_error=None)
+    log.info("fleet: published bundle seq %d (%d bytes)", seq, len(raw))
+    return "published"
+
+
+def first_certificate(fleet_id: str, signing, recovery_text: str, now: float) -> list:
+    """The key chain of a new fleet: epoch 1, signed by the recovery key."""
+    return [keys.certify(fleet_id, 1, keys.public_text(signing), rfc3339(now), keys.recovery_key(recovery_text),
+                         "recovery")]
+
+
+def delete_expired_joins(fleet, client) -> None:
+    """Remove the sealed objects of join codes whose time is up, and forget them."""
+    state = fleet.state()
+    codes = state.get("join_codes") or []
+    gone = set()
+    for join_id in joincode.expired_ids(codes, fleet.clock.now()):
+        try:
+            client.delete_object(joincode.object_key(state["bucket"]["prefix"], join_id))
+            gone.add(join_id)
+        except S3Error as exc:
+            log.warning("fleet: cannot delete expired join object %s: %s", join_id, exc.message)
+    if gone:
+        fleet.record(join_codes=[c for c in codes if c.get("id") not in gone])

@@ -1,0 +1,297 @@
+"""The fleet service: this node's role, its one background job, and what the
+rest of the node hears from it (the route guard, readiness, the listeners).
+
+Built once in the composition root (contentnode/app.py) and handed down; the
+store's commit listener and the cache's purge listener are its only hooks
+into the rest of the node. One thread does everything the role needs, every
+fleet_poll_seconds: on the primary publish (debounced: 0.3 s of quiet, at
+most 2 s after the first change), status, the nodes' statuses every third
+poll and expired join objects; on a replica the conditional GET and status.
+Bucket failures back off (poll x 2^n, at most 8 polls or 5 minutes).
+"""
+
+import logging
+import threading
+import time
+
+from contentnode.clock import rfc3339
+from contentnode.core.netguard import OutboundPolicy
+from contentnode.core.s3 import BucketConfig, S3Client, S3Error
+from contentnode.fleet import follower, keys, publisher, shared, status
+from contentnode.fleet.wire import Refused
+from contentnode.public import health
+
+log = logging.getLogger("contentnode.fleet")
+
+SECTION = "fleet"
+QUIET_SECONDS, MAX_SETTLE_SECONDS = 0.3, 2.0
+STATUS_READ_EVERY = 3        # polls between the primary's reads of the nodes' statuses
+BACKOFF_MAX_POLLS, BACKOFF_MAX_SECONDS = 8, 300
+BUCKET_TIMEOUT = 10.0
+BUCKET_ERROR = "bucket_error"
+
+
+def ready(doc: dict) -> bool:
+    """Whether the public side may report healthy: a replica that never applied a bundle is not.
+    The rule itself is the public /healthz stage's (it sits below the fleet and answers in every process)."""
+    return not health.not_ready(doc)
+
+
+def state_of(doc: dict) -> dict:
+    return doc.get(SECTION) or {"role": "standalone"}
+
+
+def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | None) -> dict:
+    """GET /api/fleet's answer (and `contentnode fleet status`'s): the role and what this node
+    knows of the fleet, never a key."""
+    state = state_of(doc)
+    role = state.get("role", "standalone")
+    out = {"role": role, "node_id": doc["node"]["id"], "fleet_id": state.get("fleet_id"), "seq": state.get("seq"),
+           "bucket": state.get("bucket"), "applied_at": state.get("applied_at"),
+           "last_error": state.get("last_error"), "poll_seconds": poll_seconds,
+           "key_epoch": (state.get("pin") or {}).get("epoch"), "expires_at": state.get("expires_at"),
+           "nodes": nodes if role == "primary" else [], "primary": None}
+    if role == "replica":
+        out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": bundle_seen_at}
+    return out
+
+
+class Fleet:
+    """See the module docstring. `outbound` gives the current OutboundPolicy, `counters` the
+    traffic totals a status reports; `purger` (the cache) and `events` may be None offline."""
+
+    def __init__(self, *, store, data_dir: str, clock, poll_seconds: int, version: str,
+                 outbound=OutboundPolicy, node_name=lambda: "contentnode", counters=dict,
+                 purger=None, events=None):
+        self.store, self.data_dir, self.clock = store, data_dir, clock
+        self.poll_seconds, self.version = poll_seconds, version
+        self.outbound, self.node_name, self.counters = outbound, node_name, counters
+        self.purger, self.events = purger, events
+        self.nodes: list = []            # the primary's latest view of the other nodes
+        self.bundle_seen_at: str | None = None
+        self._secrets_cache: keys.Secrets | None = None
+        self._wake, self._stop = threading.Event(), threading.Event()
+        self._first_change = self._last_change = 0.0
+        self._changed = False
+        self._unpublished = True         # a shared change not published yet (at start: look once)
+        self._thread: threading.Thread | None = None
+        self._incidents: set = set()
+        self.lock = threading.Lock()    # one enrolment change or publish at a time
+
+    # --- what the node asks ------------------------------------------------
+
+    def state(self) -> dict:
+        return state_of(self.store.data)
+
+    def view(self) -> dict:
+        return view_of(self.store.data, self.poll_seconds, self.nodes, self.bundle_seen_at)
+
+    def node_id(self) -> str:
+        return self.store.data["node"]["id"]
+
+    def primary_of_replica(self) -> str | None:
+        """The primary's node_id when this node is a replica (shared writes are refused), else None."""
+        state = self.state()
+        if state.get("role") != "replica":
+            return None
+        return state.get("primary") or "unknown (no bundle applied yet)"
+
+    def secrets(self) -> keys.Secrets | None:
+        if self._secrets_cache is None:
+            self._secrets_cache = keys.load(self.data_dir)
+        return self._secrets_cache
+
+    def forget_secrets(self) -> None:
+        self._secrets_cache = None
+
+    def client(self, bucket: dict | None = None, secrets_: keys.Secrets | None = None) -> S3Client:
+        bucket = bucket or self.state()["bucket"]
+        secrets_ = secrets_ or self.secrets()
+        if secrets_ is None:
+            raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")
+        config = BucketConfig(bucket["endpoint"], bucket["region"], bucket["bucket"], secrets_.access_key,
+                              secrets_.secret_key, bool(bucket.get("path_style")))
+        return S3Client(config, self.outbound(), timeout=BUCKET_TIMEOUT, clock=self.clock.now)
+
+    def record(self, **fields) -> None:
+        """Change members of the fleet section (one durable transaction)."""
+        with self.store.transaction() as doc:
+            state = dict(doc.get(SECTION) or {"role": "standalone"})
+            state.update(fields)
+            doc[SECTION] = state
+
+    # --- listeners -----------------------------------------------------------
+
+    def on_commit(self, names: frozenset) -> None:
+        """The store committed: on the primary, a change of what is shared schedules a bundle."""
+        if names & shared.WATCHED and self.state().get("role") == "primary":
+            now = time.monotonic()
+            if not self._changed:
+                self._first_change = now
+            self._last_change, self._changed, self._unpublished = now, True, True
+            self._wake.set()
+
+    def on_purge(self, entries: list) -> None:
+        """A purge on the primary goes into the purge history, which the bundle carries."""
+        if self.state().get("role") != "primary":
+            return
+        with self.store.transaction() as doc:
+            doc[shared.PURGES] = shared.record_purges(doc.get(shared.PURGES), rfc3339(self.clock.now()), entries)
+
+    def run_purges(self, items: list, everything: bool) -> None:
+        """Replay the primary's purges on this node's cache."""
+        if self.purger is None:
+            return
+        if everything:
+            self.purger.purge_all()
+            return
+        named = [i for i in items if isinstance(i.get("host"), str) and isinstance(i.get("value"), str)]
+        if any(i.get("kind") == "all" for i in items):
+            self.purger.purge_all()
+            return
+        urls = [(i["host"], i["value"]) for i in named if i.get("kind") == "url"]
+        if urls:
+            self.purger.purge_urls(urls)
+        for item in named:
+            if item.get("kind") == "prefix":
+                self.purger.purge_prefix(item["host"], item["value"])
+
+    # --- incidents -----------------------------------------------------------
+
+    def _fail(self, code: str, message: str) -> None:
+        """Record last_error; notify when an incident starts (no error before, or another code)."""
+        previous = self.state().get("last_error") or {}
+        if previous.get("code") == code and previous.get("message") == message:
+            return
+        self.record(last_error={"code": code, "message": message, "at": rfc3339(self.clock.now())})
+        log.warning("fleet: %s: %s", code, message)
+        if self.events is not None and previous.get("code") != code:
+            self.events.emit("fleet_sync_failed", node=self.node_id(), code=code, message=message,
+                             seq=self.state().get("seq"))
+
+    def refused(self, exc: Refused) -> None:
+        self._fail(exc.code, exc.message)
+
+    def bucket_failed(self, exc: S3Error) -> None:
+        self._fail(BUCKET_ERROR, f"the bucket failed: {exc.message}")
+
+    def _recovered(self) -> None:
+        if (self.state().get("last_error") or {}).get("code") == BUCKET_ERROR:
+            self.record(last_error=None)
+
+    def record_seen(self) -> None:
+        self.bundle_seen_at = rfc3339(self.clock.now())
+
+    def demote(self, message: str) -> None:
+        """Stop publishing for good: become a replica pinned to this node's own key."""
+        keys.remove_signing(self.data_dir)
+        self.forget_secrets()
+        self.record(role="replica", primary=None, bundle_etag=None)
+        self._fail("demoted", message)
+
+    # --- the background job ----------------------------------------------------
+
+    def start(self) -> None:
+        thread = self._thread = threading.Thread(target=self._run, name="fleet", daemon=True)
+        thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(BUCKET_TIMEOUT + 5)
+
+    def kick(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        failures, polls, etag = 0, 0, None
+        next_status = 0.0
+        while not self._stop.is_set():
+            started = time.monotonic()
+            delay = float(self.poll_seconds)
+            role = self.state().get("role")
+            try:
+                if role == "primary":
+                    self._publish_if_due()
+                elif role == "replica":
+                    with self.lock:
+                        _, etag = follower.poll(self, etag)
+                if role in ("primary", "replica") and time.monotonic() >= next_status:
+                    polls += 1
+                    self._status_round(role, polls)
+                    next_status = time.monotonic() + self.poll_seconds - 0.05
+                failures = 0
+                self._recovered()
+            except S3Error as exc:
+                failures += 1
+                self.bucket_failed(exc)
+                delay = min(self.poll_seconds * 2 ** failures, self.poll_seconds * BACKOFF_MAX_POLLS,
+                            BACKOFF_MAX_SECONDS)
+            except Refused as exc:
+                self.refused(exc)
+            except Exception:
+                log.exception("fleet job failed")
+            if role not in ("primary", "replica"):
+                etag, polls = None, 0
+            self._wake.wait(max(0.0, delay - (time.monotonic() - started)))  # a poll every delay, work included
+            self._wake.clear()
+
+    def _publish_if_due(self) -> None:
+        """Publish after a change (debounced) or when re-signing is due; an idle primary does
+        not even hash its configuration."""
+        self._settle()
+        if not self._unpublished and not publisher.resign_due(self.state(), self.clock.now()):
+            return
+        self._unpublished = False
+        try:
+            with self.lock:
+                publisher.publish(self)
+        except BaseException:
+            self._unpublished = True
+            raise
+
+    def _settle(self) -> None:
+        """After a change, wait for 0.3 s of quiet (at most 2 s): a burst of edits is one bundle."""
+        if not self._changed:
+            return
+        while not self._stop.is_set():
+            now = time.monotonic()
+            left = min(self._last_change + QUIET_SECONDS, self._first_change + MAX_SETTLE_SECONDS) - now
+            if left <= 0:
+                break
+            self._stop.wait(left)
+        self._changed = False
+
+    def _status_round(self, role: str, polls: int) -> None:
+        client = self.client()
+        status.write(client, self.state()["bucket"]["prefix"], self.status_doc())
+        if role == "primary" and polls % STATUS_READ_EVERY == 1:
+            self._read_nodes(client)
+            publisher.delete_expired_joins(self, client)
+
+    def status_doc(self) -> dict:
+        state = self.state()
+        return {"node_id": self.node_id(), "name": self.node_name(), "role": state.get("role"),
+                "version": self.version, "seq": state.get("seq"), "applied_at": state.get("applied_at"),
+                "last_error": state.get("last_error"), "seen_at": rfc3339(self.clock.now()),
+                "poll_seconds": self.poll_seconds,
+                "health": {"ready": ready(self.store.data), "bundle_seen_at": self.bundle_seen_at},
+                "traffic": self.counters()}
+
+    def _read_nodes(self, client) -> None:
+        state = self.state()
+        found, error = status.read_all(client, state["bucket"]["prefix"], self.node_id())
+        if error is not None:
+            raise S3Error(BUCKET_ERROR, error)
+        self.nodes = status.view(found, int(state.get("seq") or 0), self.version, self.poll_seconds,
+                                 self.clock.now())
+        current = {(row["node_id"], problem) for row in self.nodes for problem in status.problems(row)}
+        for node_id, problem in sorted(current - self._incidents):
+            row = next(r for r in self.nodes if r["node_id"] == node_id)
+            detail = (row.get("last_error") or {}).get("message") if problem == "error" else \
+                f"no status for {status.UNSEEN_POLLS} polls (last {row.get('seen_at')})"
+            if self.events is not None:
+                self.events.emit("fleet_node_problem", node_id=node_id, name=row.get("name"), problem=problem,
+                                 detail=detail or row.get("unreadable"))
+        self._incidents = current

@@ -1,0 +1,98 @@
+"""Node statuses in the bucket: nodes/<node_id>.json, written by every node each
+poll and read by the primary, which turns them into lag, version skew and
+"not seen" (three polls without a status).
+
+A status is plain JSON (nothing secret in it), capped in size when read, and
+one unreadable or missing status never hides the others.
+"""
+
+import json
+import re
+
+from contentnode.clock import parse_rfc3339
+from contentnode.core.s3 import S3Client, S3Error
+
+NODES = "nodes/"
+STATUS_MAX_BYTES = 64 << 10
+MAX_NODES = 1000          # statuses the primary reads at most (one LIST page)
+UNSEEN_POLLS = 3
+_NODE_ID = re.compile(r"^[0-9a-f]{16}$")
+FIELDS = ("node_id", "name", "role", "version", "seq", "applied_at", "last_error", "seen_at",
+          "poll_seconds", "health", "traffic")
+
+
+def key(prefix: str, node_id: str) -> str:
+    return f"{prefix}{NODES}{node_id}.json"
+
+
+def write(client: S3Client, prefix: str, status: dict) -> None:
+    client.put_object(key(prefix, status["node_id"]), json.dumps(status, sort_keys=True).encode(),
+                      "application/json")
+
+
+def _clean(raw: bytes, node_id: str) -> dict | None:
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("node_id") != node_id:
+        return None
+    return {name: doc.get(name) for name in FIELDS}
+
+
+def read_all(client: S3Client, prefix: str, skip: str) -> tuple[list, str | None]:
+    """(statuses of every other node, error text or None): one LIST and one GET per node.
+
+    A status that cannot be read is listed with its error; only a failed LIST fails it all.
+    """
+    try:
+        page = client.list_objects(prefix=prefix + NODES, max_keys=MAX_NODES)
+    except S3Error as exc:
+        return [], exc.message
+    out = []
+    for item in page.keys:
+        name = item["key"][len(prefix + NODES):]
+        node_id = name[:-5] if name.endswith(".json") else ""
+        if not _NODE_ID.match(node_id) or node_id == skip:
+            continue
+        try:
+            fetched = client.get_bytes(item["key"], max_bytes=STATUS_MAX_BYTES)
+        except S3Error as exc:
+            out.append({"node_id": node_id, "unreadable": exc.message})
+            continue
+        doc = _clean(fetched.body, node_id) if fetched is not None and fetched.body is not None else None
+        out.append(doc if doc is not None else {"node_id": node_id, "unreadable": "the status is not valid"})
+    return out, None
+
+
+def _seconds_ago(stamp, now: float) -> float | None:
+    try:
+        return now - parse_rfc3339(stamp)
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def view(statuses: list, seq: int, version: str, poll_seconds: int, now: float) -> list:
+    """Each node with what the primary derives: lag (seqs behind), skew, unseen."""
+    out = []
+    for status in statuses:
+        row = dict(status)
+        row_seq = status.get("seq")
+        row["lag"] = seq - row_seq if type(row_seq) is int else None
+        row["version_skew"] = status.get("version") not in (None, version)
+        own_poll = status.get("poll_seconds") if type(status.get("poll_seconds")) is int else poll_seconds
+        age = _seconds_ago(status.get("seen_at"), now)
+        row["unseen"] = age is None or age > UNSEEN_POLLS * max(own_poll, poll_seconds)
+        out.append(row)
+    return sorted(out, key=lambda r: r["node_id"])
+
+
+def problems(row: dict) -> set:
+    """The incidents a node row shows: notify once when one starts."""
+    found = set()
+    if row.get("unseen"):
+        found.add("unseen")
+    if row.get("last_error") or row.get("unreadable"):
+        found.add("error")
+    return found
+

@@ -1,0 +1,44 @@
+"""What every fleet module shares: canonical bytes, base64 and the refusal error.
+
+Signatures cover canonical JSON (sorted keys, no spaces, ASCII only), so the
+primary and a replica hash the same bytes whatever JSON library wrote them.
+"""
+
+import base64
+import binascii
+import json
+
+
+class Refused(Exception):
+    """A bundle, key certificate or join code that must not be used; `code` names why
+    (the replica records it as last_error and the API answers it)."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def as_dict(self) -> dict:
+        return {"code": self.code, "message": self.message}
+
+
+def canonical(value) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=False).encode("ascii")
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text, what: str, size: int | None = None) -> bytes:
+    """Strict base64 (Refused "malformed" naming `what` otherwise), of exactly `size` bytes if given."""
+    if not isinstance(text, str):
+        raise Refused("malformed", f"{what} is not base64 text")
+    try:
+        data = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise Refused("malformed", f"{what} is not valid base64") from None
+    if size is not None and len(data) != size:
+        raise Refused("malformed", f"{what} must be {size} bytes")
+    return data

@@ -1,0 +1,128 @@
+// Fleet: this node's role in a fleet (docs/API.md, Fleet). Standalone: set up a primary
+// or join with a code (a dry run first). Primary: mint join codes (shown once, with a
+// copy button) and the nodes table. Replica: where edits are made. Any member: leave.
+
+import { get, post } from '../api.js';
+import { h, mount } from '../dom.js';
+import { field, checkbox, form, button, onSubmit, actions } from '../forms.js';
+import { confirm } from '../dialog.js';
+import { toast } from '../toast.js';
+import { when, ago } from '../format.js';
+import { pageHeader, card, table, badge, copyButton, callout, facts } from '../ui.js';
+
+const EXPIRY = [[3600, '1 hour'], [86400, '1 day'], [604800, '7 days']];
+
+function shownOnce(title, text, warning) {
+  return callout('warn', h('p', {}, h('strong', {}, title), ' ', warning),
+    h('div', { class: 'copy-row' }, h('code', { 'data-testid': 'shown-once' }, text), copyButton(text)));
+}
+
+function initCard(ctx) {
+  const out = h('div', { 'aria-live': 'polite' });
+  const f = form({},
+    h('div', { class: 'form-grid' },
+      field({ label: 'Endpoint', name: 'endpoint', type: 'url', required: true, placeholder: 'https://s3.example.com' }),
+      field({ label: 'Region', name: 'region', required: true, value: 'us-east-1' }),
+      field({ label: 'Bucket', name: 'bucket', required: true }),
+      field({ label: 'Prefix', name: 'prefix', value: 'contentnode/', hint: 'Folder for the bundle and node statuses.' }),
+      field({ label: 'Access key', name: 'access_key', required: true, autocomplete: 'off' }),
+      field({ label: 'Secret key', name: 'secret_key', type: 'password', required: true, autocomplete: 'new-password' }),
+      checkbox({ label: 'Path-style addressing', name: 'path_style', checked: true })),
+    actions(button('Make this node the primary', { type: 'submit' })));
+  onSubmit(f, async (v) => {
+    const r = await post('/api/fleet/init', { ...v, prefix: v.prefix.trim() || 'contentnode/' });
+    mount(out, shownOnce('Recovery secret.', r.recovery_secret,
+      'Shown once: keep it offline. It lets a replica take over if this primary is lost.'),
+    h('p', {}, button('Done', { kind: 'secondary', onclick: () => { ctx.state.fleetRole = null; ctx.rerender(); } })));
+    toast('This node is now the fleet primary');
+  });
+  return card('Set up a primary', { description: 'Share this node\'s domains, buckets, rules and link keys through a bucket only the fleet writes to.' }, f, out);
+}
+
+function counts(c) {
+  return `${c.domains} domains, ${c.buckets} buckets, ${c.rules} rules, ${c.link_keys} link keys`;
+}
+
+function joinCard(ctx) {
+  const out = h('div', { 'aria-live': 'polite' });
+  const f = form({},
+    field({ label: 'Join code', name: 'code', type: 'textarea', rows: 3, required: true, placeholder: 'cnj_…', hint: 'Minted on the primary; it works once and until it expires.' }),
+    actions(button('Check what it replaces', { type: 'submit' })));
+  onSubmit(f, async (v) => {
+    const code = v.code.trim();
+    const r = await post('/api/fleet/join', { code, dry_run: true });
+    const join = button('Join the fleet', { kind: 'danger', onclick: async () => {
+      await post('/api/fleet/join', { code });
+      toast('Joined: the fleet\'s configuration arrives within a poll');
+      ctx.state.fleetRole = null;
+      ctx.rerender();
+    } });
+    mount(out, callout('warn', h('p', {}, `Fleet ${r.fleet_id} (primary ${r.primary}, seq ${r.seq}). `,
+      `This node's ${counts(r.replaces)} will be replaced by the fleet's ${counts(r.with)}.`), join));
+  });
+  return card('Join a fleet', { description: 'This node becomes a read-only replica of the fleet\'s primary.' }, f, out);
+}
+
+function mintCard() {
+  const out = h('div', { 'aria-live': 'polite' });
+  const f = form({}, h('div', { class: 'form-grid' }, field({ label: 'Valid for', name: 'expires_in', value: 3600, options: EXPIRY })),
+    actions(button('Mint join code', { type: 'submit' })));
+  onSubmit(f, async (v) => {
+    const r = await post('/api/fleet/join-codes', { expires_in: Number(v.expires_in) });
+    mount(out, shownOnce('Join code.', r.code, `Shown once; useless after ${when(r.expires_at)}.`));
+  });
+  return card('Add a node', { description: 'Paste the code into the new node\'s Fleet page, or give it to contentnode fleet join there.' }, f, out);
+}
+
+function nodesCard(nodes) {
+  return card('Nodes', { description: 'Each node\'s last status in the bucket (read every third poll).' }, table([
+    { label: 'Node', cell: (n) => h('div', {}, h('code', {}, n.node_id), h('p', { class: 'cell-sub' }, n.name || '')) },
+    { label: 'Role', cell: (n) => n.role || '—' },
+    { label: 'Version', cell: (n) => h('span', {}, n.version || '—', ' ', n.version_skew ? badge('other version', 'warn') : null) },
+    { label: 'Seq', cell: (n) => (n.seq ?? '—') },
+    { label: 'Lag', cell: (n) => (n.lag ? badge(`${n.lag} behind`, 'warn') : n.lag === 0 ? badge('current', 'ok') : '—') },
+    { label: 'Last error', cell: (n) => (n.last_error ? badge(n.last_error.code, 'bad') : n.unreadable ? badge('unreadable', 'bad') : '—') },
+    { label: 'Last seen', cell: (n) => h('span', {}, n.seen_at ? ago(n.seen_at) : '—', ' ', n.unseen ? badge('not seen', 'bad') : null) },
+  ], nodes, { empty: 'No other node yet: mint a join code.', caption: 'Fleet nodes' }));
+}
+
+function summary(f) {
+  const b = f.bucket || {};
+  return card('This node', {}, facts([
+    ['Role', badge(f.role, f.role === 'standalone' ? 'neutral' : 'ok')],
+    ['Node id', h('code', {}, f.node_id)],
+    f.fleet_id ? ['Fleet id', h('code', {}, f.fleet_id)] : null,
+    f.fleet_id ? ['Seq', String(f.seq ?? '—')] : null,
+    f.fleet_id ? ['Bucket', h('code', {}, `${b.endpoint} · ${b.bucket}/${b.prefix}`)] : null,
+    f.role === 'replica' ? ['Applied', f.applied_at ? when(f.applied_at) : 'not yet'] : null,
+    f.fleet_id ? ['Key epoch', String(f.key_epoch)] : null,
+    f.fleet_id ? ['Poll', `every ${f.poll_seconds} s`] : null,
+    f.last_error ? ['Last error', h('span', {}, badge(f.last_error.code, 'bad'), ' ', f.last_error.message)] : null,
+  ]));
+}
+
+function leaveButton(ctx) {
+  return button('Leave the fleet', { kind: 'secondary', onclick: async () => {
+    const ok = await confirm({ title: 'Leave the fleet?', confirmLabel: 'Leave',
+      message: 'This node becomes standalone and keeps its current configuration; its fleet keys are deleted.' });
+    if (!ok) return;
+    await post('/api/fleet/leave', {});
+    toast('This node left the fleet');
+    ctx.state.fleetRole = null;
+    ctx.rerender();
+  } });
+}
+
+export async function render(ctx) {
+  const f = await get('/api/fleet');
+  const header = pageHeader('Fleet', 'Many nodes, one configuration, through your own bucket.',
+    f.role === 'standalone' ? null : leaveButton(ctx));
+  if (f.role === 'standalone') {
+    mount(ctx.main, header, summary(f), initCard(ctx), joinCard(ctx));
+  } else if (f.role === 'primary') {
+    mount(ctx.main, header, summary(f), mintCard(), nodesCard(f.nodes));
+  } else {
+    mount(ctx.main, header, callout('info', h('p', {}, 'This node is a replica: domains, buckets, rules, link keys and shared settings are edited on the primary, node ',
+      h('code', {}, f.primary?.node_id || 'unknown'), '. Changes made there arrive here within a poll.')), summary(f));
+  }
+}

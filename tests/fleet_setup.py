@@ -1,0 +1,157 @@
+"""A fleet of real daemons for the fleet tests: one primary and replicas on loopback,
+SeaweedFS as the bucket, fleet_poll_seconds 1 (the documented start-up value)."""
+
+import json
+import os
+import time
+import uuid
+
+from contentnode.core import netguard
+from contentnode.core.s3 import BucketConfig, S3Client
+from contentnode.fleet import bundle, keys, publisher, shared
+from tests.content_setup import Site
+from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+
+POLL_ENV = {"CONTENTNODE_FLEET_POLL_SECONDS": "1"}
+
+
+def wait_for(condition, timeout: float = 15.0, every: float = 0.1, what: str = "condition"):
+    """condition()'s first truthy value within `timeout` s, else AssertionError."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = condition()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"{what} not reached within {timeout} s (last: {last!r})")
+
+
+class FleetNode(Node):
+    """A node polling every second (bench/bench_fleet.py sets poll_env to try other polls)."""
+
+    poll_env = POLL_ENV
+
+    def __init__(self, workdir: str, env: dict | None = None, args=()):
+        super().__init__(workdir, env={**self.poll_env, **(env or {})}, args=args)
+
+
+def admin_of(node: Node):
+    client = node.client()
+    if client.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status != 201:
+        assert client.login(ADMIN_USER, ADMIN_PASSWORD).status == 200
+    return client
+
+
+def serving_fleet(tmp_factory, seaweed, replicas: int = 2, body: bytes = b"hello", timeout: float = 15.0):
+    """A Fleet whose domain serves site/ of its content bucket at /, hello.txt in it, every
+    replica at the primary's seq."""
+    fleet = Fleet(tmp_factory, seaweed, replicas)
+    before = fleet.seq()
+    fleet.site.add_rule("/", prefix="site/")
+    fleet.site.put("site/hello.txt", body, "text/plain")
+    fleet.wait_synced(timeout, after=before)
+    return fleet
+
+
+class Fleet:
+    """primary: a Site (bucket, domain, admin); replicas: FleetNodes that joined it."""
+
+    def __init__(self, tmp_factory, seaweed, replicas: int = 2, host: str = "fleet.example.test"):
+        self.seaweed = seaweed
+        self.fleet_bucket = "fleet-" + uuid.uuid4().hex[:10]
+        seaweed.create_bucket(self.fleet_bucket)
+        self.site = Site(str(tmp_factory.mktemp("primary")), seaweed, host=host, node_class=FleetNode)
+        self.primary, self.admin = self.site.node, self.site.admin
+        body = {"endpoint": seaweed.endpoint, "region": seaweed.region, "bucket": self.fleet_bucket,
+                "access_key": seaweed.access_key, "secret_key": seaweed.secret_key, "path_style": True}
+        response = self.admin.post("/api/fleet/init", body)
+        assert response.status == 200, response.body
+        self.init_answer = response.json
+        self.replicas, self.replica_admins = [], []
+        for index in range(replicas):
+            node = FleetNode(str(tmp_factory.mktemp(f"replica{index}"))).start()
+            self.replicas.append(node)
+            self.replica_admins.append(admin_of(node))
+        for client in self.replica_admins:
+            self.join(client)
+
+    def join(self, client, dry_run: bool = False):
+        code = self.admin.post("/api/fleet/join-codes", {}).json["code"]
+        response = client.post("/api/fleet/join", {"code": code, "dry_run": dry_run})
+        assert response.status == 200, response.body
+        return response.json
+
+    def seq(self) -> int:
+        return self.admin.get("/api/fleet").json["seq"]
+
+    def synced(self, clients=None, seq: int | None = None) -> bool:
+        seq = self.seq() if seq is None else seq
+        return all(c.get("/api/fleet").json["seq"] == seq for c in (clients or self.replica_admins))
+
+    def wait_synced(self, timeout: float = 15.0, after: int | None = None):
+        """Every replica at the primary's seq; with `after` (a seq read before a change), once the
+        primary published past it (it debounces 0.3 s, longer on a busy machine)."""
+        if after is not None:
+            wait_for(lambda: self.seq() > after, timeout, what=f"the primary publishing past seq {after}")
+        wait_for(lambda: self.synced(), timeout, what="every replica at the primary's seq")
+
+    def served(self, node, path: str, host: str | None = None):
+        return node.client("public", host=host or self.site.host).get(path)
+
+    def bucket_objects(self) -> dict:
+        """{key: bytes} of every object in the fleet bucket, read through the filer."""
+        out = {}
+        self._walk(f"/buckets/{self.fleet_bucket}/", out)
+        return out
+
+    def _walk(self, folder: str, out: dict):
+        listing = json.loads(self.seaweed._filer("GET", folder + "?limit=10000",
+                                                 headers={"Accept": "application/json"}))
+        for entry in listing.get("Entries") or []:
+            path = entry["FullPath"]
+            if entry.get("Mode", 0) & 0o20000000000:  # os.ModeDir in Go
+                self._walk(path + "/", out)
+            else:
+                out[path] = self.seaweed._filer("GET", path)
+
+    def state(self, node) -> dict:
+        with open(os.path.join(node.data_dir, "state.json"), "rb") as f:
+            return json.loads(f.read())
+
+    # -- hand-made bundles, signed with the primary's real keys (or the ones given)
+
+    def bucket_client(self) -> S3Client:
+        s = self.seaweed
+        return S3Client(BucketConfig(s.endpoint, s.region, self.fleet_bucket, s.access_key, s.secret_key, True),
+                        netguard.OutboundPolicy(), timeout=10)
+
+    def forge(self, *, seq_delta=1, fleet_id=None, issued_at=None, signing=None, key_certs=None, parts=None,
+              fleet_key=None) -> bytes:
+        """A bundle made here as the primary makes it, at the primary's seq + seq_delta."""
+        state = self.state(self.primary)
+        made = keys.load(self.primary.data_dir)
+        return bundle.build(fleet_id=fleet_id or state["fleet"]["fleet_id"], seq=self.seq() + seq_delta,
+                            issued_at=time.time() if issued_at is None else issued_at,
+                            lifetime=publisher.LIFETIME_SECONDS, primary=state["node"]["id"],
+                            key_certs=key_certs or state["fleet"]["key_certs"], signing=signing or made.signing,
+                            fleet_key=fleet_key or made.fleet_key, parts=parts or shared.parts_of(state),
+                            sealed=shared.SEALED)
+
+    def put_bundle(self, raw: bytes) -> None:
+        self.bucket_client().put_object("contentnode/bundle.json", raw, "application/json")
+
+    def big_parts(self, variant: str, count: int = 10000) -> dict:
+        """The primary's parts with `count` rules more, each /<variant>/<i> to prefix <variant>/."""
+        state = self.state(self.primary)
+        bucket_id = next(iter(state["buckets"]))
+        rules = {f"{variant}{i:05d}": {"id": f"{variant}{i:05d}", "prefix": f"{variant}/", "cache_ttl": 60,
+                                      "signed": False, "images": False, "enabled": True, "domain": self.site.host,
+                                      "path": f"/{variant}/{i}", "bucket": bucket_id, "revision": 1}
+                 for i in range(count)}
+        parts = shared.parts_of(state)
+        return dict(parts, rules={**parts["rules"], **rules})
+
+    def close(self):
+        for node in [self.primary, *self.replicas]:
+            node.close()
