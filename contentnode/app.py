@@ -29,6 +29,7 @@ from contentnode.auth.sessions import SessionManager
 from contentnode.clock import Clock
 from contentnode.config import Config
 from contentnode.core.audit import AuditLog
+from contentnode.core.backup_runner import BackupRunner
 from contentnode.core.events import EventBus
 from contentnode.core.folders import FolderRoots
 from contentnode.core.metrics import NodeMetrics
@@ -82,6 +83,7 @@ class App:
     folder_roots: FolderRoots  # where folder buckets may serve from (start-up value folder_roots)
     notifier: Notifier
     fleet: Fleet
+    backups: BackupRunner  # the scheduled backup's runs (its job, "run now", the status)
     servers: dict
     update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
     access_log: AccessLog  # where access lines go: the access_log start-up value
@@ -128,6 +130,7 @@ class App:
         certs_api.start_renewal(self)
         self.fleet.start()
         self._stop_steps.insert(0, self.fleet.stop)
+        self.every(self.config.backup_poll_seconds, self.backups.tick, "backup-schedule")
 
     def stop(self) -> None:
         """Stop the jobs, close the listeners (in-flight requests finish), then the stop steps."""
@@ -170,8 +173,7 @@ class App:
     def outbound(self) -> OutboundPolicy:
         admin = self.servers.get("admin")
         port = admin.server_address[1] if admin else self.config.admin_port
-        return OutboundPolicy(allow_private=self.settings.get("allow_private_outbound", True),
-                              admin_ports=frozenset({port}), dns_server=self.config.dns_resolver or None)
+        return OutboundPolicy.for_node(self.settings, port, self.config.dns_resolver)
 
     def apply_policy(self) -> None:
         policy = self.store.data["policy"]
@@ -331,6 +333,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
     if worker_slot is None:
         app.store.add_commit_listener(app.fleet.on_commit)
         app.delivery.cache.add_purge_listener(app.fleet.on_purge)
+    app.backups = BackupRunner(app.store, app.data_dir, clock, app.audit, app.events, lambda: app.outbound)
     return app
 
 

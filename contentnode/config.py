@@ -193,6 +193,8 @@ OPTIONS = (
     Option("update_public_key", _text, "", "Ed25519 public key (base64) for update manifests; empty: the shipped key"),
     Option("fleet_poll_seconds", _poll_seconds, 10, "seconds between a fleet node's looks at the bucket "
            "(see docs/API.md, Fleet)"),
+    Option("backup_poll_seconds", _seconds, 30.0, "seconds between the scheduled backup's looks at the clock "
+           "(a run starts at most this long after its time)"),
     Option("dns_resolver", _dns_server, "", "DNS server (ip or ip:port) for every outbound request; empty: the system resolver"),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}

@@ -287,7 +287,7 @@ def _revisions(doc):
                          f"{name} {key!r}: revision must be a whole number from 1 up")
     for name, value in (doc.get("revisions") or {}).items():
         _require((name in REVISIONED.whole or name == revisions.COUNTER) and revisions.valid(value),
-                 f"revisions.{name} must be the whole-number revision of settings, policy or notifications, "
+                 f"revisions.{name} must be the whole-number revision of {', '.join(sorted(REVISIONED.whole))}, "
                  f"or the node's {revisions.COUNTER}")
 
 
@@ -320,7 +320,8 @@ def check_records(doc: dict, folder_roots: FolderRoots | None = None) -> None:
         raise BackupError(f"the backup's api_tokens cannot be restored: {exc}") from None
 
 
-def restore_into(ctx, document, passphrase, by, ip=None, keep_session=None, restore_credentials=False):
+def restore_into(ctx, document, passphrase, by, ip=None, keep_session=None, restore_credentials=False,
+                 source=None):
     """Validate, keep the current state as a file, swap, end the other sessions, audit.
 
     BackupError when refused. `ctx` is the App or the offline command's context:
@@ -328,7 +329,8 @@ def restore_into(ctx, document, passphrase, by, ip=None, keep_session=None, rest
     accounts written are the node's current ones (restored_accounts.keep_current);
     the answer's "kept" names what the backup would have rolled back. Every
     session but keep_session (the restorer's) ends: the accounts, roles and
-    secrets behind them may all have changed.
+    secrets behind them may all have changed. `source`, a stored backup's key
+    in the schedule's bucket, goes into the answer and audit as from_bucket.
     """
     with _restore_lock:
         opened = backup.open_backup(document, passphrase, ctx.store.data, ctx.store.section_defaults())
@@ -345,6 +347,8 @@ def restore_into(ctx, document, passphrase, by, ip=None, keep_session=None, rest
         ended = ctx.sessions.delete_where(lambda session: session["id"] != keep_session)
     detail = {"kind": opened.kind, "created_at": opened.created_at, "pre_restore": os.path.basename(saved),
               "restore_credentials": bool(restore_credentials), "kept": kept, "sessions_ended": ended}
+    if source is not None:
+        detail["from_bucket"] = source
     ctx.audit.record("backup.restore", detail=detail, user=by, ip=ip)
     return detail
 

@@ -25,9 +25,11 @@ SECTIONS = {
     "revisions": dict,                 # the revision of each object in REVISIONED.whole, and the counter
     "fleet": dict,                     # this node's fleet role and what it knows of the fleet, no key
     "fleet_purges": dict,              # a fleet primary's purge history (carried by its bundle)
+    "backup_schedule": dict,           # the scheduled backup: when, which bucket, passphrase (in no backup)
+    "backup_status": dict,             # the scheduled backup's last run (in no backup)
 }
 
 # The updatable objects (docs/API.md, "Revisions, ETag and If-Match"): each record of these sections, and each of
 # these whole sections, carries a revision the store raises with every change.
 REVISIONED = Revisioned(records=frozenset({"users", "domains", "buckets", "rules"}),
-                        whole=frozenset({"settings", "policy", "notifications"}))
+                        whole=frozenset({"settings", "policy", "notifications", "backup_schedule"}))

@@ -192,5 +192,25 @@ def labelled(scope, label):
     return scope.get_by_label(re.compile(rf"^{re.escape(label)}\s*\*?$"))
 
 
+def sign_in(page, username, password):
+    from playwright.sync_api import expect  # imported where used: the browser fixture says when it is missing
+
+    expect(page.get_by_label("Username")).to_be_focused()  # the login form opens ready to type
+    page.get_by_label("Username").fill(username)
+    labelled(page, "Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+
+
+def open_signed_in(browser, node, username, password, route):
+    """A new context and page, signed in on `node` and showing `route` (a #/ path)."""
+    context = new_context(browser, node)
+    page = context.new_page()
+    page.goto("/")
+    sign_in(page, username, password)
+    page.get_by_role("navigation", name="Main").wait_for()
+    page.goto(route)
+    return context, page
+
+
 def hash_path(page) -> str:
     return re.sub(r"^[^#]*#", "", page.url)

@@ -7,19 +7,19 @@ from playwright.sync_api import expect
 
 from tests.fleet_setup import FleetNode, serving_fleet, wait_for
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
-from tests.panel_browser import browser, check_page, new_context  # noqa: F401  (session fixture)
+from tests.panel_browser import check_page, new_context
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 from tests.test_panel_journey import sign_in
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory, seaweed):  # noqa: F811
+def fleet(tmp_path_factory, seaweed):
     instance = serving_fleet(tmp_path_factory, seaweed, replicas=1)
     yield instance
     instance.close()
 
 
-def open_fleet_page(browser, node):  # noqa: F811
+def open_fleet_page(browser, node):
     context = new_context(browser, node)
     page = context.new_page()
     page.goto("/#/fleet")
@@ -28,7 +28,7 @@ def open_fleet_page(browser, node):  # noqa: F811
     return page
 
 
-def test_standalone_fleet_page_offers_set_up_and_join(browser, tmp_path):  # noqa: F811
+def test_standalone_fleet_page_offers_set_up_and_join(browser, tmp_path):
     node = FleetNode(str(tmp_path)).start()
     try:
         client = node.client()
@@ -47,7 +47,7 @@ def test_standalone_fleet_page_offers_set_up_and_join(browser, tmp_path):  # noq
         node.close()
 
 
-def test_primary_mints_a_code_shown_once_and_lists_the_replica(browser, fleet):  # noqa: F811
+def test_primary_mints_a_code_shown_once_and_lists_the_replica(browser, fleet):
     replica_id = fleet.replica_admins[0].get("/api/fleet").json["node_id"]
     wait_for(lambda: fleet.admin.get("/api/fleet").json["nodes"], 10, what="the replica listed")
     page = open_fleet_page(browser, fleet.primary)
@@ -59,7 +59,7 @@ def test_primary_mints_a_code_shown_once_and_lists_the_replica(browser, fleet): 
     check_page(page, "fleet-primary")
 
 
-def test_replica_page_says_where_edits_are_made(browser, fleet):  # noqa: F811
+def test_replica_page_says_where_edits_are_made(browser, fleet):
     primary_id = fleet.admin.get("/api/fleet").json["node_id"]
     page = open_fleet_page(browser, fleet.replicas[0])
     expect(page.get_by_text("This node is a replica")).to_be_visible()
@@ -68,7 +68,7 @@ def test_replica_page_says_where_edits_are_made(browser, fleet):  # noqa: F811
     check_page(page, "fleet-replica")
 
 
-def test_shared_pages_on_a_replica_say_where_edits_are_made_and_hide_write_controls(browser, fleet):  # noqa: F811
+def test_shared_pages_on_a_replica_say_where_edits_are_made_and_hide_write_controls(browser, fleet):
     primary_id = fleet.admin.get("/api/fleet").json["node_id"]
     page = open_fleet_page(browser, fleet.replicas[0])
     for where, heading in (("#/domains", "Domains"), ("#/buckets", "Buckets"), ("#/rules", "Rules")):

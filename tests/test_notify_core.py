@@ -91,6 +91,7 @@ def test_every_event_the_daemon_emits_formats_without_gaps(event):
               "login_failures_burst": dict(key="ip:192.0.2.1", ip="192.0.2.1"),
               "admin_login_new_address": dict(username="u", ip="192.0.2.1"),
               "backup_restored": dict(kind="plain", created_at="t", by="u"),
+              "backup_failed": dict(target="b at http://s3", error="e", next_try="t"),
               "update_available": dict(current="1.0.0", latest="1.1.0", channel="stable", notes=""),
               "user_created": dict(username="u", role="viewer", by="root"),
               "user_deleted": dict(username="u", by="root"),

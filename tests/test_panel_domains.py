@@ -4,7 +4,7 @@ check it (a `pending` status alone read as "not serving" to new users)."""
 import pytest
 
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
-from tests.panel_browser import browser, check_page, new_context  # noqa: F401  (session fixture)
+from tests.panel_browser import check_page, new_context
 from tests.test_panel_journey import labelled
 
 
@@ -18,7 +18,7 @@ def node(tmp_path):
     instance.close()
 
 
-def test_a_never_checked_domain_says_it_serves_and_offers_the_check(browser, node):  # noqa: F811
+def test_a_never_checked_domain_says_it_serves_and_offers_the_check(browser, node):
     context = new_context(browser, node)
     page = context.new_page()
     try:

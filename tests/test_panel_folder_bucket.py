@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
-from tests.panel_browser import check_page, new_context
+from tests.panel_browser import check_page, labelled, open_signed_in
 
 TEXT = b"served from a folder, added in the panel\n"
 
@@ -19,11 +19,6 @@ def node(tmp_path):
     instance.kill()
 
 
-def labelled(scope, label):
-    """The control labelled exactly `label` (a required field's label ends in an aria-hidden " *")."""
-    return scope.get_by_label(re.compile(rf"^{re.escape(label)}\s*\*?$"))
-
-
 def test_add_check_and_test_a_folder_bucket(browser, node):
     api = node.client()
     assert api.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
@@ -33,14 +28,7 @@ def test_add_check_and_test_a_folder_bucket(browser, node):
     with open(os.path.join(folder, "hello.txt"), "wb") as f:
         f.write(TEXT)
 
-    context = new_context(browser, node)
-    page = context.new_page()
-    page.goto("/")
-    page.get_by_label("Username").fill(ADMIN_USER)
-    labelled(page, "Password").fill(ADMIN_PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.get_by_role("heading", level=1, name="Dashboard").wait_for()
-    page.goto("/#/buckets")
+    context, page = open_signed_in(browser, node, ADMIN_USER, ADMIN_PASSWORD, "/#/buckets")
     page.get_by_role("heading", level=1, name="Buckets").wait_for()
     page.get_by_role("button", name="Add bucket").click()
     dialog = page.get_by_role("dialog")

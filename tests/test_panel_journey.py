@@ -22,13 +22,12 @@ import uuid
 
 import pyotp
 import pytest
-from playwright.sync_api import expect
 
 from contentnode.api import ROUTES
 from contentnode.http.errors import ApiError
 from contentnode.http.router import RouteTable
 from tests.node import ROOT, Node
-from tests.panel_browser import check_page, new_context, serious_violations
+from tests.panel_browser import check_page, labelled, new_context, open_signed_in, serious_violations, sign_in
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 ADMIN, ADMIN_PASSWORD = "admin", "a long admin pass phrase 7"
@@ -44,11 +43,6 @@ def node(tmp_path_factory):
     instance = Node(str(tmp_path_factory.mktemp("panel-journey"))).start()
     yield instance
     instance.kill()
-
-
-def labelled(scope, label):
-    """The control labelled exactly `label` (a required field's label ends in an aria-hidden " *")."""
-    return scope.get_by_label(re.compile(rf"^{re.escape(label)}\s*\*?$"))
 
 
 def nav(page, name):
@@ -67,24 +61,6 @@ def assert_steps_all_ok(page, names=None):
     failed = [name for name, classes in shown if "ok" not in classes.split()]
     assert failed == [], f"steps not passed: {shown}"
     assert steps.locator("li").first.is_visible()
-
-
-def sign_in(page, username, password):
-    expect(page.get_by_label("Username")).to_be_focused()  # the login form opens ready to type
-    page.get_by_label("Username").fill(username)
-    labelled(page, "Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-
-
-def open_signed_in(browser, node, username, password, route):
-    """A new context and page, signed in on `node` and showing `route` (a #/ path)."""
-    context = new_context(browser, node)
-    page = context.new_page()
-    page.goto("/")
-    sign_in(page, username, password)
-    page.get_by_role("navigation", name="Main").wait_for()
-    page.goto(route)
-    return context, page
 
 
 def test_the_checks_catch_what_they_must(browser, node):

@@ -13,9 +13,9 @@ import json
 from contentnode import __version__
 from contentnode.auth.sessions import COOKIE
 from contentnode.http import openapi
-from contentnode.api import (audit, backup, buckets, cache, certs, delivery, domains, fleet, https, links, login, me,
-                             my_sessions, notifications, panel, panel_assets, passkeys, policy, rules, settings,
-                             system, tokens, twofactor, updates, users)
+from contentnode.api import (audit, backup, backup_schedule, buckets, cache, certs, delivery, domains, fleet, https,
+                             links, login, me, my_sessions, notifications, panel, panel_assets, passkeys, policy,
+                             rules, settings, system, tokens, twofactor, updates, users)
 
 MODULES = [
     system,
@@ -33,6 +33,7 @@ MODULES = [
     notifications,
     updates,
     backup,
+    backup_schedule,
     domains,
     buckets,
     rules,

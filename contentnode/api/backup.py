@@ -13,7 +13,7 @@ from contentnode.http.response import json_response
 from contentnode.http.router import Route
 from contentnode.http.schema import BOOLEAN, STRING, answer, array, nullable, obj, text
 
-def _require_admin(req, what: str) -> None:
+def require_admin(req, what: str) -> None:
     """users:manage alone is not enough where the backup reaches beyond user management.
 
     An encrypted export carries every secret of the node (password hashes, TOTP and
@@ -37,7 +37,7 @@ def _passphrase(body):
 def export(req):
     passphrase = _passphrase(req.body or {})  # the shape is EXPORT_BODY's
     if passphrase is not None:
-        _require_admin(req, "export an encrypted backup (it holds every secret of the node)")
+        require_admin(req, "export an encrypted backup (it holds every secret of the node)")
     document = backup.make_export(req.app.store.data, req.app.data_dir, passphrase, req.app.clock.now())
     req.audit("backup.export", detail={"kind": document["kind"]})
     stamp = document["created_at"].replace(":", "").replace("-", "")
@@ -46,13 +46,24 @@ def export(req):
 
 
 def restore(req):
-    body = req.body  # the shape is RESTORE_BODY's
-    _require_admin(req, "restore a backup (it replaces users, settings and secrets)")
+    require_admin(req, RESTORE_NEEDS_ADMIN)
+    return restore_document(req, req.body["backup"], req.body.get("passphrase"))
+
+
+def restore_document(req, document, passphrase, source=None, passphrase_hint=None) -> dict:
+    """One restore for the request's user (already checked: an administrator), its audit and event.
+
+    `source` names a stored backup's key (audited and answered as from_bucket); `passphrase_hint`
+    replaces the message of a passphrase that does not open the backup (field key)."""
     try:
-        detail = restore_into(req.app, body["backup"], body.get("passphrase"), req.user, req.client_ip,
-                              keep_session=req.session["id"], restore_credentials=body.get("restore_credentials"))
+        detail = restore_into(req.app, document, passphrase, req.user, req.client_ip,
+                              keep_session=req.session["id"], restore_credentials=req.body.get("restore_credentials"),
+                              source=source)
     except backup.BackupError as exc:
-        req.audit("backup.restore", ok=False, detail={"error": str(exc)})
+        req.audit("backup.restore", ok=False,
+                  detail={"error": str(exc), **({"from_bucket": source} if source else {})})
+        if exc.field == "passphrase" and passphrase_hint:
+            raise invalid(passphrase_hint, "key") from None
         raise invalid(str(exc), exc.field) from None
     req.app.apply_policy()
     req.app.events.emit("backup_restored", kind=detail["kind"], created_at=detail["created_at"],
@@ -60,6 +71,7 @@ def restore(req):
     return dict(detail, restored=True)
 
 
+RESTORE_NEEDS_ADMIN = "restore a backup (it replaces users, settings and secrets)"
 _PASSPHRASE = nullable(text(1024, min_length=8))
 EXPORT_BODY = obj({"passphrase": _PASSPHRASE}, description="a passphrase makes an encrypted backup")
 RESTORE_BODY = obj({"backup": {"type": "object"}, "passphrase": _PASSPHRASE, "restore_credentials": BOOLEAN},
@@ -70,11 +82,12 @@ _TOKEN_REF = answer({"id": STRING, "name": STRING, "user": nullable(STRING)})
 _NAMES = array(STRING)
 RESTORED = answer({
     "restored": BOOLEAN, "kind": STRING, "created_at": nullable(STRING), "pre_restore": STRING,
+    "from_bucket": STRING,
     "restore_credentials": BOOLEAN, "sessions_ended": {"type": "integer", "minimum": 0},
     "kept": answer({"tokens_revoked": array(_TOKEN_REF), "tokens_created": array(_TOKEN_REF),
                     "users_deleted": _NAMES, "users_created": _NAMES,
                     "users_credentials": array(answer({"user": STRING, "kept": _NAMES}))}),
-})
+}, optional=("from_bucket",))
 
 ROUTES = [
     Route("POST", "/api/backup/export", "users:manage", export, body=EXPORT_BODY, body_optional=True),

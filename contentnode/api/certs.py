@@ -153,6 +153,6 @@ UPLOAD_BODY = obj({"host": HOST, "cert_pem": _PEM, "key_pem": _PEM}, required=["
 ROUTES = [
     Route("POST", "/api/certs/upload", "domains:write", upload_cert, body=UPLOAD_BODY,
           fleet_shared=True),
-    Route("POST", "/api/certs/issue", "domains:write", issue_cert, body=HOST_BODY,
+    Route("POST", "/api/certs/issue", "domains:write", issue_cert, body=HOST_BODY, upstream=True,
           fleet_shared=True),
 ]

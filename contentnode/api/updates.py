@@ -119,5 +119,5 @@ UPDATES_BODY = obj({"channel": one_of(*st.UPDATE_CHANNELS), "auto_check": BOOLEA
 
 ROUTES = [
     Route("PUT", "/api/updates", "settings:write", put_updates, body=UPDATES_BODY, answer=UPDATES),
-    Route("POST", "/api/update/check", "settings:write", check_now, body=obj({}), body_optional=True),
+    Route("POST", "/api/update/check", "settings:write", check_now, body=obj({}), body_optional=True, upstream=True),
 ]

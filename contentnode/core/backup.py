@@ -33,6 +33,9 @@ FILE_FOLDERS = ("certs",)          # data-dir folders whose files belong to a co
 # verification secret, its link signing keys and its users' API tokens (all
 # secret, or tied to secrets: a plain export leaves the token hashes out).
 KEEP_ON_PLAIN_RESTORE = {"users", "node", "links", "api_tokens", "fleet", "fleet_purges"}
+# The node's own backup schedule (its passphrase and bucket credentials) and run status: in no
+# backup, and every restore keeps the node's current ones (core/backup_schedule.py says why).
+NODE_LOCAL = ("backup_schedule", "backup_status")
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1
 MAX_SCRYPT_N = 1 << 17             # 128 MiB of scrypt memory at most, even for a crafted file
 KEEP_PRE_RESTORE = 5
@@ -82,7 +85,7 @@ def _header(kind, doc, node_name, now):
 
 
 def _exported_sections(doc):
-    return {k: v for k, v in doc.items() if k != "schema"}
+    return {k: v for k, v in doc.items() if k != "schema" and k not in NODE_LOCAL}
 
 
 def make_export(doc, data_dir, passphrase, now):
@@ -166,6 +169,9 @@ def open_backup(backup, passphrase, current, sections):
         files = None
     else:
         raise BackupError("the backup's kind must be plain or encrypted")
+    for name in NODE_LOCAL:
+        if name in current:
+            doc[name] = copy.deepcopy(current[name])
     return Opened(kind, doc, files, backup.get("created_at"))
 
 
@@ -206,7 +212,7 @@ def _check_document(data, schema, sections):
     """
     if not isinstance(data, dict):
         raise BackupError("the backup holds no data")
-    doc = copy.deepcopy(data)
+    doc = copy.deepcopy({k: v for k, v in data.items() if k not in NODE_LOCAL})
     doc["schema"] = schema
     try:
         doc = store.migrate(doc, "backup")
@@ -252,7 +258,7 @@ def _plain_restore(current, doc, omitted):
             doc[name] = copy.deepcopy(current[name])
     missing = []
     for path in omitted:
-        if path[0] in KEEP_ON_PLAIN_RESTORE:
+        if path[0] in KEEP_ON_PLAIN_RESTORE or path[0] in NODE_LOCAL:
             continue
         try:
             parent = _lookup(doc, path[:-1])

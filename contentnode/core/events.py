@@ -27,6 +27,9 @@ EVENTS = {
                                 "User {username} logged in from {ip}, an address not seen before for this user."),
     "backup_restored": ("Backup restored",
                         "A backup ({kind}, created {created_at}) was restored by {by}."),
+    "backup_failed": ("Scheduled backup failed",
+                      "The scheduled backup to {target} failed: {error}\nNext try: {next_try}. "
+                      "Until a run succeeds, further failures are shown in the panel but not sent again."),
     "update_available": ("Update available: contentnode {latest}",
                          "contentnode {latest} is available on the {channel} channel (running {current}).\n{notes}"),
     "fleet_sync_failed": ("Fleet: node {node} cannot follow the fleet",

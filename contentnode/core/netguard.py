@@ -60,6 +60,13 @@ class OutboundPolicy:
     admin_ports: frozenset = field(default_factory=frozenset)
     dns_server: str | None = None  # "ip[:port]" (setting dns_resolver); None: the system resolver
 
+    @classmethod
+    def for_node(cls, node_settings: dict, admin_port: int, dns_resolver: str) -> "OutboundPolicy":
+        """The policy of a node with these stored settings, admin port and dns_resolver start-up value
+        (the daemon's, and the offline commands' that reach a bucket)."""
+        return cls(allow_private=node_settings.get("allow_private_outbound", True),
+                   admin_ports=frozenset({admin_port}), dns_server=dns_resolver or None)
+
 
 @dataclass
 class FetchResult:

@@ -47,6 +47,7 @@ _ERROR_TEXT = {
     415: "unsupported_media_type",
     429: "rate_limited (with Retry-After)",
     500: "internal",
+    502: "the server the row calls failed: backup_bucket_failed, update_check_failed, acme_failed",
 }
 
 
@@ -84,6 +85,8 @@ def _error_statuses(route) -> list[int]:
         statuses.add(429)
     if route.if_match:
         statuses.add(412)
+    if route.upstream:
+        statuses.add(502)
     return sorted(statuses)
 
 

@@ -56,6 +56,8 @@ class Route:
     fleet_shared rows write what a fleet shares
     (docs/API.md, Fleet): a replica refuses them; fleet_shared_fields rows only
     when the body names one of those members (PUT /api/settings).
+    upstream rows call a server the operator named (a bucket, an update feed, an
+    ACME CA) and answer its failure 502 (published as such).
     """
 
     method: str
@@ -73,6 +75,7 @@ class Route:
     token_session: bool = True
     fleet_shared: bool = False
     fleet_shared_fields: frozenset = frozenset()
+    upstream: bool = False
 
 
 class RouteTable:

@@ -10,9 +10,11 @@ restarting SeaweedFS.
 API for tests (fixture `seaweed`, session scope):
 
     seaweed.endpoint, .region, .access_key, .secret_key    what a bucket record needs
+    seaweed.readonly_access_key, .readonly_secret_key      credentials that may read and list, never write
     seaweed.bucket_definition(bucket, **overrides)         body for POST /api/buckets
     seaweed.create_bucket(name)                            name: 3..63 chars [a-z0-9-]
     seaweed.put_object(bucket, key, data, content_type)
+    seaweed.get_object(bucket, key)                        the object's bytes (through the filer)
     seaweed.requests(method=None, contains=None)           [(method, path_and_query, status)]
     seaweed.count(method="GET", contains=None)             how many reached the origin
     seaweed.reset_counts()
@@ -141,6 +143,8 @@ class SeaweedS3:
         self.region = REGION
         self.access_key = "AK" + uuid.uuid4().hex[:16].upper()
         self.secret_key = uuid.uuid4().hex + uuid.uuid4().hex
+        self.readonly_access_key = "RO" + uuid.uuid4().hex[:16].upper()
+        self.readonly_secret_key = uuid.uuid4().hex + uuid.uuid4().hex
         self.ports = {name: _free_port_pair() for name in ("master", "volume", "filer", "s3", "admin")}
         self.proc = None
         self.log_path = os.path.join(workdir, "weed.log")
@@ -155,7 +159,10 @@ class SeaweedS3:
             json.dump({"identities": [{
                 "name": "tests",
                 "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
-                "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}, f)
+                "actions": ["Admin", "Read", "Write", "List", "Tagging"]}, {
+                "name": "readonly",
+                "credentials": [{"accessKey": self.readonly_access_key, "secretKey": self.readonly_secret_key}],
+                "actions": ["Read", "List"]}]}, f)
         os.makedirs(os.path.join(self.workdir, "data"), exist_ok=True)
         p = self.ports
         debug = str(_free_port())
@@ -259,6 +266,9 @@ class SeaweedS3:
                    content_type: str = "application/octet-stream"):
         self._filer("PUT", f"/buckets/{quote(bucket)}/{quote(key)}", data,
                     {"Content-Type": content_type})
+
+    def get_object(self, bucket: str, key: str) -> bytes:
+        return self._filer("GET", f"/buckets/{quote(bucket)}/{quote(key)}")
 
     def requests(self, method: str | None = None, contains: str | None = None) -> list:
         with self.proxy.lock:

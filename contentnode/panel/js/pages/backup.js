@@ -1,5 +1,6 @@
 // Backup: export (plain, or encrypted with a passphrase) as a file download,
-// and restore from a file after a confirmation.
+// restore from a file after a confirmation, and the scheduled backups to a
+// bucket (backup-schedule.js).
 
 import { api, post } from '../api.js';
 import { h, mount } from '../dom.js';
@@ -7,7 +8,9 @@ import { field, form, button, onSubmit, actions, checkbox } from '../forms.js';
 import { confirm } from '../dialog.js';
 import { toast } from '../toast.js';
 import { when } from '../format.js';
-import { pageHeader, card, download, callout, facts, resultBanner, tokenSessionNote } from '../ui.js';
+import { pageHeader, card, download, callout, tokenSessionNote } from '../ui.js';
+import { restoredView } from '../backup-restored.js';
+import { scheduleCards } from '../backup-schedule.js';
 
 function filename(disposition, kind) {
   const m = /filename="?([^";]+)"?/.exec(disposition);
@@ -37,18 +40,6 @@ function exportCard(admin) {
   });
   return card('Export', { description: 'Download the node\'s configuration as a file.' },
     admin ? null : callout('info', 'Only an administrator can export an encrypted backup; yours leaves every secret out.'), f);
-}
-
-// What the restore kept of this node's credentials (the answer's "kept"), one row per non-empty list.
-function keptFacts(r) {
-  if (r.restore_credentials) return [['Credentials', 'restored as the backup had them']];
-  const k = r.kept;
-  const tokens = (list) => list.map((t) => `${t.name} (${t.user})`).join(', ');
-  const rows = [['Tokens revoked since, still revoked', tokens(k.tokens_revoked)], ['Tokens made since, kept', tokens(k.tokens_created)],
-    ['Users deleted since, still deleted', k.users_deleted.join(', ')], ['Users made since, kept', k.users_created.join(', ')],
-    ['Current credentials kept', k.users_credentials.map((c) => `${c.user}: ${c.kept.join(', ').replace('_', ' ')}`).join('; ')]];
-  const shown = rows.filter(([, text]) => text);
-  return shown.length ? shown : [['Credentials', 'none changed since the backup']];
 }
 
 function restoreCard() {
@@ -89,16 +80,19 @@ function restoreCard() {
     if (doc.kind === 'encrypted' && v.restore_credentials) body.restore_credentials = true;
     const r = await post('/api/backup/restore', body);
     f.elements.passphrase.value = '';
-    mount(out, resultBanner(true, 'The backup was restored.'), facts([['Kind', r.kind], ['Made', when(r.created_at)],
-      ['Previous state saved as', h('code', {}, r.pre_restore)], ['Other sessions ended', String(r.sessions_ended)], ...keptFacts(r)]));
+    mount(out, restoredView(r));
     toast('Backup restored');
   });
   return card('Restore', { description: 'Replace this node\'s configuration with a backup.' }, f, out);
 }
 
-export function render(ctx) {
+export async function render(ctx) {
   const admin = ctx.user.role === 'admin' && !ctx.session.token; // a token session acts as a custom user
-  mount(ctx.main, pageHeader('Backup', 'Export the configuration, or restore it on this or a new node.'),
-    h('div', { class: 'grid-2' }, exportCard(admin), admin ? restoreCard() : card('Restore', {}, ctx.session.token
-      ? tokenSessionNote('a backup can be restored') : callout('info', 'Only an administrator can restore a backup.'))));
+  const scheduled = h('div', {});
+  mount(ctx.main, pageHeader('Backup', 'Export the configuration, or restore it on this or a new node; back up to a bucket on a schedule.'),
+    h('div', { class: 'stack' },
+      h('div', { class: 'grid-2' }, exportCard(admin), admin ? restoreCard() : card('Restore', {}, ctx.session.token
+        ? tokenSessionNote('a backup can be restored') : callout('info', 'Only an administrator can restore a backup.'))),
+      scheduled));
+  mount(scheduled, await scheduleCards(ctx, admin));
 }
