@@ -22,6 +22,7 @@ from contentnode.api import notifications as notifications_api
 from contentnode.api import settings as settings_api
 from contentnode.api import updates as updates_api
 from contentnode.auth import scopes
+from contentnode.auth.passkeys import Challenges
 from contentnode.auth.passwords import PasswordHasher
 from contentnode.auth.ratelimit import FailureLimiter
 from contentnode.auth.sessions import SessionManager
@@ -70,6 +71,7 @@ class App:
     sessions: SessionManager
     hasher: PasswordHasher
     login_limiter: FailureLimiter
+    passkey_challenges: Challenges  # WebAuthn challenges waiting for their answer (memory only)
     audit: AuditLog
     events: EventBus
     metrics: NodeMetrics
@@ -312,6 +314,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> A
         _ensure_node_identity(app.store, clock)
     app.hasher = PasswordHasher(config.hash_memory_kib, config.hash_time_cost, config.max_concurrent_hashes)
     app.login_limiter = FailureLimiter()
+    app.passkey_challenges = Challenges(clock)
     app.apply_policy()
     app.audit = AuditLog(config.data_dir, clock)
     app.events = EventBus()

@@ -22,14 +22,14 @@ import os
 import re
 import threading
 
-from contentnode.auth import restored_accounts, tokens
+from contentnode.auth import passkeys, restored_accounts, tokens
 from contentnode.auth.policy import DEFAULT_POLICY, checked_policy
 from contentnode.auth.scopes import ROLES, invalid_scopes
 from contentnode.auth.users import USERNAME_PATTERN
 from contentnode.clock import parse_rfc3339
 from contentnode.core import buckets, domains, notify, revisions, rules
 from contentnode.core import settings as st
-from contentnode.core import backup
+from contentnode.core import backup, webauthn
 from contentnode.core.backup import BackupError
 from contentnode.core.folders import FolderRoots
 from contentnode.core.hostnames import HostnameError, normalize_host
@@ -39,6 +39,8 @@ from contentnode.tls import HTTPS_DEFAULTS
 
 _HEX = re.compile(r"[0-9a-f]+")
 _RECOVERY_HASH = re.compile(r"[0-9a-f]{64}")  # totp.hash_recovery_code: SHA-256 hex
+_PASSKEY_MEMBERS = {"id", "name", "credential_id", "public_key", "algorithm", "sign_count", "backup_eligible",
+                    "backup_state", "aaguid", "transports", "created_at", "last_used_at"}
 _restore_lock = threading.Lock()  # one restore at a time within this process
 
 
@@ -86,6 +88,35 @@ def _totp(totp, name):
         _require(totp.get("secret") is not None, f"user {name!r}: two-factor is on without its secret")
 
 
+def _passkeys(records, name, seen: set):
+    """Passkeys as api/passkeys.py writes them: ids, a COSE key the node can verify with, counter, flags."""
+    _require(isinstance(records, list) and len(records) <= passkeys.MAX_PASSKEYS,
+             f"user {name!r}: passkeys must be a list of at most {passkeys.MAX_PASSKEYS}")
+    for record in records:
+        _require(isinstance(record, dict) and set(record) == _PASSKEY_MEMBERS, f"user {name!r}: bad passkey record")
+        what = f"user {name!r}: passkey {str(record['id'])[:20]!r}"
+        _require(isinstance(record["id"], str) and _HEX.fullmatch(record["id"]), f"{what}: bad id")
+        _require(isinstance(record["name"], str) and 1 <= len(record["name"]) <= 64, f"{what}: bad name")
+        try:
+            raw_id = webauthn.from_b64url(record["credential_id"], "credential_id")
+            algorithm = webauthn.algorithm_of(webauthn.from_b64url(record["public_key"], "public_key"))
+        except webauthn.WebAuthnError as exc:
+            raise _Bad(f"{what}: {exc}") from None
+        _require(1 <= len(raw_id) <= webauthn.MAX_CREDENTIAL_ID and algorithm == record["algorithm"],
+                 f"{what}: the credential id or algorithm does not fit its key")
+        _require(raw_id not in seen, f"{what}: the credential is registered twice")
+        seen.add(raw_id)
+        _require(type(record["sign_count"]) is int and 0 <= record["sign_count"] < 2 ** 32, f"{what}: bad sign_count")
+        _require(all(isinstance(record[k], bool) for k in ("backup_eligible", "backup_state")),
+                 f"{what}: backup flags must be true or false")
+        _require(isinstance(record["aaguid"], str) and re.fullmatch(r"[0-9a-f]{32}", record["aaguid"]),
+                 f"{what}: bad aaguid")
+        _require(isinstance(record["transports"], list) and len(record["transports"]) <= 8
+                 and all(isinstance(t, str) and len(t) <= 32 for t in record["transports"]), f"{what}: bad transports")
+        _time(record["created_at"], f"{what}: created_at", optional=False)
+        _time(record["last_used_at"], f"{what}: last_used_at")
+
+
 def _records(section, what):
     """(key, record) pairs of a section holding one object per key."""
     for key, record in section.items():
@@ -101,7 +132,7 @@ def _node(section):
 
 
 def _users(section):
-    names = set()
+    names, credentials = set(), set()
     for user_id, user in _records(section, "user"):
         _require(user.get("id") == user_id, f"user {user_id!r} has another id inside")
         name = user.get("username")
@@ -115,6 +146,7 @@ def _users(section):
         _require(isinstance(user.get("password_hash"), str) and user["password_hash"], f"user {name!r}: no password hash")
         _require(isinstance(user.get("disabled", False), bool), f"user {name!r}: disabled must be true or false")
         _totp(user.get("totp") or {}, name)
+        _passkeys(user.get("passkeys") or [], name, credentials)
         for stamp in ("created_at", "last_login_at", "password_changed_at"):
             _time(user.get(stamp), f"user {name!r}: {stamp}")
         addresses = user.get("known_addresses") or []

@@ -111,9 +111,9 @@ class Watch:
         assert problems == [], f"{where}: {problems}"
 
 
-def new_context(browser, node, **options):
-    """A context on the node's admin origin, with a Watch (context.watch) and Playwright's clock."""
-    origin = f"http://127.0.0.1:{node.admin_port}"
+def new_context(browser, node, host="127.0.0.1", **options):
+    """A context on the node's admin origin (under `host`), with a Watch (context.watch) and Playwright's clock."""
+    origin = f"http://{host}:{node.admin_port}"
     context = browser.new_context(base_url=origin, viewport=dict(zip(("width", "height"), WIDTHS["wide"])),
                                   **options)
     context.set_default_timeout(15000)

@@ -41,7 +41,7 @@ def test_totp_codes_in_other_digits_are_wrong_codes_not_errors(node, admin):
     assert refused.status == 400 and refused.json["error"]["field"] == "code", refused.body
     assert admin.post("/api/me/2fa/enable", {"code": code(secret, offset)}).status == 200
     client = node.client()
-    assert client.login(ADMIN_USER, ADMIN_PASSWORD).json == {"two_factor_required": True}
+    assert client.login(ADMIN_USER, ADMIN_PASSWORD).json == {"two_factor_required": True, "two_factor_methods": ["totp"]}
     wrong = client.post("/api/login/2fa", {"code": "\u0661\u0662\u0663\u0664\u0665\u0666"})
     assert wrong.status == 401 and wrong.error_code == "bad_credentials", wrong.body
     assert client.post("/api/login/2fa", {"code": code(secret, offset, 1)}).status == 200

@@ -8,7 +8,8 @@ from tests.node import ADMIN_PASSWORD, ADMIN_USER
 pytestmark = pytest.mark.in_process  # HTTP to the App only: no process needed
 
 DEFAULTS = {"two_factor": "optional", "password_min_length": 12, "session_idle_timeout": 3600,
-            "session_absolute_timeout": 43200, "lockout_threshold": 5, "lockout_duration": 900, "revision": 1}
+            "session_absolute_timeout": 43200, "lockout_threshold": 5, "lockout_duration": 900, "passkeys": "second_factor",
+            "revision": 1}
 
 
 def test_defaults_and_scope(node, admin):
@@ -23,6 +24,7 @@ def test_defaults_and_scope(node, admin):
 BAD = [
     ({"two_factor": "sometimes"}, "two_factor"),
     ({"two_factor": None}, "two_factor"),
+    ({"passkeys": "always"}, "passkeys"),
     ({"password_min_length": 7}, "password_min_length"),
     ({"password_min_length": 129}, "password_min_length"),
     ({"password_min_length": "12"}, "password_min_length"),

@@ -79,7 +79,7 @@ def test_a_restore_keeps_every_credential_changed_since_the_backup(node, admin):
     assert _token_login(node, tokens["kept"]).status == 200
     assert _token_login(node, tokens["made_since"]).status == 200
     assert node.client().login("vera", PASSWORD).status == 401
-    assert node.client().login("vera", NEW_PASSWORD).json == {"two_factor_required": True}
+    assert node.client().login("vera", NEW_PASSWORD).json == {"two_factor_required": True, "two_factor_methods": ["totp"]}
     assert node.client().login("gone", PASSWORD).status == 401
     assert node.client().login("dora", PASSWORD).status == 401
     assert node.client().login("late", PASSWORD).status == 200

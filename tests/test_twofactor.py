@@ -13,7 +13,7 @@ pytestmark = pytest.mark.in_process  # HTTP and the clock only: no process neede
 def _password_step(node, username=ADMIN_USER, password=ADMIN_PASSWORD):
     client = node.client()
     response = client.login(username, password)
-    assert response.status == 200 and response.json == {"two_factor_required": True}, response.body
+    assert response.status == 200 and response.json == {"two_factor_required": True, "two_factor_methods": ["totp"]}, response.body
     return client
 
 

@@ -15,7 +15,7 @@ from contentnode.auth.sessions import COOKIE
 from contentnode.http import openapi
 from contentnode.api import (audit, backup, backup_schedule, buckets, cache, certs, delivery, domains, fleet,
                              fleet_keys, https, links, login, me, my_sessions, notifications, panel, panel_assets,
-                             policy, rules, settings, system, tokens, twofactor, updates, users)
+                             passkeys, policy, rules, settings, system, tokens, twofactor, updates, users)
 
 MODULES = [
     system,
@@ -24,6 +24,7 @@ MODULES = [
     panel,
     users,
     twofactor,
+    passkeys,
     my_sessions,
     tokens,
     policy,

@@ -4,11 +4,11 @@ import hashlib
 import hmac
 
 from contentnode.core import fields as v
-from contentnode.auth.policy import TWO_FACTOR_MODES
+from contentnode.auth.policy import DEFAULT_POLICY, PASSKEY_MODES, TWO_FACTOR_MODES
 from contentnode.auth.scopes import ROLES, SCOPES
 from contentnode.auth.passwords import MAX_LENGTH as PASSWORD_MAX_LENGTH, password_problem
-from contentnode.auth import tokens
-from contentnode.auth.ratelimit import address_key, password_key, token_key
+from contentnode.auth import passkeys, tokens
+from contentnode.auth.ratelimit import address_key, password_key, second_factor_key, token_key
 from contentnode.auth.sessions import PENDING_LIFETIME, clear_cookie_header, cookie_header
 from contentnode.auth.users import USERNAME_PATTERN, find_by_username, new_user, new_username, public_user
 from contentnode.http.errors import ApiError, conflict, invalid, rate_limited
@@ -47,6 +47,7 @@ def get_session(req):
         "authenticated": req.user is not None,
         "setup_required": not _any_admin(users),
         "two_factor_policy": policy["two_factor"],
+        "passkeys_policy": policy.get("passkeys", DEFAULT_POLICY["passkeys"]),
         "two_factor_pending": req.pending_session is not None,
         "two_factor_enrollment_required": bool(req.user and req.app.sessions.must_enrol(req.user, req.api_token)),
         "user": session_user(req) if req.user else None,
@@ -166,6 +167,20 @@ def password_attempt(req, username: str, password_hash, password: str, failure_a
     return True
 
 
+def confirm_password(req, body: dict, failure_action: str) -> None:
+    """The caller's own password (2FA and passkey changes), counted like a login attempt when wrong."""
+    password = body.get("password")
+    if not isinstance(password, str) or not password:
+        raise invalid("password is required", "password")
+    if not password_attempt(req, req.user["username"], req.user["password_hash"], password, failure_action):
+        raise invalid("the password is wrong", "password")
+
+
+def two_factor_keys(req, username: str) -> tuple:
+    """Limiter keys of a second login step: the address, and the account's own second-factor key."""
+    return address_key(req.client_ip), second_factor_key(username)
+
+
 def token_login(req, body: dict):
     """Exchange an API token for a session: no 2FA step, its own per-address limiter key.
 
@@ -208,15 +223,17 @@ def login(req):
     if not password_attempt(req, username, user["password_hash"] if usable else None, password, "login.failure"):
         raise ApiError(401, "bad_credentials", "wrong username or password")
     req.app.login_limiter.clear(password_key(username))
-    if (user.get("totp") or {}).get("enabled"):
+    methods = passkeys.second_factors(user, req.app.store.data["policy"])
+    if methods:
         token, _ = req.app.sessions.create(user["id"], req.client_ip, req.user_agent, pending=True)
         req.user = user
         req.audit("login.password_ok", target=user["username"])
-        return json_response({"two_factor_required": True}, 200, _cookie(req, token, int(PENDING_LIFETIME)))
+        return json_response({"two_factor_required": True, "two_factor_methods": methods}, 200,
+                             _cookie(req, token, int(PENDING_LIFETIME)))
     return complete_login(req, user)
 
 
-def complete_login(req, user: dict):
+def complete_login(req, user: dict, method: str = "password"):
     """Every login step that succeeds ends here: a fresh token, last login, audit, events."""
     if req.token:
         req.app.sessions.delete_token(req.token)
@@ -229,7 +246,7 @@ def complete_login(req, user: dict):
         user = record
     token, _ = req.app.sessions.create(user["id"], req.client_ip, req.user_agent)
     req.user = user
-    req.audit("login.success", target=user["username"])
+    req.audit("login.success", target=user["username"], detail={"method": method})
     req.app.metrics.logins.inc("success")
     if user["role"] == "admin" and known and req.client_ip not in known:
         req.app.events.emit("admin_login_new_address", username=user["username"], ip=req.client_ip)
@@ -249,6 +266,7 @@ USER = answer({"id": STRING, "username": STRING, "role": one_of(*ROLES), "scopes
                "last_login_at": nullable(STRING)})
 TOKEN_SUMMARY = nullable(answer({"id": STRING, "name": STRING}))
 SESSION = answer({"authenticated": BOOLEAN, "setup_required": BOOLEAN, "two_factor_policy": one_of(*TWO_FACTOR_MODES),
+                  "passkeys_policy": one_of(*PASSKEY_MODES),
                   "two_factor_pending": BOOLEAN, "two_factor_enrollment_required": BOOLEAN,
                   "user": nullable(USER), "token": TOKEN_SUMMARY})
 

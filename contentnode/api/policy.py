@@ -7,14 +7,14 @@ app.apply_policy(), session limits on the next request.
 
 from contentnode.core import fields as v
 from contentnode.core import revisions
-from contentnode.auth.policy import LIMITS, TWO_FACTOR_MODES, checked_policy
+from contentnode.auth.policy import DEFAULT_POLICY, LIMITS, PASSKEY_MODES, TWO_FACTOR_MODES, checked_policy
 from contentnode.http.router import Route
 from contentnode.http.schema import answer, integer, obj, one_of
 
 
 def view(doc) -> dict:
     """The policy object the API answers: every limit and the revision."""
-    return dict(doc["policy"], revision=revisions.of_section(doc, "policy"))
+    return dict(DEFAULT_POLICY, **doc["policy"], revision=revisions.of_section(doc, "policy"))
 
 
 def get_policy(req):
@@ -25,7 +25,7 @@ def put_policy(req):
     body = v.require_object(req.body)
     with req.app.store.transaction() as doc:
         revisions.require("the policy", revisions.of_section(doc, "policy"), req.if_match)
-        current = dict(doc["policy"])
+        current = dict(DEFAULT_POLICY, **doc["policy"])
         wanted = checked_policy(body, current)
         doc["policy"] = wanted
     req.app.apply_policy()
@@ -35,7 +35,7 @@ def put_policy(req):
     return view(doc)
 
 
-_POLICY = {"two_factor": one_of(*TWO_FACTOR_MODES), **{name: integer(lo, hi) for name, (lo, hi) in LIMITS.items()}}
+_POLICY = {"two_factor": one_of(*TWO_FACTOR_MODES), "passkeys": one_of(*PASSKEY_MODES), **{name: integer(lo, hi) for name, (lo, hi) in LIMITS.items()}}
 POLICY_BODY = obj(_POLICY, description="a partial update, checked as a whole")
 POLICY = answer(_POLICY)
 

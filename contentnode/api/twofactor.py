@@ -7,20 +7,17 @@ own key ("2fa:<name>"), which a correct password does not clear.
 """
 
 from contentnode.core import fields as v
-from contentnode.api.login import (attempt_succeeded, check_rate_limit, complete_login, count_failure,
-                                   password_attempt)
+from contentnode.api.login import (attempt_succeeded, check_rate_limit, complete_login, confirm_password,
+                                   count_failure, two_factor_keys)
+from contentnode.api.passkeys import CREDENTIAL, pending_user, second_factor_login
 from contentnode.auth import totp
+from contentnode.auth.passkeys import has_second_factor
 from contentnode.auth.policy import TWO_FACTOR_MODES, requires_two_factor
-from contentnode.auth.ratelimit import address_key, second_factor_key
 from contentnode.auth.users import public_user
 from contentnode.core import settings as st
 from contentnode.http.errors import ApiError, conflict, invalid
 from contentnode.http.router import Route
 from contentnode.http.schema import BOOLEAN, answer, obj, one_of, text
-
-
-def two_factor_keys(req, username: str) -> tuple:
-    return address_key(req.client_ip), second_factor_key(username)
 
 
 def _check_second_factor(state: dict, code: str, now: float) -> str | None:
@@ -41,12 +38,13 @@ def _check_second_factor(state: dict, code: str, now: float) -> str | None:
 
 
 def login_second_step(req):
-    """POST /api/login/2fa {"code"}: a TOTP code or one recovery code completes a pending login."""
-    user = req.pending_user
-    if req.pending_session is None or user is None:
-        raise ApiError(401, "unauthenticated",
-                       "no login is waiting for a code (it expires after 5 minutes); log in with the password first")
+    """POST /api/login/2fa {"code"} or {"passkey"}: a TOTP code, one recovery code or a passkey
+    completes a pending login."""
+    user = pending_user(req)
     body = req.body
+    if "passkey" in body:
+        v.only(body, {"passkey"})
+        return second_factor_login(req, body["passkey"])
     code = v.text(body, "code", max_len=64)
     keys = two_factor_keys(req, user["username"])
     check_rate_limit(req, keys)
@@ -65,15 +63,6 @@ def login_second_step(req):
     return complete_login(req, user)
 
 
-def _confirm_password(req, body: dict) -> None:
-    """The caller's own password, counted like a login attempt when wrong."""
-    password = body.get("password")
-    if not isinstance(password, str) or not password:
-        raise invalid("password is required", "password")
-    if not password_attempt(req, req.user["username"], req.user["password_hash"], password, "2fa.password_failure"):
-        raise invalid("the password is wrong", "password")
-
-
 def _state(user: dict) -> dict:
     return user.get("totp") or {}
 
@@ -88,6 +77,7 @@ def status(req):
         "required": requires_two_factor(policy, req.user),
         "policy": policy["two_factor"],
         "recovery_codes_left": len(state.get("recovery") or []) if state.get("enabled") else 0,
+        "turn_off_allowed": bool(state.get("enabled")) and _may_turn_off(policy, req.user),
     }
 
 
@@ -96,7 +86,7 @@ def setup(req):
     body = req.body
     if req.app.store.data["policy"]["two_factor"] == "off" and not _state(req.user).get("enabled"):
         raise conflict("conflict", "the policy turns two-factor authentication off on this node")
-    _confirm_password(req, body)
+    confirm_password(req, body, "2fa.password_failure")
     secret = totp.new_secret()
     with req.app.store.transaction() as doc:
         record = doc["users"][req.user["id"]]
@@ -132,12 +122,18 @@ def _require_enabled(req) -> None:
         raise conflict("conflict", "two-factor authentication is not enabled for this account")
 
 
+def _may_turn_off(policy: dict, user: dict) -> bool:
+    """Whether the policy lets TOTP go: 2FA is not required of the account, or a passkey stays."""
+    return not requires_two_factor(policy, user) or has_second_factor(dict(user, totp={}), policy)
+
+
 def disable(req):
     body = req.body
     _require_enabled(req)
-    if requires_two_factor(req.app.store.data["policy"], req.user):
-        raise conflict("conflict", "the policy requires two-factor authentication for this account")
-    _confirm_password(req, body)
+    if not _may_turn_off(req.app.store.data["policy"], req.user):
+        raise conflict("conflict", "the policy requires two-factor authentication for this account "
+                                   "(a passkey would do instead)")
+    confirm_password(req, body, "2fa.password_failure")
     with req.app.store.transaction() as doc:
         record = doc["users"][req.user["id"]]
         record["totp"] = {"enabled": False}
@@ -150,7 +146,7 @@ def regenerate_recovery_codes(req):
     """Ten new recovery codes; every earlier one stops working."""
     body = req.body
     _require_enabled(req)
-    _confirm_password(req, body)
+    confirm_password(req, body, "2fa.password_failure")
     codes, hashes = totp.new_recovery_codes()
     with req.app.store.transaction() as doc:
         doc["users"][req.user["id"]]["totp"]["recovery"] = hashes
@@ -159,11 +155,14 @@ def regenerate_recovery_codes(req):
 
 
 PASSWORD_BODY = obj({"password": {"type": "string", "minLength": 1}}, required=["password"])
-SECOND_STEP_BODY = obj({"code": text(64)}, required=["code"], description="a TOTP code or a recovery code")
+SECOND_STEP_BODY = obj({"code": text(64), "passkey": CREDENTIAL},
+                       description='{"code"}: a TOTP code or a recovery code; or {"passkey"}: the answer to '
+                                   'POST /api/login/2fa/passkey-options')
 ENABLE_BODY = obj({"code": text(16)}, required=["code"], description="a code from the set-up secret")
 
 STATUS = answer({"enabled": BOOLEAN, "setup_pending": BOOLEAN, "required": BOOLEAN,
-                 "policy": one_of(*TWO_FACTOR_MODES), "recovery_codes_left": {"type": "integer", "minimum": 0}})
+                 "policy": one_of(*TWO_FACTOR_MODES), "recovery_codes_left": {"type": "integer", "minimum": 0},
+                 "turn_off_allowed": BOOLEAN})
 
 ROUTES = [
     Route("POST", "/api/login/2fa", "public", login_second_step, body=SECOND_STEP_BODY),

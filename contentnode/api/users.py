@@ -14,6 +14,7 @@ from contentnode import clock
 from contentnode.core import fields as v
 from contentnode.core import revisions
 from contentnode.api.login import NEW_PASSWORD, USER, USERNAME, checked_new_password
+from contentnode.auth import passkeys
 from contentnode.auth.ratelimit import address_key, password_key, second_factor_key
 from contentnode.auth.scopes import ROLES, SCOPES, effective_scopes
 from contentnode.auth.tokens import revoke_all
@@ -190,10 +191,9 @@ def reset_two_factor(req):
     _may_manage(req, target["role"], target.get("scopes"))
     with req.app.store.transaction() as doc:
         record = _record(doc, target, req.if_match)
-        was_enabled = bool((record.get("totp") or {}).get("enabled"))
-        record["totp"] = {"enabled": False}
+        was = passkeys.clear_second_factors(record)
     req.app.login_limiter.clear(second_factor_key(record["username"]))
-    req.audit("user.2fa_reset", target=record["username"], detail={"was_enabled": was_enabled})
+    req.audit("user.2fa_reset", target=record["username"], detail=was)
     return no_content()
 
 

@@ -4,6 +4,7 @@ from contentnode.core import fields as v
 from contentnode.core.fields import FieldError
 
 TWO_FACTOR_MODES = ("off", "optional", "admins", "all")
+PASSKEY_MODES = ("off", "second_factor", "passwordless")
 
 DEFAULT_POLICY = {
     "two_factor": "optional",
@@ -12,6 +13,7 @@ DEFAULT_POLICY = {
     "session_absolute_timeout": 43200,
     "lockout_threshold": 5,
     "lockout_duration": 900,
+    "passkeys": "second_factor",
 }
 
 
@@ -31,10 +33,11 @@ def checked_policy(body: dict, current: dict) -> dict:
     The idle timeout may not exceed the absolute one; the field named is the one body changes.
     """
     v.only(body, DEFAULT_POLICY)
-    wanted = dict(current)
-    wanted["two_factor"] = v.choice(body, "two_factor", TWO_FACTOR_MODES, default=current["two_factor"])
+    wanted = dict(DEFAULT_POLICY, **current)
+    wanted["two_factor"] = v.choice(body, "two_factor", TWO_FACTOR_MODES, default=wanted["two_factor"])
+    wanted["passkeys"] = v.choice(body, "passkeys", PASSKEY_MODES, default=wanted["passkeys"])
     for name, (lo, hi) in LIMITS.items():
-        wanted[name] = v.integer(body, name, lo, hi, default=current[name])
+        wanted[name] = v.integer(body, name, lo, hi, default=wanted[name])
     if wanted["session_idle_timeout"] > wanted["session_absolute_timeout"]:
         field = "session_idle_timeout" if "session_idle_timeout" in body else "session_absolute_timeout"
         raise FieldError("session_idle_timeout must not exceed session_absolute_timeout", field)

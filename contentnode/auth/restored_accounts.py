@@ -7,7 +7,7 @@ backup's credentials as they were (restore_credentials), the accounts a
 restore writes are the node's current ones:
 
 - every user the node has now stays, with its current password, two-factor
-  state, tokens, last login and addresses; from the backup it takes only the
+  state (TOTP and passkeys), tokens, last login and addresses; from the backup it takes only the
   account's access (role and scopes) and `disabled`, and only where they give
   no more than the node grants now (a restore may narrow or disable, never
   widen or re-enable);
@@ -79,9 +79,11 @@ def _merged_user(then: dict, now: dict) -> tuple[dict, list]:
 
 
 def _second_factor(user: dict) -> tuple:
-    """What opens the account's second step: on or off, the secret, the unused recovery codes."""
+    """What opens the account's second step: on or off, the secret, the unused recovery codes, the
+    passkeys (a backup's older sign counter would also roll back the clone check)."""
     totp = user.get("totp") or {}
-    return bool(totp.get("enabled")), totp.get("secret"), sorted(totp.get("recovery") or ())
+    keys = sorted((p["credential_id"], p["sign_count"]) for p in user.get("passkeys") or ())
+    return bool(totp.get("enabled")), totp.get("secret"), sorted(totp.get("recovery") or ()), keys
 
 
 def _token_ref(token: dict, users: dict) -> dict:

@@ -15,6 +15,7 @@ import secrets
 import threading
 
 from contentnode.auth import tokens
+from contentnode.auth.passkeys import has_second_factor
 from contentnode.auth.policy import requires_two_factor
 from contentnode.fileio import atomic_write
 
@@ -187,6 +188,6 @@ class SessionManager:
 
     def must_enrol(self, user: dict, api_token=None) -> bool:
         """True when the 2FA policy requires 2FA of this user and they have none yet."""
-        if api_token is not None or (user.get("totp") or {}).get("enabled"):
+        if api_token is not None or has_second_factor(user, self._policy()):
             return False  # a token session has no second-factor step (docs/API.md, "API tokens")
         return requires_two_factor(self._policy(), user)

@@ -44,7 +44,7 @@ def public_user(user: dict) -> dict:
         "username": user["username"],
         "role": user["role"],
         "scopes": effective_scopes(user["role"], user.get("scopes") or ()),
-        "two_factor": bool((user.get("totp") or {}).get("enabled")),
+        "two_factor": bool((user.get("totp") or {}).get("enabled") or user.get("passkeys")),
         "disabled": bool(user.get("disabled")),
         "created_at": clock.rfc3339(user.get("created_at")),
         "last_login_at": clock.rfc3339(user.get("last_login_at")),

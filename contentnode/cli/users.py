@@ -11,6 +11,7 @@ import getpass
 import sys
 
 from contentnode import clock
+from contentnode.auth import passkeys
 from contentnode.auth.passwords import password_problem
 from contentnode.auth.scopes import ROLES, SCOPES
 from contentnode.auth.users import find_by_username, new_user, new_username, role_and_scopes
@@ -83,15 +84,16 @@ def reset_password(app, args) -> str:
 def reset_two_factor(app, args) -> str:
     user = _user(app, args.username)
     with app.store.transaction() as doc:
-        doc["users"][user["id"]]["totp"] = {"enabled": False}
-    _audit(app, "user.2fa_reset", user["username"])
-    return f"two-factor authentication removed for {user['username']}; they may set it up again after login"
+        was = passkeys.clear_second_factors(doc["users"][user["id"]])
+    _audit(app, "user.2fa_reset", user["username"], **was)
+    return (f"two-factor authentication removed for {user['username']} (TOTP and {was['passkeys_removed']} "
+            f"passkey(s)); they may set it up again after login")
 
 
 def list_users(app, args) -> str:
     lines = [f"{'username':24} {'role':9} {'2fa':4} {'disabled':9} last login"]
     for user in sorted(app.store.data["users"].values(), key=lambda u: u["username"].lower()):
-        two_factor = "yes" if (user.get("totp") or {}).get("enabled") else "no"
+        two_factor = "yes" if (user.get("totp") or {}).get("enabled") or user.get("passkeys") else "no"
         lines.append(f"{user['username']:24} {user['role']:9} {two_factor:4} "
                      f"{'yes' if user.get('disabled') else 'no':9} {clock.rfc3339(user.get('last_login_at')) or '-'}")
     return "\n".join(lines)

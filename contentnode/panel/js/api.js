@@ -25,7 +25,8 @@ export function onAuthProblem(kind, fn) {
 }
 
 // Routes whose 401 belongs to the form that called them, not to the session.
-const AUTH_ROUTES = ['/api/login', '/api/login/2fa', '/api/setup', '/api/session', '/api/logout'];
+const AUTH_ROUTES = ['/api/login', '/api/login/2fa', '/api/login/2fa/passkey-options', '/api/login/passkey',
+  '/api/login/passkey/options', '/api/setup', '/api/session', '/api/logout'];
 
 export async function api(method, path, body, { text = false, revision } = {}) {
   const init = { method, credentials: 'include', headers: { Accept: 'application/json' } };

@@ -1,5 +1,5 @@
 // My account: password, two-factor authentication (QR code, manual key,
-// recovery codes shown once), my API tokens (the secret shown once), and my
+// recovery codes shown once), passkeys, my API tokens (the secret shown once), and my
 // sessions. A session opened with a token gets none of the credential or session
 // cards: the API refuses them to token sessions (docs/API.md, "What a token session may and may not do").
 
@@ -13,6 +13,7 @@ import { pageHeader, card, facts, table, badge, callout, copyButton, download } 
 import { qrSvg } from '../qr.js';
 import { scopeChecks } from './users.js';
 import { tokenTable } from '../tokens.js';
+import { passkeysCard } from '../passkeys.js';
 
 function passwordCard() {
   const f = form({},
@@ -90,14 +91,14 @@ async function twoFactorCard(ctx, redraw) {
           showCodes(r.recovery_codes, redraw);
         }) }),
         startSetup('Move to a new authenticator'),
-        st.required ? null : button('Turn off', { kind: 'danger-soft', onclick: () => withPassword('Turn off two-factor authentication?', 'Turn off', 'Logins then need only your password.', async (password, close) => {
+        st.turn_off_allowed ? button('Turn off', { kind: 'danger-soft', onclick: () => withPassword('Turn off two-factor authentication?', 'Turn off', 'Logins then need only your password.', async (password, close) => {
           await post('/api/me/2fa/disable', { password });
           close();
           toast('Two-factor authentication is off');
           await ctx.refreshSession();
           redraw();
-        }, true) })),
-      st.required ? h('p', { class: 'muted small' }, 'The security policy requires it for your account, so it cannot be turned off.') : null);
+        }, true) }) : null),
+      st.turn_off_allowed ? null : h('p', { class: 'muted small' }, 'The security policy requires two-factor authentication for your account, and this is its only second factor, so it cannot be turned off.'));
   } else if (st.policy === 'off') {
     parts.push(h('p', { class: 'muted' }, 'Two-factor authentication is turned off on this node by its security policy.'));
   } else {
@@ -181,8 +182,8 @@ export async function render(ctx) {
   if (ctx.session.two_factor_enrollment_required) {
     // Until enrolment only /api/me/2fa... answers: show just that.
     mount(ctx.main, pageHeader('My account', `Signed in as ${me.username}`),
-      callout('warn', 'The node requires two-factor authentication for your account. Set it up below to use the rest of the panel.'),
-      await twoFactorCard(ctx, redraw));
+      callout('warn', 'The node requires two-factor authentication for your account. Set it up below (an authenticator app or a passkey) to use the rest of the panel.'),
+      await twoFactorCard(ctx, redraw), await passkeysCard(ctx, redraw));
     return;
   }
   const profile = card('Profile', {}, facts([['Username', me.username], ['Role', me.role], ['Scopes', me.scopes.join(', ') || 'none'],
@@ -190,13 +191,14 @@ export async function render(ctx) {
   if (ctx.session.token) {
     // The API refuses passwords, 2FA, tokens and sessions to a token session: offer none of them.
     mount(ctx.main, pageHeader('My account', `Signed in as ${me.username}`),
-      callout('info', `You are signed in with the API token "${ctx.session.token.name}". Your password, two-factor authentication, API tokens and sessions can be seen and changed only after logging in with your password.`),
+      callout('info', `You are signed in with the API token "${ctx.session.token.name}". Your password, two-factor authentication, passkeys, API tokens and sessions can be seen and changed only after logging in with your password.`),
       profile);
     return;
   }
-  const [tf, tokens, sess] = await Promise.all([twoFactorCard(ctx, redraw), tokensCard(ctx, redraw), sessionsCard(ctx, redraw)]);
+  const [tf, keys, tokens, sess] = await Promise.all([twoFactorCard(ctx, redraw), passkeysCard(ctx, redraw), tokensCard(ctx, redraw), sessionsCard(ctx, redraw)]);
   mount(ctx.main, pageHeader('My account', `Signed in as ${me.username}`),
     tf,
+    keys,
     h('div', { class: 'grid-2' }, passwordCard(), profile),
     tokens,
     sess);

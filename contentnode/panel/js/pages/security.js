@@ -1,4 +1,4 @@
-// Security policy: who must use 2FA, password length, session timeouts and
+// Security policy: who must use 2FA, what passkeys may do, password length, session timeouts and
 // login limits (GET/PUT /api/policy).
 
 import { get, put } from '../api.js';
@@ -9,6 +9,7 @@ import { toast } from '../toast.js';
 import { duration } from '../format.js';
 import { pageHeader, card, tokenSessionNote } from '../ui.js';
 
+const PASSKEYS = [['off', 'Off: nobody may add or use one'], ['second_factor', 'As a second factor, after the password'], ['passwordless', 'Also to sign in without a password']];
 const TWO_FACTOR = [['off', 'Off: nobody may set it up'], ['optional', 'Optional: each user decides'], ['admins', 'Required for administrators'], ['all', 'Required for everyone']];
 const NUMBERS = {
   password_min_length: ['Minimum password length', 8, 128, 'New passwords only; existing ones keep working.'],
@@ -28,7 +29,10 @@ export async function render(ctx) {
   const f = form({},
     card('Two-factor authentication', { description: 'TOTP codes from an authenticator app, with recovery codes.' },
       field({ label: 'Who must use two-factor authentication', name: 'two_factor', value: p.two_factor, options: TWO_FACTOR,
-        hint: 'Users who must and have not enrolled can only reach their account page until they do.' })),
+        hint: 'Users who must and have not enrolled can only reach their account page until they do. A passkey counts as two-factor authentication.' })),
+    card('Passkeys', { description: 'Passkeys (WebAuthn) on a phone, computer or security key, added in My account.' },
+      field({ label: 'What passkeys may do', name: 'passkeys', value: p.passkeys, options: PASSKEYS,
+        hint: 'Signing in without a password needs the device to verify its user (a PIN, fingerprint or face).' })),
     card('Passwords and sessions', {}, h('div', { class: 'form-grid' }, num('password_min_length'), h('div'), num('session_idle_timeout'), num('session_absolute_timeout'))),
     card('Login limits', { description: 'Failed logins lock the client address and the account for a while.' }, h('div', { class: 'form-grid' }, num('lockout_threshold'), num('lockout_duration'))),
     ctx.session.token ? tokenSessionNote('the policy can be changed') : actions(button('Save policy', { type: 'submit' })));
