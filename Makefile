@@ -24,7 +24,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: setup.cfg pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[images]'
+	$(PY) -m pip install --quiet -e '.[images,zstd,brotli]'
 	touch $@
 
 $(VENV)/.test-installed: setup.cfg pyproject.toml | $(PY)
@@ -56,7 +56,7 @@ bench: $(VENV)/.test-installed
 install:
 	$(PYTHON) tests/peers/check.py --install-venv
 	test -x $(PREFIX)/bin/python || $(PYTHON) -m venv $(PREFIX)
-	$(PREFIX)/bin/python -m pip install --quiet --upgrade '.[images]'
+	$(PREFIX)/bin/python -m pip install --quiet --upgrade '.[images,zstd,brotli]'
 	install -D -m 0644 -t $(PREFIX)/share/doc/contentnode README.md docs/API.md LICENSE
 	ln -sfn $(PREFIX)/bin/contentnode $(BINDIR)/contentnode
 	install -D -m 0644 contrib/contentnode.service $(UNITDIR)/contentnode.service

@@ -375,8 +375,9 @@ class Cache:
                 self._end_fill(fill, answer=answer, done=True)
                 return
             now, uid = self.clock(), new_uid()
+            expires = now + ttl if answer.expires_at is None else min(now + ttl, answer.expires_at)
             header = header_bytes({"key": list(fill.key), "size": answer.length, "id": uid,
-                                    "meta": answer.meta, "stored_at": now, "expires_at": now + ttl})
+                                    "meta": answer.meta, "stored_at": now, "expires_at": expires})
             with self._lock:
                 room = not fill.abandoned and self._reserve(fill, len(header) + answer.length)
             if not room:
@@ -390,7 +391,7 @@ class Cache:
                 os.utime(fd, ns=(int(now * 1e9),) * 2)
             finally:
                 os.close(fd)
-            self._commit(fill, ttl, answer, (len(header), uid, now))
+            self._commit(fill, ttl, answer, (len(header), uid, now, expires))
         except BaseException as exc:  # every failure must reach the waiting readers
             self._end_fill(fill, error=exc)
         finally:
@@ -487,11 +488,11 @@ class Cache:
                 else:
                     self._drop_temp(fill)
             if kept:
-                offset, uid, now = stored
+                offset, uid, now, expires = stored
                 old = self._index.get(fill.key)
                 if old is not None:
                     self._forget(old)
-                entry = Entry(fill.key, path, offset, answer.length, answer.meta, now, now + ttl, now,
+                entry = Entry(fill.key, path, offset, answer.length, answer.meta, now, expires, now,
                               uid=uid, used=now, tick=next(self._ticks))
                 self._indexed(entry, entry.last_use())
         fill.progress(written=answer.length, done=True)
