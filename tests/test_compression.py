@@ -82,7 +82,7 @@ def test_conditional_requests_and_ranges_use_the_representation_sent(site):
     assert tag != identity_tag
     hit = ask(site, "/s/cond.js", "gzip", If_None_Match=tag)
     assert hit.status == 304 and hit.body == b"" and hit.headers["etag"] == tag
-    assert hit.headers["vary"] == "Accept-Encoding" and hit.headers["content-encoding"] == "gzip"
+    assert hit.headers["vary"] == "Accept-Encoding" and "content-encoding" not in hit.headers
     assert ask(site, "/s/cond.js", If_None_Match=tag).status == 200        # identity is another tag
     assert ask(site, "/s/cond.js", "gzip", If_None_Match=identity_tag).status == 200
     assert ask(site, "/s/cond.js", If_None_Match=identity_tag).status == 304

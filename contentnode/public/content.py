@@ -453,13 +453,17 @@ def _headers(req, target: Target, result) -> list:
     return fixed + [("Age", str(max(0, int(req.app.clock.now() - entry.stored_at))))]
 
 
+# representation metadata a 304 leaves out (RFC 9110 15.4.5): the cached 200's stands
+_NOT_IN_304 = frozenset({"Content-Type", "Content-Encoding", "Accept-Ranges"})
+
+
 def object_response(req, result, target: Target) -> Response:
     """The 200, 206 or 304 answer for a cache Result (which it takes ownership of)."""
     headers = _headers(req, target, result)
     try:
         if not_modified(req.headers, result.meta):
             result.close()
-            return Response(304, headers)
+            return Response(304, [h for h in headers if h[0] not in _NOT_IN_304])
         span = byte_range(req.headers, result.size, result.meta)
     except ApiError:
         result.close()
