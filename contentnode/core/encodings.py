@@ -10,6 +10,7 @@ delivery") is the reference for the choices made here.
 """
 
 import functools
+import importlib
 import zlib
 
 MIN_BYTES = 512          # below this nothing is compressed: the saving is smaller than a header
@@ -33,29 +34,26 @@ def _gzip(data: bytes) -> bytes:
     return packer.compress(data) + packer.flush()
 
 
-def _zstd():
-    try:
-        from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
-    except ImportError:
+def _module(*names: str):
+    """The first of these modules that imports (optional extras), or None."""
+    for name in names:
         try:
-            from backports import zstd  # type: ignore[import-not-found,no-redef]
+            return importlib.import_module(name)
         except ImportError:
-            return None
-    return lambda data: zstd.compress(data, level=ZSTD_LEVEL)
-
-
-def _brotli():
-    try:
-        import brotli  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return lambda data: brotli.compress(data, quality=BROTLI_QUALITY)
+            continue
+    return None
 
 
 def _available() -> dict:
     """coding -> compress function, in the node's order of preference for equal client weights."""
-    found = {"zstd": _zstd(), "br": _brotli(), "gzip": _gzip}
-    return {name: packer for name, packer in found.items() if packer is not None}
+    found: dict = {"gzip": _gzip}
+    zstd = _module("compression.zstd", "backports.zstd")   # Python 3.14+, else the zstd extra
+    if zstd is not None:
+        found["zstd"] = lambda data: zstd.compress(data, level=ZSTD_LEVEL)
+    brotli = _module("brotli")
+    if brotli is not None:
+        found["br"] = lambda data: brotli.compress(data, quality=BROTLI_QUALITY)
+    return {name: found[name] for name in ("zstd", "br", "gzip") if name in found}
 
 
 CODERS = _available()
