@@ -22,7 +22,8 @@ def pytest_configure(config):
 
 
 # The files whose tests run longest (the browser journey alone takes 80 s or more), in that order.
-STARTED_FIRST = ("test_panel_journey.py", "test_crash_safety.py", "test_schemathesis.py", "test_cli_users.py")
+STARTED_FIRST = ("test_panel_journey.py", "test_crash_safety.py", "test_schemathesis.py", "test_cli_users.py",
+                 "test_cache_faults.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -181,7 +181,7 @@ def test_journey(browser, node, seaweed):  # noqa: F811
     page.get_by_test_id("toasts").get_by_role("status").filter(has_text=re.compile("urged")).first.wait_for()
     books = page.get_by_test_id("cache-books")
     expect(books).to_contain_text("1 removed")        # the books, shown again after the purge
-    expect(books).to_contain_text("1 hits · 1 misses")
+    expect(books).to_contain_text("1 hit · 1 miss")
     expect(page.get_by_role("table", name="Cache hits per process")).to_contain_text("Daemon")
     check_page(page, "cache")
     assert public.get("/hello.txt").body == OBJECT

@@ -1,10 +1,10 @@
 """Disk cache of origin objects, with single flight, shared by every process of the node.
 
-One file per entry (host + path + image variant), named by the SHA-256 of the
-key: a small JSON header, then the body, so one os.replace makes an entry
-appear whole and a hit is one sendfile from a known offset. Small bodies are
-also kept in memory after their first hit, and large entries' files stay open
-between hits (core/cache_memory.py).
+One file per entry (host + path + image variant), named by digests of the
+object and of the key (core/cache_entries.py): a small JSON header, then the
+body, so one os.replace makes an entry appear whole and a hit is one sendfile
+from a known offset. Small bodies are also kept in memory after their first
+hit, and large entries' files stay open between hits (core/cache_memory.py).
 
 Concurrent misses for one key share one fill: a background thread fetches the
 origin into a temp file while every waiting request (the first one included)
@@ -18,7 +18,7 @@ does not know is looked up on disk. A fill holds its key's lock (in the
 process and across processes), reserves its size in the books (evicting the
 least recently used files of the whole folder, whoever stored them) before
 writing, and commits by a rename under the books lock, only if no purge ran
-since it started. A purge raises the generation and removes the matching files
+since it started. A purge removes the matching files and raises the generation
 under that same lock, so every process forgets what it held in memory and no
 file stored before the purge is found after it. The entry file format is in
 core/cache_entries.py, the fill and the objects a request reads through in
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from itertools import count
 
 from contentnode.core.cache_entries import (Entry, LruOrder, entry_paths, header_bytes, header_uid, key_name,
-                                            new_uid, read_entry)
+                                            new_uid, object_name, read_entry)
 from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, FillTruncated, OriginAnswer,
                                          Result, SharedFile, StreamedResult)
 from contentnode.core.cache_ledger import CacheLedger
@@ -378,8 +378,12 @@ class Cache:
             expires = now + ttl if answer.expires_at is None else min(now + ttl, answer.expires_at)
             header = header_bytes({"key": list(fill.key), "size": answer.length, "id": uid,
                                     "meta": answer.meta, "stored_at": now, "expires_at": expires})
+            size = len(header) + answer.length
+            walked = self._order.walk() if self._needs_room(size) and self._order.stale() else None
             with self._lock:
-                room = not fill.abandoned and self._reserve(fill, len(header) + answer.length)
+                if walked is not None and self._order.stale():
+                    self._order.rebuild(self._known_by_name(), int(now * 1e9), walked)
+                room = not fill.abandoned and self._reserve(fill, size)
             if not room:
                 self._end_fill(fill, streamed=True)
                 return
@@ -412,9 +416,12 @@ class Cache:
         fill.reserved = size
         return True
 
+    def _needs_room(self, size: int) -> bool:
+        return self.ledger.total + size > self.ledger.max_bytes
+
     def _make_room(self, size: int) -> bool:
         """Evict until `size` more bytes fit under the cap (both locks held)."""
-        while self.ledger.total + size > self.ledger.max_bytes:
+        while self._needs_room(size):
             found = self._order.victim(lambda e: self._index.get(e.key) is e, self._known_by_name,
                                        int(self.clock() * 1e9))
             if found is None:
@@ -521,17 +528,18 @@ class Cache:
             self.ledger.set_max_bytes(max_bytes)
             self._make_room(0)
 
-    def purge(self, match: Callable[[tuple], bool] | None) -> int:
-        """Remove every entry whose key matches (None: every entry), whatever process stored it.
+    def purge(self, match: Callable[[tuple], bool] | None, objects: list[str] | None = None) -> int:
+        """Remove every entry whose key matches (None: every entry), whatever process stored it;
+        `objects` (object names) narrows the walk to those objects' files.
 
-        Under the books lock: the generation goes up first, so a fill in flight anywhere is
-        served to its readers but not kept, then the folder is walked. Every process forgets
-        what it held in memory before its next answer.
+        The walk runs under the books lock, so no fill anywhere commits during it, and the
+        generation goes up before the lock is let go: a fill in flight anywhere is served to its
+        readers but not kept, and every process forgets what it held in memory before its next
+        answer. Hits from memory go on during the walk (they began before the purge ended).
         """
         removed = 0
-        with self._lock, self.ledger.books():
-            self.ledger.bump_generation()
-            for path, name in entry_paths(self.root):
+        with self.ledger.books():
+            for path, name in entry_paths(self.root, objects):
                 if match is not None:
                     entry = read_entry(path, name)
                     if entry is None or not match(entry.key):
@@ -540,14 +548,17 @@ class Cache:
                 _unlink(path)
                 self.ledger.add(total=-size, entries=-1, removals=1)
                 removed += 1
+            self.ledger.bump_generation()
             self.ledger.record_purge(self.clock(), removed)
+        with self._lock:
             self._sync()
         return removed
 
     def purge_urls(self, objects: Iterable[tuple[str, str]]) -> int:
-        """Each (host, path) object and all its image variants (and, later, encodings)."""
+        """Each (host, path) object and all its image variants and encodings: only the
+        folder of each object is listed."""
         wanted = set(objects)
-        return self.purge(lambda k: (k[0], k[1]) in wanted)
+        return self.purge(lambda k: (k[0], k[1]) in wanted, [object_name(*o) for o in wanted])
 
     def purge_url(self, host: str, path: str) -> int:
         return self.purge_urls([(host, path)])

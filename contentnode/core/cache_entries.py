@@ -1,7 +1,8 @@
 """The cache's entries on disk: one file per key, a small JSON header, then the body.
 
-The file is named by the SHA-256 of the key (host, path, image variant) and
-lives in a folder named by the name's first two hex digits; the header holds
+The file is named by SHA-256 digests of the object (host, path) and of the
+whole key (with the image variant, and room for more parts such as an
+encoding), and lives in a folder named by the name's first two hex digits; the header holds
 the key, size, meta, times and a random id, so a file alone says what it is,
 whether it is whole, and whether it is still the very entry a process indexed
 (inode numbers are reused, so they cannot say that). core/cache.py indexes
@@ -48,8 +49,19 @@ class Entry:
         return self.offset + self.size
 
 
+def object_name(host: str, path: str) -> str:
+    """The first half of the file name of every entry of one object (its variants, encodings)."""
+    return _digest(f"{host}\0{path}")[:32]
+
+
 def key_name(key: tuple) -> str:
-    return hashlib.sha256("\0".join(key).encode("utf-8", "surrogatepass")).hexdigest()
+    """An entry's file name: its object's half, then the whole key's. The folder is named by the
+    first two digits, so a URL purge lists one folder and matches one prefix."""
+    return object_name(key[0], key[1]) + _digest("\0".join(key))[:32]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def header_bytes(header: dict) -> bytes:
@@ -128,16 +140,27 @@ class LruOrder:
             return
         heapq.heappush(self._heap, (used[0], used[1], next(self._seq), path, entry))
 
-    def rebuild(self, known: dict, now_ns: int) -> None:
-        """Walk the folder again; `known` maps file names to this process's entries."""
-        self._heap = []
+    def stale(self) -> bool:
+        """Whether the next victim needs a walk of the folder (read without the lock: a hint)."""
+        heap = self._heap
+        return not heap or heap[0][0] > self._walked_ns
+
+    def walk(self) -> list[tuple[int, str, str]]:
+        """(mtime ns, path, name) of every entry file: no lock needed, so a fill walks before it
+        takes the cache's locks, and hits go on meanwhile."""
+        found = []
         for path, name in entry_paths(self.root):
             try:
-                mtime = os.stat(path).st_mtime_ns
+                found.append((os.stat(path).st_mtime_ns, path, name))
             except FileNotFoundError:
                 continue
-            entry = known.get(name)
-            self._heap.append((mtime, 0, next(self._seq), path, entry))
+        return found
+
+    def rebuild(self, known: dict, now_ns: int, walked: list | None = None) -> None:
+        """The queue from a walk of the folder (made now unless given); `known` maps file names
+        to this process's entries."""
+        walked = self.walk() if walked is None else walked
+        self._heap = [(mtime, 0, next(self._seq), path, known.get(name)) for mtime, path, name in walked]
         heapq.heapify(self._heap)
         # every file walked counts as walked, even one dated after now (a clock set back)
         self._walked_ns = max(now_ns, max((item[0] for item in self._heap), default=now_ns))
@@ -169,10 +192,20 @@ class LruOrder:
         return len(self._heap)
 
 
-def entry_paths(root: str):
-    """(path, name) of every file in the cache's two-hex-digit folders."""
-    for sub in os.listdir(root):
+def entry_paths(root: str, objects: list[str] | None = None):
+    """(path, name) of every file in the cache's two-hex-digit folders; with `objects` (object
+    names), only the files of those objects."""
+    if objects is None:
+        folders = [sub for sub in os.listdir(root) if len(sub) == 2]
+    else:
+        folders = sorted({name[:2] for name in objects})
+    wanted = None if objects is None else tuple(objects)
+    for sub in folders:
         folder = os.path.join(root, sub)
-        if len(sub) == 2 and os.path.isdir(folder):
-            for name in os.listdir(folder):
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for name in names:
+            if wanted is None or name.startswith(wanted):
                 yield os.path.join(folder, name), name

@@ -206,7 +206,7 @@ class CacheLedger:
         """Hold the lock of one cache key (its hex name) against every other fill of it, in this
         process (a lock per key) and in the others (a record lock on the key's byte), waiting at
         most `wait` seconds; the hold's `held` is False when another fill kept it that long."""
-        offset = 1 + int(name[:16], 16) % KEY_LOCK_SPACE
+        offset = 1 + int(name[-16:], 16) % KEY_LOCK_SPACE   # the whole key's digits: variants fill apart
         deadline = time.monotonic() + wait
         with self._keys_mutex:
             local = self._keys.setdefault(offset, [threading.Lock(), 0])

@@ -73,7 +73,7 @@ function booksStats(b) {
   return h('div', { class: 'stats', 'data-testid': 'cache-books' },
     stat('Stored', bytes(b.bytes), `${used}% of ${bytes(b.max_bytes)}`),
     stat('Entries', count(b.entries), b.filling ? `${count(b.filling)} filling now` : 'none filling now'),
-    stat('Hit ratio', ratio(hits, misses), `${count(hits)} hits · ${count(misses)} misses`),
+    stat('Hit ratio', ratio(hits, misses), `${count(hits)} ${hits === 1 ? 'hit' : 'hits'} · ${count(misses)} ${misses === 1 ? 'miss' : 'misses'}`),
     stat('Last purge', b.last_purge ? ago(b.last_purge.at) : 'never', b.last_purge ? `${count(b.last_purge.purged)} removed` : null));
 }
 
