@@ -73,9 +73,10 @@ http {{
 """
 
 
-def start_nginx(files: dict) -> tuple:
+def start_nginx(files: dict, conf_template: str = NGINX_CONF) -> tuple:
     """nginx in the foreground serving {name: bytes} on two free loopback ports, the second
-    with open_file_cache; (worker pid, port, open_file_cache port)."""
+    with open_file_cache (or what `conf_template` puts on {port_ofc}); (worker pid, port,
+    second port)."""
     if not os.access(NGINX, os.X_OK):
         raise RuntimeError("nginx is not installed (apt-get install nginx-light)")
     prefix = temp_dir("contentnode-bench-nginx-")
@@ -90,7 +91,7 @@ def start_nginx(files: dict) -> tuple:
     port, port_ofc = free_port(), free_port()
     conf = os.path.join(prefix, "nginx.conf")
     with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(prefix=prefix, port=port, port_ofc=port_ofc))
+        f.write(conf_template.format(prefix=prefix, port=port, port_ofc=port_ofc))
     proc = _spawn([NGINX, "-p", prefix, "-c", conf, "-g", "daemon off;"],
                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_http(port, "/" + next(iter(files)), time.monotonic() + 20, proc)
