@@ -60,12 +60,12 @@ http {{
         listen 127.0.0.1:{port_ofc};
         root {prefix}/html;
         gzip on;
-        gzip_comp_level %d;
-        gzip_min_length %d;
+        gzip_comp_level {level};
+        gzip_min_length {floor};
         gzip_vary on;
     }}
 }}
-""" % (encodings.GZIP_LEVEL, encodings.MIN_BYTES)
+""".replace("{level}", str(encodings.GZIP_LEVEL)).replace("{floor}", str(encodings.MIN_BYTES))
 
 
 def page(kib: int) -> bytes:

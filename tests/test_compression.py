@@ -188,15 +188,15 @@ def test_gzip_matches_zlib_at_the_documented_level():
     assert out == packer.compress(PAGE) + packer.flush()
 
 
-def s3_put(seaweed, bucket, key, data, headers):
+def s3_put(weed, bucket, key, data, headers):
     """A signed S3 PUT straight to SeaweedFS's S3 port, keeping headers (Content-Encoding) that
     its filer API would not."""
-    port = int(seaweed.direct_endpoint.rsplit(":", 1)[1])
+    port = int(weed.direct_endpoint.rsplit(":", 1)[1])
     path = f"/{bucket}/{key}"
     headers = {"host": f"127.0.0.1:{port}", "x-amz-date": s3.amz_date(time.time()),
                "x-amz-content-sha256": "UNSIGNED-PAYLOAD", **{k.lower(): v for k, v in headers.items()}}
-    headers["Authorization"] = s3.authorization("PUT", path, "", headers, "UNSIGNED-PAYLOAD", seaweed.access_key,
-                                                seaweed.secret_key, seaweed.region, "s3", headers["x-amz-date"])
+    headers["Authorization"] = s3.authorization("PUT", path, "", headers, "UNSIGNED-PAYLOAD", weed.access_key,
+                                                weed.secret_key, weed.region, "s3", headers["x-amz-date"])
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
     try:
         conn.request("PUT", path, body=data, headers=headers)
