@@ -32,7 +32,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 sys.path.insert(1, os.path.dirname(BENCH))
 
-from bench_content import api, run_cells, start_nginx  # noqa: E402
+from bench_content import api, nginx_conf, print_figures, run_cells, start_nginx  # noqa: E402
 from common import Daemon, http_request, install_cleanup, load, loadavg, temp_dir  # noqa: E402
 
 from contentnode.core import encodings  # noqa: E402
@@ -40,32 +40,8 @@ from tests.peers.seaweed import SeaweedS3  # noqa: E402
 
 HOST = "bench.example.test"
 
-NGINX_GZIP_CONF = """worker_processes 1;
-error_log {prefix}/error.log warn;
-pid {prefix}/nginx.pid;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    types {{ text/html html; }}
-    client_body_temp_path {prefix}/tmp; proxy_temp_path {prefix}/tmp;
-    fastcgi_temp_path {prefix}/tmp; uwsgi_temp_path {prefix}/tmp; scgi_temp_path {prefix}/tmp;
-    server {{
-        listen 127.0.0.1:{port};
-        root {prefix}/html;
-    }}
-    server {{
-        listen 127.0.0.1:{port_ofc};
-        root {prefix}/html;
-        gzip on;
-        gzip_comp_level {level};
-        gzip_min_length {floor};
-        gzip_vary on;
-    }}
-}}
-""".replace("{level}", str(encodings.GZIP_LEVEL)).replace("{floor}", str(encodings.MIN_BYTES))
+NGINX_GZIP_CONF = nginx_conf(f"gzip on; gzip_comp_level {encodings.GZIP_LEVEL}; "
+                             f"gzip_min_length {encodings.MIN_BYTES}; gzip_vary on;")
 
 
 def page(kib: int) -> bytes:
@@ -137,15 +113,8 @@ def main() -> int:
     plain_ratio = figures["node_plain"]["cpu_us"] / figures["nginx_plain"]["cpu_us"]
     gzip_ratio = figures["node_gzip"]["cpu_us"] / figures["nginx_gzip"]["cpu_us"]
     met = gzip_ratio <= plain_ratio
-    print(f"a {len(body)}-byte HTML page; keep-alive, wrk -t1, {args.connections} connections; "
-          f"{args.duration:g} s per cell in {args.rounds} interleaved slices; {os.cpu_count()} CPUs; "
-          f"load average {load_before:.1f} before / {load_after:.1f} after")
-    if max(load_before, load_after) > 0.5 * (os.cpu_count() or 1):
-        print("WARNING: the machine is busy with other work; requests/s are skewed (CPU us/request less so)")
-    print(f"{'cell':<14}{'bytes':>8}{'req/s':>10}{'CPU us/req':>12}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
-    for name, cell in figures.items():
-        print(f"{name:<14}{cell['bytes']:>8}{cell['rps']:>10.0f}{cell['cpu_us']:>12.1f}{cell['p50_ms']:>9.2f}"
-              f"{cell['p99_ms']:>9.2f}{cell['errors']:>8}")
+    print_figures(figures, f"a {len(body)}-byte HTML page; keep-alive, wrk -t1, {args.connections} connections; "
+                  f"{args.duration:g} s per cell in {args.rounds} interleaved slices", load_before, load_after)
     print(f"CPU per uncompressed hit, node / nginx: {plain_ratio:.2f}")
     print(f"CPU per gzip hit, node / nginx:         {gzip_ratio:.2f}  "
           f"(goal: <= the uncompressed ratio: {'met' if met else 'MISSED'})")
