@@ -213,3 +213,23 @@ def test_an_object_stored_encoded_goes_out_as_it_is(site):
         answer = ask(site, "/s/packed.txt", accept)
         assert answer.headers.get("content-encoding") == "gzip" and "vary" not in answer.headers
         assert gzip.decompress(answer.body) == PAGE
+
+
+def test_an_object_the_cache_cannot_keep_is_sent_as_it_is(site):
+    """Too large for the cache's cap: streamed from the origin, never compressed per request."""
+    text = b"".join(b"line %d of a large text\n" % i for i in range(90_000))   # about 2 MiB
+    assert encodings.MIN_BYTES < len(text) < encodings.MAX_BYTES
+    site.put("z/large.txt", text, "text/plain")
+    assert site.admin.put("/api/settings", {"cache_max_bytes": 1 << 20}).status == 200
+    site.node.restart()   # the cap applies at once
+    try:
+        gets = []
+        for coding in (None, "gzip"):   # gzip asked for costs the origin what identity does
+            before = site.origin_gets("z/large.txt")
+            answer = ask(site, "/s/large.txt", coding)
+            assert answer.body == text and "content-encoding" not in answer.headers
+            gets.append(site.origin_gets("z/large.txt") - before)
+        assert gets[0] == gets[1] > 0, gets
+    finally:
+        assert site.admin.put("/api/settings", {"cache_max_bytes": 1 << 30}).status == 200
+        site.node.restart()

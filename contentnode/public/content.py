@@ -325,8 +325,9 @@ def fetch(delivery, target: Target, coding: str | None = None):
         raise ApiError(404, "not_found", "no such object")
     if result.status != 200:
         raise ApiError(502, "bad_gateway", "the origin could not serve this object")
-    if coding is None or not target.compress or not encodings.compressible(result.meta, result.size):
-        return result
+    if (coding is None or not target.compress or isinstance(result, StreamedResult)
+            or not encodings.compressible(result.meta, result.size)):
+        return result   # (a streamed object is not cached: nothing is made from it)
     try:
         # the coding fill joins this request's identity fill (if any) before this one lets it go
         encoded = _cached(delivery, target.cache_key + (coding,),
