@@ -1,11 +1,11 @@
 """REDbot, the HTTP linter, on the real daemon: a compressed and an uncompressed cached object,
-a range, a 304 and a 404 draw no note of REDbot's "bad" level.
+a range, a 304 and a 404 draw no note of REDbot's "bad" level, nor an unexpected warning.
 
 REDbot checks each answer and makes follow-up requests of its own (a range,
-If-None-Match and If-Modified-Since, a gzip negotiation). Its "warning" notes
-are advice about choices the node makes on purpose (docs/API.md, "Compressed
-delivery") and are printed, not failed; "bad" is what REDbot reports as a
-violation of HTTP, and none may appear.
+If-None-Match and If-Modified-Since, a gzip negotiation). "bad" is what REDbot
+reports as a violation of HTTP: none may appear. Its warnings are advice; only
+those about choices the node makes on purpose (docs/API.md, "Compressed
+delivery") are allowed, any other fails too.
 """
 
 import json
@@ -18,6 +18,10 @@ from tests.content_setup import Site
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 HOST = "lint.example.test"   # resolved to 127.0.0.1 by tests/redbot_check.py
+# the warnings that stay: `Cache-Control: public` is the node's documented header for rules
+# without signed links; a 304 for the identity tag turns into a 200 when REDbot adds
+# Accept-Encoding: gzip (one strong tag per representation)
+ALLOWED_WARNINGS = {"STORE_PUBLIC_UNNECESSARY", "VARY_STATUS_MISMATCH"}
 PAGE = b"<!doctype html><title>t</title>" + b"".join(b"<p>line %d of the page</p>\n" % i for i in range(80))
 
 
@@ -39,8 +43,9 @@ def redbot(site, path, *headers):
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     response = lines.pop()
     for note in lines:
-        print(f"{path} {headers}: {note['level']}: {note['category']}: {note['summary']}")
-    return response, [note for note in lines if note["level"] == "bad"]
+        print(f"{path} {headers}: {note['level']}: {note.get('name')}: {note['summary']}")
+    return response, [note for note in lines if note["level"] == "bad"
+                      or note["level"] == "warning" and note["name"] not in ALLOWED_WARNINGS]
 
 
 def header(response, name):
@@ -59,10 +64,10 @@ def header(response, name):
 def test_redbot_finds_no_problem(site, path, headers, status, coding):
     site.get(path, headers={"Accept-Encoding": "gzip, br, zstd"})   # cached (and compressed) first
     site.get(path, headers={"Accept-Encoding": "gzip"})
-    response, bad = redbot(site, path, *headers)
+    response, problems = redbot(site, path, *headers)
     assert response["status"] == status
     assert header(response, "Content-Encoding") == ([coding] if coding else [])
-    assert bad == []
+    assert problems == []
 
 
 @pytest.mark.parametrize("coding", ["gzip", None])
@@ -70,7 +75,7 @@ def test_redbot_finds_no_problem_with_a_304(site, coding):
     asked = {"Accept-Encoding": coding} if coding else {}
     etag = site.get("/page.html", headers=asked).headers["etag"]
     extra = (f"Accept-Encoding: {coding}",) if coding else ()
-    response, bad = redbot(site, "/page.html", *extra, f"If-None-Match: {etag}")
+    response, problems = redbot(site, "/page.html", *extra, f"If-None-Match: {etag}")
     assert response["status"] == 304 and header(response, "ETag") == [etag]
     assert header(response, "Vary") == ["Accept-Encoding"] and header(response, "Content-Type") == []
-    assert bad == []
+    assert problems == []
