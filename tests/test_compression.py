@@ -251,3 +251,9 @@ def test_an_object_the_cache_cannot_keep_is_sent_as_it_is(site):
     finally:
         assert site.admin.put("/api/settings", {"cache_max_bytes": 1 << 30}).status == 200
         site.node.restart()
+
+
+def test_without_the_extras_only_gzip_is_offered(monkeypatch):
+    assert list(encodings.CODERS) == ["zstd", "br", "gzip"]   # the test extra installs both
+    monkeypatch.setattr(encodings, "_module", lambda *names: None)
+    assert list(encodings._available()) == ["gzip"]
