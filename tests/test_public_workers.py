@@ -202,6 +202,10 @@ def test_the_cache_keeps_caching_at_its_cap_after_the_workers_restart(site):
 
 def test_the_books_show_every_process_and_the_last_purge(site):
     """GET /api/cache: what the panel's Cache page shows, summed over the processes."""
+    def live_slots():
+        return sorted(p["slot"] for p in site.admin.get("/api/cache").json["processes"]
+                      if p["role"] == "worker" and p["alive"])
+    assert wait_until(lambda: live_slots() == [1, 2], 10), live_slots()   # restarted workers have attached
     before = site.admin.get("/api/cache").json
     for n in range(3):
         site.put(f"w/books-{n}.txt", b"x" * (1000 + n))
