@@ -28,7 +28,8 @@ DEBIAN_PEERS = {
 DEBIAN_OPTIONAL = {
     "prometheus": ("/usr/bin/promtool",),
 }
-PYPI_MODULES = {"aiosmtpd": "aiosmtpd", "playwright": "playwright", "xdist": "pytest-xdist"}
+PYPI_MODULES = {"aiosmtpd": "aiosmtpd", "playwright": "playwright", "xdist": "pytest-xdist", "redbot": "redbot",
+                "brotli": "brotli"}
 
 PEBBLE = DEBIAN_PEERS["pebble"][0]
 CHALLTESTSRV = DEBIAN_PEERS["pebble"][1]
