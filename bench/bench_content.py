@@ -49,7 +49,7 @@ SIZE = 10 * 1024
 BIG_SIZE = 1024 * 1024
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
-NGINX_CONF = """worker_processes 1;
+_NGINX_TEMPLATE = """worker_processes 1;
 error_log {prefix}/error.log warn;
 pid {prefix}/nginx.pid;
 events {{ worker_connections 1024; }}
@@ -58,6 +58,7 @@ http {{
     sendfile on;
     tcp_nopush on;
     keepalive_requests 1000000;
+    types {{ text/html html; }}
     client_body_temp_path {prefix}/tmp; proxy_temp_path {prefix}/tmp;
     fastcgi_temp_path {prefix}/tmp; uwsgi_temp_path {prefix}/tmp; scgi_temp_path {prefix}/tmp;
     server {{
@@ -67,15 +68,24 @@ http {{
     server {{
         listen 127.0.0.1:{port_ofc};
         root {prefix}/html;
-        open_file_cache max=64;
+        SECOND
     }}
 }}
 """
 
 
-def start_nginx(files: dict) -> tuple:
+def nginx_conf(second: str) -> str:
+    """An nginx.conf template (prefix, port, port_ofc): one worker, two servers on one root,
+    the second with the `second` directives."""
+    return _NGINX_TEMPLATE.replace("SECOND", second)
+
+
+NGINX_CONF = nginx_conf("open_file_cache max=64;")
+
+
+def start_nginx(files: dict, conf_template: str = NGINX_CONF) -> tuple:
     """nginx in the foreground serving {name: bytes} on two free loopback ports, the second
-    with open_file_cache; (worker pid, port, open_file_cache port)."""
+    with open_file_cache (or what `conf_template` says); (worker pid, port, second port)."""
     if not os.access(NGINX, os.X_OK):
         raise RuntimeError("nginx is not installed (apt-get install nginx-light)")
     prefix = temp_dir("contentnode-bench-nginx-")
@@ -90,7 +100,7 @@ def start_nginx(files: dict) -> tuple:
     port, port_ofc = free_port(), free_port()
     conf = os.path.join(prefix, "nginx.conf")
     with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(prefix=prefix, port=port, port_ofc=port_ofc))
+        f.write(conf_template.format(prefix=prefix, port=port, port_ofc=port_ofc))
     proc = _spawn([NGINX, "-p", prefix, "-c", conf, "-g", "daemon off;"],
                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_http(port, "/" + next(iter(files)), time.monotonic() + 20, proc)
@@ -154,6 +164,20 @@ def run_cells(cells: dict, duration: float, rounds: int) -> dict:
             for name, a in acc.items()}
 
 
+def print_figures(figures: dict, heading: str, load_before: float, load_after: float) -> None:
+    """The heading with the machine's load, then a row per cell (with its bytes when cells have them)."""
+    print(f"{heading}; {os.cpu_count()} CPUs; load average {load_before:.1f} before / {load_after:.1f} after")
+    if max(load_before, load_after) > 0.5 * (os.cpu_count() or 1):
+        print("WARNING: the machine is busy with other work; requests/s are skewed (CPU us/request less so)")
+    sized = all("bytes" in cell for cell in figures.values())
+    print(f"{'run':<18}" + (f"{'bytes':>8}" if sized else "")
+          + f"{'req/s':>10}{'CPU us/req':>12}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
+    for name, cell in figures.items():
+        print(f"{name:<18}" + (f"{cell['bytes']:>8}" if sized else "")
+              + f"{cell['rps']:>10.0f}{cell['cpu_us']:>12.1f}{cell['p50_ms']:>9.2f}{cell['p99_ms']:>9.2f}"
+              f"{cell['errors']:>8}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per run (default 10)")
@@ -193,14 +217,8 @@ def main() -> int:
     big_ratio = figures["node_1mb_c32"]["rps"] / figures["nginx_1mb_c32"]["rps"]
     big_ofc_ratio = figures["node_1mb_c32"]["rps"] / figures["nginx_ofc_1mb_c32"]["rps"]
     big_cpu_ratio = figures["node_1mb_c32"]["cpu_us"] / figures["nginx_1mb_c32"]["cpu_us"]
-    print(f"keep-alive, wrk -t1; {args.duration:g} s per run in {args.rounds} interleaved slices; "
-          f"{os.cpu_count()} CPUs; load average {load_before:.1f} before / {load_after:.1f} after")
-    if max(load_before, load_after) > 0.5 * (os.cpu_count() or 1):
-        print("WARNING: the machine is busy with other work; requests/s are skewed (CPU us/request less so)")
-    print(f"{'run':<18}{'req/s':>10}{'CPU us/req':>12}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
-    for name, cell in figures.items():
-        print(f"{name:<18}{cell['rps']:>10.0f}{cell['cpu_us']:>12.1f}{cell['p50_ms']:>9.2f}"
-              f"{cell['p99_ms']:>9.2f}{cell['errors']:>8}")
+    print_figures(figures, f"keep-alive, wrk -t1; {args.duration:g} s per run in {args.rounds} interleaved slices",
+                  load_before, load_after)
     checks = [("10 KB hit: node / nginx requests/s", ratio, f">= {TARGET_HIT:.0%}", ratio >= TARGET_HIT),
               ("10 KB hit CPU / GET /healthz CPU", cpu_ratio, f"<= {TARGET_CPU_RATIO:g}", cpu_ratio <= TARGET_CPU_RATIO),
               ("1 MB hit: node / nginx requests/s", big_ratio, f">= {TARGET_BIG:.0%}", big_ratio >= TARGET_BIG)]

@@ -246,6 +246,7 @@ def _rules(section, doc):
         _require(type(ttl) is int and 0 <= ttl <= rules.MAX_CACHE_TTL, f"rule {rule_id}: bad cache_ttl")
         for flag in ("signed", "images", "enabled"):
             _require(isinstance(record.get(flag), bool), f"rule {rule_id}: {flag} must be true or false")
+        _require(isinstance(record.get("compress", True), bool), f"rule {rule_id}: compress must be true or false")
 
 
 def _links(section):

@@ -79,7 +79,7 @@ def build_wheelhouse(path: str) -> None:
     """What `make install` (this version and UPGRADE_FROM) and the probe need, as wheels."""
     os.makedirs(path)
     pip = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "wheel", "--wheel-dir", path, ".[images]", "setuptools>=61", "wheel", "pytest"],
+    subprocess.run([*pip, "wheel", "--wheel-dir", path, ".[images,zstd,brotli]", "setuptools>=61", "wheel", "pytest"],
                    check=True, cwd=ROOT, timeout=900)
     for name in os.listdir(path):
         if name.startswith("contentnode-"):

@@ -410,3 +410,21 @@ def test_temp_files_of_dead_processes_go_at_start_even_under_this_pid(tmp_path, 
         (root / "tmp" / name).write_bytes(b"t" * 500)
     cache = Cache(str(root), 1 << 20, clock)
     assert os.listdir(root / "tmp") == [] and cache.total == 0
+
+
+def test_an_answer_may_end_its_entry_before_the_ttl(cache, clock):
+    """A compressed variant expires with the object it was made from, not a ttl after it."""
+    origin = Origin()
+    derived = lambda: OriginAnswer(200, {}, 3, [b"abc"], expires_at=clock.t + 10)  # noqa: E731
+    cache.get(KEY + ("gzip",), derived, 60).read_all()
+    cache.get(KEY, origin, 60).read_all()
+    clock.t += 9
+    again = Cache(cache.root, 1 << 20, clock)   # the header on disk says so too
+    for reader in (cache, again):
+        hit = reader.lookup(KEY + ("gzip",))
+        assert hit is not None and hit.read_all() == b"abc"
+    clock.t += 2
+    assert cache.lookup(KEY + ("gzip",)) is None and again.lookup(KEY + ("gzip",)) is None
+    hit = cache.lookup(KEY)   # its own ttl
+    assert hit is not None and hit.read_all() == b"hello world"
+    again.close()

@@ -97,14 +97,14 @@ PANEL_SECTIONS = [("rules", "routes:read", _panel_rules)]
 
 _FIELDS = {"domain": HOST, "path": text(rules.MAX_PATH), "bucket": text(64),
            "prefix": text(rules.MAX_PREFIX, min_length=0), "cache_ttl": integer(0, rules.MAX_CACHE_TTL),
-           "signed": BOOLEAN, "images": BOOLEAN, "enabled": BOOLEAN}
+           "signed": BOOLEAN, "images": BOOLEAN, "compress": BOOLEAN, "enabled": BOOLEAN}
 CREATE_BODY = obj(_FIELDS, required=["domain", "path", "bucket"])
 UPDATE_BODY = obj(_FIELDS)
 
 RULE = answer({"id": STRING, "domain": STRING, "path": STRING, "bucket": STRING, "prefix": STRING,
-               "cache_ttl": integer(0, rules.MAX_CACHE_TTL), "signed": BOOLEAN, "images": BOOLEAN, "enabled": BOOLEAN,
-               "created_at": STRING, "updated_at": STRING},
-              optional=("prefix", "cache_ttl", "signed", "images", "enabled", "created_at", "updated_at"))
+               "cache_ttl": integer(0, rules.MAX_CACHE_TTL), "signed": BOOLEAN, "images": BOOLEAN, "compress": BOOLEAN,
+               "enabled": BOOLEAN, "created_at": STRING, "updated_at": STRING},
+              optional=("prefix", "cache_ttl", "signed", "images", "compress", "enabled", "created_at", "updated_at"))
 
 ROUTES = [
     Route("GET", "/api/rules", "routes:read", list_rules, query=frozenset({"domain"}),

@@ -376,8 +376,9 @@ class Cache:
                 self._end_fill(fill, answer=answer, done=True)
                 return
             now, uid = self.clock(), new_uid()
+            expires = now + ttl if answer.expires_at is None else min(now + ttl, answer.expires_at)
             header = header_bytes({"key": list(fill.key), "size": answer.length, "id": uid,
-                                    "meta": answer.meta, "stored_at": now, "expires_at": now + ttl})
+                                    "meta": answer.meta, "stored_at": now, "expires_at": expires})
             size = len(header) + answer.length
             walked = self._order.walk() if self._needs_room(size) and self._order.stale() else None
             with self._lock:
@@ -395,7 +396,7 @@ class Cache:
                 os.utime(fd, ns=(int(now * 1e9),) * 2)
             finally:
                 os.close(fd)
-            self._commit(fill, ttl, answer, (len(header), uid, now))
+            self._commit(fill, ttl, answer, (len(header), uid, now, expires))
         except BaseException as exc:  # every failure must reach the waiting readers
             self._end_fill(fill, error=exc)
         finally:
@@ -495,11 +496,11 @@ class Cache:
                 else:
                     self._drop_temp(fill)
             if kept:
-                offset, uid, now = stored
+                offset, uid, now, expires = stored
                 old = self._index.get(fill.key)
                 if old is not None:
                     self._forget(old)
-                entry = Entry(fill.key, path, offset, answer.length, answer.meta, now, now + ttl, now,
+                entry = Entry(fill.key, path, offset, answer.length, answer.meta, now, expires, now,
                               uid=uid, used=now, tick=next(self._ticks))
                 self._indexed(entry, entry.last_use())
         fill.progress(written=answer.length, done=True)
@@ -555,7 +556,7 @@ class Cache:
         return removed
 
     def purge_urls(self, objects: Iterable[tuple[str, str]]) -> int:
-        """Each (host, path) object and all its image variants (and, later, encodings): only the
+        """Each (host, path) object and all its image variants and encodings: only the
         folder of each object is listed."""
         wanted = set(objects)
         count = self.purge(lambda k: (k[0], k[1]) in wanted, [object_name(*o) for o in wanted])

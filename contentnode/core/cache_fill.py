@@ -37,6 +37,8 @@ class OriginAnswer:
 
     meta holds what is served back (content_type, etag, last_modified). Only a
     200 is cached; any other status is handed to the waiting requests as is.
+    `expires_at` (cache clock) ends the entry sooner than its ttl: an object
+    derived from another entry must not outlive it.
     """
 
     status: int
@@ -44,6 +46,7 @@ class OriginAnswer:
     length: int = 0
     chunks: Iterable[bytes] = ()
     close: Callable[[], None] = lambda: None
+    expires_at: float | None = None
 
 
 class SharedFile:

@@ -24,8 +24,10 @@ MAX_PATH = 1024
 MAX_PREFIX = 1024
 MAX_CACHE_TTL = 31_536_000  # one year
 DEFAULT_CACHE_TTL = 3600
-FIELDS = {"domain", "path", "bucket", "prefix", "cache_ttl", "signed", "images", "enabled"}
-DEFAULTS = {"prefix": "", "cache_ttl": DEFAULT_CACHE_TTL, "signed": False, "images": False, "enabled": True}
+FIELDS = {"domain", "path", "bucket", "prefix", "cache_ttl", "signed", "images", "compress", "enabled"}
+# rules stored before `compress` existed lack it and compress (content.Target reads it with this default)
+DEFAULTS = {"prefix": "", "cache_ttl": DEFAULT_CACHE_TTL, "signed": False, "images": False, "compress": True,
+            "enabled": True}
 _FORBIDDEN_IN_PATH = set("?#%\\") | {chr(c) for c in range(33)} | {"\x7f"}
 
 
@@ -101,7 +103,7 @@ def record_fields(body: dict, doc: dict, partial: bool) -> dict:
         out["prefix"] = validate_prefix(body["prefix"])
     if "cache_ttl" in body:
         out["cache_ttl"] = v.integer(body, "cache_ttl", 0, MAX_CACHE_TTL, required=True)
-    for flag in ("signed", "images", "enabled"):
+    for flag in ("signed", "images", "compress", "enabled"):
         if flag in body:
             out[flag] = v.boolean(body, flag, required=True)
     if out.get("images") and not images.available():

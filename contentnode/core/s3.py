@@ -623,6 +623,8 @@ class S3Origin:
             raise S3Error("protocol", "the origin sent no length")
         meta = {"content_type": info.content_type or "application/octet-stream",
                 "etag": info.etag, "last_modified": info.last_modified}
+        if info.headers.get("content-encoding"):   # stored encoded: sent as it is, never compressed again
+            meta["content_encoding"] = info.headers["content-encoding"]
         return OriginAnswer(200, meta, info.size, stream.chunks(CHUNK), stream.close)
 
     def head(self, key: str) -> dict:

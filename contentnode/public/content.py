@@ -18,9 +18,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from contentnode.core import buckets, images, rules, signing
+from contentnode.core import buckets, encodings, images, rules, signing
 from contentnode.core.cache import Cache
-from contentnode.core.cache_fill import FillStalled, FillTruncated, OriginAnswer
+from contentnode.core.cache_fill import FillStalled, FillTruncated, OriginAnswer, StreamedResult
 from contentnode.core.origin import OriginError
 from contentnode.core.settings import effective
 from contentnode.core.text import http_date
@@ -54,12 +54,16 @@ class Target:
     variant: images.Variant | None
     ttl: int = field(init=False)
     cache_key: tuple = field(init=False)
-    # (cache entry, its hit headers without Age): a remembered target serves many hits of one entry
-    hit_headers: tuple = field(init=False, default=(None, None))
+    compress: bool = field(init=False)   # compressible objects go compressed to clients that accept it
+    # coding ("" for identity) -> (cache entry, its hit headers without Age): a remembered target
+    # serves many hits of one entry per representation
+    hit_headers: dict = field(init=False, default_factory=dict)
 
     def __post_init__(self):
         self.ttl = int(self.rule.get("cache_ttl", rules.DEFAULT_CACHE_TTL))
         self.cache_key = (self.host, self.path, self.variant.key() if self.variant else "")
+        # only what is cached is compressed (once); image variants are images
+        self.compress = self.rule.get("compress", True) and self.ttl > 0 and self.variant is None
 
 
 class Delivery:
@@ -75,6 +79,8 @@ class Delivery:
         self.image_budget = images.Budget(IMAGE_PIXELS_AT_ONCE, IMAGE_TRANSFORMS_AT_ONCE)
         # sources read into memory for transforms, waiting ones included: at most two of the largest
         self.image_sources = images.Budget(2 * MAX_IMAGE_SOURCE, IMAGE_SOURCES_AT_ONCE)
+        # sources held in memory by compressions running at once (each held once, by its variant's fill)
+        self.compressions = images.Budget(encodings.AT_ONCE * encodings.MAX_BYTES, encodings.AT_ONCE)
         self._index = (None, rules.RuleIndex([]))
         self._index_lock = threading.Lock()
         self._targets = (None, {})   # (state document, {(host, path): Target}), see remembered()
@@ -271,24 +277,65 @@ def _variant_fetch(delivery, target: Target, original):
     return fetch
 
 
-def fetch(delivery, target: Target):
-    """The cache Result for a target; origin failures become 404, 400, 502 or 504 ApiErrors."""
+NOT_ENCODED = 409   # a coding fill's answer when its source cannot be compressed after all
+
+
+def _encoded_fetch(delivery, target: Target, coding: str, original):
+    """The fill of an object's `coding` variant: its cached identity body, compressed once."""
+    def fetch():
+        # a source filled now expires after this; one already cached says when it does
+        expires = delivery.cache.clock() + target.ttl
+        source = delivery.cache.get(target.cache_key, original, target.ttl)
+        if (source.status != 200 or isinstance(source, StreamedResult)
+                or not encodings.compressible(source.meta, source.size)):
+            source.close()   # not kept in the cache (or changed meanwhile): serve identity
+            return OriginAnswer(source.status if source.status != 200 else NOT_ENCODED)
+        with delivery.compressions.hold(source.size):
+            out = encodings.compress(coding, source.read_all())
+        meta = dict(source.meta, etag=encodings.tagged(source.meta.get("etag"), coding), encoded=coding)
+        if source.hit:
+            expires = source.entry.expires_at
+        return OriginAnswer(200, meta, len(out), [out], expires_at=expires)
+    return fetch
+
+
+def fetch(delivery, target: Target, coding: str | None = None):
+    """The cache Result for a target, in `coding` when the client accepts one and the object is
+    compressible (result.meta's "encoded" says so; any trouble making that variant sends
+    identity); origin failures become 404, 400, 502 or 504 ApiErrors."""
     fetcher = _origin_fetch(delivery.app, target)
     if target.variant is not None:
         fetcher = _variant_fetch(delivery, target, fetcher)
-    try:
-        result = delivery.cache.get(target.cache_key, fetcher, target.ttl)
-    except images.ImageError as exc:
-        raise ApiError(400, "invalid", f"cannot transform this object: {exc}") from None
-    except (OriginError, FillStalled, FillTruncated, OSError) as exc:
-        raise origin_error(exc) from None
+    result = _cached(delivery, target.cache_key, fetcher, target.ttl)
     if result.status == 404:
         raise ApiError(404, "not_found", "no such object")
     if result.status == 403:
         raise ApiError(403, "forbidden", "this object may not be read")
     if result.status != 200:
         raise ApiError(502, "bad_gateway", "the origin could not serve this object")
-    return result
+    if (coding is None or not target.compress or isinstance(result, StreamedResult)
+            or not encodings.compressible(result.meta, result.size)):
+        return result   # (a streamed object is not cached: nothing is made from it)
+    try:
+        # the coding fill joins this request's identity fill (if any) before this one lets it go
+        encoded = _cached(delivery, target.cache_key + (coding,),
+                          _encoded_fetch(delivery, target, coding, fetcher), target.ttl)
+    except ApiError:
+        return result
+    if encoded.status != 200:
+        encoded.close()
+        return result
+    result.close()
+    return encoded
+
+
+def _cached(delivery, key: tuple, fetcher, ttl: int):
+    try:
+        return delivery.cache.get(key, fetcher, ttl)
+    except images.ImageError as exc:
+        raise ApiError(400, "invalid", f"cannot transform this object: {exc}") from None
+    except (OriginError, FillStalled, FillTruncated, OSError) as exc:
+        raise origin_error(exc) from None
 
 
 def origin_error(exc) -> ApiError:
@@ -356,8 +403,8 @@ def byte_range(headers, size: int, meta: dict):
     return start, (min(size, int(last) + 1) if last else size)
 
 
-def _fixed_headers(target: Target, meta: dict, cache: str) -> list:
-    ttl = target.ttl
+def _fixed_headers(target: Target, result, cache: str) -> list:
+    meta, ttl = result.meta, target.ttl
     signed = target.rule.get("signed")
     cache_control = "no-cache" if ttl <= 0 else f"{'private' if signed else 'public'}, max-age={ttl}"
     out = [("Content-Type", meta.get("content_type") or "application/octet-stream"),
@@ -367,17 +414,27 @@ def _fixed_headers(target: Target, meta: dict, cache: str) -> list:
         out.append(("ETag", meta["etag"]))
     if meta.get("last_modified"):
         out.append(("Last-Modified", meta["last_modified"]))
+    coding = meta.get("encoded") or meta.get("content_encoding")   # the node's variant, or the origin's
+    if coding:
+        out.append(("Content-Encoding", coding))
+    if meta.get("encoded") or target.compress and encodings.compressible(meta, result.size):
+        out.append(("Vary", "Accept-Encoding"))   # every answer of an object sent compressed to some
     return out
 
 
 def _headers(req, target: Target, result) -> list:
     """The object's headers; a hit's are made once per cache entry and target, plus its Age."""
     if not result.hit:
-        return _fixed_headers(target, result.meta, "MISS")
-    entry, fixed = target.hit_headers
+        return _fixed_headers(target, result, "MISS")
+    coding = result.meta.get("encoded", "")
+    entry, fixed = target.hit_headers.get(coding, (None, None))
     if entry is not result.entry:
-        entry, fixed = target.hit_headers = (result.entry, _fixed_headers(target, result.meta, "HIT"))
+        entry, fixed = target.hit_headers[coding] = (result.entry, _fixed_headers(target, result, "HIT"))
     return fixed + [("Age", str(max(0, int(req.app.clock.now() - entry.stored_at))))]
+
+
+# representation metadata a 304 leaves out (RFC 9110 15.4.5): the cached 200's stands
+_NOT_IN_304 = frozenset({"Content-Type", "Content-Encoding", "Accept-Ranges"})
 
 
 def object_response(req, result, target: Target) -> Response:
@@ -386,7 +443,7 @@ def object_response(req, result, target: Target) -> Response:
     try:
         if not_modified(req.headers, result.meta):
             result.close()
-            return Response(304, headers)
+            return Response(304, [h for h in headers if h[0] not in _NOT_IN_304])
         span = byte_range(req.headers, result.size, result.meta)
     except ApiError:
         result.close()
@@ -405,7 +462,7 @@ def serve(req, delivery, host) -> tuple[Response, str]:
                        headers={"Allow": "GET, HEAD"})
     path = content_path(req.raw_path, req.visit.path)
     target = resolve(delivery, host, path, req.query_list, req.client_ip)
-    result = fetch(delivery, target)
+    result = fetch(delivery, target, encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None)
     return object_response(req, result, target), "hit" if result.hit else "miss"
 
 

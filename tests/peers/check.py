@@ -38,7 +38,8 @@ DEBIAN_BOOT = {
     "systemd-container": ("/usr/bin/systemd-nspawn",),
     "util-linux": ("/usr/bin/nsenter",),
 }
-PYPI_MODULES = {"aiosmtpd": "aiosmtpd", "playwright": "playwright", "xdist": "pytest-xdist"}
+PYPI_MODULES = {"aiosmtpd": "aiosmtpd", "playwright": "playwright", "xdist": "pytest-xdist", "redbot": "redbot",
+                "brotli": "brotli"}
 
 PEBBLE = DEBIAN_PEERS["pebble"][0]
 CHALLTESTSRV = DEBIAN_PEERS["pebble"][1]

@@ -10,7 +10,7 @@ import { toast, toastError } from '../toast.js';
 import { duration } from '../format.js';
 import { pageHeader, card, table, badge } from '../ui.js';
 
-const FLAGS = ['signed', 'images', 'enabled'];
+const FLAGS = ['signed', 'images', 'compress', 'enabled'];
 
 function ruleForm(r, domains, buckets, presetDomain) {
   const domainField = domains
@@ -28,7 +28,8 @@ function ruleForm(r, domains, buckets, presetDomain) {
     h('div', { class: 'checks' },
       checkbox({ label: 'Enabled', name: 'enabled', checked: r ? r.enabled : true, hint: 'A disabled rule still claims its path (404).' }),
       checkbox({ label: 'Signed links only', name: 'signed', checked: r && r.signed, hint: 'Requests need a valid signed link.' }),
-      checkbox({ label: 'Images on the fly', name: 'images', checked: r && r.images, hint: 'Resize and convert with ?w=&h=&format=.' })));
+      checkbox({ label: 'Images on the fly', name: 'images', checked: r && r.images, hint: 'Resize and convert with ?w=&h=&format=.' }),
+      checkbox({ label: 'Compress text', name: 'compress', checked: r ? r.compress !== false : true, hint: 'HTML, CSS, JS, JSON, SVG, XML and wasm go out gzip, zstd or br to clients that accept it.' })));
 }
 
 function openRule(ctx, r, domains, buckets, presetDomain) {
@@ -64,7 +65,7 @@ export async function render(ctx) {
     { label: 'Path', cell: (r) => h('span', { class: 'rule-path' }, h('span', { class: 'muted' }, r.domain), h('code', {}, r.path)) },
     { label: 'Bucket', cell: (r) => h('div', {}, h('span', { class: 'cell-main' }, bucketName(r.bucket)), r.prefix ? h('p', { class: 'cell-sub' }, `prefix ${r.prefix}`) : null) },
     { label: 'Cache', cell: (r) => (r.cache_ttl ? duration(r.cache_ttl) : 'off') },
-    { label: 'Options', cell: (r) => h('div', { class: 'row' }, r.enabled ? badge('enabled', 'ok') : badge('disabled', 'neutral'), r.signed ? badge('signed', 'info') : null, r.images ? badge('images', 'info') : null) },
+    { label: 'Options', cell: (r) => h('div', { class: 'row' }, r.enabled ? badge('enabled', 'ok') : badge('disabled', 'neutral'), r.signed ? badge('signed', 'info') : null, r.images ? badge('images', 'info') : null, r.compress === false ? badge('uncompressed', 'neutral') : null) },
     write ? { label: 'Actions', cls: 'actions', cell: (r) => h('div', { class: 'row' },
       button('Edit', { kind: 'secondary', class: 'btn btn-secondary btn-sm', 'aria-label': `Edit rule ${r.domain}${r.path}`, onclick: () => openRule(ctx, r, domainList, bucketList) }),
       button('Delete', { class: 'btn btn-danger-soft btn-sm', 'aria-label': `Delete rule ${r.domain}${r.path}`, onclick: async () => {
