@@ -148,14 +148,21 @@ def test_purge_all_removes_what_either_worker_stored(site):
 
 
 def test_fifty_concurrent_misses_across_workers_make_one_origin_get(site):
+    """Which worker accepts a connection is the kernel's choice, and on a busy machine one may
+    take a whole burst: each round is a fresh object, and a round counts once the misses
+    reached both workers. Every round, whoever served it, makes exactly one origin GET."""
     data = bytes(range(256)) * 8192                  # 2 MiB
-    site.put("w/flight.bin", data)
     pids = live_workers(site.node)
-    before = {pid: syscalls(pid) for pid in pids}
-    results = parallel(50, lambda i: site.get("/w/flight.bin"), width=50)
-    assert all(r.status == 200 and r.body == data for r in results)
-    assert all(syscalls(pid) - before[pid] >= 5 for pid in pids), "the misses did not reach both workers"
-    assert site.origin_gets("w/flight.bin") == 1
+    for round_ in range(6):
+        key = f"w/flight-{round_}.bin"
+        site.put(key, data)
+        before = {pid: syscalls(pid) for pid in pids}
+        results = parallel(50, lambda i: site.get("/" + key), width=50)
+        assert all(r.status == 200 and r.body == data for r in results)
+        assert site.origin_gets(key) == 1, round_
+        if all(syscalls(pid) - before[pid] >= 5 for pid in pids):
+            return
+    raise AssertionError("in 6 rounds of 50 concurrent misses, none reached both workers")
 
 
 def test_one_budget_across_workers(site):
