@@ -91,7 +91,10 @@ def _upload(fleet, days):
 
 
 def test_a_replica_still_serving_a_replaced_certificate_is_one_notification(fleet, tmp_path_factory):
+    before = fleet.seq()
     expiring = _upload(fleet, 5)
+    # the replica's first look is at its join, the next 30 s later: join once the bundle holds the certificate
+    wait_for(lambda: fleet.seq() > before, what="the primary publishing the certificate")
     node = _SlowReplica(str(tmp_path_factory.mktemp("replica"))).start()
     fleet.replicas.append(node)
     admin = admin_of(node)
