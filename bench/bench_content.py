@@ -107,9 +107,11 @@ def api(daemon, method, path, obj=None):
     return json.loads(body)
 
 
-def start_node(seaweed, body: bytes, big: bytes, public_workers: int = 1, bucket: str = "bench") -> Daemon:
+def start_node(seaweed, body: bytes, big: bytes, public_workers: int = 1, bucket: str = "bench",
+               daemon_factory=Daemon, log_level: str = "warning") -> Daemon:
     """A node serving /hit/obj.bin, /hit/big.bin (cached) and /miss/obj.bin (cache_ttl 0) from SeaweedFS."""
-    daemon = Daemon(temp_dir(), env={"CONTENTNODE_PUBLIC_WORKERS": str(public_workers)}).start()
+    daemon = daemon_factory(temp_dir(), env={"CONTENTNODE_PUBLIC_WORKERS": str(public_workers)},
+                            log_level=log_level).start()
     daemon.setup_admin()
     seaweed.create_bucket(bucket)
     seaweed.put_object(bucket, "obj.bin", body)
