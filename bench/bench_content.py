@@ -19,7 +19,7 @@ rotating order, so a burst of other work on the machine hits them alike; CPU
 per request is the server process's user+system time over the requests it
 answered (/proc/PID/stat), the figure least moved by other load.
 
-    python bench/bench_content.py [--duration 10] [--rounds 5] [--json FILE] [--strict]
+    python bench/bench_content.py [--duration 10] [--rounds 5] [--log-level info] [--json FILE] [--strict]
 
 Everything binds 127.0.0.1; nginx runs in the foreground with a temp prefix;
 every process started is ended on exit.
@@ -161,6 +161,9 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per run (default 10)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved slices per run (default 5)")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--log-level", default="warning",
+                        help="the node's log_level: info writes access lines as the default configuration "
+                             "does (default warning: no access lines)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
     install_cleanup()
@@ -168,7 +171,7 @@ def main() -> int:
     seaweed = SeaweedS3(temp_dir("contentnode-bench-weed-")).start()
     load_before = loadavg()
     try:
-        daemon = start_node(seaweed, body, big)
+        daemon = start_node(seaweed, body, big, log_level=args.log_level)
         nginx_pid, nginx_port, nginx_ofc_port = start_nginx({"obj.bin": body, "big.bin": big})
         host = {"Host": HOST}
         node = daemon.pid
@@ -196,7 +199,7 @@ def main() -> int:
     big_ofc_ratio = figures["node_1mb_c32"]["rps"] / figures["nginx_ofc_1mb_c32"]["rps"]
     big_cpu_ratio = figures["node_1mb_c32"]["cpu_us"] / figures["nginx_1mb_c32"]["cpu_us"]
     print(f"keep-alive, wrk -t1; {args.duration:g} s per run in {args.rounds} interleaved slices; "
-          f"{os.cpu_count()} CPUs; load average {load_before:.1f} before / {load_after:.1f} after")
+          f"{os.cpu_count()} CPUs; node log_level {args.log_level}; load average {load_before:.1f} before / {load_after:.1f} after")
     if max(load_before, load_after) > 0.5 * (os.cpu_count() or 1):
         print("WARNING: the machine is busy with other work; requests/s are skewed (CPU us/request less so)")
     print(f"{'run':<18}{'req/s':>10}{'CPU us/req':>12}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
