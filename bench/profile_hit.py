@@ -9,6 +9,12 @@ ends. wrk drives --connections keep-alive connections at /hit/obj.bin (10 KB,
 cached) for --duration seconds.
 
     python bench/profile_hit.py [--duration 5] [--connections 1] [--size 10240] [--top 30]
+                                [--timer cpu|wall] [--log-level info] [--mode profile|plain|syscalls]
+
+--mode syscalls counts the daemon's system calls per request with strace: with
+one connection a hit costs one recvfrom and one sendto; with more, each
+connection's thread waits for the GIL after every blocking call, and the
+futex calls per request show how many handoffs that takes.
 
 CPU per request (daemon user+system time over the requests answered) is shown
 with and without the profiler's own overhead, so two runs can be compared.
@@ -18,7 +24,9 @@ import argparse
 import cProfile
 import os
 import pstats
+import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -87,6 +95,30 @@ class ProfiledDaemon(Daemon):
             admin_port, public_port)[3:]
 
 
+def start_strace(pid: int, out_path: str) -> subprocess.Popen:
+    """`strace -c -f` attached to every thread of pid, its summary to out_path when ended."""
+    if shutil.which("strace") is None:
+        raise RuntimeError("strace is not installed (apt-get install strace)")
+    tracer = subprocess.Popen(["strace", "-c", "-f", "-o", out_path, "-p", str(pid)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    threading.Event().wait(1.0)   # attached to every thread before the load starts
+    return tracer
+
+
+def print_syscalls(path: str, requests: int) -> None:
+    """System calls per request from strace's summary, the most frequent first."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            words = line.split()
+            if len(words) >= 5 and words[3].isdigit() and words[-1] != "total":
+                rows.append((int(words[3]), words[-1]))
+    rows.sort(reverse=True)
+    total = sum(calls for calls, _ in rows)
+    print(f"system calls per request (under strace, which slows every call): {total / requests:.2f}; "
+          + ", ".join(f"{name} {calls / requests:.2f}" for calls, name in rows[:6]))
+
+
 def main() -> int:
     from bench_content import HOST, start_node
     from tests.peers.seaweed import SeaweedS3
@@ -102,23 +134,30 @@ def main() -> int:
     parser.add_argument("--log-level", default="warning",
                         help="the daemon's log_level; info writes access lines (the default config) "
                              "(default warning, as bench_content.py)")
-    parser.add_argument("--plain", action="store_true", help="no profiler: CPU per request only")
+    parser.add_argument("--mode", choices=("profile", "plain", "syscalls"), default="profile",
+                        help="profile: cProfile (default); plain: CPU per request only; syscalls: "
+                             "`strace -c -f` on the daemon, system calls per request (futex: GIL handoffs)")
     args = parser.parse_args()
     install_cleanup()
     workdir = temp_dir("contentnode-bench-profile-")
     stats_path = os.path.join(workdir, "hit.pstats")
+    syscalls_path = os.path.join(workdir, "syscalls.txt")
     seaweed = SeaweedS3(temp_dir("contentnode-bench-weed-")).start()
     try:
-        factory = Daemon if args.plain else (
+        factory = Daemon if args.mode != "profile" else (
             lambda wd, **kw: ProfiledDaemon(wd, stats_path, args.timer, **kw))
         daemon = start_node(seaweed, os.urandom(args.size), os.urandom(1024), daemon_factory=factory,
                             log_level=args.log_level)
         load(daemon.public_port, "/hit/obj.bin", args.connections, 1.0, {"Host": HOST}, tool="wrk")  # warm-up
         before = loadavg()
+        tracer = start_strace(daemon.pid, syscalls_path) if args.mode == "syscalls" else None
         user0, system0 = cpu_split(daemon.pid)
         run = load(daemon.public_port, "/hit/obj.bin", args.connections, args.duration, {"Host": HOST}, tool="wrk")
         user1, system1 = cpu_split(daemon.pid)
-        if not args.plain:
+        if tracer is not None:
+            tracer.terminate()
+            tracer.wait(10)
+        if args.mode == "profile":
             os.kill(daemon.pid, signal.SIGUSR2)
             for _ in range(200):
                 if os.path.exists(stats_path):
@@ -130,9 +169,11 @@ def main() -> int:
     print(f"{args.connections} connections, {args.duration:g} s, {run['requests']} requests, "
           f"{run['rps']:.0f} req/s, p50 {run['p50_ms']:.2f} ms, p99 {run['p99_ms']:.2f} ms, "
           f"errors {run['errors']}; daemon CPU us/request: user {(user1 - user0) / count * 1e6:.1f} + system "
-          f"{(system1 - system0) / count * 1e6:.1f}{'' if args.plain else ' (profiled)'}; "
+          f"{(system1 - system0) / count * 1e6:.1f}{'' if args.mode == 'plain' else ' (' + args.mode + ')'}; "
           f"load average {before:.1f}")
-    if not args.plain:
+    if args.mode == "syscalls":
+        print_syscalls(syscalls_path, count)
+    if args.mode == "profile":
         stats = pstats.Stats(stats_path)
         stats.sort_stats(args.sort).print_stats(args.top)
     return 0
