@@ -19,7 +19,7 @@ rotating order, so a burst of other work on the machine hits them alike; CPU
 per request is the server process's user+system time over the requests it
 answered (/proc/PID/stat), the figure least moved by other load.
 
-    python bench/bench_content.py [--duration 10] [--rounds 5] [--json FILE] [--strict]
+    python bench/bench_content.py [--duration 10] [--rounds 5] [--log-level info] [--json FILE] [--strict]
 
 Everything binds 127.0.0.1; nginx runs in the foreground with a temp prefix;
 every process started is ended on exit.
@@ -117,9 +117,11 @@ def api(daemon, method, path, obj=None):
     return json.loads(body)
 
 
-def start_node(seaweed, body: bytes, big: bytes, public_workers: int = 1, bucket: str = "bench") -> Daemon:
+def start_node(seaweed, body: bytes, big: bytes, public_workers: int = 1, bucket: str = "bench",
+               daemon_factory=Daemon, log_level: str = "warning") -> Daemon:
     """A node serving /hit/obj.bin, /hit/big.bin (cached) and /miss/obj.bin (cache_ttl 0) from SeaweedFS."""
-    daemon = Daemon(temp_dir(), env={"CONTENTNODE_PUBLIC_WORKERS": str(public_workers)}).start()
+    daemon = daemon_factory(temp_dir(), env={"CONTENTNODE_PUBLIC_WORKERS": str(public_workers)},
+                            log_level=log_level).start()
     daemon.setup_admin()
     seaweed.create_bucket(bucket)
     seaweed.put_object(bucket, "obj.bin", body)
@@ -183,6 +185,9 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per run (default 10)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved slices per run (default 5)")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--log-level", default="warning",
+                        help="the node's log_level: info writes access lines as the default configuration "
+                             "does (default warning: no access lines)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
     install_cleanup()
@@ -190,7 +195,7 @@ def main() -> int:
     seaweed = SeaweedS3(temp_dir("contentnode-bench-weed-")).start()
     load_before = loadavg()
     try:
-        daemon = start_node(seaweed, body, big)
+        daemon = start_node(seaweed, body, big, log_level=args.log_level)
         nginx_pid, nginx_port, nginx_ofc_port = start_nginx({"obj.bin": body, "big.bin": big})
         host = {"Host": HOST}
         node = daemon.pid
@@ -217,8 +222,8 @@ def main() -> int:
     big_ratio = figures["node_1mb_c32"]["rps"] / figures["nginx_1mb_c32"]["rps"]
     big_ofc_ratio = figures["node_1mb_c32"]["rps"] / figures["nginx_ofc_1mb_c32"]["rps"]
     big_cpu_ratio = figures["node_1mb_c32"]["cpu_us"] / figures["nginx_1mb_c32"]["cpu_us"]
-    print_figures(figures, f"keep-alive, wrk -t1; {args.duration:g} s per run in {args.rounds} interleaved slices",
-                  load_before, load_after)
+    print_figures(figures, f"keep-alive, wrk -t1; {args.duration:g} s per run in {args.rounds} interleaved slices; "
+                           f"node log_level {args.log_level}", load_before, load_after)
     checks = [("10 KB hit: node / nginx requests/s", ratio, f">= {TARGET_HIT:.0%}", ratio >= TARGET_HIT),
               ("10 KB hit CPU / GET /healthz CPU", cpu_ratio, f"<= {TARGET_CPU_RATIO:g}", cpu_ratio <= TARGET_CPU_RATIO),
               ("1 MB hit: node / nginx requests/s", big_ratio, f">= {TARGET_BIG:.0%}", big_ratio >= TARGET_BIG)]

@@ -57,6 +57,16 @@ from contentnode.tls import TlsRuntime
 log = logging.getLogger("contentnode")
 access_logger = logging.getLogger("contentnode.access")  # its level (log_level) still silences access lines
 
+
+def _access_line(port_name: str, handler, response, seconds: float) -> str:
+    """The access line's fields for one answered request (made only for lines within the budget)."""
+    headers = handler.headers
+    cache = next((value for name, value in response.headers if name == "X-Cache"), "-")
+    return access_fields(port_name, headers.get("Host") or "", getattr(handler, "client_ip", handler.client_address[0]),
+                         handler.command, handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds,
+                         cache, headers.get("User-Agent") or "")
+
+
 SESSION_FLUSH_SECONDS = 30
 SESSION_PRUNE_SECONDS = 300
 
@@ -240,12 +250,7 @@ class App:
     def _on_request(self, port_name, handler, response, seconds) -> None:
         self.metrics.observe_request(port_name, handler.command, response.status, seconds)
         if self.access_log.enabled and access_logger.isEnabledFor(logging.INFO):
-            headers = handler.headers
-            cache = next((value for name, value in response.headers if name == "X-Cache"), "-")
-            self.access_log.write(access_fields(
-                port_name, headers.get("Host") or "", getattr(handler, "client_ip", handler.client_address[0]),
-                handler.command, handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds,
-                cache, headers.get("User-Agent") or ""))
+            self.access_log.write(lambda: _access_line(port_name, handler, response, seconds))
 
     def start_server(self, name: str, bind: str, port: int, dispatcher, tls_context=None,
                      serve: bool = True, sock=None, headers=()) -> Server:

@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 PRIORITIES = ((logging.ERROR, "<3>"), (logging.WARNING, "<4>"), (logging.INFO, "<6>"), (logging.NOTSET, "<7>"))
 FILE_MODE = 0o600
@@ -156,8 +157,13 @@ class AccessLog:
         if fd is not None:
             os.close(fd)
 
-    def write(self, fields: str) -> None:
-        """One access line, within the budget of max_rate a second (0: no budget)."""
+    def write(self, fields: Callable[[], str]) -> None:
+        """One access line, within the budget of max_rate a second (0: no budget).
+
+        `fields` makes the line's text and is called only for a line within the
+        budget, outside the lock: a request over it costs a counter, not the
+        formatting, and no request waits while another one's line is formatted.
+        """
         now = int(time.time())
         with self._lock:
             if now != self._second:
@@ -170,7 +176,9 @@ class AccessLog:
                 self._dropped += 1
                 return
             self._written += 1
-            self._emit(now, logging.INFO, fields)
+        text = fields()
+        with self._lock:
+            self._emit(now, logging.INFO, text)
 
     def _emit(self, now: int, level: int, message: str) -> None:
         if self._stamp[0] != now:

@@ -185,3 +185,29 @@ def test_hostile_agent_host_and_path_cannot_forge_or_bloat_lines(tmp_path):
         assert got["status"] == reply.split(b" ")[1].decode()
     finally:
         node.close()
+
+
+def test_a_line_over_the_budget_is_counted_not_formatted():
+    """At many requests a second most lines are over the budget: they must not pay for the
+    formatting (bench/profile_hit.py --log-level info shows what it cost per request)."""
+    import io
+
+    from contentnode.logs import AccessLog
+
+    stream, made = io.StringIO(), []
+
+    def fields(n):
+        def make():
+            made.append(n)
+            return f"path=/{n}"
+        return make
+
+    access = AccessLog("on", 3, stream=stream)
+    second = int(time.time())
+    while int(time.time()) == second:   # start at the beginning of a second: all ten fall in one
+        time.sleep(0.005)
+    for n in range(10):
+        access.write(fields(n))
+    assert made == [0, 1, 2]
+    assert [line.split("contentnode.access: ")[1] for line in stream.getvalue().splitlines()] == [
+        "path=/0", "path=/1", "path=/2"]
