@@ -16,7 +16,7 @@ try:
 except ImportError:
     from backports import zstd   # the test extra on older interpreters
 
-from contentnode.core import encodings, s3
+from contentnode.core import encodings, s3_sign
 from tests.content_setup import Site
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
@@ -211,10 +211,10 @@ def s3_put(weed, bucket, key, data, headers):
     its filer API would not."""
     port = int(weed.direct_endpoint.rsplit(":", 1)[1])
     path = f"/{bucket}/{key}"
-    headers = {"host": f"127.0.0.1:{port}", "x-amz-date": s3.amz_date(time.time()),
+    headers = {"host": f"127.0.0.1:{port}", "x-amz-date": s3_sign.amz_date(time.time()),
                "x-amz-content-sha256": "UNSIGNED-PAYLOAD", **{k.lower(): v for k, v in headers.items()}}
-    headers["Authorization"] = s3.authorization("PUT", path, "", headers, "UNSIGNED-PAYLOAD", weed.access_key,
-                                                weed.secret_key, weed.region, "s3", headers["x-amz-date"])
+    headers["Authorization"] = s3_sign.authorization("PUT", path, "", headers, "UNSIGNED-PAYLOAD", weed.access_key,
+                                                     weed.secret_key, weed.region, "s3", headers["x-amz-date"])
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
     try:
         conn.request("PUT", path, body=data, headers=headers)

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from contentnode.core import netguard, s3
+from contentnode.core import netguard, s3, s3_origin, s3_sign
 from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 from tests.peers.stub import LoopbackListener
@@ -67,7 +67,7 @@ SUITE = [
 @pytest.mark.parametrize("name,method,path,query,extra,body,expected", SUITE, ids=[c[0] for c in SUITE])
 def test_sigv4_matches_aws_test_suite(name, method, path, query, extra, body, expected):
     headers = {"Host": HOST, "X-Amz-Date": SUITE_DATE, **extra}
-    auth = s3.authorization(method, s3.uri_encode(path, keep_slash=True), s3.canonical_query(query),
+    auth = s3_sign.authorization(method, s3_sign.uri_encode(path, keep_slash=True), s3_sign.canonical_query(query),
                             headers, hashlib.sha256(body).hexdigest(), *SUITE_KEY,
                             "us-east-1", "service", SUITE_DATE)
     assert auth.endswith(f"Signature={expected}")
@@ -75,8 +75,8 @@ def test_sigv4_matches_aws_test_suite(name, method, path, query, extra, body, ex
 
 
 def test_canonical_request_of_get_vanilla_is_the_published_one():
-    creq, signed = s3.canonical_request("GET", "/", "", {"Host": HOST, "X-Amz-Date": SUITE_DATE},
-                                        s3.EMPTY_SHA256)
+    creq, signed = s3_sign.canonical_request("GET", "/", "", {"Host": HOST, "X-Amz-Date": SUITE_DATE},
+                                        s3_sign.EMPTY_SHA256)
     assert creq == ("GET\n/\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n\n"
                     "host;x-amz-date\ne3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
     assert signed == "host;x-amz-date"
@@ -108,7 +108,7 @@ def test_client_signs_the_s3_guide_get_object_example():
 
 def test_client_signs_the_s3_guide_list_objects_example():
     client = _doc_client()
-    query = s3.canonical_query([("prefix", "J"), ("max-keys", "2")])
+    query = s3_sign.canonical_query([("prefix", "J"), ("max-keys", "2")])
     assert query == "max-keys=2&prefix=J"
     headers = client.signed_headers("GET", "examplebucket.s3.amazonaws.com", "/", query)
     assert headers["Authorization"].endswith(
@@ -227,14 +227,14 @@ def test_list_pages_through_the_bucket(seaweed, bucket):
 
 
 def test_check_ok_with_good_credentials(seaweed, bucket):
-    report = s3.check_bucket(_client(seaweed, bucket))
+    report = s3_origin.check_bucket(_client(seaweed, bucket))
     assert report["ok"] is True
     assert [s["name"] for s in report["steps"]] == ["resolve", "connect", "authenticate", "list"]
     assert all(s["ok"] and s["ms"] >= 0 for s in report["steps"])
 
 
 def test_check_names_the_wrong_secret(seaweed, bucket):
-    report = s3.check_bucket(_client(seaweed, bucket, secret_key="not-the-secret"))
+    report = s3_origin.check_bucket(_client(seaweed, bucket, secret_key="not-the-secret"))
     assert report["ok"] is False
     last = report["steps"][-1]
     assert (last["name"], last["ok"], last["code"]) == ("authenticate", False, "credentials_refused")
@@ -242,7 +242,7 @@ def test_check_names_the_wrong_secret(seaweed, bucket):
 
 
 def test_check_names_the_missing_bucket(seaweed):
-    report = s3.check_bucket(_client(seaweed, "no-such-bucket-here"))
+    report = s3_origin.check_bucket(_client(seaweed, "no-such-bucket-here"))
     assert report["ok"] is False
     assert [(s["name"], s["ok"]) for s in report["steps"]][-2:] == [("authenticate", True), ("list", False)]
     assert report["steps"][-1]["code"] == "no_such_bucket"
@@ -250,20 +250,20 @@ def test_check_names_the_missing_bucket(seaweed):
 
 def test_check_names_the_stopped_server(seaweed, bucket):
     with seaweed.stopped():
-        report = s3.check_bucket(_client(seaweed, bucket))
+        report = s3_origin.check_bucket(_client(seaweed, bucket))
     assert report["ok"] is False
     last = report["steps"][-1]
     assert (last["name"], last["code"]) == ("connect", "connect") and "refused" in last["detail"]
 
 
 def test_check_names_an_unresolvable_endpoint(seaweed, bucket):
-    report = s3.check_bucket(_client(seaweed, bucket, endpoint="http://no-such-host.invalid:9000"))
+    report = s3_origin.check_bucket(_client(seaweed, bucket, endpoint="http://no-such-host.invalid:9000"))
     assert report["steps"] == [report["steps"][0]] and report["steps"][0]["code"] == "resolve"
 
 
 def test_check_refuses_a_forbidden_address(seaweed, bucket):
     client = s3.S3Client(_client(seaweed, bucket).config, netguard.OutboundPolicy(allow_private=False))
-    report = s3.check_bucket(client)
+    report = s3_origin.check_bucket(client)
     assert report["ok"] is False and report["steps"][0]["code"] == "address"
 
 
@@ -277,13 +277,13 @@ def test_clock_skew_is_named(seaweed, bucket):
 
 def test_probe_existing_missing_and_empty_objects(seaweed, bucket):
     client = _client(seaweed, bucket)
-    found = s3.probe_object(client, "docs/hello.txt")
+    found = s3_origin.probe_object(client, "docs/hello.txt")
     assert found["ok"] and found["size"] == 11 and found["content_type"] == "text/plain"
     assert found["first_bytes"] == "aGVsbG8gd29ybGQ=" and found["etag"]
-    missing = s3.probe_object(client, "docs/nope.txt")
+    missing = s3_origin.probe_object(client, "docs/nope.txt")
     assert missing["ok"] is False and missing["status"] == 404
     assert missing["error"]["code"] == "no_such_key"
-    empty = s3.probe_object(client, "empty.txt")
+    empty = s3_origin.probe_object(client, "empty.txt")
     assert empty["ok"] and empty["size"] == 0 and empty["first_bytes"] == ""
 
 
@@ -339,14 +339,14 @@ def tls_front(seaweed, tmp_path_factory):
 def test_https_endpoint_with_a_trusted_certificate(seaweed, bucket, tls_front):
     client = _client(seaweed, bucket, endpoint=f"https://localhost:{tls_front.port}")
     client.ssl_context = ssl.create_default_context(cadata=tls_front.ca_pem)
-    report = s3.check_bucket(client)
+    report = s3_origin.check_bucket(client)
     assert report["ok"] is True, report
     assert "TLS" in report["steps"][1]["detail"] and "verified" in report["steps"][1]["detail"]
-    assert s3.probe_object(client, "docs/hello.txt")["first_bytes"] == "aGVsbG8gd29ybGQ="
+    assert s3_origin.probe_object(client, "docs/hello.txt")["first_bytes"] == "aGVsbG8gd29ybGQ="
 
 
 def test_https_endpoint_with_an_untrusted_certificate_names_tls(seaweed, bucket, tls_front):
-    report = s3.check_bucket(_client(seaweed, bucket, endpoint=f"https://localhost:{tls_front.port}"))
+    report = s3_origin.check_bucket(_client(seaweed, bucket, endpoint=f"https://localhost:{tls_front.port}"))
     assert report["ok"] is False
     last = report["steps"][-1]
     assert (last["name"], last["code"]) == ("connect", "tls") and "not trusted" in last["detail"]
@@ -356,7 +356,7 @@ def test_a_silent_server_is_a_timeout(seaweed, bucket):
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (backlog), never answers
         client = _client(seaweed, bucket, endpoint=f"http://127.0.0.1:{silent.getsockname()[1]}")
         client.timeout = 0.5
-        report = s3.check_bucket(client)
+        report = s3_origin.check_bucket(client)
     assert report["ok"] is False
     assert (report["steps"][-1]["name"], report["steps"][-1]["code"]) == ("authenticate", "timeout")
 

@@ -16,7 +16,8 @@ from contentnode.core import fields as v
 from contentnode.core import folders, netguard
 from contentnode.core.fields import FieldError
 from contentnode.core.hostnames import HostnameError, normalize_host
-from contentnode.core.s3 import BucketConfig, S3Client, S3Origin
+from contentnode.core.s3 import BucketConfig, S3Client
+from contentnode.core.s3_origin import S3Origin
 
 TYPES = ("s3", "folder")
 S3_FIELDS = {"endpoint", "region", "bucket", "access_key", "secret_key", "path_style"}

@@ -22,21 +22,22 @@ since it started. A purge removes the matching files and raises the generation
 under that same lock, so every process forgets what it held in memory and no
 file stored before the purge is found after it. The entry file format is in
 core/cache_entries.py, the fill and the objects a request reads through in
-core/cache_fill.py.
+core/cache_fill.py, the purges (and who is told of them) in core/cache_purge.py.
 """
 
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from itertools import count
 
-from contentnode.core.cache_entries import (Entry, LruOrder, entry_paths, header_bytes, header_uid, key_name,
-                                            new_uid, object_name, read_entry)
+from contentnode.core.cache_entries import (Entry, LruOrder, entry_paths, file_size, header_bytes, header_uid,
+                                            key_name, new_uid, read_entry, remove_if_present)
 from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, FillTruncated, OriginAnswer,
                                          Result, SharedFile, StreamedResult)
 from contentnode.core.cache_ledger import CacheLedger
 from contentnode.core.cache_memory import HOT_MAX_OBJECT, HotBodies, OpenFiles
+from contentnode.core.cache_purge import CachePurges
 from contentnode.fileio import ensure_private_dir, write_all
 
 KEY_LOCK_WAIT = STALL_TIMEOUT / 2   # how long a fill waits for another fill of its key
@@ -44,7 +45,7 @@ TOUCH_EVERY = 60.0       # refresh an entry's mtime (its LRU position for every 
 INDEX_SLACK = 1024                  # index entries (and queued files) allowed beyond twice the folder's
 
 
-class Cache:
+class Cache(CachePurges):
     """The node's object cache under `root` (normally <data_dir>/cache)."""
 
     def __init__(self, root: str, max_bytes: int, clock: Callable[[], float] = time.time,
@@ -103,14 +104,14 @@ class Cache:
         for name in os.listdir(self._tmp):
             path = os.path.join(self._tmp, name)
             if self._owner_alive(name):
-                total += _file_size(path)
+                total += file_size(path)
             else:
-                _unlink(path)
+                remove_if_present(path)
         for path, name in entry_paths(self.root):
             if check_entries and read_entry(path, name) is None:
-                _unlink(path)
+                remove_if_present(path)
                 continue
-            size = _file_size(path)
+            size = file_size(path)
             total += size
             entries += 1
         self.ledger.recount(total, entries)
@@ -428,7 +429,7 @@ class Cache:
             if found is None:
                 return False
             path, st, entry = found
-            _unlink(path)
+            remove_if_present(path)
             self.ledger.add(total=-st.st_size, entries=-1, removals=1)
             if entry is not None:
                 self._forget(entry)
@@ -448,8 +449,8 @@ class Cache:
     def _drop_temp(self, fill) -> None:
         """(Lock held.)"""
         with self.ledger.books():
-            size = _file_size(fill.tmp_path)
-            _unlink(fill.tmp_path)
+            size = file_size(fill.tmp_path)
+            remove_if_present(fill.tmp_path)
             self._temps.discard(os.path.basename(fill.tmp_path))
             self.ledger.add(total=-size)
         fill.reserved = 0
@@ -488,7 +489,7 @@ class Cache:
                 kept = not fill.discard and ttl > 0 and fill.generation == self.ledger.generation()
                 if kept:
                     ensure_private_dir(os.path.dirname(path))
-                    replaced = _file_size(path)
+                    replaced = file_size(path)
                     os.replace(fill.tmp_path, path)
                     self._temps.discard(os.path.basename(fill.tmp_path))
                     fill.reserved = 0
@@ -519,7 +520,7 @@ class Cache:
             try:
                 if header_uid(fd) != entry.uid:
                     return
-                _unlink(entry.path)
+                remove_if_present(entry.path)
                 self.ledger.add(total=-os.fstat(fd).st_size, entries=-1, removals=1)
             finally:
                 os.close(fd)
@@ -528,59 +529,6 @@ class Cache:
         with self._lock, self.ledger.books():
             self.ledger.set_max_bytes(max_bytes)
             self._make_room(0)
-
-    def purge(self, match: Callable[[tuple], bool] | None, objects: list[str] | None = None) -> int:
-        """Remove every entry whose key matches (None: every entry), whatever process stored it;
-        `objects` (object names) narrows the walk to those objects' files.
-
-        The walk runs under the books lock, so no fill anywhere commits during it, and the
-        generation goes up before the lock is let go: a fill in flight anywhere is served to its
-        readers but not kept, and every process forgets what it held in memory before its next
-        answer. Hits from memory go on during the walk (they began before the purge ended).
-        """
-        removed = 0
-        with self.ledger.books():
-            for path, name in entry_paths(self.root, objects):
-                if match is not None:
-                    entry = read_entry(path, name)
-                    if entry is None or not match(entry.key):
-                        continue
-                size = _file_size(path)
-                _unlink(path)
-                self.ledger.add(total=-size, entries=-1, removals=1)
-                removed += 1
-            self.ledger.bump_generation()
-            self.ledger.record_purge(self.clock(), removed)
-        with self._lock:
-            self._sync()
-        return removed
-
-    def purge_urls(self, objects: Iterable[tuple[str, str]]) -> int:
-        """Each (host, path) object and all its image variants and encodings: only the
-        folder of each object is listed."""
-        wanted = set(objects)
-        count = self.purge(lambda k: (k[0], k[1]) in wanted, [object_name(*o) for o in wanted])
-        return self._purged(count, [("url", host, path) for host, path in sorted(wanted)])
-
-    def add_purge_listener(self, listener: Callable[[list], None]) -> None:
-        """listener([(kind "url"|"prefix"|"all", host, path or prefix), ...]) after each purge
-        asked for by name, one call per purge request (a fleet's primary replays them)."""
-        self._purge_listeners.append(listener)
-
-    def _purged(self, count: int, entries: list) -> int:
-        for listener in self._purge_listeners:
-            listener(entries)
-        return count
-
-    def purge_url(self, host: str, path: str) -> int:
-        return self.purge_urls([(host, path)])
-
-    def purge_prefix(self, host: str, prefix: str) -> int:
-        return self._purged(self.purge(lambda k: k[0] == host and k[1].startswith(prefix)),
-                            [("prefix", host, prefix)])
-
-    def purge_all(self) -> int:
-        return self._purged(self.purge(None), [("all", None, None)])
 
     def close(self) -> None:
         """At stop: close the files kept open and the books (this process's locks go with them)."""
@@ -613,17 +561,3 @@ class Cache:
             asked = slot["hits"] + slot["misses"]
             processes.append(dict(slot, hit_ratio=round(slot["hits"] / asked, 4) if asked else None))
         return dict(self.stats(), processes=processes, last_purge=self.ledger.last_purge())
-
-
-def _file_size(path) -> int:
-    try:
-        return os.stat(path).st_size
-    except FileNotFoundError:
-        return 0
-
-
-def _unlink(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

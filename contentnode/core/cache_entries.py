@@ -6,7 +6,7 @@ encoding), and lives in a folder named by the name's first two hex digits; the h
 the key, size, meta, times and a random id, so a file alone says what it is,
 whether it is whole, and whether it is still the very entry a process indexed
 (inode numbers are reused, so they cannot say that). core/cache.py indexes
-these files; nothing else reads them.
+these files and core/cache_purge.py removes them; nothing else reads them.
 
 A file's mtime is the time of its last use (set at the store and refreshed by
 hits, at most once a minute, in the cache clock's time): LruOrder picks the
@@ -209,3 +209,17 @@ def entry_paths(root: str, objects: list[str] | None = None):
         for name in names:
             if wanted is None or name.startswith(wanted):
                 yield os.path.join(folder, name), name
+
+
+def file_size(path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def remove_if_present(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

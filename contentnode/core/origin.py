@@ -1,6 +1,6 @@
 """What the content path, the bucket API and traffic diagnosis ask of an origin.
 
-A bucket is an origin of one of two kinds: an S3-compatible bucket (core/s3.py
+A bucket is an origin of one of two kinds: an S3-compatible bucket (core/s3_origin.py
 S3Origin) or a folder on the node (core/folders.py FolderOrigin);
 core/buckets.py origin_for picks one from the record. Callers see only the
 four calls below and OriginError, so neither the cache nor the handlers

@@ -8,9 +8,10 @@ hundred lines of http.client and hmac replace an SDK. Every connection goes
 through netguard (docs/ARCHITECTURE.md, "Trust boundaries"), and
 every failure becomes an S3Error whose `code` names the cause an operator can
 act on (credentials refused, no such bucket, clock skew, TLS, timeout...).
+The signing itself is core/s3_sign.py; the bucket as an origin (S3Origin, the
+check and probe) is core/s3_origin.py.
 """
 
-import base64
 import hashlib
 import hmac
 import http.client
@@ -20,23 +21,20 @@ import ssl
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from datetime import datetime, UTC
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from contentnode.core import netguard
-from contentnode.core.cache_fill import CHUNK, OriginAnswer
 from contentnode.core.origin import OriginError
-from contentnode.core.steps import Steps, elapsed_ms
+from contentnode.core.s3_sign import (EMPTY_SHA256, UNSIGNED_PAYLOAD, amz_date, authorization, canonical_query,
+                                      canonical_request, signing_key, uri_encode)
 from contentnode.core.text import whole_number
 
-EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 LIST_MAX_BYTES = 4 << 20
 ERROR_MAX_BYTES = 64 << 10
 DEFAULT_OBJECT_MAX_BYTES = 1 << 30
 PUT_MAX_BYTES = 64 << 20  # what the node ever writes (a fleet bundle, a status) stays far below
 SMALL_OBJECT_MAX_BYTES = 16 << 20  # default cap of get_bytes, which holds the whole body in memory
 PRESIGN_MAX_SECONDS = 7 * 24 * 3600  # SigV4's own limit for a presigned URL
-UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 
 # S3 error codes -> (our cause code, what it means for the operator).
 _CAUSES = {
@@ -71,62 +69,6 @@ class S3Error(OriginError):
         if self.s3_code:
             out["s3_code"] = self.s3_code
         return out
-
-
-# ---------------------------------------------------------------- SigV4
-
-
-def uri_encode(value: str, keep_slash: bool = False) -> str:
-    """RFC 3986 encoding as SigV4 wants it: unreserved kept, the rest %XX (upper case)."""
-    return quote(value, safe="-._~/" if keep_slash else "-._~")
-
-
-def canonical_query(params) -> str:
-    """Sorted, encoded `k=v` pairs joined by '&' (params: iterable of (key, value))."""
-    pairs = sorted((uri_encode(str(k)), uri_encode(str(v))) for k, v in params)
-    return "&".join(f"{k}={v}" for k, v in pairs)
-
-
-def _header_value(value: str) -> str:
-    return re.sub(r"\s+", " ", str(value).strip())
-
-
-def canonical_request(method: str, canonical_uri: str, query: str, headers: dict,
-                      payload_hash: str) -> tuple[str, str]:
-    """(canonical request, signed header list) for already encoded URI and query."""
-    lowered: dict[str, str] = {}
-    for name, value in headers.items():
-        key = name.lower().strip()
-        lowered[key] = f"{lowered[key]},{_header_value(value)}" if key in lowered else _header_value(value)
-    names = sorted(lowered)
-    signed = ";".join(names)
-    head = "".join(f"{n}:{lowered[n]}\n" for n in names)
-    return "\n".join([method, canonical_uri, query, head, signed, payload_hash]), signed
-
-
-def signing_key(secret_key: str, datestamp: str, region: str, service: str) -> bytes:
-    key = ("AWS4" + secret_key).encode()
-    for part in (datestamp, region, service, "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    return key
-
-
-def authorization(method: str, canonical_uri: str, query: str, headers: dict, payload_hash: str,
-                  access_key: str, secret_key: str, region: str, service: str, amz_date: str) -> str:
-    """The Authorization header value; `headers` must already hold host and x-amz-date."""
-    creq, signed = canonical_request(method, canonical_uri, query, headers, payload_hash)
-    scope = f"{amz_date[:8]}/{region}/{service}/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(creq.encode()).hexdigest()])
-    sig = hmac.new(signing_key(secret_key, amz_date[:8], region, service), to_sign.encode(),
-                   hashlib.sha256).hexdigest()
-    return f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={signed}, Signature={sig}"
-
-
-def amz_date(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y%m%dT%H%M%SZ")
-
-
-# ---------------------------------------------------------------- client
 
 
 @dataclass(frozen=True)
@@ -518,122 +460,3 @@ def parse_list(body: bytes) -> ListPage:
                      "etag": item.findtext("ETag"), "last_modified": item.findtext("LastModified")})
     truncated = (root.findtext("IsTruncated") or "false").lower() == "true"
     return ListPage(keys, truncated, root.findtext("NextContinuationToken"))
-
-
-# ---------------------------------------------------------------- check and test
-
-PREVIEW_BYTES = 64
-
-
-def _step(steps: Steps, name: str, action, describe):
-    """Run one check step and record it; returns (result, ok)."""
-    started = time.monotonic()
-    try:
-        result = action()
-    except S3Error as exc:
-        steps.add(name, False, exc.message, started, code=exc.code)
-        return None, False
-    steps.add(name, True, describe(result), started)
-    return result, True
-
-
-def _authenticate(client: S3Client, conn) -> str:
-    """A signed listing: any answer but a credential refusal proves the credentials."""
-    try:
-        client.list_objects(max_keys=1, conn=conn)
-    except S3Error as exc:
-        if exc.code != "no_such_bucket":
-            raise
-    return "the server accepted the signed request"
-
-
-def _describe_listing(page: ListPage) -> str:
-    if not page.keys:
-        return "the bucket is reachable and empty"
-    more = " (more exist)" if page.truncated else ""
-    count = len(page.keys)
-    return f"listed {count} object{'s' if count != 1 else ''}{more}, first {page.keys[0]['key']!r}"
-
-
-def check_bucket(client: S3Client) -> dict:
-    """Resolve, connect (and TLS), authenticate, list: stop at the first failing step."""
-    cfg = client.config
-    steps = Steps()
-    _, ok = _step(steps, "resolve", client.resolve,
-                          lambda a: f"{cfg.target(None)[1]} resolves to {', '.join(a)}")
-    conn = None
-    if ok:
-        conn, ok = _step(steps, "connect", client.connect, _describe_connection)
-    if ok:
-        _, ok = _step(steps, "authenticate", lambda: _authenticate(client, conn), str)
-    if ok:
-        _, ok = _step(steps, "list", lambda: client.list_objects(max_keys=10), _describe_listing)
-    if conn is not None:
-        conn.close()
-    return steps.report()
-
-
-def _describe_connection(conn) -> str:
-    peer = conn.sock.getpeername()
-    text = f"connected to {peer[0]} port {peer[1]}"
-    if isinstance(conn.sock, ssl.SSLSocket):
-        text += f" over {conn.sock.version()} (certificate verified)"
-    return text
-
-
-def probe_object(client: S3Client, key: str) -> dict:
-    """Metadata and the first bytes of one object (a ranged GET; HEAD for an empty object,
-    whose byte 0 does not exist)."""
-    started = time.monotonic()
-    data = b""
-    try:
-        try:
-            with client.get_object(key, (0, PREVIEW_BYTES - 1)) as stream:
-                info = stream.info
-                while len(data) < PREVIEW_BYTES and (chunk := stream.read(PREVIEW_BYTES - len(data))):
-                    data += chunk
-        except S3Error as exc:
-            if exc.code != "invalid_range":
-                raise
-            info = client.head_object(key)
-    except S3Error as exc:
-        return {"ok": False, "status": exc.status, "error": exc.as_dict(), "ms": elapsed_ms(started)}
-    return {"ok": True, "status": info.status, "size": info.size, "content_type": info.content_type,
-            "etag": info.etag, "last_modified": info.last_modified,
-            "first_bytes": base64.b64encode(data[:PREVIEW_BYTES]).decode("ascii"),
-            "ms": elapsed_ms(started)}
-
-
-class S3Origin:
-    """A bucket as the content path and the bucket API see an origin (core/origin.py)."""
-
-    def __init__(self, client: S3Client):
-        self.client = client
-
-    def open(self, key: str) -> OriginAnswer:
-        try:
-            stream = self.client.get_object(key)
-        except S3Error as exc:
-            if exc.code == "no_such_key":
-                return OriginAnswer(404)
-            raise
-        info = stream.info
-        if info.size is None:
-            stream.close()
-            raise S3Error("protocol", "the origin sent no length")
-        meta = {"content_type": info.content_type or "application/octet-stream",
-                "etag": info.etag, "last_modified": info.last_modified}
-        if info.headers.get("content-encoding"):   # stored encoded: sent as it is, never compressed again
-            meta["content_encoding"] = info.headers["content-encoding"]
-        return OriginAnswer(200, meta, info.size, stream.chunks(CHUNK), stream.close)
-
-    def head(self, key: str) -> dict:
-        info = self.client.head_object(key)
-        return {"status": info.status, "size": info.size, "content_type": info.content_type,
-                "etag": info.etag, "last_modified": info.last_modified}
-
-    def check(self) -> dict:
-        return check_bucket(self.client)
-
-    def probe(self, key: str) -> dict:
-        return probe_object(self.client, key)
