@@ -428,3 +428,36 @@ def test_an_answer_may_end_its_entry_before_the_ttl(cache, clock):
     hit = cache.lookup(KEY)   # its own ttl
     assert hit is not None and hit.read_all() == b"hello world"
     again.close()
+
+
+def _write_legacy_entry(root: str, key: tuple, body: bytes, stored_at: float, ttl: int, torn: bool = False) -> str:
+    """An entry file as contentnode 0.1 wrote it: named by the SHA-256 of the whole key, no id."""
+    import hashlib
+
+    from contentnode.core.cache_entries import header_bytes
+    name = hashlib.sha256("\0".join(key).encode()).hexdigest()
+    folder = os.path.join(root, name[:2])
+    os.makedirs(folder, exist_ok=True)
+    header = header_bytes({"key": list(key), "size": len(body), "meta": {"content_type": "text/plain"},
+                           "stored_at": stored_at, "expires_at": stored_at + ttl})
+    path = os.path.join(folder, name)
+    with open(path, "wb") as f:
+        f.write(header + (body[:-2] if torn else body))
+    return path
+
+
+def test_an_upgrade_keeps_the_entries_the_previous_version_wrote(tmp_path, clock):
+    """Entries of 0.1 (no id, another file name) are adopted at start, not dropped: an upgrade
+    keeps the cache. A torn one still goes."""
+    root = str(tmp_path / "c")
+    os.makedirs(os.path.join(root, "tmp"))
+    kept = _write_legacy_entry(root, KEY, b"from 0.1", clock.t, 600)
+    torn_key = ("example.com", "/torn.txt", "")
+    torn = _write_legacy_entry(root, torn_key, b"0123456789", clock.t, 600, torn=True)
+    cache = Cache(root, 1 << 20, clock)
+    origin = Origin(b"fetched again")
+    result = cache.get(KEY, origin, 600)
+    assert result.hit and result.read_all() == b"from 0.1" and origin.calls == 0
+    assert not os.path.exists(kept) and not os.path.exists(torn)
+    assert cache.lookup(torn_key) is None and cache.stats()["entries"] == 1
+    assert Cache(root, 1 << 20, clock).lookup(KEY) is not None   # and under its new name for good

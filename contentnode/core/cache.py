@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable
 from itertools import count
 
-from contentnode.core.cache_entries import (Entry, LruOrder, entry_paths, file_size, header_bytes, header_uid,
-                                            key_name, new_uid, read_entry, remove_if_present)
+from contentnode.core.cache_entries import (Entry, LruOrder, adopt_legacy, entry_paths, file_size, header_bytes,
+                                            header_uid, key_name, new_uid, read_entry, remove_if_present)
 from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, FillTruncated, OriginAnswer,
                                          Result, SharedFile, StreamedResult)
 from contentnode.core.cache_ledger import CacheLedger
@@ -107,10 +107,12 @@ class Cache(CachePurges):
                 total += file_size(path)
             else:
                 remove_if_present(path)
-        for path, name in entry_paths(self.root):
+        for path, name in list(entry_paths(self.root)):
             if check_entries and read_entry(path, name) is None:
-                remove_if_present(path)
-                continue
+                path = adopt_legacy(self.root, path, name) or path
+                if read_entry(path, os.path.basename(path)) is None:
+                    remove_if_present(path)
+                    continue
             size = file_size(path)
             total += size
             entries += 1

@@ -21,6 +21,8 @@ import os
 import struct
 from dataclasses import dataclass
 
+from contentnode.fileio import ensure_private_dir
+
 MAGIC = b"CNC1"
 _PREFIX = struct.Struct(">4sI")
 MAX_HEADER = 64 * 1024
@@ -98,7 +100,7 @@ def read_entry(path: str, name: str) -> Entry | None:
         if len(key) < 3 or key_name(key) != name or st.st_size != offset + header["size"]:
             return None
         return Entry(key, path, offset, header["size"], header["meta"], header["stored_at"],
-                     header["expires_at"], st.st_mtime, uid=header["id"])
+                     header["expires_at"], st.st_mtime, uid=header.get("id", LEGACY_UID))
     except (ValueError, KeyError, TypeError, OSError):
         return None
     finally:
@@ -108,9 +110,40 @@ def read_entry(path: str, name: str) -> Entry | None:
 def header_uid(fd: int) -> str | None:
     """The id in the header of an open entry file, None when it is not one."""
     try:
-        return read_header(fd)[0].get("id")
+        return read_header(fd)[0].get("id", LEGACY_UID)
     except (ValueError, OSError):
         return None
+
+
+# Entries written before ids and object-first names (contentnode 0.1): named by the SHA-256 of
+# the whole key, no "id" in the header. They are adopted at start (renamed to today's name) so an
+# upgrade keeps the cache; every file written since carries a random id, never this one.
+LEGACY_UID = ""
+
+
+def adopt_legacy(root: str, path: str, name: str) -> str | None:
+    """Rename a whole 0.1 entry file to its name of today; its new path, or None when it is not one."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        header, offset = read_header(fd)
+        key = tuple(header["key"])
+        whole = os.fstat(fd).st_size == offset + header["size"]
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    finally:
+        os.close(fd)
+    legacy = _digest("\0".join(key))
+    if "id" in header or len(key) != 3 or name != legacy or not whole:
+        return None
+    new_name = key_name(key)
+    folder = os.path.join(root, new_name[:2])
+    ensure_private_dir(folder)
+    target = os.path.join(folder, new_name)
+    os.rename(path, target)
+    return target
 
 
 class LruOrder:
