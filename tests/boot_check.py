@@ -289,7 +289,9 @@ def two_cpus(box: Container, timings: dict) -> None:
 
         started = time.monotonic()
         state = unit_state(box)
-        facts = box.sh(f"""
+
+        def read_facts():
+            return box.sh(f"""
             stat -c '%a %u' /var/lib/private/contentnode
             awk '/^Uid:/ {{print $2}}' /proc/{state['MainPID']}/status
             awk '/^Cpus_allowed_list:/ {{print $2}}' /proc/{state['MainPID']}/status
@@ -298,14 +300,25 @@ def two_cpus(box: Container, timings: dict) -> None:
                 echo
             done
         """).stdout.strip().split("\n")
-        mode_owner, uid, cpus, workers = facts[0], facts[1], facts[2], facts[3:]
+
+        def pinned_of(workers):
+            return [{cpu for cpu in found.replace("Cpus_allowed_list:", "").split() if cpu != cpus}
+                    for found in workers]
+
+        # a worker pins its public threads once it serves: look until both do (or 20 s passed)
+        deadline = time.monotonic() + 20
+        while True:
+            facts = read_facts()
+            mode_owner, uid, cpus, workers = facts[0], facts[1], facts[2], facts[3:]
+            pinned = pinned_of(workers)
+            if len(workers) == 2 and all(len(one) == 1 for one in pinned) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert mode_owner == f"700 {uid}", f"state dir mode and owner: {mode_owner}, daemon uid {uid}"
         assert int(uid) >= 61184, f"not a dynamic user: uid {uid}"   # systemd's DynamicUser range
         assert "-" in cpus or "," in cpus, f"the daemon may run on CPUs {cpus} only"
         assert len(workers) == 2, f"public workers running: {workers}"
         # each worker's public threads keep to one CPU: sched_setaffinity ran under the filter
-        pinned = [{cpu for cpu in found.replace("Cpus_allowed_list:", "").split() if cpu != cpus}
-                  for found in workers]
         assert all(len(one) == 1 for one in pinned) and pinned[0] != pinned[1], workers
         log(f"dynamic uid {uid}, state dir {mode_owner}, CPUs {cpus}, 2 public workers pinned to "
             f"{' and '.join(one.pop() for one in pinned)}")
