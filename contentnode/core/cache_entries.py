@@ -87,8 +87,15 @@ def new_uid() -> str:
     return os.urandom(8).hex()
 
 
-def read_entry(path: str, name: str) -> Entry | None:
-    """The entry in the file at path (named `name`), or None when it is gone, torn or foreign."""
+# Entries written before ids and object-first names (contentnode 0.1): named by the SHA-256 of
+# the whole key, no "id" in the header. They are adopted at start (renamed to today's name) so an
+# upgrade keeps the cache; every file written since carries a random id, never this one.
+LEGACY_UID = ""
+
+
+def _whole_file(path: str):
+    """(header, key, body offset, stat) of a whole entry file at path; None when it is gone,
+    torn (shorter or longer than its header says) or not an entry."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -97,14 +104,26 @@ def read_entry(path: str, name: str) -> Entry | None:
         header, offset = read_header(fd)
         st = os.fstat(fd)
         key = tuple(header["key"])
-        if len(key) < 3 or key_name(key) != name or st.st_size != offset + header["size"]:
+        if len(key) < 3 or not all(isinstance(part, str) for part in key) or st.st_size != offset + header["size"]:
             return None
-        return Entry(key, path, offset, header["size"], header["meta"], header["stored_at"],
-                     header["expires_at"], st.st_mtime, uid=header.get("id", LEGACY_UID))
+        return header, key, offset, st
     except (ValueError, KeyError, TypeError, OSError):
         return None
     finally:
         os.close(fd)
+
+
+def read_entry(path: str, name: str) -> Entry | None:
+    """The entry in the file at path (named `name`), or None when it is gone, torn or foreign."""
+    found = _whole_file(path)
+    if found is None or key_name(found[1]) != name:
+        return None
+    header, key, offset, st = found
+    try:
+        return Entry(key, path, offset, header["size"], header["meta"], header["stored_at"],
+                     header["expires_at"], st.st_mtime, uid=header.get("id", LEGACY_UID))
+    except (KeyError, AttributeError):
+        return None
 
 
 def header_uid(fd: int) -> str | None:
@@ -115,28 +134,13 @@ def header_uid(fd: int) -> str | None:
         return None
 
 
-# Entries written before ids and object-first names (contentnode 0.1): named by the SHA-256 of
-# the whole key, no "id" in the header. They are adopted at start (renamed to today's name) so an
-# upgrade keeps the cache; every file written since carries a random id, never this one.
-LEGACY_UID = ""
-
-
 def adopt_legacy(root: str, path: str, name: str) -> str | None:
     """Rename a whole 0.1 entry file to its name of today; its new path, or None when it is not one."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+    found = _whole_file(path)
+    if found is None:
         return None
-    try:
-        header, offset = read_header(fd)
-        key = tuple(header["key"])
-        whole = os.fstat(fd).st_size == offset + header["size"]
-    except (ValueError, KeyError, TypeError, OSError):
-        return None
-    finally:
-        os.close(fd)
-    legacy = _digest("\0".join(key))
-    if "id" in header or len(key) != 3 or name != legacy or not whole:
+    header, key = found[0], found[1]
+    if "id" in header or len(key) != 3 or name != _digest("\0".join(key)):
         return None
     new_name = key_name(key)
     folder = os.path.join(root, new_name[:2])
