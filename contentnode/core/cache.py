@@ -22,7 +22,8 @@ since it started. A purge removes the matching files and raises the generation
 under that same lock, so every process forgets what it held in memory and no
 file stored before the purge is found after it. The entry file format is in
 core/cache_entries.py, the fill and the objects a request reads through in
-core/cache_fill.py, the purges (and who is told of them) in core/cache_purge.py.
+core/cache_fill.py, the purges (and who is told of them) in core/cache_purge.py, the
+recount after a death and the start-up check of the folder in core/cache_books.py.
 """
 
 import os
@@ -31,8 +32,9 @@ import time
 from collections.abc import Callable
 from itertools import count
 
-from contentnode.core.cache_entries import (Entry, LruOrder, adopt_legacy, entry_paths, file_size, header_bytes,
-                                            header_uid, key_name, new_uid, read_entry, remove_if_present)
+from contentnode.core.cache_books import CacheBooks
+from contentnode.core.cache_entries import (Entry, LruOrder, file_size, header_bytes, header_uid, key_name, new_uid,
+                                            read_entry, remove_if_present)
 from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, FillTruncated, OriginAnswer,
                                          Result, SharedFile, StreamedResult)
 from contentnode.core.cache_ledger import CacheLedger
@@ -45,7 +47,7 @@ TOUCH_EVERY = 60.0       # refresh an entry's mtime (its LRU position for every 
 INDEX_SLACK = 1024                  # index entries (and queued files) allowed beyond twice the folder's
 
 
-class Cache(CachePurges):
+class Cache(CacheBooks, CachePurges):
     """The node's object cache under `root` (normally <data_dir>/cache)."""
 
     def __init__(self, root: str, max_bytes: int, clock: Callable[[], float] = time.time,
@@ -89,42 +91,6 @@ class Cache(CachePurges):
         """What this process's fills in flight have reserved."""
         with self._lock:
             return sum(fill.reserved for fill in self._fills.values())
-
-    # -- the books against the folder ------------------------------------------
-
-    def settle(self) -> None:
-        """Make the books equal the folder again: after a process died (perhaps halfway through
-        an update), its temp files go and the total is recounted."""
-        with self._lock, self.ledger.books():
-            self._settle(check_entries=False)
-
-    def _settle(self, check_entries: bool) -> None:
-        """(Both locks held.) With check_entries (at start), torn or foreign entry files go too."""
-        total = entries = 0
-        for name in os.listdir(self._tmp):
-            path = os.path.join(self._tmp, name)
-            if self._owner_alive(name):
-                total += file_size(path)
-            else:
-                remove_if_present(path)
-        for path, name in list(entry_paths(self.root)):
-            if check_entries and read_entry(path, name) is None:
-                path = adopt_legacy(self.root, path, name) or path
-                if read_entry(path, os.path.basename(path)) is None:
-                    remove_if_present(path)
-                    continue
-            size = file_size(path)
-            total += size
-            entries += 1
-        self.ledger.recount(total, entries)
-
-    def _owner_alive(self, tmp_name: str) -> bool:
-        """Whether a temp file's process lives (for this process's own pid: whether a fill of this
-        cache uses it, since a dead process's pid may be this one's now)."""
-        pid = tmp_name.split("-", 1)[0]
-        if not pid.isdigit():
-            return False
-        return tmp_name in self._temps if int(pid) == self.ledger.pid else self.ledger.alive(int(pid))
 
     # -- lookups --------------------------------------------------------------
 
