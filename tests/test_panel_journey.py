@@ -313,6 +313,7 @@ def create_token(page, context):
     check_page(page, "account-token-secret")
     page.get_by_role("button", name="I have saved it").click()
     page.get_by_role("row").filter(has_text="nightly purge").wait_for()
+    page.get_by_role("dialog").wait_for(state="detached")  # the dialog's close event runs a task later
     assert secret not in page.content()
     stored = page.evaluate("() => JSON.stringify([Object.entries(localStorage), Object.entries(sessionStorage), location.href])")
     assert secret not in stored

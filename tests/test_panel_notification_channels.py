@@ -38,6 +38,7 @@ def test_webhook_and_ntfy_from_the_panel(browser, node, admin):
         check_page(page, "notifications-webhook-secret")
         dialog.get_by_role("button", name="I have saved it").click()
         hook.secret = shown
+        dialog.wait_for(state="detached")  # the dialog's close event runs a task later
         webhook.get_by_text("secret set").wait_for()
         assert shown not in page.content()  # shown once: gone with the dialog
         webhook.get_by_role("button", name="Send a test").click()
