@@ -164,12 +164,15 @@ class Fleet:
 
     # --- incidents -----------------------------------------------------------
 
-    def _fail(self, code: str, message: str) -> None:
-        """Record last_error; notify when an incident starts (no error before, or another code)."""
+    def _fail(self, code: str, message: str, **changes) -> None:
+        """Record last_error (with `changes`, in the same write); notify when an incident
+        starts (no error before, or another code)."""
         previous = self.state().get("last_error") or {}
         if previous.get("code") == code and previous.get("message") == message:
+            if changes:
+                self.record(**changes)
             return
-        self.record(last_error={"code": code, "message": message, "at": rfc3339(self.clock.now())})
+        self.record(last_error={"code": code, "message": message, "at": rfc3339(self.clock.now())}, **changes)
         log.warning("fleet: %s: %s", code, message)
         if self.events is not None and previous.get("code") != code:
             self.events.emit("fleet_sync_failed", node=self.node_id(), code=code, message=message,
@@ -192,8 +195,8 @@ class Fleet:
         """Stop publishing for good: become a replica pinned to this node's own key."""
         keys.remove_signing(self.data_dir)
         self.forget_secrets()
-        self.record(role="replica", primary=None, bundle_etag=None)
-        self._fail("demoted", message)
+        # one write: whoever sees the replica role also sees why
+        self._fail("demoted", message, role="replica", primary=None, bundle_etag=None)
 
     # --- the background job ----------------------------------------------------
 
