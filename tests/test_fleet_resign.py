@@ -1,0 +1,63 @@
+"""The primary re-signs an unchanged configuration once half a bundle's lifetime (12 h) has
+passed, so replicas never reach its expiry (docs/API.md, "Fleet"). End to end with the
+real daemons and bucket: the primary was down, and its last bundle is 11 h, then 13 h old
+when it comes back (its state file says when it issued it; the clocks stay real, since
+SigV4 and the bucket need them)."""
+
+import json
+import os
+import time
+
+import pytest
+
+from contentnode.clock import parse_rfc3339, rfc3339
+from contentnode.fleet import publisher
+from tests.fleet_setup import serving_fleet, wait_for
+from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+
+HOUR = 3600
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory, seaweed):  # noqa: F811
+    instance = serving_fleet(tmp_path_factory, seaweed, replicas=1)
+    yield instance
+    instance.close()
+
+
+def back_after(fleet, hours: float) -> None:
+    """Stop the primary, date its last bundle `hours` back, start it again."""
+    fleet.primary.stop()
+    path = os.path.join(fleet.primary.data_dir, "state.json")
+    with open(path, "rb") as f:
+        doc = json.loads(f.read())
+    issued = time.time() - hours * HOUR
+    doc["fleet"]["issued_at"] = rfc3339(issued)
+    doc["fleet"]["expires_at"] = rfc3339(issued + publisher.LIFETIME_SECONDS)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    fleet.primary.start()
+
+
+def published_bundle(fleet) -> dict:
+    return json.loads(fleet.bucket_objects()[f"/buckets/{fleet.fleet_bucket}/contentnode/bundle.json"])
+
+
+def test_a_bundle_younger_than_half_its_lifetime_is_not_signed_again(fleet):
+    seq = fleet.seq()
+    back_after(fleet, 11)
+    time.sleep(4)   # four polls
+    assert fleet.seq() == seq
+    assert published_bundle(fleet)["seq"] == seq
+
+
+def test_a_bundle_past_half_its_lifetime_is_signed_again_and_followed(fleet):
+    seq = fleet.seq()
+    back_after(fleet, 13)
+    wait_for(lambda: fleet.seq() == seq + 1, 15, what="the primary re-signing")
+    found = published_bundle(fleet)
+    issued = parse_rfc3339(found["issued_at"])
+    assert abs(issued - time.time()) < 60
+    assert parse_rfc3339(found["expires_at"]) - issued == publisher.LIFETIME_SECONDS
+    fleet.wait_synced()
+    assert fleet.served(fleet.replicas[0], "/hello.txt").body == b"hello"
