@@ -265,6 +265,8 @@ def test_journey(browser, node, seaweed):  # noqa: F811
     assert len(page.get_by_test_id("recovery-codes").get_by_role("listitem").all()) == 10
     check_page(page, "account-recovery-codes")
     page.get_by_role("button", name="I have saved them").click()
+    # the page redraws with 2FA on (four API reads); logging out amid them would answer them 401
+    page.get_by_role("button", name="New recovery codes").wait_for()
     page.get_by_role("button", name="Log out", exact=True).click()
     page.get_by_role("button", name="Sign in").wait_for()
     check_page(page, "login")
