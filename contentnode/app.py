@@ -13,6 +13,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from functools import lru_cache
 
 from contentnode import __version__, api, oscalls
@@ -114,8 +115,8 @@ class App:
         self.draining = threading.Event()
         self.update_kick = threading.Event()
         self.accept_poll_seconds = 0.25
-        self._jobs = []
-        self._stop_steps = []
+        self._jobs: list[threading.Thread] = []
+        self._stop_steps: list[Callable[[], None]] = []
         self._stopping = threading.Event()
 
     # --- start and stop, in order -------------------------------------------

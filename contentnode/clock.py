@@ -25,10 +25,10 @@ class Clock:
     def from_environment(cls, environ=os.environ) -> "Clock":
         return cls(environ.get(CLOCK_FILE_VARIABLE) or None)
 
-    def _offset(self) -> float:
+    def _offset(self, offset_file: str) -> float:
         """Read on every call: only tests set the file, and they change it at will."""
         try:
-            with open(self.offset_file, encoding="ascii") as f:
+            with open(offset_file, encoding="ascii") as f:
                 return float(f.read().strip() or 0)
         except (OSError, ValueError):
             return 0.0
@@ -36,7 +36,7 @@ class Clock:
     def now(self) -> float:
         """Seconds since the epoch, shifted by the test offset when one is configured."""
         if self.offset_file:
-            return time.time() + self._offset()
+            return time.time() + self._offset(self.offset_file)
         return time.time()
 
 

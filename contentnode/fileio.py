@@ -123,7 +123,7 @@ class DataDirLock:
 
     def __init__(self, data_dir: str):
         self.path = os.path.join(data_dir, "lock")
-        self._fd = None
+        self._fd: int | None = None
 
     def acquire(self) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)

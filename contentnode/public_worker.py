@@ -33,7 +33,11 @@ def run(setup: dict, lifeline) -> int:
     setup_logging(config.log_level)
     stop, hurry = threading.Event(), threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(STOP_NOW, lambda *_: (hurry.set(), stop.set()))
+    def stop_now(*_):
+        hurry.set()
+        stop.set()
+
+    signal.signal(STOP_NOW, stop_now)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C reaches the daemon, which stops us
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the access log is open (it is opened after any rename)
     threading.Thread(target=_watch_lifeline, args=(lifeline, stop, hurry), name="lifeline", daemon=True).start()

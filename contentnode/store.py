@@ -209,9 +209,9 @@ class Section(MutableMapping):
     def __init__(self, base: dict, members: dict):
         self._base = base          # the snapshot's records, never mutated
         self._members = members    # key -> `"key":value` bytes of the snapshot
-        self.copies = {}           # key -> this transaction's value
-        self.assigned = set()      # keys given a value here (always re-encoded)
-        self.deleted = set()       # snapshot keys removed (possibly given again later)
+        self.copies: dict = {}          # key -> this transaction's value
+        self.assigned: set = set()      # keys given a value here (always re-encoded)
+        self.deleted: set = set()       # snapshot keys removed (possibly given again later)
 
     def __getitem__(self, key):
         try:
@@ -281,8 +281,8 @@ class Transaction(MutableMapping):
     def __init__(self, snapshot: dict, encoded: dict):
         self._snapshot = snapshot
         self._encoded = encoded    # name -> JSON bytes, or {key: member bytes} for an object section
-        self.copies = {}      # name -> this transaction's own value
-        self.deleted = set()
+        self.copies: dict = {}      # name -> this transaction's own value
+        self.deleted: set = set()
 
     def __getitem__(self, name):
         if name in self.copies:
@@ -363,10 +363,10 @@ class Store:
         self.sections = dict(sections)
         self.revisioned = revisioned
         self._lock = threading.RLock()
-        self._encoded = {}  # section name -> its JSON bytes, or {key: member bytes} for an object
-        self._data = {}
-        self._stamp = None  # _STAMP of the file's (inode, mtime) as last loaded or written, see follow()
-        self._shared = None  # the mmap of CHANGES_FILE once share_changes() ran
+        self._encoded: dict = {}  # section name -> its JSON bytes, or {key: member bytes} for an object
+        self._data: dict = {}
+        self._stamp: bytes | None = None  # _STAMP of the file's (inode, mtime) as last loaded or written, see follow()
+        self._shared: mmap.mmap | None = None  # the mmap of CHANGES_FILE once share_changes() ran
         self._commit_listeners: list[Callable[[frozenset], None]] = []
 
     def add_commit_listener(self, listener: Callable[[frozenset], None]) -> None:
@@ -384,6 +384,7 @@ class Store:
             raw = None
         except OSError as exc:
             raise StoreError(f"cannot read the state file {self.path}: {exc.strerror}") from None
+        doc: dict
         if raw is None:
             doc = {"schema": SCHEMA_VERSION}
         else:
@@ -494,15 +495,18 @@ class Store:
         """Give every updatable object this transaction changed (and only those) the next
         revision of the node-wide counter: above every revision the node gave out and any
         the changed objects brought along (a restore's), so none ever repeats."""
+        revisioned = self.revisioned
+        if revisioned is None:
+            return
         records = []
-        for name in self.revisioned.records:
+        for name in revisioned.records:
             section = tx.copies.get(name)
             if isinstance(section, Mapping):
                 base = self._data.get(name) or {}
                 touched = section.copies if isinstance(section, Section) else section
                 records += [record for key, record in touched.items()
                             if isinstance(record, dict) and _changed_record(record, base.get(key))]
-        whole = sorted(name for name in self.revisioned.whole
+        whole = sorted(name for name in revisioned.whole
                        if name in tx.copies and _content_changed(tx.copies[name], self._data.get(name)))
         if not records and not whole and "revisions" not in tx.copies:
             return
@@ -515,7 +519,7 @@ class Store:
         for record in records:
             record["revision"] = counter
         stamped = {name: counter if name in whole else revisions.of_section(self._data, name)
-                   for name in sorted(self.revisioned.whole)}
+                   for name in sorted(revisioned.whole)}
         tx["revisions"] = dict(stamped, **{revisions.COUNTER: counter})
 
 

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import IO, cast
 
 log = logging.getLogger("contentnode.workers")
 
@@ -122,8 +123,9 @@ class PublicWorkers:
                                        pass_fds=(listener.fileno(), counts_write))
         finally:
             os.close(counts_write)
-        process.stdin.write(json.dumps(setup).encode() + b"\n")
-        process.stdin.flush()   # and kept open: the worker's lifeline (see public_worker.py)
+        lifeline = cast(IO[bytes], process.stdin)   # stdin=PIPE: never None
+        lifeline.write(json.dumps(setup).encode() + b"\n")
+        lifeline.flush()   # and kept open: the worker's lifeline (see public_worker.py)
         counts = os.fdopen(counts_read, "rb")
         reader = threading.Thread(target=self._read_counts, args=(counts,), name=f"worker-{slot}-counts",
                                   daemon=True)

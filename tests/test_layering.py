@@ -24,7 +24,7 @@ def _tool(name):
 @pytest.mark.parametrize("command", [
     ["lint-imports", "--config", ".importlinter"],  # contracts in .importlinter
     ["ruff", "check", "contentnode"],               # rules in pyproject.toml [tool.ruff]
-    ["mypy"],                                       # core/ and http/, pyproject.toml [tool.mypy]
+    ["mypy"],                                       # the whole package, pyproject.toml [tool.mypy]
 ], ids=["import-contracts", "ruff", "mypy"])
 def test_check_passes(command):
     result = subprocess.run([_tool(command[0]), *command[1:]], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -142,10 +142,10 @@ def count_failure(req, keys, username: str, action: str = "login.failure", detai
               detail=detail)
     req.app.metrics.logins.inc("failure")
     attempt = getattr(req, "attempt", None)
-    counted = attempt is not None and attempt[0] == tuple(keys)
+    counted_at = attempt[1] if attempt is not None and attempt[0] == tuple(keys) else None
     req.attempt = None
     for key in keys:
-        failures = limiter.position(key, attempt[1]) if counted else limiter.fail(key, now)
+        failures = limiter.position(key, counted_at) if counted_at is not None else limiter.fail(key, now)
         if failures == limiter.threshold_for(key):
             req.audit("login.lockout", target=key, ok=False)
             req.app.events.emit("login_failures_burst", key=key, ip=req.client_ip)
@@ -193,7 +193,7 @@ def token_login(req, body: dict):
     now = req.app.clock.now()
     record = tokens.verify(req.app.store.data.get("api_tokens", {}), body.get("token"), now)
     user = req.app.store.data["users"].get(record["user_id"]) if record else None
-    if user is None or user.get("disabled"):
+    if record is None or user is None or user.get("disabled"):
         count_failure(req, keys, "", "login.token_failure")  # never the presented value: it may be a secret
         raise ApiError(401, "bad_credentials", "wrong, expired or revoked token")
     attempt_succeeded(req)

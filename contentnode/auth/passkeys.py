@@ -49,7 +49,7 @@ class Challenge:
 class Challenges:
     """Challenges waiting for their answer: issued, then taken once."""
 
-    def __init__(self, clock):
+    def __init__(self, clock) -> None:
         self.clock = clock
         self._lock = threading.Lock()
         self._waiting: OrderedDict[str, Challenge] = OrderedDict()  # oldest first

@@ -48,11 +48,10 @@ class PasswordHasher:
         Text no UTF-8 can hold (a lone surrogate sent as "\ud800" in JSON) is simply a
         wrong password, at the same cost: no new password may contain it.
         """
-        if isinstance(password, str):
-            password = password.encode("utf-8", "surrogatepass")
+        given = password.encode("utf-8", "surrogatepass") if isinstance(password, str) else password
         with self._slots:
             try:
-                return self._argon.verify(stored_hash or self._dummy, password) and stored_hash is not None
+                return self._argon.verify(stored_hash or self._dummy, given) and stored_hash is not None
             except (VerifyMismatchError, VerificationError, InvalidHashError):
                 return False
 

@@ -41,7 +41,7 @@ class FailureLimiter:
     def __init__(self, threshold: int = 5, window: float = 900.0):
         self.threshold = threshold
         self.window = window
-        self._failures = OrderedDict()  # key -> deque of failure times
+        self._failures: OrderedDict[str, deque] = OrderedDict()  # key -> deque of failure times
         self._lock = threading.Lock()
 
     def configure(self, threshold: int, window: float) -> None:

@@ -60,7 +60,7 @@ class SessionManager:
         self.store = store
         self.clock = clock
         self._lock = threading.RLock()
-        self._sessions = {}  # token hash -> record
+        self._sessions: dict[str, dict] = {}  # token hash -> record
         self._dirty = False
 
     def load(self) -> None:

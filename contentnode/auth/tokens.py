@@ -90,7 +90,7 @@ def verify(tokens: dict, secret, now: float) -> dict | None:
     """The live record this secret opens, compared in constant time; None otherwise."""
     token_id = token_id_of(secret)
     record = tokens.get(token_id) if token_id else None
-    if not live(record, now):
+    if record is None or not live(record, now):
         return None
     return record if hmac.compare_digest(record["hash"], secret_hash(secret)) else None
 

@@ -22,7 +22,7 @@ OPEN_FILES = 64                     # larger entries' files kept open between hi
 class HotBodies:
     """Entries holding their body in memory, oldest first."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._entries: deque = deque()
         self.bytes = 0
 
@@ -45,7 +45,7 @@ class HotBodies:
 class OpenFiles:
     """Entry key -> (entry, its shared open file), least recently hit first."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._files: OrderedDict[tuple, tuple[Entry, SharedFile]] = OrderedDict()
 
     def share(self, entry: Entry, open_file) -> SharedFile | None:

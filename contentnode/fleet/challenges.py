@@ -118,7 +118,7 @@ class ReadThrough:
     `bucket()` answers (client, prefix, fleet_id, verify) while the node is in a fleet,
     else None; `clock()` is epoch seconds."""
 
-    def __init__(self, bucket, clock):
+    def __init__(self, bucket, clock) -> None:
         self.bucket, self.clock = bucket, clock
         self._cache: OrderedDict = OrderedDict()  # token -> (answer or None, good until: monotonic)
         self._lock = threading.Lock()

@@ -41,9 +41,8 @@ def forbidden(code: str, message: str) -> ApiError:
     return ApiError(403, code, message)
 
 
-def rate_limited(retry_after: int, message: str = "too many attempts; try again later") -> ApiError:
-    retry_after = max(1, int(retry_after))
-    return ApiError(429, "rate_limited", message, headers={"Retry-After": str(retry_after)})
+def rate_limited(retry_after: float, message: str = "too many attempts; try again later") -> ApiError:
+    return ApiError(429, "rate_limited", message, headers={"Retry-After": str(max(1, int(retry_after)))})
 
 
 def error_response(error: ApiError) -> Response:
