@@ -65,11 +65,17 @@ def test_a_full_scope_token_cannot_create_or_arm_accounts(node, admin):
         ("PUT", "/api/policy", {"two_factor": "off"}),
         ("POST", "/api/backup/restore", {"backup": {}}),
         ("POST", "/api/backup/export", {"passphrase": "a long passphrase"}),
+        # fleet credentials that outlive the token: the recovery secret and join codes
+        ("POST", "/api/fleet/init", {"endpoint": "http://127.0.0.1:9", "region": "us-east-1", "bucket": "fleet",
+                                     "access_key": "k", "secret_key": "s"}),
+        ("POST", "/api/fleet/join-codes", {}),
+        ("POST", "/api/fleet/promote", {"recovery_secret": "cnr_" + "A" * 43}),
     ]
     for method, path, body in refused:
         answer = script.request(method, path, body)
         assert answer.status == 403 and answer.error_code == "forbidden", (method, path, answer.body)
     assert admin.get("/api/users").json == state_before  # nothing changed
+    assert admin.get("/api/fleet").json["role"] == "standalone"
     assert node.client().login("mallory", "a long password for her").status == 401
     # what a script legitimately reads and runs stays open
     assert script.get("/api/users").status == 200

@@ -63,7 +63,7 @@ WITH_SECRET = dict(FLEET, properties=dict(FLEET["properties"], recovery_secret=S
                    required=FLEET["required"] + ["recovery_secret"])
 
 ROUTES = [
-    Route("POST", "/api/fleet/promote", "settings:write", promote,
+    Route("POST", "/api/fleet/promote", "settings:write", promote, token_session=False,
           body=obj({"recovery_secret": text(200)}, required=["recovery_secret"]), answer=WITH_SECRET),
     Route("POST", "/api/fleet/rotate-key", "settings:write", rotate_key, body=obj({}), body_optional=True,
           answer=FLEET),
