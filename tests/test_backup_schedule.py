@@ -241,6 +241,17 @@ def test_the_stored_backup_is_sealed_and_restores_from_the_bucket(node, admin, s
     assert "another one" in refused.json["error"]["message"]
 
 
+def test_a_stored_object_nested_too_deeply_is_refused_as_no_backup(node, admin, seaweed):
+    bucket = new_bucket(seaweed)
+    made = admin.put("/api/backup/schedule", dict(target(seaweed, bucket), passphrase=PASSPHRASE))
+    assert made.status == 200, made.body
+    key = made.json["prefix"] + "contentnode-aa-20260101T000000Z-abcdef.json"
+    seaweed.put_object(bucket, key, b"[" * 1200 + b"]" * 1200, "application/json")
+    refused = admin.post("/api/backup/stored/restore", {"key": key})
+    assert refused.status == 400 and refused.json["error"]["field"] == "key", refused.body
+    assert "not a JSON backup" in refused.json["error"]["message"]
+
+
 def test_list_and_restore_offline(node, admin, seaweed):
     bucket = new_bucket(seaweed)
     assert admin.put("/api/backup/schedule", dict(target(seaweed, bucket), passphrase=PASSPHRASE)).status == 200

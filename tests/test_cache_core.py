@@ -7,6 +7,7 @@ import pytest
 
 import contentnode.core.cache as cache_module
 from contentnode.core.cache import Cache
+from contentnode.core.cache_entries import key_name
 from contentnode.core.cache_fill import FillTruncated, OriginAnswer
 
 
@@ -268,6 +269,29 @@ def test_purge_during_fill_discards_it(cache):
     gate.set()
     assert result.read_all() == b"old-body"
     assert cache.lookup(KEY) is None
+
+
+def test_a_fill_purged_while_it_waits_for_its_key_never_fetches(cache):
+    """A purge while a fill's thread still waits for its key's lock: the fill stops before
+    fetching, and its reader looks again (one origin GET, kept), not the discarded fill's
+    fetch and then the reader's own."""
+    origin = Origin(b"new-body")
+    hold = cache.ledger.key_lock(key_name(KEY), 5)   # another fill of the key, as far as this one knows
+    assert hold.held
+    got = []
+    reader = threading.Thread(target=lambda: got.append(cache.get(KEY, origin, 60).read_all()))
+    reader.start()
+    for _ in range(500):  # bounded: the fill is registered at once, its thread then waits for `hold`
+        with cache._lock:
+            if KEY in cache._fills:
+                break
+        threading.Event().wait(0.01)
+    assert cache.purge_url(*KEY[:2]) == 0
+    hold.release()
+    reader.join(30)
+    assert got == [b"new-body"]
+    assert origin.calls == 1
+    assert cache.lookup(KEY) is not None   # the fill after the purge was kept
 
 
 def test_purge_variants_prefix_and_all(cache):

@@ -6,6 +6,7 @@ import threading
 import pytest
 from PIL import Image
 
+from contentnode.public.content import byte_range
 from tests.content_setup import Site
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
@@ -108,6 +109,27 @@ def test_conditional_requests_get_304(site):
     assert changed.status == 200 and changed.body == b"conditional"
     old = site.get("/static/cond.txt", headers={"If-Modified-Since": "Mon, 01 Jan 2001 00:00:00 GMT"})
     assert old.status == 200
+
+
+def test_if_range_compares_strongly(site):
+    data = bytes(range(256)) * 8
+    site.put("site/if-range.bin", data)
+    first = site.get("/static/if-range.bin")
+    etag, modified = first.headers["etag"], first.headers["last-modified"]
+    assert etag.startswith('"'), etag
+    for validator in (etag, modified):
+        part = site.get("/static/if-range.bin", headers={"Range": "bytes=10-19", "If-Range": validator})
+        assert part.status == 206 and part.body == data[10:20], validator
+    for validator in (f"W/{etag}", '"other"', "Mon, 01 Jan 2001 00:00:00 GMT"):
+        whole = site.get("/static/if-range.bin", headers={"Range": "bytes=10-19", "If-Range": validator})
+        assert whole.status == 200 and whole.body == data, validator
+
+
+def test_a_weak_current_etag_never_satisfies_if_range():
+    weak = {"etag": 'W/"abc"', "last_modified": "Mon, 01 Jan 2001 00:00:00 GMT"}
+    assert byte_range({"Range": "bytes=0-1", "If-Range": 'W/"abc"'}, 10, weak) is None
+    assert byte_range({"Range": "bytes=0-1", "If-Range": '"abc"'}, 10, weak) is None
+    assert byte_range({"Range": "bytes=0-1", "If-Range": weak["last_modified"]}, 10, weak) == (0, 2)
 
 
 @pytest.mark.parametrize("warm_first", [False, True])

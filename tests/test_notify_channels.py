@@ -237,6 +237,7 @@ def test_ntfy_server_error_is_retried():
     ({"webhook": {"url": "http://hooks.example.com/in"}}, "webhook.url"),
     ({"webhook": {"url": "ftp://hooks.example.com/in"}}, "webhook.url"),
     ({"webhook": {"url": "https://user:pw@hooks.example.com/"}}, "webhook.url"),
+    ({"webhook": {"url": "https://hooks.example.com/in?token=x"}}, "webhook.url"),  # docs/API.md: no query
     ({"webhook": {"secret": "short"}}, "webhook.secret"),
     ({"webhook": {"secret": "has spaces in it, sixteen+"}}, "webhook.secret"),
     ({"webhook": {"secret": SECRET, "generate_secret": True}}, "webhook.generate_secret"),

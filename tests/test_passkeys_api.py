@@ -141,6 +141,39 @@ def test_a_spoiled_assertion_is_refused_and_counted(node, admin, spoil):
     assert browser.get("/api/session").json["authenticated"] is False
 
 
+def _too_deep(credential: dict) -> dict:
+    """The credential with a clientDataJSON nested deeper than Python's JSON parser can recurse."""
+    spoiled = copy.deepcopy(credential)
+    spoiled["response"]["clientDataJSON"] = b64url(b"[" * 1200)
+    return spoiled
+
+
+def test_a_too_deeply_nested_client_data_is_refused_like_any_spoiled_one(node, admin):
+    me = _signed_in(node)
+    authenticator, _, _ = _register(me)
+    options = me.post("/api/me/passkeys/options", {"password": ADMIN_PASSWORD}).json["options"]
+    made = me.post("/api/me/passkeys", {"name": "deep", "credential": _too_deep(
+        SoftAuthenticator().create(options, me.origin))})
+    assert made.status == 400 and made.json["error"]["field"] == "credential", made.body
+
+    pending = _browser(node)
+    assert pending.login(ADMIN_USER, ADMIN_PASSWORD).json["two_factor_required"] is True
+    options = pending.post("/api/login/2fa/passkey-options", {}).json["options"]
+    second = pending.post("/api/login/2fa", {"passkey": _too_deep(authenticator.get(options, pending.origin))})
+    assert second.status == 401 and second.error_code == "bad_credentials", second.body
+    assert [e for e in audit_lines(node) if e["action"] == "login.2fa_failure"]
+
+    _policy(me, "passwordless")
+    browser = _browser(node)
+    options = _passwordless_options(browser)
+    refused = browser.post("/api/login/passkey", {"credential": _too_deep(authenticator.get(options, browser.origin))})
+    assert refused.status == 401 and refused.error_code == "bad_credentials", refused.body
+    assert [e for e in audit_lines(node) if e["action"] == "login.passkey_failure"]
+    # nothing named the waiting challenge, so the genuine answer to the same options still signs in
+    signed_in = browser.post("/api/login/passkey", {"credential": authenticator.get(options, browser.origin)})
+    assert signed_in.status == 200, signed_in.body
+
+
 def test_a_challenge_expires_after_five_minutes(node, admin):
     me = _signed_in(node)
     authenticator, _, _ = _register(me)

@@ -53,6 +53,7 @@ def test_verify_good_manifest():
     (lambda key, other: sign_manifest(payload(CHANNELS), other), "signature does not match"),
     (lambda key, other: unsigned(payload(CHANNELS)), "not signed"),
     (lambda key, other: b"<html>", "not JSON"),
+    (lambda key, other: b"[" * 1200, "not JSON"),  # too deep for json.loads: once a RecursionError
     (lambda key, other: b'{"signature": "AA=="}', "no payload"),
     (lambda key, other: b'{"payload": "!!", "signature": "AA=="}', "not base64"),
     (lambda key, other: sign_manifest(payload(CHANNELS, product="other"), key), "not for contentnode"),

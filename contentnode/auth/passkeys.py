@@ -9,7 +9,7 @@ Challenges live in memory only (a restart inside the five minutes just means
 trying again). Each is single-use and bound to its ceremony and to a session
 (registration, second factor) or, for a passwordless sign-in, to nobody yet:
 those are the ones an anonymous client can make the node hold, so they are
-capped in all and per client address.
+capped in all and per client address (an IPv6 address counts by its /64).
 """
 
 import secrets
@@ -17,6 +17,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from contentnode.auth.ratelimit import address_group
 from contentnode.core import webauthn
 
 CHALLENGE_LIFETIME = 300.0        # seconds
@@ -42,7 +43,7 @@ class Challenge:
     user_id: str | None       # whose passkey must answer (None: any user's discoverable passkey)
     rp_id: str
     origin: str
-    address: str
+    address: str              # the client's address group (ratelimit.address_group)
     expires: float
 
 
@@ -58,6 +59,7 @@ class Challenges:
               address: str) -> Challenge:
         """A fresh 256-bit challenge. A session holds one per ceremony: a new one replaces it."""
         now = self.clock.now()
+        address = address_group(address)
         challenge = Challenge(webauthn.b64url(secrets.token_bytes(32)), ceremony, bound_to, user_id, rp_id,
                               origin, address, now + CHALLENGE_LIFETIME)
         with self._lock:

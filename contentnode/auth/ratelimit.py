@@ -1,7 +1,7 @@
 """Failure counting for login and 2FA: N failures in a window lock the key for a while.
 
 Keys are "user:<account>" (and "2fa:<account>"), locked after the policy's
-threshold, and "ip:<address>", locked only after ADDRESS_FACTOR times as many:
+threshold, and "ip:<address group>", locked only after ADDRESS_FACTOR times as many:
 scripts and people behind one address share it, so one account's wrong
 passwords must not lock the others out, while spraying many accounts from one
 address still hits a limit.
@@ -10,6 +10,7 @@ Kept in memory on purpose: a restart clears lockouts, which an operator who
 restarts the daemon expects, and nothing is written on the hot failure path.
 """
 
+import ipaddress
 import threading
 from collections import OrderedDict, deque
 
@@ -17,9 +18,22 @@ MAX_KEYS = 10000
 ADDRESS_FACTOR = 4  # an address is locked after 4 x the account threshold (20 by default)
 
 
+def address_group(ip: str) -> str:
+    """What counts as one client: an IPv4 address, or an IPv6 address's /64. A subscriber is
+    usually handed a whole /64, so counting single IPv6 addresses would let one client take a
+    fresh address for every try. An IPv4-mapped address counts as its IPv4 address."""
+    try:
+        address = ipaddress.ip_address(ip)
+    except ValueError:
+        return ip
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is None:
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(getattr(address, "ipv4_mapped", None) or address)
+
+
 def address_key(ip: str) -> str:
-    """The key counting failures from one client address."""
-    return f"ip:{ip}"
+    """The key counting failures from one client address (its group: an IPv6 /64)."""
+    return f"ip:{address_group(ip)}"
 
 
 def password_key(username: str) -> str:
@@ -29,7 +43,7 @@ def password_key(username: str) -> str:
 
 def token_key(ip: str) -> str:
     """The key counting wrong API tokens from one client address; never an account's key."""
-    return f"token-ip:{ip}"
+    return f"token-ip:{address_group(ip)}"
 
 
 def second_factor_key(username: str) -> str:

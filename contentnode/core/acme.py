@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from contentnode.core.certs import make_csr
 from contentnode.core.netguard import OutboundError
+from contentnode.core.text import json_loads
 from contentnode.fileio import atomic_write, ensure_private_dir
 
 JOSE = "application/jose+json"
@@ -143,7 +144,7 @@ def load_account_key(path: str):
 def _problem(result) -> tuple:
     """(type, detail) of an ACME problem document."""
     try:
-        doc = json.loads(result.body)
+        doc = json_loads(result.body)
         return str(doc.get("type", "")), str(doc.get("detail", ""))
     except (ValueError, AttributeError):
         return "", result.body[:200].decode("utf-8", "replace")
@@ -171,7 +172,7 @@ class AcmeClient:
 
     def _json(self, step, result) -> dict:
         try:
-            doc = json.loads(result.body)
+            doc = json_loads(result.body)
         except ValueError:
             raise AcmeError(step, "the ACME server answered something that is not JSON") from None
         if not isinstance(doc, dict):

@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from contentnode import clock, store
 from contentnode.core import settings
 from contentnode.core.audit import SECRET_KEY
+from contentnode.core.text import json_loads
 from contentnode.fileio import atomic_write, ensure_private_dir
 
 FORMAT = "contentnode-backup"
@@ -199,7 +200,7 @@ def _decrypt(backup, passphrase):
     except (InvalidTag, ValueError):
         raise BackupError("wrong passphrase, or the backup was altered", "passphrase") from None
     try:
-        content = json.loads(zlib.decompress(packed))
+        content = json_loads(zlib.decompress(packed))
         return content["data"], content["files"]
     except (zlib.error, ValueError, KeyError, TypeError):
         raise BackupError("the backup's content is damaged") from None

@@ -329,8 +329,11 @@ class Cache(CacheBooks, CachePurges):
         fill.key_hold = self.ledger.key_lock(key_name(fill.key), KEY_LOCK_WAIT)
         try:
             with self._lock:
-                entry = None if fill.discard else self._fresh(fill.key)
-            if entry is not None:
+                discarded = fill.discard
+                entry = None if discarded else self._fresh(fill.key)
+            if discarded or entry is not None:
+                # purged while it waited for the lock, it stops before fetching what it would not
+                # keep; either way its readers look the key up again (and fill it anew if need be)
                 self._end_fill(fill, adopted=True)
                 return
             self._fetch_and_store(fill, fetch, ttl)

@@ -186,7 +186,8 @@ class Fill:
         self.readers = 0         # requests holding a share of this fill (cache lock)
         self.abandoned = False   # readers fell to 0 before the end: stop downloading
         self.reserved = 0        # bytes counted against the cap while in flight
-        self.adopted = False     # another process stored the key meanwhile: readers use its entry
+        self.adopted = False     # readers look the key up again: another fill stored it meanwhile, or a
+                                 # purge dropped this one before it fetched
         self.generation = 0      # the ledger's purge generation when the fill started: a purge since drops it
         self.key_hold = KeyHold(None)   # its key's lock, once the fill's thread holds it
 

@@ -9,7 +9,6 @@ where it broke. Names resolve through the system resolver, or through one DNS
 server (host:port) when the operator names one.
 """
 
-import json
 import ssl
 import time
 
@@ -18,6 +17,7 @@ from contentnode.core import verify
 from contentnode.core.dns import ResolveError, resolve
 from contentnode.core.netguard import OutboundError, default_tls_context, fetch
 from contentnode.core.steps import Steps
+from contentnode.core.text import json_loads
 
 SHOWN_HEADERS = ("content-type", "content-length", "cache-control", "location", "server",
                  "strict-transport-security", "etag", "last-modified", "age")
@@ -76,7 +76,7 @@ def check_domain(host: str, scheme: str, port: int, secret: bytes, policy,
 
 def _judge_proof(body: bytes, nonce: str, secret: bytes) -> tuple[bool, str]:
     try:
-        page = json.loads(body)
+        page = json_loads(body)
         proof, echoed, node = page["proof"], page["nonce"], page.get("node")
     except (ValueError, KeyError, TypeError):
         return False, "the page is not a verification page of a contentnode"

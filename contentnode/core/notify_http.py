@@ -19,7 +19,7 @@ from email.utils import parsedate_to_datetime
 
 from contentnode.core import netguard
 from contentnode.core.notify_transport import DeliveryError
-from contentnode.core.text import escaped_line
+from contentnode.core.text import escaped_line, json_loads
 
 SIGNATURE_HEADER = "X-Contentnode-Signature"
 EVENT_HEADER = "X-Contentnode-Event"
@@ -87,7 +87,7 @@ def send_ntfy(cfg, message, policy, now, timeout=15.0, ssl_context=None):
     body = message.text.encode("utf-8")[:NTFY_MESSAGE_LIMIT]
     result = _post(ntfy_url(cfg), body, ntfy_headers(cfg, message), policy, timeout, ssl_context, "ntfy")
     try:
-        answer = json.loads(result.body)
+        answer = json_loads(result.body)
     except ValueError:
         answer = None
     answer = answer if isinstance(answer, dict) else {}

@@ -16,6 +16,7 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
 from contentnode.core import netguard
+from contentnode.core.text import json_loads
 
 DEFAULT_TELEGRAM_API = "https://api.telegram.org"
 TELEGRAM_TEXT_LIMIT = 4096
@@ -229,7 +230,7 @@ def send_telegram(cfg, text, policy, timeout=15.0, ssl_context=None):
     except netguard.OutboundError as exc:
         raise DeliveryError(f"Telegram API unreachable: {exc.message}") from None
     try:
-        answer = json.loads(result.body)
+        answer = json_loads(result.body)
     except ValueError:
         answer = None
     if not isinstance(answer, dict):

@@ -12,6 +12,7 @@ import json
 from contentnode.core import backup_schedule as sched
 from contentnode.core.backup import BackupError
 from contentnode.core.s3 import PUT_MAX_BYTES, BucketConfig, S3Client, S3Error
+from contentnode.core.text import json_loads
 
 TIMEOUT = 60.0          # seconds for one bucket call (a backup of many certificates is megabytes)
 MAX_PAGES = 10          # a listing reads at most 10,000 keys under the prefix
@@ -68,6 +69,6 @@ def fetch(client: S3Client, prefix: str, key: str) -> dict:
     if got is None:
         raise S3Error("no_such_key", f"no backup {key!r} in the bucket", 404)
     try:
-        return json.loads(got.body or b"")
+        return json_loads(got.body or b"")
     except ValueError:
         raise BackupError(f"the object {key!r} is not a JSON backup", "key") from None

@@ -1,6 +1,7 @@
 """Text checks shared by request validation and domain logic."""
 
 import email.utils
+import json
 import re
 
 # Control characters (C0, DEL, C1) and the Unicode line and paragraph separators:
@@ -56,3 +57,13 @@ def http_date(text: str | None) -> float | None:
         return email.utils.parsedate_to_datetime(text).timestamp()
     except (TypeError, ValueError, IndexError):
         return None
+
+
+def json_loads(data, **options):
+    """json.loads for bytes or text from outside (a request, a bucket, another server): too deep a
+    nesting ("[" * 1200) raises ValueError like any other text that is not JSON, where json.loads
+    raises RecursionError, which the callers' `except ValueError` would not catch."""
+    try:
+        return json.loads(data, **options)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None

@@ -11,7 +11,6 @@ canonicalisation to get wrong). The payload is
 
 import base64
 import binascii
-import json
 import re
 from importlib import resources
 
@@ -20,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from contentnode.core import netguard
+from contentnode.core.text import json_loads
 
 MAX_MANIFEST_BYTES = 64 * 1024
 MAX_NOTES = 4000
@@ -68,7 +68,7 @@ def shipped_public_key():
 def verify_manifest(raw, public_key):
     """The manifest's payload after checking the signature; UpdateError otherwise."""
     try:
-        envelope = json.loads(raw)
+        envelope = json_loads(raw)
     except ValueError:
         raise UpdateError("the manifest is not JSON") from None
     if not isinstance(envelope, dict) or not isinstance(envelope.get("payload"), str):
@@ -85,7 +85,7 @@ def verify_manifest(raw, public_key):
     except InvalidSignature:
         raise UpdateError("the manifest's signature does not match the update key") from None
     try:
-        document = json.loads(payload)
+        document = json_loads(payload)
     except ValueError:
         raise UpdateError("the signed payload is not JSON") from None
     if not isinstance(document, dict) or document.get("product") != "contentnode":

@@ -14,7 +14,6 @@ with the statement ignored; an unknown fmt is refused.
 import base64
 import binascii
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from contentnode.core import cbor
+from contentnode.core.text import json_loads
 
 ES256, EDDSA, RS256 = -7, -8, -257
 ALGORITHMS = (EDDSA, ES256, RS256)  # what the node offers, most preferred first
@@ -202,7 +202,7 @@ def client_data(response: dict) -> tuple[bytes, dict]:
     """(the raw clientDataJSON, parsed)."""
     raw = from_b64url(response.get("clientDataJSON"), "response.clientDataJSON")
     try:
-        parsed = json.loads(raw.decode("utf-8"))
+        parsed = json_loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise WebAuthnError("clientDataJSON is not JSON") from None
     return raw, _object(parsed, "clientDataJSON")

@@ -374,6 +374,16 @@ def _unsatisfiable(size: int) -> ApiError:
                     headers={"Content-Range": f"bytes */{size}"})
 
 
+def _if_range_holds(validator: str, meta: dict) -> bool:
+    """If-Range compares strongly (RFC 9110 13.1.5): a weak tag, sent or current, never matches,
+    since a weak tag may stay while the bytes change and a range of other bytes would corrupt
+    the client's copy. A date must be the Last-Modified exactly."""
+    if validator.startswith(('"', "W/")):
+        etag = meta.get("etag")
+        return isinstance(etag, str) and etag.startswith('"') and validator == etag
+    return validator == meta.get("last_modified")
+
+
 def byte_range(headers, size: int, meta: dict):
     """(start, end) exclusive for one satisfiable byte range, None for the whole object.
 
@@ -384,7 +394,7 @@ def byte_range(headers, size: int, meta: dict):
     if header is None:
         return None
     if_range = headers.get("If-Range")
-    if if_range is not None and if_range.strip() not in (meta.get("etag"), meta.get("last_modified")):
+    if if_range is not None and not _if_range_holds(if_range.strip(), meta):
         return None
     unit, _, spec = header.partition("=")
     if unit.strip().lower() != "bytes" or "," in spec:
