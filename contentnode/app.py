@@ -301,13 +301,15 @@ class App:
             server.close_gracefully()
 
 
-def build_app(config: Config, clock: Clock, worker_slot: int | None = None) -> App:
+def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
+              access_log: AccessLog | None = None) -> App:
     """Every service once, in dependency order; the store is loaded before what reads it.
 
     A public worker (worker_slot 1..N) builds the same App and serves only its public side.
+    The daemon opens its access log before it claims the data dir and hands it in.
     """
     app = App(config, clock, worker_slot)
-    app.access_log = AccessLog(config.access_log, config.access_log_rate)
+    app.access_log = access_log if access_log is not None else AccessLog(config.access_log, config.access_log_rate)
     app.store = Store(config.data_dir, SECTIONS, revisioned=REVISIONED)
     if app.public_processes > 1:
         app.store.share_changes()   # workers see the daemon's writes from their next request

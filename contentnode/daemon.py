@@ -59,13 +59,14 @@ def make_folder_roots(config) -> None:
 def serve(config) -> int:
     setup_logging(config.log_level)
     return_hash_memory_to_os()
+    access_log = logs.AccessLog(config.access_log, config.access_log_rate)   # a bad path: exit 2, nothing made
     claim_data_dir(config.data_dir)
     lock = DataDirLock(config.data_dir)
     lock.acquire()
     if remove_stale_temps(config.data_dir):
         log.info("removed temp files left by an interrupted write")
     make_folder_roots(config)
-    app = build_app(config, Clock.from_environment())
+    app = build_app(config, Clock.from_environment(), access_log=access_log)
     app.start()
     workers = PublicWorkers(app, config.public_workers) if app.public_processes > 1 else None
     if workers is not None:

@@ -22,6 +22,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from contentnode.config import ConfigError
+
 PRIORITIES = ((logging.ERROR, "<3>"), (logging.WARNING, "<4>"), (logging.INFO, "<6>"), (logging.NOTSET, "<7>"))
 FILE_MODE = 0o600
 # Caps on what a client sends, in characters before escaping (an escape is at most 4 bytes):
@@ -123,7 +125,7 @@ class AccessLog:
         self._dropped = 0
         self._stamp = (0, "")
         if self.to_file:
-            self._fd = self._open()
+            self._fd = self._open_at_start()
 
     @property
     def enabled(self) -> bool:
@@ -135,6 +137,17 @@ class AccessLog:
 
     def _open(self) -> int:
         return os.open(self.setting, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+
+    def _open_at_start(self) -> int:
+        """A path the node cannot append to is the operator's to fix: a ConfigError (exit 2),
+        which the systemd unit does not restart, rather than a failure worth retrying."""
+        try:
+            return self._open()
+        except OSError as exc:
+            raise ConfigError(f"config: access_log {self.setting} cannot be opened for appending: "
+                              f"{exc.strerror}; its folder must exist and be writable by the user the "
+                              "node runs as (under the systemd unit: a file in /var/log/contentnode, "
+                              "the unit's LogsDirectory=), or set access_log to on or off") from None
 
     def reopen(self) -> None:
         """Open the path again (logrotate moved the old file away); on failure keep the old descriptor."""

@@ -10,7 +10,9 @@ container. Run as root (README, "Installing for real"; docs/DEVELOPING.md).
 Two boots:
 - two CPUs: `make install` of the previous version (UPGRADE_FROM), data made through the
   API, `make install` of this checkout over it, everything still there; then every path
-  that touches the OS under the unit's sandbox and filter, restart, kill -9, a
+  that touches the OS under the unit's sandbox and filter, an access log file in the
+  unit's LogsDirectory moved and reopened on SIGHUP, folder buckets in the default
+  root and in /srv, restart, kill -9, a
   configuration error, a state file from a newer version, a denied call (EPERM);
 - one CPU (`--cpu-affinity=0`): install, start, serve, journal.
 
@@ -328,6 +330,8 @@ def two_cpus(box: Container, timings: dict) -> None:
         for line in startup:
             assert line in text, f"journal lacks {line!r}:\n{text[-3000:]}"
         assert "the OS refused" not in text, "a call was refused under the shipped unit:\n" + text[-3000:]
+        access_log_file(box, probe)
+        folder_buckets(box, probe)
 
         box.run("systemctl", "restart", "contentnode")
         wait_for(box, "restart", lambda s: s.get("SubState") == "running")
@@ -361,6 +365,52 @@ def drop_in(box: Container, text: str | None) -> None:
         box.run("mkdir", "-p", folder)
         box.run("tee", f"{folder}/boot-check.conf", input_text="[Service]\n" + text)
     box.run("systemctl", "daemon-reload")
+
+
+ACCESS_LOG = "/var/log/contentnode/access.log"
+# What README's "Installing for real" tells an operator: as root, with Debian's umask 022, files
+# into <folder root>/<site>/, world-readable (the service's dynamic user is nobody's owner).
+SITES = {"site.boot.test": ("/var/lib/contentnode/sites/site", "index.html", "from the default folder root\n"),
+         "srv.boot.test": ("/srv/sites/srv", "hello.txt", "from a folder root in /srv\n")}
+CONFIG_FOLDER_ROOTS = 'folder_roots = ["/var/lib/contentnode/sites", "/srv/sites"]\n'
+
+
+def access_log_file(box: Container, probe: Probe) -> None:
+    """access_log set in the config file to the unit's LogsDirectory; moved away and SIGHUP'd
+    as logrotate does, the next line goes to a new file."""
+    set_config(box, CONFIG_TWO_CPUS + f'access_log = "{ACCESS_LOG}"\n')
+    start(box)
+    probe("access_line", marker="before-rotation", file=ACCESS_LOG)
+    uid = unit_state_uid(box)
+    found = box.sh(f"readlink /var/log/contentnode; stat -c '%a %u' /var/log/private/contentnode {ACCESS_LOG}")
+    assert found.stdout.split("\n")[:3] == ["private/contentnode", f"750 {uid}", f"600 {uid}"], found.stdout
+    box.run("mv", ACCESS_LOG, ACCESS_LOG + ".1")
+    box.run("systemctl", "kill", "-s", "HUP", "contentnode")
+    deadline = time.monotonic() + 10
+    while box.run("test", "-e", ACCESS_LOG, check=False).returncode and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.5)   # every process (the daemon and both workers) reopens on its own SIGHUP
+    probe("access_line", marker="after-rotation", file=ACCESS_LOG, not_in=ACCESS_LOG + ".1")
+    assert "path=/before-rotation " not in box.run("cat", ACCESS_LOG).stdout
+    log(f"access log: {ACCESS_LOG} (-> /var/log/private/contentnode, 0750), reopened on SIGHUP after a move")
+
+
+def unit_state_uid(box: Container) -> str:
+    """The dynamic user's uid the running daemon has."""
+    pid = unit_state(box)["MainPID"]
+    return box.sh(f"awk '/^Uid:/ {{print $2}}' /proc/{pid}/status").stdout.strip()
+
+
+def folder_buckets(box: Container, probe: Probe) -> None:
+    """Folder buckets under the unit: the default root (/var/lib/contentnode/sites, really
+    /var/lib/private/contentnode/sites) and /srv/sites through folder_roots (read-only to the
+    service under ProtectSystem=strict, which is all it needs)."""
+    set_config(box, CONFIG_TWO_CPUS + CONFIG_FOLDER_ROOTS)
+    start(box)
+    for folder, name, text in SITES.values():
+        box.sh(f"umask 022 && mkdir -p {folder} && printf '%s' '{text}' > {folder}/{name}")
+    probe("folders", sites=SITES)
+    set_config(box, CONFIG_TWO_CPUS)
 
 
 def acme(box: Container, probe: Probe) -> None:

@@ -5,6 +5,7 @@ It holds the S3 origin (SeaweedFS from the host, tests/peers/seaweed.py) for the
 boot, so objects and buckets outlive restarts and the upgrade of the node.
 """
 
+import contextlib
 import hashlib
 import http.client
 import io
@@ -67,13 +68,13 @@ class _HostConnection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=HOST)
 
 
-def public(path: str, port: int = PUBLIC_PORT, tls: ssl.SSLContext | None = None) -> tuple:
+def public(path: str, port: int = PUBLIC_PORT, tls: ssl.SSLContext | None = None, host: str = HOST) -> tuple:
     if tls:
         conn = _HostConnection(HOST, port, timeout=30, context=tls)
     else:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request("GET", path, headers={"Host": HOST})
+        conn.request("GET", path, headers={"Host": host})
         response = conn.getresponse()
         return response.status, dict(response.getheaders()), response.read()
     finally:
@@ -98,14 +99,14 @@ def login(username: str, password: str) -> Api:
     return api
 
 
-def cached_twice(path: str, expected: bytes) -> str:
+def cached_twice(path: str, expected: bytes, host: str = HOST) -> str:
     """The object whole, twice; the second answer from the disk cache. Public workers see a
     new rule within their state poll (docs/API.md, public workers): a 404 is retried that long."""
     deadline = time.monotonic() + 5
-    while public(path)[0] == 404 and time.monotonic() < deadline:
+    while public(path, host=host)[0] == 404 and time.monotonic() < deadline:
         time.sleep(0.1)
     for attempt in ("first", "second"):
-        status, headers, body = public(path)
+        status, headers, body = public(path, host=host)
         assert status == 200 and body == expected, f"{attempt} GET {path}: {status}, {len(body)} bytes"
     assert headers.get("X-Cache") == "HIT", f"second GET {path}: X-Cache {headers.get('X-Cache')}"
     return hashlib.sha256(body).hexdigest()[:12]
@@ -177,6 +178,35 @@ class Steps:
         assert status == 200 and body == b"hello from the booted unit\n", status
         return {"said": f"verification page, big.bin by sendfile ({big_sum}), image 60x40, HTTPS on 443"}
 
+    def folders(self, args):
+        """A folder bucket per {host: [folder, file, text]}: domain, bucket and rule through the API
+        as for S3, each file served on port 80 (the second time from the cache)."""
+        wait_healthy()
+        admin = login(*ADMIN)
+        said = []
+        for host, (folder, name, text) in args["sites"].items():
+            admin.expect(201, "POST", "/api/domains", {"host": host})
+            bucket = admin.expect(201, "POST", "/api/buckets", {"name": host, "type": "folder", "path": folder})
+            admin.expect(201, "POST", "/api/rules", {"domain": host, "path": "/", "bucket": bucket["id"]})
+            cached_twice(f"/{name}", text.encode(), host)
+            said.append(f"{folder}/{name} on {host}")
+        return "served " + ", ".join(said)
+
+    def access_line(self, args):
+        """GET /<marker>, then its access line in `file` (polled: each process appends on its own
+        time) and, when given, not in `not_in`."""
+        status = public(f"/{args['marker']}")[0]
+        wanted, deadline, text = f"path=/{args['marker']} ", time.monotonic() + 10, ""
+        while wanted not in text and time.monotonic() < deadline:
+            time.sleep(0.2)
+            with contextlib.suppress(FileNotFoundError), open(args["file"], encoding="utf-8") as f:
+                text = f.read()
+        line = next((line for line in text.splitlines() if wanted in line), None)
+        assert line and f"host={HOST} " in line and f"status={status} " in line, f"{args['file']}:\n{text[-2000:]}"
+        if args.get("not_in"):
+            with open(args["not_in"], encoding="utf-8") as f:
+                assert wanted not in f.read(), f"the line for /{args['marker']} went to {args['not_in']} too"
+        return f"{args['file']}: {line.split(' contentnode.access: ', 1)[1][:80]}"
 
     def acme_prepare(self, _args):
         """Pebble's DNS (every name is 127.0.0.1) and listener CA, for the unit's environment."""
@@ -205,7 +235,8 @@ def main() -> int:
     steps = Steps()
     handlers = {"origin": steps.start_origin, "make_data": steps.make_data,
                 "data_intact": steps.data_intact, "exercise": steps.exercise,
-                "acme_prepare": steps.acme_prepare, "acme_issue": steps.acme_issue}
+                "acme_prepare": steps.acme_prepare, "acme_issue": steps.acme_issue,
+                "folders": steps.folders, "access_line": steps.access_line}
     for line in sys.stdin:
         request = json.loads(line)
         try:

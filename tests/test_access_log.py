@@ -16,6 +16,7 @@ from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 from tests.content_setup import Site
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 from tests.test_public_workers import wait_until
+from tests.test_startup import run_cli
 
 pytestmark = pytest.mark.daemon_process
 
@@ -165,6 +166,20 @@ def test_file_reopened_on_sighup(tmp_path, workers):
         assert node.proc.poll() is None
     finally:
         node.close()
+
+
+@pytest.mark.parametrize("where", ["missing folder", "a folder"])
+def test_a_file_that_cannot_be_opened_is_a_configuration_error(tmp_path, where):
+    """Exit 2 (the unit does not restart it) with the path and the reason, before the data dir is made."""
+    path = tmp_path / "missing" / "access.log" if where == "missing folder" else tmp_path
+    data = tmp_path / "data"
+    result = run_cli("serve", "--data-dir", str(data), "--access-log", str(path), "--admin-port", "0",
+                     "--public-port", "0")
+    assert result.returncode == 2, result.stderr
+    reason = "No such file or directory" if where == "missing folder" else "Is a directory"
+    assert f"access_log {path} cannot be opened for appending: {reason}" in result.stderr, result.stderr
+    assert "/var/log/contentnode" in result.stderr and "Traceback" not in result.stderr
+    assert not data.exists()   # nothing was made
 
 
 def test_hostile_agent_host_and_path_cannot_forge_or_bloat_lines(tmp_path):

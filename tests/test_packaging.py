@@ -1,12 +1,15 @@
-"""The sdist carries the license, contrib/, docs/ and the whole test suite with its helpers.
+"""The sdist carries the license, contrib/, docs/ and the whole test suite with its helpers;
+`make install` refuses an interpreter the unit could not run.
 
 Built offline from the test venv's setuptools; the wheel install into a clean
 venv needs the package registry and runs in CI (tests/dist_check.py).
 """
 
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 from tests.dist_check import ROOT, sdist_problems
 
@@ -21,3 +24,29 @@ def test_sdist_carries_license_contrib_docs_and_every_test_file(tmp_path):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     (sdist,) = (tmp_path / "dist").glob("contentnode-*.tar.gz")
     assert sdist_problems(str(sdist)) == []
+
+
+def test_make_install_refuses_an_interpreter_in_a_home_folder(tmp_path):
+    """The unit hides /root, /home and /run/user (ProtectHome=yes): a venv on an interpreter
+    there could not start, so `make install` refuses it before it touches anything. The
+    interpreter is reached through a symlink outside home, as pyenv's shims or a
+    /usr/local/bin link would be: the Makefile judges the path the link resolves to."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    assert home.startswith(("/root/", "/home/")) or home == "/root", \
+        f"this test needs a home folder under /root or /home to hold a stand-in interpreter, not {home}"
+    ran = tmp_path / "ran"
+    with tempfile.TemporaryDirectory(prefix="contentnode-install-test-", dir=home) as in_home:
+        interpreter = os.path.join(in_home, "python3")
+        with open(interpreter, "w", encoding="utf-8") as f:
+            f.write(f"#!/bin/sh\ntouch {ran}\nexit 0\n")   # never run: the check comes first
+        os.chmod(interpreter, 0o755)
+        link = tmp_path / "python3"
+        link.symlink_to(interpreter)
+        target = {name: tmp_path / name.lower() for name in ("PREFIX", "BINDIR", "UNITDIR", "CONFDIR")}
+        result = subprocess.run(["make", "--no-print-directory", "-C", ROOT, "install", f"INSTALL_PYTHON={link}",
+                                 *(f"{name}={path}" for name, path in target.items())],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert (f"make install: {link} ({interpreter}) is not a system interpreter the unit can run "
+            "(ProtectHome=yes hides home folders)") in result.stderr, result.stderr
+    assert not ran.exists() and not any(path.exists() for path in target.values())
