@@ -1,10 +1,10 @@
 """A restore never rolls a credential back: the node's other secrets.
 
 Beside accounts and tokens (tests/test_restore_credentials.py) a backup
-carries link signing keys, notification channel secrets and certificate
-private keys. Restoring a backup revived a link key rotated out since, a
-webhook secret or channel token replaced since (perhaps because it leaked),
-and a certificate re-issued since. Now the node keeps its current ones, the
+carries link signing keys, notification channel secrets, S3 bucket secret
+keys and certificate private keys. Restoring a backup revived a link key rotated out since, a
+webhook secret, channel token or S3 secret key replaced since (perhaps
+because it leaked), and a certificate re-issued since. Now the node keeps its current ones, the
 answer's `kept` names them, and `restore_credentials: true` brings the
 backup's back as they were.
 """
@@ -13,6 +13,7 @@ import os
 
 import pytest
 
+from tests.accounts import audit_lines
 from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.peers.telegram import FakeTelegram
 from tests.peers.webhook import NtfyReceiver, WebhookReceiver
@@ -75,7 +76,7 @@ BOT_OLD, BOT_NEW = "4242:" + "O" * 35, "4242:" + "N" * 35
 NTFY_OLD, NTFY_NEW = "tk_old_" + "c" * 20, "tk_new_" + "d" * 20
 
 
-def test_a_restore_keeps_the_current_webhook_secret(admin):
+def test_a_restore_keeps_the_current_webhook_secret(node, admin):
     with WebhookReceiver(WEBHOOK_OLD) as receiver:
         admin.put("/api/notifications", {"webhook": {"url": receiver.url + "/in", "secret": WEBHOOK_OLD}})
         sealed = _export(admin)
@@ -84,7 +85,10 @@ def test_a_restore_keeps_the_current_webhook_secret(admin):
         answer = _restore(admin, sealed)
         sent = admin.post("/api/notifications/test", {"channel": "webhook"})
         assert sent.json == {"ok": True, "detail": "HTTP 200 OK"}
-        assert answer["kept"]["notification_secrets"] == ["webhook"]
+        assert answer["kept"]["notification_channels"] == ["webhook"]
+        entry = [e for e in audit_lines(node) if e["action"] == "backup.restore"][-1]
+        assert entry["detail"]["kept"] == answer["kept"]  # named in the audit too, never the secret itself
+        assert WEBHOOK_OLD not in str(entry) and WEBHOOK_NEW not in str(entry)
         _restore(admin, sealed, restore_credentials=True)
         refused = admin.post("/api/notifications/test", {"channel": "webhook"})
     assert refused.json["ok"] is False and "bad signature" in refused.json["detail"]
@@ -100,7 +104,7 @@ def test_a_restore_keeps_the_current_telegram_token(admin):
         answer = _restore(admin, sealed)
         assert admin.post("/api/notifications/test", {"channel": "telegram"}).json["ok"] is True
         assert telegram.messages[-1]["token"] == BOT_NEW
-    assert answer["kept"]["notification_secrets"] == ["telegram"]
+    assert answer["kept"]["notification_channels"] == ["telegram"]
 
 
 def test_a_restore_keeps_the_current_ntfy_token(admin):
@@ -112,7 +116,7 @@ def test_a_restore_keeps_the_current_ntfy_token(admin):
         answer = _restore(admin, sealed)
         assert admin.post("/api/notifications/test", {"channel": "ntfy"}).json["ok"] is True
         assert ntfy.deliveries[-1]["authorization"] == f"Bearer {NTFY_NEW}"
-    assert answer["kept"]["notification_secrets"] == ["ntfy"]
+    assert answer["kept"]["notification_channels"] == ["ntfy"]
 
 
 def test_a_plain_backup_cannot_send_the_nodes_token_to_another_server(admin):
@@ -125,7 +129,7 @@ def test_a_plain_backup_cannot_send_the_nodes_token_to_another_server(admin):
         assert restored.status == 200, restored.body
         assert admin.post("/api/notifications/test", {"channel": "ntfy"}).json["ok"] is True
         assert theirs.deliveries == [] and ours.deliveries[-1]["authorization"] == f"Bearer {NTFY_NEW}"
-    assert restored.json["kept"]["notification_secrets"] == ["ntfy"]
+    assert restored.json["kept"]["notification_channels"] == ["ntfy"]
 
 
 def test_unchanged_secrets_are_restored_with_their_channel(admin):
@@ -136,7 +140,25 @@ def test_unchanged_secrets_are_restored_with_their_channel(admin):
         answer = _restore(admin, sealed)
         assert admin.get("/api/notifications").json["webhook"]["enabled"] is False  # configuration: the backup's
         assert admin.post("/api/notifications/test", {"channel": "webhook"}).json["ok"] is True
-    assert answer["kept"]["notification_secrets"] == []
+    assert answer["kept"]["notification_channels"] == []
+
+
+# --- S3 bucket credentials -----------------------------------------------------
+
+def test_a_restore_keeps_the_current_bucket_credentials(admin, seaweed):
+    """The backup's secret key was replaced since (and deactivated at the provider: here, a key
+    SeaweedFS never accepted); restoring it would stop the bucket."""
+    seaweed.create_bucket("restore-kept")
+    body = seaweed.bucket_definition("restore-kept", secret_key="deactivated-" + "x" * 20)
+    bucket_id = admin.post("/api/buckets", body).json["id"]
+    sealed = _export(admin)
+    assert admin.put(f"/api/buckets/{bucket_id}", {"secret_key": seaweed.secret_key}).status == 200
+    answer = _restore(admin, sealed)
+    assert admin.post("/api/buckets/check", {"id": bucket_id}).json["ok"] is True
+    assert answer["kept"]["bucket_credentials"] == [bucket_id]
+    _restore(admin, sealed, restore_credentials=True)
+    refused = admin.post("/api/buckets/check", {"id": bucket_id}).json
+    assert refused["ok"] is False and refused["steps"][-1]["code"] == "credentials_refused"
 
 
 # --- certificates --------------------------------------------------------------

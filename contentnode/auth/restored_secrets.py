@@ -3,7 +3,8 @@
 Beside accounts and tokens (restored_accounts.py) an encrypted backup carries
 secrets an operator replaces when they leak: the link signing keys, the
 notification channels' secrets (SMTP password, Telegram bot token, webhook
-signing secret, ntfy token) and the certificates' private keys (certs/).
+signing secret, ntfy token), the S3 buckets' secret keys and the
+certificates' private keys (certs/).
 Unless the restorer asks for the backup's credentials as they were
 (restore_credentials), a restore keeps the node's current ones:
 
@@ -14,12 +15,15 @@ Unless the restorer asks for the backup's credentials as they were
   server: the backup's server must not receive the node's secret, nor the
   node's server the backup's); channels without a secret on either side, and
   those unchanged, come from the backup;
+- likewise an S3 bucket on both sides whose secret key, access key or
+  endpoint differs keeps the node's record (a key deactivated at the provider
+  would stop the content it serves; buckets only in the backup come back);
 - a host the restored configuration still has keeps the node's certificate
   file (key and chain) and its summary; a host only in the backup gets the
   backup's.
 
 keep_current() reports what it kept, so the restore's answer can name it (key
-ids, channel names, hosts: never a secret).
+ids, channel names, bucket ids, hosts: never a secret).
 """
 
 import copy
@@ -31,11 +35,13 @@ CERT_FOLDER = "certs/"
 _ACCOUNT = {"email": ("username",)}
 _BOUND = {part: (secret, *notify.SECRET_DESTINATION[part], *_ACCOUNT.get(part, ()))
           for part, secret in notify.SECRETS.items()}
+_BUCKET_BOUND = ("secret_key", "access_key", "endpoint")  # an S3 secret key, its key id and where it signs
 
 
 def no_changes() -> dict:
     """The report of a restore that kept none of the node's secrets back."""
-    return {"link_keys_retired": [], "link_keys_created": [], "notification_secrets": [], "certificates": []}
+    return {"link_keys_retired": [], "link_keys_created": [], "notification_channels": [], "bucket_credentials": [],
+            "certificates": []}
 
 
 def keep_current(restored: dict, files: dict | None, current: dict, current_files: dict) -> dict:
@@ -44,6 +50,7 @@ def keep_current(restored: dict, files: dict | None, current: dict, current_file
     report = no_changes()
     _keep_link_keys(restored, current, report)
     _keep_channel_secrets(restored, current, report)
+    _keep_bucket_credentials(restored, current, report)
     if files is not None:
         _keep_certificates(restored, files, current, current_files, report)
     return report
@@ -66,7 +73,18 @@ def _keep_channel_secrets(restored: dict, current: dict, report: dict) -> None:
             continue
         if any(then[part].get(name) != now[part].get(name) for name in bound):
             restored.setdefault("notifications", {})[part] = copy.deepcopy(now[part])
-            report["notification_secrets"].append(part)
+            report["notification_channels"].append(part)
+
+
+def _keep_bucket_credentials(restored: dict, current: dict, report: dict) -> None:
+    buckets = restored.get("buckets") or {}
+    for bucket_id, now in sorted((current.get("buckets") or {}).items()):
+        then = buckets.get(bucket_id)
+        if then is None or not (then.get("secret_key") or now.get("secret_key")):
+            continue
+        if any(then.get(name) != now.get(name) for name in _BUCKET_BOUND):
+            buckets[bucket_id] = copy.deepcopy(now)
+            report["bucket_credentials"].append(bucket_id)
 
 
 def _keep_certificates(restored: dict, files: dict, current: dict, current_files: dict, report: dict) -> None:
