@@ -8,8 +8,8 @@ edited the state file by hand. Each section is checked with the same rules
 its API applies; the first problem refuses the whole restore (BackupError).
 restore_into is the one restore both POST /api/backup/restore and the offline
 `contentnode backup restore` run: it also keeps the node's current credentials
-(auth/restored_accounts.py) unless asked for the backup's, and ends every
-session but the restorer's.
+(auth/restored_accounts.py) and secrets (auth/restored_secrets.py) unless
+asked for the backup's, and ends every session but the restorer's.
 
 It sits above core and auth, beside schema.py (which declares the sections):
 checking a whole state document takes the record rules of both, the accounts'
@@ -22,7 +22,7 @@ import os
 import re
 import threading
 
-from contentnode.auth import passkeys, restored_accounts, tokens
+from contentnode.auth import passkeys, restored_accounts, restored_secrets, tokens
 from contentnode.auth.policy import DEFAULT_POLICY, checked_policy
 from contentnode.auth.scopes import ROLES, invalid_scopes
 from contentnode.auth.users import USERNAME_PATTERN
@@ -327,7 +327,8 @@ def restore_into(ctx, document, passphrase, by, ip=None, keep_session=None, rest
 
     BackupError when refused. `ctx` is the App or the offline command's context:
     store, data_dir, clock, audit, sessions. Unless restore_credentials, the
-    accounts written are the node's current ones (restored_accounts.keep_current);
+    accounts and secrets written are the node's current ones (restored_accounts and
+    restored_secrets keep_current);
     the answer's "kept" names what the backup would have rolled back. Every
     session but keep_session (the restorer's) ends: the accounts, roles and
     secrets behind them may all have changed. `source`, a stored backup's key
@@ -340,9 +341,11 @@ def restore_into(ctx, document, passphrase, by, ip=None, keep_session=None, rest
             raise BackupError("a plain backup carries no credentials to restore (no password hash, second "
                               "factor or token); restore an encrypted backup", "restore_credentials")
         check_records(opened.doc, roots)
-        kept = restored_accounts.no_changes()
+        kept = dict(restored_accounts.no_changes(), **restored_secrets.no_changes())
         if not restore_credentials:
-            kept = restored_accounts.keep_current(opened.doc, ctx.store.data)
+            kept = dict(restored_accounts.keep_current(opened.doc, ctx.store.data),
+                        **restored_secrets.keep_current(opened.doc, opened.files, ctx.store.data,
+                                                        backup.read_files(ctx.data_dir)))
             _check_kept(opened.doc, kept, roots)
         saved = backup.apply_restore(ctx.store, ctx.data_dir, opened, ctx.clock.now())
         ended = ctx.sessions.delete_where(lambda session: session["id"] != keep_session)

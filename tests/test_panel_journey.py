@@ -419,7 +419,7 @@ def test_a_stale_edit_form_says_reload_and_changes_nothing(browser, tmp_path):
 
 def test_the_restore_page_names_what_it_kept(browser, tmp_path):
     """Issue 25: a token revoked since the backup is named as kept revoked after a restore from the
-    panel, and the option to bring the backup's credentials back is offered, off, for an encrypted file."""
+    panel (and a link key made since as kept), and the option to bring the backup's credentials back is offered, off, for an encrypted file."""
     other = Node(str(tmp_path)).start()  # its own node: the journey's module node is set up by the wizard
     try:
         api = other.client()
@@ -429,6 +429,7 @@ def test_the_restore_page_names_what_it_kept(browser, tmp_path):
         backup_file = tmp_path / "node.json"
         backup_file.write_text(json.dumps(api.post("/api/backup/export", {"passphrase": ADMIN_PASSWORD}).json))
         assert api.delete(f"/api/me/tokens/{made.json['token']['id']}").status == 204
+        rotated = api.post("/api/links/rotate", {"grace_seconds": 0}).json["kid"]
         context, page = open_signed_in(browser, other, ADMIN, ADMIN_PASSWORD, "/#/backup")
         option = page.get_by_label("Bring back the backup's accounts and credentials as they were")
         page.get_by_label("Backup file").set_input_files(str(backup_file))
@@ -437,11 +438,14 @@ def test_the_restore_page_names_what_it_kept(browser, tmp_path):
         labelled(page, "Passphrase of the backup").fill(ADMIN_PASSWORD)
         page.get_by_role("button", name="Restore…").click()
         dialog = page.get_by_role("dialog")
-        dialog.get_by_text("Passwords, second factors, tokens and accounts stay as they are now.").wait_for()
+        dialog.get_by_text("Passwords, second factors, tokens, accounts, link keys, channel and bucket secrets and "
+                           "certificates stay as they are now.").wait_for()
         dialog.get_by_role("button", name="Restore").click()
         page.get_by_text("The backup was restored.").wait_for()
         page.get_by_text("Tokens revoked since, still revoked").wait_for()
         page.get_by_text("leaked (admin)").wait_for()
+        page.get_by_text("Link keys made since, kept").wait_for()
+        page.get_by_text(rotated, exact=True).wait_for()
         check_page(page, "backup-restored")
         assert other.client().post("/api/login", {"token": made.json["secret"]}).error_code == "bad_credentials"
         context.close()

@@ -289,6 +289,25 @@ def test_restore_keeps_passkeys(node, admin):
         assert signed_in.status == 200, signed_in.body
 
 
+def test_a_passkey_removed_since_the_backup_stays_removed(node, admin):
+    """A lost phone's passkey was removed: restoring a backup from before must not let it in again."""
+    me = _signed_in(node)
+    lost, passkey, _ = _register(me, name="lost phone")
+    kept, _, _ = _register(me, name="laptop")
+    sealed = me.post("/api/backup/export", {"passphrase": "a backup passphrase"}).json
+    assert me.delete(f"/api/me/passkeys/{passkey['id']}").status == 204
+    restored = me.post("/api/backup/restore", {"backup": sealed, "passphrase": "a backup passphrase"})
+    assert restored.status == 200, restored.body
+    assert restored.json["kept"]["users_credentials"] == [{"user": ADMIN_USER, "kept": ["two_factor"]}]
+    assert [p["name"] for p in me.get("/api/me/passkeys").json["passkeys"]] == ["laptop"]
+    _policy(me, "passwordless")
+    for authenticator, status in ((lost, 401), (kept, 200)):
+        browser = _browser(node)
+        answer = browser.post("/api/login/passkey", {"credential": authenticator.get(_passwordless_options(browser),
+                                                                                     browser.origin)})
+        assert answer.status == status, answer.body
+
+
 def test_a_restore_refuses_damaged_or_doubled_passkeys(node, admin):
     me = _signed_in(node)
     _register(me)

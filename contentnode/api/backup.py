@@ -77,7 +77,8 @@ EXPORT_BODY = obj({"passphrase": _PASSPHRASE}, description="a passphrase makes a
 RESTORE_BODY = obj({"backup": {"type": "object"}, "passphrase": _PASSPHRASE, "restore_credentials": BOOLEAN},
                    required=["backup"],
                    description="restore_credentials: true brings the backup's passwords, second factors, "
-                               "accounts and tokens as they were (encrypted backups only)")
+                               "accounts, tokens, link keys, channel and bucket secrets and certificates as they "
+                               "were (encrypted backups only)")
 _TOKEN_REF = answer({"id": STRING, "name": STRING, "user": nullable(STRING)})
 _NAMES = array(STRING)
 RESTORED = answer({
@@ -86,7 +87,9 @@ RESTORED = answer({
     "restore_credentials": BOOLEAN, "sessions_ended": {"type": "integer", "minimum": 0},
     "kept": answer({"tokens_revoked": array(_TOKEN_REF), "tokens_created": array(_TOKEN_REF),
                     "users_deleted": _NAMES, "users_created": _NAMES,
-                    "users_credentials": array(answer({"user": STRING, "kept": _NAMES}))}),
+                    "users_credentials": array(answer({"user": STRING, "kept": _NAMES})),
+                    "link_keys_retired": _NAMES, "link_keys_created": _NAMES,
+                    "notification_channels": _NAMES, "bucket_credentials": _NAMES, "certificates": _NAMES}),
 }, optional=("from_bucket",))
 
 ROUTES = [

@@ -114,7 +114,12 @@ def _kept_lines(kept: dict) -> list:
              ("tokens made since the backup stay", tokens["tokens_created"]),
              ("users deleted since the backup stay deleted", ", ".join(kept["users_deleted"])),
              ("users made since the backup stay", ", ".join(kept["users_created"])),
-             ("current credentials kept", credentials)]
+             ("current credentials kept", credentials),
+             ("link keys retired since the backup stay retired", ", ".join(kept["link_keys_retired"])),
+             ("link keys made since the backup stay", ", ".join(kept["link_keys_created"])),
+             ("current notification secrets kept", ", ".join(kept["notification_channels"])),
+             ("current bucket credentials kept", ", ".join(kept["bucket_credentials"])),
+             ("current certificates kept", ", ".join(kept["certificates"]))]
     return [f"{what}: {names}" for what, names in shown if names]
 
 

@@ -13,7 +13,10 @@ function keptFacts(r) {
   const tokens = (list) => list.map((t) => `${t.name} (${t.user})`).join(', ');
   const rows = [['Tokens revoked since, still revoked', tokens(k.tokens_revoked)], ['Tokens made since, kept', tokens(k.tokens_created)],
     ['Users deleted since, still deleted', k.users_deleted.join(', ')], ['Users made since, kept', k.users_created.join(', ')],
-    ['Current credentials kept', k.users_credentials.map((c) => `${c.user}: ${c.kept.join(', ').replace('_', ' ')}`).join('; ')]];
+    ['Current credentials kept', k.users_credentials.map((c) => `${c.user}: ${c.kept.join(', ').replace('_', ' ')}`).join('; ')],
+    ['Link keys retired since, still retired', k.link_keys_retired.join(', ')], ['Link keys made since, kept', k.link_keys_created.join(', ')],
+    ['Current notification secrets kept', k.notification_channels.join(', ')],
+    ['Current bucket credentials kept', k.bucket_credentials.join(', ')], ['Current certificates kept', k.certificates.join(', ')]];
   const shown = rows.filter(([, text]) => text);
   return shown.length ? shown : [['Credentials', 'none changed since the backup']];
 }

@@ -110,7 +110,7 @@ function storedCard(admin, token) {
   const body = h('div', {}, loading());
   const restore = async (b) => {
     const creds = checkbox({ label: 'Bring back the backup\'s accounts and credentials as they were', name: 'restore_credentials',
-      hint: 'For moving a node to new hardware. Left off, passwords, second factors, tokens and accounts stay as they are now.' });
+      hint: 'For moving a node to new hardware. Left off, passwords, second factors, tokens, accounts, link keys, channel and bucket secrets and certificates stay as they are now.' });
     const ok = await confirm({ title: 'Restore this stored backup?', confirmLabel: 'Restore', details: creds,
       message: `Made ${when(b.created_at)}${b.own ? '' : ' by another node'}. Settings, buckets, domains, keys and certificates are replaced by the backup's; the backup schedule stays as it is. Every other session, yours elsewhere too, ends. The current state is saved on the node first.` });
     if (!ok) return;

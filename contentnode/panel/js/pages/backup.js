@@ -49,7 +49,7 @@ function restoreCard() {
   const about = h('p', { class: 'hint', id: 'backup-file-hint' }, 'A file made by Export. Files over 64 KB: use contentnode backup restore on the node.');
   const pass = field({ label: 'Passphrase of the backup', name: 'passphrase', type: 'password', autocomplete: 'off' });
   const creds = checkbox({ label: 'Bring back the backup\'s accounts and credentials as they were', name: 'restore_credentials',
-    hint: 'For moving a node to new hardware. Left off, passwords, second factors, tokens and accounts stay as they are now: nothing revoked since the backup comes back.' });
+    hint: 'For moving a node to new hardware. Left off, passwords, second factors, tokens, accounts, link keys, channel and bucket secrets and certificates stay as they are now: nothing revoked or replaced since the backup comes back.' });
   pass.hidden = true;
   creds.hidden = true;
   fileInput.addEventListener('change', async () => {
@@ -72,8 +72,8 @@ function restoreCard() {
     const ok = await confirm({ title: 'Restore this backup?', confirmLabel: 'Restore',
       message: `${doc.kind === 'encrypted' ? 'Settings, buckets, domains, keys and certificates are replaced by the backup\'s.'
         : 'Settings, buckets, domains and rules are replaced by the backup\'s; users and keys stay.'} ${v.restore_credentials
-        ? 'Users, passwords, second factors and tokens become the backup\'s, as they were.'
-        : 'Passwords, second factors, tokens and accounts stay as they are now.'} Every other session, yours elsewhere too, ends. The current state is saved on the node first.` });
+        ? 'Users, passwords, second factors, tokens, link keys, channel and bucket secrets and certificates become the backup\'s, as they were.'
+        : 'Passwords, second factors, tokens, accounts, link keys, channel and bucket secrets and certificates stay as they are now.'} Every other session, yours elsewhere too, ends. The current state is saved on the node first.` });
     if (!ok) return;
     const body = { backup: doc };
     if (doc.kind === 'encrypted') body.passphrase = v.passphrase;
