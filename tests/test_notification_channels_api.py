@@ -145,7 +145,15 @@ def test_backups_carry_the_channel_secrets_only_encrypted(admin):
     sealed = admin.post("/api/backup/export", {"passphrase": "a long passphrase"})
     assert SECRET.encode() not in sealed.body and NTFY_TOKEN.encode() not in sealed.body
     admin.put("/api/notifications", {"webhook": {"secret": None}, "ntfy": {"token": None}})
-    assert admin.post("/api/backup/restore", {"backup": sealed.json, "passphrase": "a long passphrase"}).status == 200
+    # a secret removed since the backup stays removed (docs/API.md, "A restore never rolls a credential back")
+    kept = admin.post("/api/backup/restore", {"backup": sealed.json, "passphrase": "a long passphrase"})
+    assert kept.status == 200 and sorted(kept.json["kept"]["notification_channels"]) == ["ntfy", "webhook"]
+    restored = admin.get("/api/notifications").json
+    assert restored["webhook"]["secret_set"] is False and restored["ntfy"]["token_set"] is False
+    # the encrypted backup carries them: restore_credentials brings them back
+    back = admin.post("/api/backup/restore", {"backup": sealed.json, "passphrase": "a long passphrase",
+                                              "restore_credentials": True})
+    assert back.status == 200, back.body
     restored = admin.get("/api/notifications").json
     assert restored["webhook"]["secret_set"] is True and restored["ntfy"]["token_set"] is True
 
