@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contentnode.clock import rfc3339
-from contentnode.fleet import bundle, keys, shared
+from contentnode.fleet import bundle, challenges, joincode, keys, lease, shared, status
 from contentnode.fleet.wire import Refused
 from contentnode.store import Store
 
@@ -149,3 +149,21 @@ def test_status_view_derives_lag_skew_and_unseen():
     assert [(r["node_id"], r["lag"], r["version_skew"], r["unseen"]) for r in rows] == [
         ("a", 0, True, True), ("b", 2, False, False), ("c", None, False, True)]
     assert status.problems(rows[2]) == {"unseen", "error"}
+
+
+
+NOT_STRICT = [b'{"node_id": "0011223344556677", "seq": NaN}', b'{"holder": Infinity}', b'{"expires_at": 1e400}',
+              b"[" * 3000 + b"]" * 3000]
+
+
+@pytest.mark.parametrize("raw", NOT_STRICT, ids=["nan", "infinity", "too-large", "nested"])
+def test_what_nodes_read_from_the_bucket_refuses_nan_and_deep_nesting_without_raising(raw):
+    with pytest.raises(Refused) as refused:
+        bundle.parse(raw)
+    assert refused.value.code == "malformed"
+    assert status._clean(raw, "0011223344556677") is None
+    assert lease._parse(raw) == {}
+    assert challenges.decode(raw, FLEET, "t", lambda data, signature: True, time.time()) is None
+    with pytest.raises(Refused) as refused:
+        joincode.redeem(joincode.PREFIX + joincode._urlsafe(raw), None, time.time())
+    assert refused.value.code == "bad_join_code"

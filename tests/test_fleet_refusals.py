@@ -49,6 +49,19 @@ def _other_epoch(fleet):
     return fleet.forge(signing=intruder, key_certs=chain)
 
 
+def _not_a_number(fleet):
+    """A bare NaN (Python's JSON extension) where a rule's cache_ttl stands: canonical bytes cannot hold it."""
+    doc = json.loads(fleet.forge())
+    next(iter(doc["parts"]["rules"]["data"].values()))["cache_ttl"] = float("nan")
+    return json.dumps(doc).encode()
+
+
+def _deeply_nested(fleet):
+    doc = json.loads(fleet.forge())
+    doc["keys"] = "NESTED"
+    return json.dumps(doc).encode().replace(b'"NESTED"', b"[" * 50000 + b"]" * 50000)
+
+
 CASES = {
     "tampered": (_tampered, "bad_signature"),
     "half-written": (lambda f: (raw := f.forge())[:len(raw) // 2], "malformed"),
@@ -59,6 +72,8 @@ CASES = {
     "signed-by-another-key": (lambda f: f.forge(signing=Ed25519PrivateKey.generate()), "bad_signature"),
     "sealed-under-another-fleet-key": (lambda f: f.forge(fleet_key=os.urandom(32)), "sealed_part"),
     "fails-the-restore-checks": (_bad_restore, "restore_checks"),
+    "not-a-number": (_not_a_number, "malformed"),
+    "nested-too-deeply": (_deeply_nested, "malformed"),
 }
 
 
@@ -78,6 +93,18 @@ def test_a_bad_bundle_is_refused_reported_and_never_applied(fleet, case):
     fleet.site.add_rule(f"/{case}", prefix="site/")
     fleet.wait_synced(after=before)
     assert replica_view(fleet)["last_error"] is None
+
+
+def test_the_primary_publishes_over_a_bundle_json_holding_nan(fleet):
+    """Such an object is damaged, not another primary's: the next change is written over it."""
+    fleet.put_bundle(_not_a_number(fleet))
+    before = fleet.seq()
+    fleet.site.add_rule("/over-nan", prefix="site/")
+    fleet.wait_synced(after=before)
+    published = json.loads(fleet.bucket_client().get_bytes("contentnode/bundle.json").body)
+    assert published["seq"] == fleet.seq() > before
+    assert fleet.admin.get("/api/fleet").json["last_error"] is None
+    assert fleet.served(fleet.replicas[0], "/over-nan/hello.txt").body == b"hello"
 
 
 def test_the_bucket_stopped_and_restarted(fleet):
