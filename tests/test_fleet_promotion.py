@@ -72,14 +72,15 @@ def test_promotion_after_kill_9_of_the_primary(fleet):
     first, second = fleet.replica_admins
     first_id = first.get("/api/fleet").json["node_id"]
 
-    # refused: not a recovery secret, another fleet's, a primary's route on a replica
-    for secret, code in [("cnr_not-a-secret", "bad_recovery_secret"),
+    # refused: not a recovery secret, one of the right length outside the base64url alphabet,
+    # another fleet's, a primary's route on a replica
+    for secret, code in [("cnr_not-a-secret", "bad_recovery_secret"), ("cnr_" + "!" * 43, "bad_recovery_secret"),
                          (keys.new_recovery()[0], "bad_recovery_secret")]:
         refused = first.post("/api/fleet/promote", {"recovery_secret": secret})
         assert refused.status == 403 and refused.error_code == code, refused.body
     assert first.post("/api/fleet/rotate-key", {}).error_code == "not_primary"
     audited = _audit(first, "fleet.promote")
-    assert [e["ok"] for e in audited] == [False, False]
+    assert [e["ok"] for e in audited] == [False, False, False]
     assert old_secret not in json.dumps(first.get("/api/audit").json)
 
     promoted = first.post("/api/fleet/promote", {"recovery_secret": old_secret})
