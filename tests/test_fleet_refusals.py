@@ -132,6 +132,27 @@ def test_the_bucket_stopped_and_restarted(fleet):
     assert replica_view(fleet)["last_error"] is None
 
 
+def test_the_offline_restore_is_refused_on_a_replica(fleet, tmp_path):
+    """As POST /api/backup/restore is (409 managed_by_fleet): its shared objects are the primary's."""
+    replica = fleet.replicas[0]
+    replica.stop()
+    try:
+        before = fleet.state(replica)
+        target = str(tmp_path / "replica.json")
+        assert replica.cli("backup", "export", target).returncode == 0
+        refused = replica.cli("backup", "restore", target)
+        assert refused.returncode == 1 and refused.stdout == "", refused
+        assert refused.stderr.startswith("contentnode: restore refused, nothing changed: this node is a fleet "
+                                         "replica"), refused.stderr
+        assert "leave the fleet first" in refused.stderr and before["fleet"]["primary"] in refused.stderr
+        assert fleet.state(replica) == before
+        assert not [name for name in os.listdir(replica.data_dir) if name.startswith("pre-restore")]
+    finally:
+        replica.start()
+        fleet.replica_admins[0] = admin = fleet.replica_admins[0].__class__(replica)
+        assert admin.login("admin", "correct horse battery staple").status == 200
+
+
 @pytest.mark.parametrize("delay", [0.2, 0.6, 1.0, 1.4])
 def test_kill_9_during_an_apply_leaves_old_or_new_never_a_mix(fleet, delay):
     replica = fleet.replicas[0]
