@@ -134,8 +134,9 @@ def test_readiness_and_re_signing_times():
     assert ready({"fleet": {"role": "replica", "applied_at": "2026-01-01T00:00:00Z"}})
     issued = time.time()
     state = {"issued_at": rfc3339(issued)}
-    assert not publisher.resign_due(state, issued + publisher.LIFETIME_SECONDS / 2 - 60)
-    assert publisher.resign_due(state, issued + publisher.LIFETIME_SECONDS / 2)
+    assert publisher.RESIGN_AFTER_SECONDS == 10 * 3600 < publisher.LIFETIME_SECONDS / 2
+    assert not publisher.resign_due(state, issued + 10 * 3600 - 60)
+    assert publisher.resign_due(state, issued + 10 * 3600)
     assert publisher.resign_due({}, issued)
 
 
