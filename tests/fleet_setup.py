@@ -58,13 +58,14 @@ class Fleet:
     """primary: a Site (bucket, domain, admin); replicas: FleetNodes that joined it."""
 
     def __init__(self, tmp_factory, seaweed, replicas: int = 2, host: str = "fleet.example.test",
-                 node_class=FleetNode):
+                 node_class=FleetNode, endpoint: str | None = None):
+        """`endpoint`: where the nodes reach the fleet bucket (default SeaweedFS itself)."""
         self.seaweed = seaweed
         self.fleet_bucket = "fleet-" + uuid.uuid4().hex[:10]
         seaweed.create_bucket(self.fleet_bucket)
         self.site = Site(str(tmp_factory.mktemp("primary")), seaweed, host=host, node_class=node_class)
         self.primary, self.admin = self.site.node, self.site.admin
-        body = {"endpoint": seaweed.endpoint, "region": seaweed.region, "bucket": self.fleet_bucket,
+        body = {"endpoint": endpoint or seaweed.endpoint, "region": seaweed.region, "bucket": self.fleet_bucket,
                 "access_key": seaweed.access_key, "secret_key": seaweed.secret_key, "path_style": True}
         response = self.admin.post("/api/fleet/init", body)
         assert response.status == 200, response.body

@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contentnode.clock import rfc3339
-from contentnode.fleet import bundle, keys, shared
+from contentnode.fleet import bundle, challenges, joincode, keys, lease, shared, status
 from contentnode.fleet.wire import Refused
 from contentnode.store import Store
 
@@ -134,8 +134,9 @@ def test_readiness_and_re_signing_times():
     assert ready({"fleet": {"role": "replica", "applied_at": "2026-01-01T00:00:00Z"}})
     issued = time.time()
     state = {"issued_at": rfc3339(issued)}
-    assert not publisher.resign_due(state, issued + publisher.LIFETIME_SECONDS / 2 - 60)
-    assert publisher.resign_due(state, issued + publisher.LIFETIME_SECONDS / 2)
+    assert publisher.RESIGN_AFTER_SECONDS == 10 * 3600 < publisher.LIFETIME_SECONDS / 2
+    assert not publisher.resign_due(state, issued + 10 * 3600 - 60)
+    assert publisher.resign_due(state, issued + 10 * 3600)
     assert publisher.resign_due({}, issued)
 
 
@@ -149,3 +150,21 @@ def test_status_view_derives_lag_skew_and_unseen():
     assert [(r["node_id"], r["lag"], r["version_skew"], r["unseen"]) for r in rows] == [
         ("a", 0, True, True), ("b", 2, False, False), ("c", None, False, True)]
     assert status.problems(rows[2]) == {"unseen", "error"}
+
+
+
+NOT_STRICT = [b'{"node_id": "0011223344556677", "seq": NaN}', b'{"holder": Infinity}', b'{"expires_at": 1e400}',
+              b"[" * 3000 + b"]" * 3000]
+
+
+@pytest.mark.parametrize("raw", NOT_STRICT, ids=["nan", "infinity", "too-large", "nested"])
+def test_what_nodes_read_from_the_bucket_refuses_nan_and_deep_nesting_without_raising(raw):
+    with pytest.raises(Refused) as refused:
+        bundle.parse(raw)
+    assert refused.value.code == "malformed"
+    assert status._clean(raw, "0011223344556677") is None
+    assert lease._parse(raw) == {}
+    assert challenges.decode(raw, FLEET, "t", lambda data, signature: True, time.time()) is None
+    with pytest.raises(Refused) as refused:
+        joincode.redeem(joincode.PREFIX + joincode._urlsafe(raw), None, time.time())
+    assert refused.value.code == "bad_join_code"

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from contentnode.clock import rfc3339
 from contentnode.fleet import bundle, keys, shared
 from contentnode.fleet.wire import canonical
-from tests.fleet_setup import Fleet, admin_of, wait_for
+from tests.fleet_setup import Fleet, FleetNode, admin_of, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 PREFIX = "contentnode/"
@@ -72,14 +72,15 @@ def test_promotion_after_kill_9_of_the_primary(fleet):
     first, second = fleet.replica_admins
     first_id = first.get("/api/fleet").json["node_id"]
 
-    # refused: not a recovery secret, another fleet's, a primary's route on a replica
-    for secret, code in [("cnr_not-a-secret", "bad_recovery_secret"),
+    # refused: not a recovery secret, one of the right length outside the base64url alphabet,
+    # another fleet's, a primary's route on a replica
+    for secret, code in [("cnr_not-a-secret", "bad_recovery_secret"), ("cnr_" + "!" * 43, "bad_recovery_secret"),
                          (keys.new_recovery()[0], "bad_recovery_secret")]:
         refused = first.post("/api/fleet/promote", {"recovery_secret": secret})
         assert refused.status == 403 and refused.error_code == code, refused.body
     assert first.post("/api/fleet/rotate-key", {}).error_code == "not_primary"
     audited = _audit(first, "fleet.promote")
-    assert [e["ok"] for e in audited] == [False, False]
+    assert [e["ok"] for e in audited] == [False, False, False]
     assert old_secret not in json.dumps(first.get("/api/audit").json)
 
     promoted = first.post("/api/fleet/promote", {"recovery_secret": old_secret})
@@ -209,5 +210,34 @@ def test_two_replicas_promoted_at_once_exactly_one_becomes_primary(tmp_path_fact
                         what="the loser following the winner")
         assert view["role"] == "replica" and view["primary"]["node_id"] == winner_id
         assert _bundle(fleet)["primary"] == winner_id
+    finally:
+        fleet.close()
+
+
+def test_a_replica_that_never_applied_a_bundle_is_not_promoted(tmp_path_factory, seaweed):  # noqa: F811
+    """Its configuration is the one from before it joined: promoted, it would publish that to the fleet."""
+    fleet = Fleet(tmp_path_factory, seaweed, replicas=0, host="unapplied.example.test")
+    try:
+        before = fleet.seq()
+        fleet.site.add_rule("/", prefix="site/")
+        wait_for(lambda: fleet.seq() > before, what="the primary's first rule published")
+        parts = shared.parts_of(fleet.state(fleet.primary))
+        rules = json.loads(json.dumps(parts["rules"]))
+        next(iter(rules.values()))["bucket"] = "no-such-bucket"   # every replica refuses it (restore checks)
+        fleet.put_bundle(fleet.forge(parts=dict(parts, rules=rules)))
+        published = fleet.bucket_client().get_bytes(PREFIX + "bundle.json").body
+        node = FleetNode(str(tmp_path_factory.mktemp("unapplied"))).start()
+        fleet.replicas.append(node)
+        admin = admin_of(node)
+        fleet.join(admin)
+        wait_for(lambda: (admin.get("/api/fleet").json["last_error"] or {}).get("code") == "restore_checks",
+                 what="the new replica refusing the bundle")
+        fleet.primary.kill()
+        refused = admin.post("/api/fleet/promote", {"recovery_secret": fleet.init_answer["recovery_secret"]})
+        assert refused.status == 409 and refused.error_code == "never_applied", refused.body
+        view = admin.get("/api/fleet").json
+        assert view["role"] == "replica" and view["key_epoch"] == 1 and view["seq"] == 0 and view["probe"] is None
+        assert fleet.bucket_client().get_bytes(PREFIX + "bundle.json").body == published
+        assert [e["ok"] for e in _audit(admin, "fleet.promote")] == [False]
     finally:
         fleet.close()

@@ -49,6 +49,19 @@ def _other_epoch(fleet):
     return fleet.forge(signing=intruder, key_certs=chain)
 
 
+def _not_a_number(fleet):
+    """A bare NaN (Python's JSON extension) where a rule's cache_ttl stands: canonical bytes cannot hold it."""
+    doc = json.loads(fleet.forge())
+    next(iter(doc["parts"]["rules"]["data"].values()))["cache_ttl"] = float("nan")
+    return json.dumps(doc).encode()
+
+
+def _deeply_nested(fleet):
+    doc = json.loads(fleet.forge())
+    doc["keys"] = "NESTED"
+    return json.dumps(doc).encode().replace(b'"NESTED"', b"[" * 50000 + b"]" * 50000)
+
+
 CASES = {
     "tampered": (_tampered, "bad_signature"),
     "half-written": (lambda f: (raw := f.forge())[:len(raw) // 2], "malformed"),
@@ -59,6 +72,8 @@ CASES = {
     "signed-by-another-key": (lambda f: f.forge(signing=Ed25519PrivateKey.generate()), "bad_signature"),
     "sealed-under-another-fleet-key": (lambda f: f.forge(fleet_key=os.urandom(32)), "sealed_part"),
     "fails-the-restore-checks": (_bad_restore, "restore_checks"),
+    "not-a-number": (_not_a_number, "malformed"),
+    "nested-too-deeply": (_deeply_nested, "malformed"),
 }
 
 
@@ -78,6 +93,18 @@ def test_a_bad_bundle_is_refused_reported_and_never_applied(fleet, case):
     fleet.site.add_rule(f"/{case}", prefix="site/")
     fleet.wait_synced(after=before)
     assert replica_view(fleet)["last_error"] is None
+
+
+def test_the_primary_publishes_over_a_bundle_json_holding_nan(fleet):
+    """Such an object is damaged, not another primary's: the next change is written over it."""
+    fleet.put_bundle(_not_a_number(fleet))
+    before = fleet.seq()
+    fleet.site.add_rule("/over-nan", prefix="site/")
+    fleet.wait_synced(after=before)
+    published = json.loads(fleet.bucket_client().get_bytes("contentnode/bundle.json").body)
+    assert published["seq"] == fleet.seq() > before
+    assert fleet.admin.get("/api/fleet").json["last_error"] is None
+    assert fleet.served(fleet.replicas[0], "/over-nan/hello.txt").body == b"hello"
 
 
 def test_the_bucket_stopped_and_restarted(fleet):
@@ -103,6 +130,27 @@ def test_the_bucket_stopped_and_restarted(fleet):
     fleet.wait_synced(timeout=25, after=before)  # the primary retries, the replica recovers from its backoff
     assert fleet.served(replica, "/while-down/hello.txt").body == b"hello"
     assert replica_view(fleet)["last_error"] is None
+
+
+def test_the_offline_restore_is_refused_on_a_replica(fleet, tmp_path):
+    """As POST /api/backup/restore is (409 managed_by_fleet): its shared objects are the primary's."""
+    replica = fleet.replicas[0]
+    replica.stop()
+    try:
+        before = fleet.state(replica)
+        target = str(tmp_path / "replica.json")
+        assert replica.cli("backup", "export", target).returncode == 0
+        refused = replica.cli("backup", "restore", target)
+        assert refused.returncode == 1 and refused.stdout == "", refused
+        assert refused.stderr.startswith("contentnode: restore refused, nothing changed: this node is a fleet "
+                                         "replica"), refused.stderr
+        assert "leave the fleet first" in refused.stderr and before["fleet"]["primary"] in refused.stderr
+        assert fleet.state(replica) == before
+        assert not [name for name in os.listdir(replica.data_dir) if name.startswith("pre-restore")]
+    finally:
+        replica.start()
+        fleet.replica_admins[0] = admin = fleet.replica_admins[0].__class__(replica)
+        assert admin.login("admin", "correct horse battery staple").status == 200
 
 
 @pytest.mark.parametrize("delay", [0.2, 0.6, 1.0, 1.4])

@@ -14,7 +14,7 @@ from contentnode.http.schema import BOOLEAN, STRING, answer, obj, text
 
 # Refusal code -> status: the node's role or state is wrong (409), the secret is not
 # accepted (403), the bucket or what it holds failed (502), the node's own files (500).
-_STATUS = {"not_in_fleet": 409, "not_primary": 409, "not_replica": 409, "promotion_lost": 409,
+_STATUS = {"not_in_fleet": 409, "not_primary": 409, "not_replica": 409, "never_applied": 409, "promotion_lost": 409,
            "bad_recovery_secret": 403, "recovery_secret_used": 403,
            "bucket_unreachable": 502, "no_bundle": 502, "malformed": 502, "other_fleet": 502,
            "wrong_key_epoch": 502, "bad_signature": 502, "no_secrets": 500}
@@ -28,6 +28,7 @@ def _fail(exc: Refused) -> ApiError:
 def promote(req):
     fleet = req.app.fleet
     try:
+        promotion.check_promotable(fleet.state())  # before the probe writes to the bucket
         probe = fleet.state().get("probe") or issuer.run_probe(fleet)  # a replica never probed: now
         secret = promotion.promote(fleet, req.body["recovery_secret"], bool(probe.get("conditional_writes")))
     except Refused as exc:

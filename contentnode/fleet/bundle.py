@@ -13,7 +13,6 @@ the sealed bytes (a hash of a secret is never published).
 """
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 
@@ -23,7 +22,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.fleet import keys
-from contentnode.fleet.wire import Refused, b64, canonical, unb64
+from contentnode.fleet.wire import Refused, b64, canonical, loads, unb64
 
 FORMAT, VERSION = "contentnode-fleet-bundle", 1
 MAX_BYTES = 16 << 20   # a bundle of 10,000 rules is about 3 MB
@@ -46,7 +45,7 @@ def unseal(fleet_key: bytes, fleet_id: str, seq: int, name: str, sealed: bytes):
         plain = AESGCM(fleet_key).decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], _aad(fleet_id, seq, name))
     except (InvalidTag, ValueError):
         raise Refused("sealed_part", f"part {name} does not open under the fleet key") from None
-    return json.loads(plain)
+    return loads(plain)
 
 
 def build(*, fleet_id: str, seq: int, issued_at: float, lifetime: int, primary: str, key_certs: list,
@@ -79,13 +78,15 @@ class Opened:
 
 
 def parse(raw: bytes) -> dict:
-    """The bundle's JSON object; Refused "malformed" for anything else (a truncated object)."""
+    """The bundle's JSON object; Refused "malformed" for anything else (a truncated object,
+    NaN or Infinity, nesting too deep: what canonical() could not write again to verify)."""
     if len(raw) > MAX_BYTES:
         raise Refused("malformed", f"the bundle is larger than {MAX_BYTES} bytes")
     try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise Refused("malformed", "bundle.json is not complete JSON (half-written or damaged)") from None
+        doc = loads(raw)
+    except ValueError as exc:
+        raise Refused("malformed", f"bundle.json is not complete, strict JSON (half-written or damaged: {exc})") \
+            from None
     if not isinstance(doc, dict) or set(doc) != _FIELDS or doc.get("format") != FORMAT:
         raise Refused("malformed", "bundle.json is not a contentnode fleet bundle")
     if doc["version"] != VERSION:
@@ -106,7 +107,11 @@ def verify(doc: dict, fleet_id: str, pin: keys.Pin) -> keys.Pin:
         raise Refused("other_fleet", "the bundle belongs to another fleet")
     signer = keys.signing_key_of(doc["keys"], fleet_id, pin)
     unsigned = {k: v for k, v in doc.items() if k != "signature"}
-    keys.verify(signer.public_key, doc["signature"], canonical(unsigned), "bundle")
+    try:
+        signed = canonical(unsigned)
+    except (ValueError, RecursionError):  # parse() refuses these; a doc made elsewhere may not
+        raise Refused("malformed", "the bundle holds values that are not strict JSON") from None
+    keys.verify(signer.public_key, doc["signature"], signed, "bundle")
     return signer
 
 

@@ -17,7 +17,6 @@ several vantage points asking at once share it), at most LOOKUPS_PER_SECOND
 reads a second, and at most CACHE_ENTRIES answers and misses kept.
 """
 
-import json
 import logging
 import re
 import threading
@@ -26,7 +25,7 @@ from collections import OrderedDict
 
 from contentnode.core.acme import AcmeError
 from contentnode.core.s3 import S3Error
-from contentnode.fleet.wire import canonical
+from contentnode.fleet.wire import canonical, loads
 
 log = logging.getLogger("contentnode.fleet.challenges")
 
@@ -61,7 +60,7 @@ def decode(body: bytes, fleet_id: str, token: str, verify, now: float) -> str | 
     """The key authorization in `body` when it is this fleet's, for `token`, unexpired and
     signed by a key `verify(data, signature text) -> bool` accepts; None otherwise."""
     try:
-        doc = json.loads(body)
+        doc = loads(body)
         key_authorization, expires_at, signature = doc["key_authorization"], doc["expires_at"], doc["signature"]
         signed = _signed_bytes(doc["fleet_id"], doc["token"], key_authorization, expires_at)
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
@@ -181,5 +180,5 @@ class ReadThrough:
                                                                              verify, now)
         if answer is None:
             return None, MISS_SECONDS
-        expires_at = json.loads(fetched.body)["expires_at"]
+        expires_at = loads(fetched.body)["expires_at"]
         return answer, max(MISS_SECONDS, min(60.0, expires_at - now))

@@ -11,7 +11,6 @@ keeps only {id, expires_at} of each code (to delete the object later).
 """
 
 import base64
-import json
 import os
 import secrets
 
@@ -21,7 +20,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core import netguard
 from contentnode.core.s3 import S3Client
-from contentnode.fleet.wire import Refused, canonical
+from contentnode.fleet.wire import Refused, canonical, loads
 
 PREFIX = "cnj_"
 JOINS = "joins/"
@@ -62,7 +61,7 @@ def _decode(code) -> dict:
     if not isinstance(code, str) or not code.startswith(PREFIX) or len(code) > CODE_MAX_CHARS:
         raise Refused("bad_join_code", "this is not a join code (it starts with cnj_)")
     try:
-        inner = json.loads(_unurlsafe(code[len(PREFIX):].strip()))
+        inner = loads(_unurlsafe(code[len(PREFIX):].strip()))
     except (ValueError, UnicodeDecodeError):
         raise Refused("bad_join_code", "the join code is damaged (copy it again, whole)") from None
     if not isinstance(inner, dict) or inner.get("v") != 1 or not all(
@@ -86,7 +85,7 @@ def redeem(code: str, policy: netguard.OutboundPolicy, now: float, timeout: floa
     try:
         key = _unurlsafe(inner["k"])
         blob = result.body
-        payload = json.loads(AESGCM(key).decrypt(blob[:12], blob[12:], _AAD + inner["id"].encode()))
+        payload = loads(AESGCM(key).decrypt(blob[:12], blob[12:], _AAD + inner["id"].encode()))
     except (InvalidTag, ValueError):
         raise Refused("bad_join_code", "the join code does not open its sealed object") from None
     try:

@@ -77,10 +77,13 @@ def recovery_key(text: str) -> Ed25519PrivateKey:
     """The key behind a recovery secret; Refused "bad_recovery_secret" when it is not one."""
     if not isinstance(text, str) or not text.startswith(RECOVERY_PREFIX) or len(text) != len(RECOVERY_PREFIX) + 43:
         raise Refused("bad_recovery_secret", "this is not a recovery secret (cnr_ followed by 43 characters)")
-    try:
-        seed = base64.urlsafe_b64decode(text[len(RECOVERY_PREFIX):] + "=")
-    except ValueError:
-        raise Refused("bad_recovery_secret", "the recovery secret is damaged") from None
+    encoded = text[len(RECOVERY_PREFIX):]
+    try:  # strict: the lenient decoder drops characters outside the alphabet and yields a short seed
+        seed = base64.b64decode(encoded.encode("ascii") + b"=", altchars=b"-_", validate=True)
+    except (ValueError, UnicodeEncodeError):
+        seed = b""
+    if len(seed) != 32 or base64.urlsafe_b64encode(seed).decode("ascii").rstrip("=") != encoded:
+        raise Refused("bad_recovery_secret", "the recovery secret is damaged")
     return Ed25519PrivateKey.from_private_bytes(seed)
 
 

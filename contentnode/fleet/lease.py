@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from contentnode.core.s3 import S3Client, S3Error
 from contentnode.core.text import http_date
 from contentnode.fleet.probe import refused
+from contentnode.fleet.wire import loads
 
 log = logging.getLogger("contentnode.fleet.lease")
 
@@ -74,8 +75,8 @@ class Seen:
 
 def _parse(body: bytes) -> dict:
     try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        doc = loads(body)
+    except ValueError:
         return {}
     return doc if isinstance(doc, dict) else {}
 

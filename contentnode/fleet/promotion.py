@@ -65,6 +65,17 @@ def _check_recovery(secret: str, chain: list, current: keys.Pin) -> Ed25519Priva
     raise Refused("bad_recovery_secret", "this is not the fleet's recovery secret")
 
 
+def check_promotable(state: dict) -> None:
+    """Refused unless this node is a replica that applied a bundle: one that never did holds its
+    configuration from before the fleet, which its first bundle would publish to every node."""
+    if state.get("role") != "replica":
+        raise Refused("not_replica", f"only a replica can be promoted; this node is {state.get('role', 'standalone')}")
+    if not state.get("applied_at") or not int(state.get("seq") or 0):
+        raise Refused("never_applied", "this replica never applied a bundle of the fleet (see its last_error): "
+                                       "promoted, it would publish its own configuration from before it joined; "
+                                       "promote a replica that applied one")
+
+
 def promote(fleet, recovery_secret: str, conditional: bool) -> str:
     """Make this replica the primary; returns the new recovery secret (shown once).
 
@@ -73,9 +84,7 @@ def promote(fleet, recovery_secret: str, conditional: bool) -> str:
     node is then a replica as before."""
     with fleet.lock:
         state = fleet.state()
-        if state.get("role") != "replica":
-            raise Refused("not_replica", "only a replica can be promoted; this node is "
-                                         f"{state.get('role', 'standalone')}")
+        check_promotable(state)
         secrets_ = fleet.secrets()
         if secrets_ is None:
             raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")

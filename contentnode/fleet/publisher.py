@@ -25,6 +25,8 @@ from contentnode.fleet.wire import Refused, canonical
 log = logging.getLogger("contentnode.fleet")
 
 LIFETIME_SECONDS = 24 * 3600   # a bundle's expires_at is issued_at + this
+# before half the lifetime, leaving two hours of polls and bucket backoff for the re-signed bundle to land
+RESIGN_AFTER_SECONDS = 10 * 3600
 BUNDLE = "bundle.json"
 
 
@@ -33,9 +35,9 @@ def parts_digest(parts: dict) -> str:
 
 
 def resign_due(state: dict, now: float) -> bool:
-    """Half the lifetime of the last bundle has passed (or none was issued)."""
+    """RESIGN_AFTER_SECONDS have passed since the last bundle (or none was issued)."""
     try:
-        return now >= parse_rfc3339(state["issued_at"]) + LIFETIME_SECONDS / 2
+        return now >= parse_rfc3339(state["issued_at"]) + RESIGN_AFTER_SECONDS
     except (KeyError, TypeError, ValueError):
         return True
 

@@ -11,6 +11,7 @@ import re
 
 from contentnode.clock import parse_rfc3339
 from contentnode.core.s3 import S3Client, S3Error
+from contentnode.fleet.wire import loads
 
 NODES = "nodes/"
 STATUS_MAX_BYTES = 64 << 10
@@ -32,8 +33,8 @@ def write(client: S3Client, prefix: str, status: dict) -> None:
 
 def _clean(raw: bytes, node_id: str) -> dict | None:
     try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
+        doc = loads(raw)
+    except ValueError:  # not JSON, NaN, nested too deeply: listed as unreadable
         return None
     if not isinstance(doc, dict) or doc.get("node_id") != node_id:
         return None

@@ -7,6 +7,7 @@ primary and a replica hash the same bytes whatever JSON library wrote them.
 import base64
 import binascii
 import json
+import math
 
 
 class Refused(Exception):
@@ -25,6 +26,27 @@ class Refused(Exception):
 def canonical(value) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                       allow_nan=False).encode("ascii")
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def loads(raw):
+    """JSON read from the bucket or a join code, as canonical() can write it again: ValueError
+    for NaN, Infinity, a number too large for a float and nesting too deep to parse
+    (RecursionError), so whoever reads it refuses it instead of failing later."""
+    try:
+        return json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
 
 
 def b64(data: bytes) -> str:
