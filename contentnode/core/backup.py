@@ -33,10 +33,13 @@ FILE_FOLDERS = ("certs",)          # data-dir folders whose files belong to a co
 # A plain restore keeps these of the node's own: its users, its identity and
 # verification secret, its link signing keys and its users' API tokens (all
 # secret, or tied to secrets: a plain export leaves the token hashes out).
-KEEP_ON_PLAIN_RESTORE = {"users", "node", "links", "api_tokens", "fleet", "fleet_purges"}
-# The node's own backup schedule (its passphrase and bucket credentials) and run status: in no
-# backup, and every restore keeps the node's current ones (core/backup_schedule.py says why).
-NODE_LOCAL = ("backup_schedule", "backup_status")
+KEEP_ON_PLAIN_RESTORE = {"users", "node", "links", "api_tokens"}
+# In no backup, and every restore keeps the node's current ones: its own backup schedule (its
+# passphrase and bucket credentials) and run status (core/backup_schedule.py says why), and its
+# fleet membership (role, seq, pinned key chain, purge history), which belongs with the key
+# files in <data dir>/fleet/ that no backup carries: a restored membership would roll a
+# replica's seq back or make a primary without keys.
+NODE_LOCAL = ("backup_schedule", "backup_status", "fleet", "fleet_purges")
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1
 MAX_SCRYPT_N = 1 << 17             # 128 MiB of scrypt memory at most, even for a crafted file
 KEEP_PRE_RESTORE = 5
