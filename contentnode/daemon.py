@@ -59,10 +59,11 @@ def make_folder_roots(config) -> None:
 def serve(config) -> int:
     setup_logging(config.log_level)
     return_hash_memory_to_os()
-    access_log = logs.AccessLog(config.access_log, config.access_log_rate)   # a bad path: exit 2, nothing made
     claim_data_dir(config.data_dir)
     lock = DataDirLock(config.data_dir)
     lock.acquire()
+    # after the claim: a log inside a new, empty data dir must not make it look foreign
+    access_log = logs.AccessLog(config.access_log, config.access_log_rate)   # a bad path: exit 2
     if remove_stale_temps(config.data_dir):
         log.info("removed temp files left by an interrupted write")
     make_folder_roots(config)

@@ -170,7 +170,7 @@ def test_file_reopened_on_sighup(tmp_path, workers):
 
 @pytest.mark.parametrize("where", ["missing folder", "a folder"])
 def test_a_file_that_cannot_be_opened_is_a_configuration_error(tmp_path, where):
-    """Exit 2 (the unit does not restart it) with the path and the reason, before the data dir is made."""
+    """Exit 2 (the unit does not restart it) with the path and the reason."""
     path = tmp_path / "missing" / "access.log" if where == "missing folder" else tmp_path
     data = tmp_path / "data"
     result = run_cli("serve", "--data-dir", str(data), "--access-log", str(path), "--admin-port", "0",
@@ -179,7 +179,18 @@ def test_a_file_that_cannot_be_opened_is_a_configuration_error(tmp_path, where):
     reason = "No such file or directory" if where == "missing folder" else "Is a directory"
     assert f"access_log {path} cannot be opened for appending: {reason}" in result.stderr, result.stderr
     assert "/var/log/contentnode" in result.stderr and "Traceback" not in result.stderr
-    assert not data.exists()   # nothing was made
+    assert not (data / "state.json").exists()   # it stopped before the state was made
+
+
+def test_a_log_inside_a_new_empty_data_dir_does_not_make_it_look_foreign(tmp_path):
+    """The log is opened after the data dir is claimed (systemd's StateDirectory is empty at the
+    first start): opened first, it was the one foreign file the claim refused, at every start."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for _ in range(2):   # the first start, and a restart with the log already there
+        node = Node(str(tmp_path), args=("--access-log", str(data / "access.log"))).start()
+        node.stop()
+    assert (data / "access.log").exists() and (data / "state.json").exists()
 
 
 def test_hostile_agent_host_and_path_cannot_forge_or_bloat_lines(tmp_path):

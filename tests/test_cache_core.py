@@ -485,3 +485,20 @@ def test_an_upgrade_keeps_the_entries_the_previous_version_wrote(tmp_path, clock
     assert not os.path.exists(kept) and not os.path.exists(torn)
     assert cache.lookup(torn_key) is None and cache.stats()["entries"] == 1
     assert Cache(root, 1 << 20, clock).lookup(KEY) is not None   # and under its new name for good
+
+
+def test_an_entry_that_vanishes_at_every_look_is_answered_from_the_origin(cache, monkeypatch):
+    """Each fill this request joins is dropped before it serves (a purge landing on every fill in
+    turn): after its looks the request streams from the origin instead of failing (a 502 before)."""
+    join = cache._join
+
+    def dropped(fill, fd, fetch):
+        result = join(fill, fd, fetch)
+        if result is not None:
+            result.close()
+        return None
+
+    monkeypatch.setattr(cache, "_join", dropped)
+    monkeypatch.setattr(cache, "_fresh", lambda key: None)   # and the stored entry is gone again
+    origin = Origin(b"straight from the origin")
+    assert cache.get(KEY, origin, 60).read_all() == b"straight from the origin"

@@ -209,3 +209,18 @@ def test_restore_credentials_brings_the_backups_certificate_back(node, admin, ca
     assert admin.get(f"/api/domains/{KEPT_HOST}").json["certificate"]["fingerprint"] == first
     assert _stored(node, KEPT_HOST).startswith(first_key)
     assert answer["kept"]["certificates"] == []
+
+
+def test_a_plain_restore_keeps_the_summary_of_the_certificate_the_node_serves(node, admin, ca):
+    """A plain backup carries no certs/ file, so the node's files stay; the summaries came from the
+    backup and named a certificate the node no longer served."""
+    assert admin.post("/api/domains", {"host": KEPT_HOST}).status == 201
+    _upload(admin, ca, KEPT_HOST)
+    plain = admin.post("/api/backup/export", {})
+    assert plain.status == 200, plain.body
+    reissued, new_key = _upload(admin, ca, KEPT_HOST)
+    answer = admin.post("/api/backup/restore", {"backup": plain.json})
+    assert answer.status == 200, answer.body
+    assert _stored(node, KEPT_HOST).startswith(new_key)
+    assert admin.get(f"/api/domains/{KEPT_HOST}").json["certificate"]["fingerprint"] == reissued
+    assert answer.json["kept"]["certificates"] == [KEPT_HOST]

@@ -69,6 +69,7 @@ def test_a_full_scope_token_cannot_create_or_arm_accounts(node, admin):
         ("POST", "/api/fleet/init", {"endpoint": "http://127.0.0.1:9", "region": "us-east-1", "bucket": "fleet",
                                      "access_key": "k", "secret_key": "s"}),
         ("POST", "/api/fleet/join-codes", {}),
+        ("POST", "/api/fleet/join", {"code": "cnj_" + "A" * 60}),
         ("POST", "/api/fleet/promote", {"recovery_secret": "cnr_" + "A" * 43}),
     ]
     for method, path, body in refused:

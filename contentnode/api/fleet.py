@@ -103,7 +103,7 @@ ROUTES = [
                       required=FLEET["required"] + ["recovery_secret"])),
     Route("POST", "/api/fleet/join-codes", "settings:write", join_code, status=201, body=JOIN_CODE_BODY,
           body_optional=True, token_session=False, answer=answer({"code": STRING, "expires_at": STRING})),
-    Route("POST", "/api/fleet/join", "settings:write", join, body=JOIN_BODY, answer=JOINED),
+    Route("POST", "/api/fleet/join", "settings:write", join, body=JOIN_BODY, answer=JOINED, token_session=False),
     Route("POST", "/api/fleet/leave", "settings:write", leave, body=obj({}), body_optional=True,
           answer=answer({"role": STRING, "left": nullable(STRING), "was": STRING})),
 ]

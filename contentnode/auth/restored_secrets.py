@@ -51,7 +51,9 @@ def keep_current(restored: dict, files: dict | None, current: dict, current_file
     _keep_link_keys(restored, current, report)
     _keep_channel_secrets(restored, current, report)
     _keep_bucket_credentials(restored, current, report)
-    if files is not None:
+    if files is None:
+        _keep_certificate_summaries(restored, current, current_files, report)
+    else:
         _keep_certificates(restored, files, current, current_files, report)
     return report
 
@@ -87,10 +89,28 @@ def _keep_bucket_credentials(restored: dict, current: dict, report: dict) -> Non
             report["bucket_credentials"].append(bucket_id)
 
 
+def _cert_host(path: str) -> str | None:
+    return path[len(CERT_FOLDER):-len(".pem")] if path.startswith(CERT_FOLDER) and path.endswith(".pem") else None
+
+
+def _keep_certificate_summaries(restored: dict, current: dict, current_files: dict, report: dict) -> None:
+    """A plain restore writes no certs/ file, so the node's files stay: each configured host's
+    summary (expiry, fingerprint) must stay the one of the file it serves, not the backup's."""
+    domains, domains_now = restored.get("domains") or {}, current.get("domains") or {}
+    for path in sorted(current_files):
+        host = _cert_host(path)
+        if host not in domains:
+            continue
+        summary = (domains_now.get(host) or {}).get("certificate")
+        if domains[host].get("certificate") != summary:
+            domains[host]["certificate"] = copy.deepcopy(summary)
+            report["certificates"].append(host)
+
+
 def _keep_certificates(restored: dict, files: dict, current: dict, current_files: dict, report: dict) -> None:
     domains, domains_now = restored.get("domains") or {}, current.get("domains") or {}
     for path, text in sorted(current_files.items()):
-        host = path[len(CERT_FOLDER):-len(".pem")] if path.startswith(CERT_FOLDER) and path.endswith(".pem") else None
+        host = _cert_host(path)
         if host not in domains or files.get(path) == text:
             continue
         files[path] = text

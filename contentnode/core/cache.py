@@ -251,7 +251,9 @@ class Cache(CacheBooks, CachePurges):
     def get(self, key: tuple, fetch: Callable[[], OriginAnswer], ttl: int) -> Result:
         """A hit, or a share of the one fill for this key, started here if needed.
 
-        Raises what `fetch` raised when the origin could not be reached at all.
+        Raises what `fetch` raised when the origin could not be reached at all. An entry that
+        vanishes at every look (purges landing on each fill in turn) is answered from the
+        origin, not cached, rather than failed.
         """
         for _ in range(3):
             with self._lock:
@@ -271,7 +273,7 @@ class Cache(CacheBooks, CachePurges):
                 result = self._open_hit(entry)
             if result is not None:
                 return result
-        raise FileNotFoundError("cache entry keeps vanishing")
+        return self._stream(fetch)
 
     def _join(self, fill, fd, fetch):
         try:

@@ -66,11 +66,13 @@ def _check_recovery(secret: str, chain: list, current: keys.Pin) -> Ed25519Priva
 
 
 def check_promotable(state: dict) -> None:
-    """Refused unless this node is a replica that applied a bundle: one that never did holds its
-    configuration from before the fleet, which its first bundle would publish to every node."""
+    """Refused unless this node is a replica that holds the fleet's configuration: one that never
+    applied a bundle (seq 0) holds its configuration from before the fleet, which its first bundle
+    would publish to every node. A demoted primary (seq > 0, no applied_at: it published, never
+    applied) holds the fleet's own and may be promoted back."""
     if state.get("role") != "replica":
         raise Refused("not_replica", f"only a replica can be promoted; this node is {state.get('role', 'standalone')}")
-    if not state.get("applied_at") or not int(state.get("seq") or 0):
+    if not int(state.get("seq") or 0):
         raise Refused("never_applied", "this replica never applied a bundle of the fleet (see its last_error): "
                                        "promoted, it would publish its own configuration from before it joined; "
                                        "promote a replica that applied one")
