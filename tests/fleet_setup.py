@@ -6,6 +6,8 @@ import os
 import time
 import uuid
 
+import pytest
+
 from contentnode.core import netguard
 from contentnode.core.s3 import BucketConfig, S3Client
 from contentnode.fleet import bundle, keys, publisher, shared
@@ -51,6 +53,17 @@ def serving_fleet(tmp_factory, seaweed, replicas: int = 2, body: bytes = b"hello
     fleet.site.add_rule("/", prefix="site/")
     fleet.site.put("site/hello.txt", body, "text/plain")
     fleet.wait_synced(timeout, after=before)
+    return fleet
+
+
+def serving_fleet_fixture(**options):
+    """The module fixture `fleet` of most fleet test files: serving_fleet(**options), closed
+    after the module (assign it: `fleet = serving_fleet_fixture(replicas=1)`)."""
+    @pytest.fixture(scope="module")
+    def fleet(tmp_path_factory, seaweed):
+        instance = serving_fleet(tmp_path_factory, seaweed, **options)
+        yield instance
+        instance.close()
     return fleet
 
 

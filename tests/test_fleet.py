@@ -5,17 +5,12 @@ import json
 import os
 import time
 
-import pytest
 
-from tests.fleet_setup import serving_fleet, wait_for
+from tests.fleet_setup import serving_fleet_fixture, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory, seaweed):  # noqa: F811
-    instance = serving_fleet(tmp_path_factory, seaweed, body=b"hello from the bucket")
-    yield instance
-    instance.close()
+fleet = serving_fleet_fixture(body=b"hello from the bucket")
 
 
 def test_a_change_on_the_primary_is_served_by_both_replicas(fleet):

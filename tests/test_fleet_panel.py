@@ -2,21 +2,16 @@
 (mint a join code, shown once with a copy button; the nodes table) and a replica (where
 edits are made); each checked by check_page (axe, dark mode, 375 px, clean network)."""
 
-import pytest
 from playwright.sync_api import expect
 
-from tests.fleet_setup import FleetNode, serving_fleet, wait_for
+from tests.fleet_setup import FleetNode, serving_fleet_fixture, wait_for
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.panel_browser import check_page, new_context
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 from tests.test_panel_journey import sign_in
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory, seaweed):
-    instance = serving_fleet(tmp_path_factory, seaweed, replicas=1)
-    yield instance
-    instance.close()
+fleet = serving_fleet_fixture(replicas=1)
 
 
 def open_fleet_page(browser, node):

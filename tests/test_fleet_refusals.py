@@ -12,15 +12,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contentnode.clock import rfc3339
 from contentnode.fleet import keys, publisher, shared
-from tests.fleet_setup import serving_fleet, wait_for
+from tests.fleet_setup import serving_fleet_fixture, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory, seaweed):  # noqa: F811
-    instance = serving_fleet(tmp_path_factory, seaweed, replicas=1)
-    yield instance
-    instance.close()
+fleet = serving_fleet_fixture(replicas=1)
 
 
 def replica_view(fleet):

@@ -8,21 +8,16 @@ import json
 import os
 import time
 
-import pytest
 
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.fleet import publisher
-from tests.fleet_setup import serving_fleet, wait_for
+from tests.fleet_setup import serving_fleet_fixture, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 HOUR = 3600
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory, seaweed):  # noqa: F811
-    instance = serving_fleet(tmp_path_factory, seaweed, replicas=1)
-    yield instance
-    instance.close()
+fleet = serving_fleet_fixture(replicas=1)
 
 
 def back_after(fleet, hours: float) -> None:

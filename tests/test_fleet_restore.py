@@ -3,19 +3,14 @@ credential back"): the role, seq, pinned key chain and purge history are node-lo
 key files beside them, so a primary restoring its own backup keeps publishing above the seq it
 had, and a standalone node restoring a primary's backup stays standalone."""
 
-import pytest
 
-from tests.fleet_setup import FleetNode, admin_of, serving_fleet, wait_for
+from tests.fleet_setup import FleetNode, admin_of, serving_fleet_fixture, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 PASSPHRASE = "a long passphrase for the test"
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory, seaweed):  # noqa: F811
-    instance = serving_fleet(tmp_path_factory, seaweed, replicas=1)
-    yield instance
-    instance.close()
+fleet = serving_fleet_fixture(replicas=1)
 
 
 def test_a_primary_restoring_its_own_backup_stays_primary_and_publishes_above_its_seq(fleet):
