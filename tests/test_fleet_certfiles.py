@@ -25,16 +25,19 @@ def test_read_takes_only_domains_with_a_certificate(tmp_path):
     assert list(part) == ["a.test"] and part["a.test"]["chain_pem"].startswith("-----BEGIN CERTIFICATE")
 
 
-def test_install_writes_changes_skips_the_same_and_drops_the_rest(tmp_path):
+def test_install_writes_changes_skips_the_same_and_prune_drops_the_rest(tmp_path):
     store = CertStore(str(tmp_path))
     stale = _pair("old.test")
     store.save("old.test", validate_bundle("old.test", stale["chain_pem"], stale["key_pem"], None))
     part = {"a.test": _pair("a.test")}
-    assert certfiles.install(store, certfiles.check(part, DOMAINS, store)) == 2  # a written, old dropped
+    checked = certfiles.check(part, DOMAINS, store)
+    assert certfiles.install(store, checked) == 1   # a written; old kept until the records change
+    assert store.hosts() == ["a.test", "old.test"]
+    assert certfiles.prune(store, checked) == 1
     assert store.hosts() == ["a.test"]
     again = certfiles.check(certfiles.read(store, DOMAINS), DOMAINS, store)
     assert again == {"a.test": None}  # unchanged: not parsed again
-    assert certfiles.install(store, again) == 0
+    assert certfiles.install(store, again) == 0 and certfiles.prune(store, again) == 0
 
 
 @pytest.mark.parametrize("case", ["key_of_another_certificate", "not_a_fleet_domain", "wrong_name",

@@ -53,14 +53,20 @@ def check(part, domains, store: certs.CertStore) -> dict:
 
 
 def install(store: certs.CertStore, checked: dict) -> int:
-    """Write the files that differ, remove those of hosts without one; how many changed."""
-    changed = 0
+    """Write the files that differ (before the records change: a crash between serves the newer
+    files under the older records, which still name every host); how many were written."""
+    written = 0
     for host, bundle in checked.items():
         if bundle is not None and store.read(host) != (bundle.key_pem, bundle.chain_pem):
             store.save(host, bundle)
-            changed += 1
-    for host in store.hosts():
-        if host not in checked:
-            store.delete(host)
-            changed += 1
-    return changed
+            written += 1
+    return written
+
+
+def prune(store: certs.CertStore, checked: dict) -> int:
+    """Remove the files of hosts without a certificate in the bundle, once the records no longer
+    need them (a crash before leaves the old records with every file they serve); how many."""
+    gone = [host for host in store.hosts() if host not in checked]
+    for host in gone:
+        store.delete(host)
+    return len(gone)

@@ -97,6 +97,7 @@ def apply(fleet, opened: bundle.Opened) -> None:
                       pin={"epoch": opened.pin.epoch, "public_key": opened.pin.public_key,
                            "recovery_public_key": opened.pin.recovery_public_key})
         doc["fleet"] = record
+    certfiles.prune(fleet.certs, certificates)  # after the records: until then they may still serve these
     if everything:
         fleet.run_purges([], True)  # what a request cached under the old configuration meanwhile
     log.info("fleet: applied bundle seq %d from %s in %.3f s", opened.seq, opened.primary, time.monotonic() - started)
