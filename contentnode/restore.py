@@ -341,13 +341,18 @@ def restore_into(ctx, document, passphrase, by, ip=None, keep_session=None, rest
             raise BackupError("a plain backup carries no credentials to restore (no password hash, second "
                               "factor or token); restore an encrypted backup", "restore_credentials")
         check_records(opened.doc, roots)
-        kept = dict(restored_accounts.no_changes(), **restored_secrets.no_changes())
-        if not restore_credentials:
-            kept = dict(restored_accounts.keep_current(opened.doc, ctx.store.data),
-                        **restored_secrets.keep_current(opened.doc, opened.files, ctx.store.data,
+
+        def settle(current: dict) -> dict:
+            """What the restore keeps of the node's current state (under the store's lock)."""
+            if restore_credentials:
+                return dict(restored_accounts.no_changes(), **restored_secrets.no_changes())
+            kept = dict(restored_accounts.keep_current(opened.doc, current),
+                        **restored_secrets.keep_current(opened.doc, opened.files, current,
                                                         backup.read_files(ctx.data_dir)))
             _check_kept(opened.doc, kept, roots)
-        saved = backup.apply_restore(ctx.store, ctx.data_dir, opened, ctx.clock.now())
+            return kept
+
+        saved, kept = backup.apply_restore(ctx.store, ctx.data_dir, opened, ctx.clock.now(), settle)
         ended = ctx.sessions.delete_where(lambda session: session["id"] != keep_session)
     detail = {"kind": opened.kind, "created_at": opened.created_at, "pre_restore": os.path.basename(saved),
               "restore_credentials": bool(restore_credentials), "kept": kept, "sessions_ended": ended}

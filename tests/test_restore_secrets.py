@@ -10,6 +10,7 @@ backup's back as they were.
 """
 
 import os
+import threading
 
 import pytest
 
@@ -67,6 +68,36 @@ def test_restore_credentials_brings_the_backups_link_keys_back(admin):
     answer = _restore(admin, sealed, restore_credentials=True)
     assert _link_keys(admin) == [(key_a, True)]
     assert all(value == [] for value in answer["kept"].values())
+
+
+def test_a_rotation_during_a_restore_is_never_overwritten(admin, monkeypatch):
+    """The restore decides what to keep and swaps under one hold of the store: a rotation
+    arriving while it decides waits and lands on top (it was read before, then overwritten)."""
+    from contentnode.auth import restored_secrets
+
+    admin.post("/api/links/rotate", {})
+    sealed = _export(admin)
+    deciding, go_on = threading.Event(), threading.Event()
+    keep_current = restored_secrets.keep_current
+
+    def slow_keep_current(*args):
+        kept = keep_current(*args)
+        deciding.set()
+        go_on.wait(10)
+        return kept
+
+    monkeypatch.setattr(restored_secrets, "keep_current", slow_keep_current)
+    restore = threading.Thread(target=_restore, args=(admin, sealed))
+    restore.start()
+    assert deciding.wait(10)
+    rotated = {}
+    rotation = threading.Thread(target=lambda: rotated.update(admin.post("/api/links/rotate", {"grace_seconds": 0}).json))
+    rotation.start()
+    rotation.join(0.5)
+    go_on.set()
+    restore.join(10)
+    rotation.join(10)
+    assert _link_keys(admin) == [(rotated["kid"], True)]   # the rotation is the last word
 
 
 # --- notification channel secrets --------------------------------------------

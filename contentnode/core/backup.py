@@ -309,16 +309,21 @@ def write_files(data_dir, files):
         atomic_write(os.path.join(data_dir, rel), text.encode("utf-8"))
 
 
-def apply_restore(store_, data_dir, opened, now):
-    """Keep the current state as a file, then swap in the backup; returns that file's path.
+def apply_restore(store_, data_dir, opened, now, settle):
+    """Keep the current state as a file, then swap in the backup; returns (that file's path,
+    what `settle` returned).
 
-    The pre-restore copy is written first, so the node can always be put back.
+    All of it runs under the store's lock: `settle(current)` first adjusts `opened` to the node's
+    current state (what a restore keeps), which no other writer can change until the swap, so
+    a key rotated meanwhile is never overwritten by an older read. The pre-restore copy is
+    written next, so the node can always be put back. An exception changes nothing.
     """
-    current = json.loads(json.dumps(store_.data))
-    path = save_pre_restore(data_dir, current, read_files(data_dir), now)
-    if opened.files is not None:
-        write_files(data_dir, opened.files)
     with store_.transaction() as doc:
+        current = json.loads(json.dumps(store_.data))
+        settled = settle(current)
+        path = save_pre_restore(data_dir, current, read_files(data_dir), now)
+        if opened.files is not None:
+            write_files(data_dir, opened.files)
         doc.clear()
         doc.update(copy.deepcopy(opened.doc))
-    return path
+    return path, settled
