@@ -135,6 +135,13 @@ class _CountingProxy:
             self._server = None
 
 
+class PortTaken(RuntimeError):
+    """weed could not bind a port chosen free a moment before."""
+
+
+PORT_ATTEMPTS = 3
+
+
 class SeaweedS3:
     """A running `weed mini` with S3 auth and a counting front; see the module docstring."""
 
@@ -153,6 +160,18 @@ class SeaweedS3:
     # -- lifecycle
 
     def start(self):
+        """Start weed; when a port chosen free was taken meanwhile (another test worker's peer
+        bound it between our probe and weed's bind), choose new ones and start again (bounded)."""
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                return self._start_once()
+            except PortTaken:
+                if attempt == PORT_ATTEMPTS - 1:
+                    raise
+                self.ports = {name: _free_port_pair() for name in self.ports}
+                self.proxy.upstream_port = self.ports["s3"]
+
+    def _start_once(self):
         weed = _require_weed()
         config = os.path.join(self.workdir, "s3.json")
         with open(config, "w", encoding="utf-8") as f:
@@ -194,7 +213,10 @@ class SeaweedS3:
         probe = "ready-probe"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"weed mini exited with {self.proc.returncode}: {self._tail()}")
+                tail = self._tail()
+                if "Port allocation failed" in tail:
+                    raise PortTaken(tail)
+                raise RuntimeError(f"weed mini exited with {self.proc.returncode}: {tail}")
             try:
                 if self._s3_status() == 403:
                     self.create_bucket(probe)
