@@ -117,7 +117,7 @@ class ChallTestSrv:
             s.sendto(query, ("127.0.0.1", self.dns_port))
             try:
                 return s.recv(512)[:2] == b"\x12\x34"
-            except socket.timeout:
+            except TimeoutError:
                 return False
 
     def manage(self, path, payload):
@@ -160,6 +160,19 @@ class Pebble:
         self.directory_url = f"https://127.0.0.1:{self.port}/dir"
 
     def start(self, http_port: int) -> "Pebble":
+        """Start pebble; when a port chosen free was taken before pebble bound it (another test
+        worker), choose new ones and start again, at most three times."""
+        for attempt in range(3):
+            try:
+                return self._start_once(http_port)
+            except BaseException as exc:
+                if attempt == 2 or "address already in use" not in str(exc):
+                    self.stop()
+                    raise
+                self.port, self.management_port = free_port(), free_port()
+                self.directory_url = f"https://127.0.0.1:{self.port}/dir"
+
+    def _start_once(self, http_port: int) -> "Pebble":
         config = {"pebble": {
             "listenAddress": f"127.0.0.1:{self.port}",
             "managementListenAddress": f"127.0.0.1:{self.management_port}",
@@ -176,7 +189,7 @@ class Pebble:
             _wait(lambda: self._get(self.directory_url).startswith(b"{"), "pebble",
                   self._process.proc, self._process.log_path)
         except BaseException:
-            self.stop()
+            self._process.stop()
             raise
         return self
 
