@@ -5,10 +5,10 @@
 import { get, post, put } from './api.js';
 import { h, mount } from './dom.js';
 import { field, form, button, onSubmit, actions, checkbox, actionButton } from './forms.js';
-import { confirm, modal } from './dialog.js';
+import { confirm, showSecretOnce } from './dialog.js';
 import { toast, toastError } from './toast.js';
 import { when, bytes } from './format.js';
-import { card, callout, facts, table, copyButton, badge, errorBox, loading } from './ui.js';
+import { card, callout, facts, table, badge, errorBox, loading } from './ui.js';
 import { restoredView } from './backup-restored.js';
 
 const WEEKDAYS = ['monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday', 'sunday'];
@@ -39,12 +39,8 @@ function statusFacts(s) {
 
 /** A generated passphrase, shown this once: the operator must keep a copy outside the node. */
 function showPassphrase(passphrase) {
-  const done = button('I have saved it', { onclick: () => close() });
-  const { close } = modal({ title: 'Backup passphrase generated', wide: true,
-    description: 'Keep a copy outside this node, in a password manager: every stored backup is sealed with it, and without it a backup cannot be restored. It is shown only this once.',
-    content: h('div', { class: 'stack' },
-      h('code', { class: 'secret token-secret', 'data-testid': 'backup-passphrase' }, passphrase),
-      h('div', { class: 'form-actions' }, copyButton(passphrase, 'Copy passphrase'), done)) });
+  showSecretOnce({ title: 'Backup passphrase generated', secret: passphrase, testId: 'backup-passphrase', copyLabel: 'Copy passphrase',
+    description: 'Keep a copy outside this node, in a password manager: every stored backup is sealed with it, and without it a backup cannot be restored. It is shown only this once.' });
 }
 
 function orNull(text) {

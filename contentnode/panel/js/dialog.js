@@ -2,6 +2,7 @@
 
 import { h, uid } from './dom.js';
 import { button, form, actions, onSubmit } from './forms.js';
+import { copyButton } from './ui.js';
 
 /** Open a modal holding `content`; returns {dialog, close}. The dialog is removed when closed. */
 export function modal({ title, content, description, wide = false, onClose }) {
@@ -27,6 +28,18 @@ export function modal({ title, content, description, wide = false, onClose }) {
   const first = dialog.querySelector('.dialog-body input:not([type=hidden]), .dialog-body select, .dialog-body textarea');
   if (first) first.focus();
   return { dialog, close };
+}
+
+/**
+ * A secret the node shows this one time (a token, a signing secret, a passphrase): the secret,
+ * `details` under it, a copy button (and `copies`), "I have saved it"; gone with the dialog.
+ */
+export function showSecretOnce({ title, description, secret, testId, copyLabel, details = [], copies = [], onClose }) {
+  const done = button('I have saved it', { onclick: () => close() });
+  const { close } = modal({ title, description, wide: true, onClose,
+    content: h('div', { class: 'stack' },
+      h('code', { class: 'secret token-secret', 'data-testid': testId }, secret), ...details,
+      h('div', { class: 'form-actions' }, copyButton(secret, copyLabel), ...copies, done)) });
 }
 
 /**

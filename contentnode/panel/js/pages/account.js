@@ -6,7 +6,7 @@
 import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
 import { field, form, button, onSubmit, actions } from '../forms.js';
-import { confirm, modal, dialogForm } from '../dialog.js';
+import { confirm, modal, dialogForm, showSecretOnce } from '../dialog.js';
 import { toast, toastError } from '../toast.js';
 import { when, ago } from '../format.js';
 import { pageHeader, card, facts, table, badge, callout, copyButton, download } from '../ui.js';
@@ -113,14 +113,11 @@ const EXPIRIES = [['', 'Never'], ['86400', 'In 1 day'], ['2592000', 'In 30 days'
 /** A new token's secret, shown this once: copy it (or a curl login line), then it is gone. */
 function showSecret(token, secret, onDone) {
   const login = `curl -s -c cookies.txt -H 'Content-Type: application/json' -d '{"token":"${secret}"}' ${location.origin}/api/login`;
-  const done = button('I have saved it', { onclick: () => close() });
-  const { close } = modal({ title: `Token "${token.name}" created`, onClose: onDone, wide: true,
+  showSecretOnce({ title: `Token "${token.name}" created`, onClose: onDone, secret, testId: 'token-secret', copyLabel: 'Copy token',
     description: 'Copy it now: it is shown only this once. The node keeps only a hash of it.',
-    content: h('div', { class: 'stack' },
-      h('code', { class: 'secret token-secret', 'data-testid': 'token-secret' }, secret),
-      h('p', { class: 'muted small' }, 'A script logs in with it (no 2FA step) and uses the session cookie, for example:'),
-      h('pre', { class: 'pre', 'data-testid': 'token-curl' }, login),
-      h('div', { class: 'form-actions' }, copyButton(secret, 'Copy token'), copyButton(login, 'Copy curl login'), done)) });
+    details: [h('p', { class: 'muted small' }, 'A script logs in with it (no 2FA step) and uses the session cookie, for example:'),
+      h('pre', { class: 'pre', 'data-testid': 'token-curl' }, login)],
+    copies: [copyButton(login, 'Copy curl login')] });
 }
 
 function createToken(ctx, redraw) {

@@ -4,10 +4,10 @@
 
 import { get, put, post } from '../api.js';
 import { h, mount } from '../dom.js';
-import { modal } from '../dialog.js';
+import { showSecretOnce } from '../dialog.js';
 import { field, form, button, checkbox, onSubmit, actions, busy } from '../forms.js';
 import { toast } from '../toast.js';
-import { pageHeader, card, badge, resultBanner, copyButton } from '../ui.js';
+import { pageHeader, card, badge, resultBanner } from '../ui.js';
 
 const EVENTS = {
   cert_expiring: 'A certificate expires in 14 or 3 days',
@@ -49,12 +49,8 @@ function secretField(label, name, isSet, unsetHint = 'Write-only: never shown ag
 
 /** The webhook secret the node just made: the one time it is shown. */
 function showNewSecret(secret) {
-  const done = button('I have saved it', { onclick: () => close() });
-  const { close } = modal({ title: 'Webhook signing secret', wide: true,
-    description: 'Copy it to the receiver now: it is shown only this once. The receiver checks X-Contentnode-Signature with it.',
-    content: h('div', { class: 'stack' },
-      h('code', { class: 'secret token-secret', 'data-testid': 'webhook-secret' }, secret),
-      h('div', { class: 'form-actions' }, copyButton(secret, 'Copy secret'), done)) });
+  showSecretOnce({ title: 'Webhook signing secret', secret, testId: 'webhook-secret', copyLabel: 'Copy secret',
+    description: 'Copy it to the receiver now: it is shown only this once. The receiver checks X-Contentnode-Signature with it.' });
 }
 
 export async function render(ctx) {
