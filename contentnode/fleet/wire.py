@@ -9,6 +9,8 @@ import binascii
 import json
 import math
 
+from contentnode.core.text import json_loads
+
 
 class Refused(Exception):
     """A bundle, key certificate or join code that must not be used; `code` names why
@@ -43,10 +45,7 @@ def loads(raw):
     """JSON read from the bucket or a join code, as canonical() can write it again: ValueError
     for NaN, Infinity, a number too large for a float and nesting too deep to parse
     (RecursionError), so whoever reads it refuses it instead of failing later."""
-    try:
-        return json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
-    except RecursionError:
-        raise ValueError("the JSON is nested too deeply") from None
+    return json_loads(raw, parse_constant=_no_constant, parse_float=_finite)
 
 
 def b64(data: bytes) -> str:
