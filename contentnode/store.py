@@ -489,7 +489,7 @@ class Store:
             try:
                 listener(names)
             except Exception:  # a listener's bug must not fail a write that is already durable
-                logging.getLogger("contentnode.store").exception("commit listener failed")
+                log.exception("commit listener failed")
 
     def _stamp_revisions(self, tx: Transaction) -> None:
         """Give every updatable object this transaction changed (and only those) the next

@@ -4,7 +4,7 @@ import hashlib
 import hmac
 
 from contentnode.core import fields as v
-from contentnode.auth.policy import DEFAULT_POLICY, PASSKEY_MODES, TWO_FACTOR_MODES
+from contentnode.auth.policy import PASSKEY_MODES, TWO_FACTOR_MODES, effective
 from contentnode.auth.scopes import ROLES, SCOPES
 from contentnode.auth.passwords import MAX_LENGTH as PASSWORD_MAX_LENGTH, password_problem
 from contentnode.auth import passkeys, tokens
@@ -47,7 +47,7 @@ def get_session(req):
         "authenticated": req.user is not None,
         "setup_required": not _any_admin(users),
         "two_factor_policy": policy["two_factor"],
-        "passkeys_policy": policy.get("passkeys", DEFAULT_POLICY["passkeys"]),
+        "passkeys_policy": effective(policy)["passkeys"],
         "two_factor_pending": req.pending_session is not None,
         "two_factor_enrollment_required": bool(req.user and req.app.sessions.must_enrol(req.user, req.api_token)),
         "user": session_user(req) if req.user else None,

@@ -7,14 +7,14 @@ app.apply_policy(), session limits on the next request.
 
 from contentnode.core import fields as v
 from contentnode.core import revisions
-from contentnode.auth.policy import DEFAULT_POLICY, LIMITS, PASSKEY_MODES, TWO_FACTOR_MODES, checked_policy
+from contentnode.auth.policy import LIMITS, PASSKEY_MODES, TWO_FACTOR_MODES, checked_policy, effective
 from contentnode.http.router import Route
 from contentnode.http.schema import answer, integer, obj, one_of
 
 
 def view(doc) -> dict:
     """The policy object the API answers: every limit and the revision."""
-    return dict(DEFAULT_POLICY, **doc["policy"], revision=revisions.of_section(doc, "policy"))
+    return dict(effective(doc["policy"]), revision=revisions.of_section(doc, "policy"))
 
 
 def get_policy(req):
@@ -25,7 +25,7 @@ def put_policy(req):
     body = v.require_object(req.body)
     with req.app.store.transaction() as doc:
         revisions.require("the policy", revisions.of_section(doc, "policy"), req.if_match)
-        current = dict(DEFAULT_POLICY, **doc["policy"])
+        current = effective(doc["policy"])
         wanted = checked_policy(body, current)
         doc["policy"] = wanted
     req.app.apply_policy()

@@ -17,6 +17,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from contentnode.auth.policy import effective
 from contentnode.auth.ratelimit import address_group
 from contentnode.core import webauthn
 
@@ -103,7 +104,7 @@ class Challenges:
 
 def usable(policy: dict) -> bool:
     """Whether the policy lets passkeys be registered and used at all."""
-    return policy.get("passkeys", "second_factor") != "off"
+    return effective(policy)["passkeys"] != "off"
 
 
 def of_user(user: dict) -> list:

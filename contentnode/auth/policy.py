@@ -27,13 +27,19 @@ LIMITS = {
 }
 
 
+def effective(policy: dict) -> dict:
+    """The stored policy with every member: one written before a member existed (passkeys)
+    has the default for it."""
+    return dict(DEFAULT_POLICY, **policy)
+
+
 def checked_policy(body: dict, current: dict) -> dict:
     """The whole policy after the partial update `body`, checked as a whole (FieldError otherwise).
 
     The idle timeout may not exceed the absolute one; the field named is the one body changes.
     """
     v.only(body, DEFAULT_POLICY)
-    wanted = dict(DEFAULT_POLICY, **current)
+    wanted = effective(current)
     wanted["two_factor"] = v.choice(body, "two_factor", TWO_FACTOR_MODES, default=wanted["two_factor"])
     wanted["passkeys"] = v.choice(body, "passkeys", PASSKEY_MODES, default=wanted["passkeys"])
     for name, (lo, hi) in LIMITS.items():

@@ -48,9 +48,13 @@ def user_scopes(user: dict) -> list:
     return effective_scopes(user.get("role", ""), user.get("scopes") or ())
 
 
+def _name_ok(name) -> bool:
+    return isinstance(name, str) and bool(name.strip()) and len(name) <= NAME_MAX and one_line(name)
+
+
 def mint(doc: dict, user: dict, name, scopes, expires_in, now: float) -> tuple[dict, str]:
     """Validate and add a token for user inside an open transaction; returns (record, secret)."""
-    if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX or not one_line(name):
+    if not _name_ok(name):
         raise TokenError(400, "invalid", f"name must be one line of 1 to {NAME_MAX} characters "
                                          "without control characters", "name")
     if not isinstance(scopes, list) or not scopes or not all(isinstance(s, str) for s in scopes):
@@ -149,7 +153,7 @@ def _record_problem(token_id: str, t, user_ids) -> str | None:
     scopes = t.get("scopes")
     if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes) or invalid_scopes(scopes):
         return "holds scopes that are not scope names"
-    if not isinstance(t.get("name"), str) or not t["name"].strip() or len(t["name"]) > NAME_MAX or not one_line(t["name"]):
+    if not _name_ok(t.get("name")):
         return f"has no name of 1 to {NAME_MAX} characters"
     if not is_time(t.get("created_at")) or any(t.get(key) is not None and not is_time(t[key]) for key in _TIMES):
         return "has a time that is not a time"
