@@ -12,6 +12,7 @@ import sys
 
 from contentnode import __version__
 from contentnode.cli.context import AGENT, Refused, add_data_dir_flags, open_offline
+from contentnode.core import settings
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.fleet import enrol, wire
 from contentnode.fleet.service import Fleet, view_of
@@ -34,11 +35,11 @@ def join(config, args) -> int:
     code = args.code if args.code is not None else sys.stdin.read().strip()
     try:
         with open_offline(config, sections=SECTIONS) as ctx:
-            settings = ctx.store.data.get("settings") or {}
+            # the daemon's outbound rule (the node's own admin port refused), as the API's join has
             fleet = Fleet(store=ctx.store, data_dir=ctx.data_dir, clock=ctx.clock,
                           poll_seconds=config.fleet_poll_seconds, version=__version__,
-                          outbound=lambda: OutboundPolicy(allow_private=settings.get("allow_private_outbound", True),
-                                                          dns_server=config.dns_resolver or None))
+                          outbound=lambda: OutboundPolicy.for_node(settings.effective(ctx.store.data),
+                                                                   config.admin_port, config.dns_resolver))
             try:
                 result = enrol.join(fleet, code, args.dry_run)
             except wire.Refused as exc:

@@ -201,11 +201,10 @@ def save(data_dir: str, secrets_: Secrets) -> None:
     atomic_write(os.path.join(path, FLEET_KEY_FILE), b64(secrets_.fleet_key).encode())
     atomic_write(os.path.join(path, BUCKET_FILE), json.dumps(
         {"access_key": secrets_.access_key, "secret_key": secrets_.secret_key}).encode())
-    signing_path = os.path.join(path, SIGNING_FILE)
     if secrets_.signing is not None:
         save_signing(data_dir, secrets_.signing)
-    elif os.path.exists(signing_path):
-        os.unlink(signing_path)
+    else:
+        remove_signing(data_dir)
 
 
 def load(data_dir: str) -> Secrets | None:
