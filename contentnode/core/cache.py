@@ -486,13 +486,10 @@ class Cache(CacheBooks, CachePurges):
         another process may have stored a newer one."""
         self._forget(entry)
         with self.ledger.books():
-            try:
-                fd = os.open(entry.path, os.O_RDONLY)
-            except FileNotFoundError:
+            fd = self._open_current(entry)
+            if fd is None:
                 return
             try:
-                if header_uid(fd) != entry.uid:
-                    return
                 remove_if_present(entry.path)
                 self.ledger.add(total=-os.fstat(fd).st_size, entries=-1, removals=1)
             finally:

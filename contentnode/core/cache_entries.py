@@ -207,7 +207,7 @@ class LruOrder:
         the folder holds none. `current(entry)` says whether an entry is still indexed."""
         walked = False
         while True:
-            if not walked and (not self._heap or self._heap[0][0] > self._walked_ns):
+            if not walked and self.stale():
                 self.rebuild(known(), now_ns)
                 walked = True
             if not self._heap:

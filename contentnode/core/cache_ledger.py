@@ -121,9 +121,6 @@ class CacheLedger:
     def generation(self) -> int:
         return self._get(GENERATION)
 
-    def removals(self) -> int:
-        return self._get(REMOVALS)
-
     @property
     def max_bytes(self) -> int:
         return self._get(MAX_BYTES)

@@ -19,7 +19,6 @@ AT_ONCE = 2              # compressions running at once per process (CPU bound)
 GZIP_LEVEL = 6
 ZSTD_LEVEL = 12
 BROTLI_QUALITY = 9
-EXTRAS = {"zstd": "zstd", "br": "brotli"}   # coding -> the optional extra that provides it
 
 # media types compressed besides text/* and the +json / +xml structured suffixes
 COMPRESSIBLE_TYPES = frozenset({
