@@ -13,15 +13,12 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
 from functools import lru_cache
 
 from contentnode import __version__, api, oscalls
-from contentnode.api import certs as certs_api
 from contentnode.api import delivery as delivery_api
 from contentnode.api import notifications as notifications_api
 from contentnode.api import settings as settings_api
-from contentnode.api import updates as updates_api
 from contentnode.auth import scopes
 from contentnode.auth.passkeys import Challenges
 from contentnode.auth.passwords import PasswordHasher
@@ -51,7 +48,11 @@ from contentnode.http.server import Server
 from contentnode.logs import AccessLog, access_fields
 from contentnode.public import PublicDispatcher
 from contentnode.schema import REVISIONED, SECTIONS
+from contentnode.services.certificates import Certificates
 from contentnode.services.delivery import Delivery
+from contentnode.services.domain_checks import DomainChecks
+from contentnode.services.jobs import Every
+from contentnode.services.updates import UpdateCheck
 from contentnode.store import Store
 from contentnode.tls import TlsRuntime
 
@@ -100,7 +101,10 @@ class App:
     backups: BackupRunner  # the scheduled backup's runs (its job, "run now", the status)
     acme_read_through: ReadThrough  # HTTP-01 answers another fleet node published (fleet/challenges.py)
     servers: dict
-    update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
+    domain_checks: DomainChecks  # does a name lead to this node (POST /api/domains/check, before an order)
+    certificates: Certificates  # install, issue, renew (services/certificates.py)
+    update_check: UpdateCheck  # the update check and its daily job
+    jobs: list  # every background job (start()/stop()), in start order; stopped in the reverse one
     access_log: AccessLog  # where access lines go: the access_log start-up value
     draining: threading.Event  # set on SIGTERM: the public /healthz answers 503 while requests are still served
     accept_poll_seconds: float  # how often an accept loop looks for stop(): each listener's stop waits that long
@@ -113,16 +117,13 @@ class App:
         self.data_dir = config.data_dir
         self.servers = {}  # listener name -> Server; the HTTPS listener comes and goes at run time
         self.draining = threading.Event()
-        self.update_kick = threading.Event()
         self.accept_poll_seconds = 0.25
-        self._jobs: list[threading.Thread] = []
-        self._stop_steps: list[Callable[[], object]] = []
-        self._stopping = threading.Event()
+        self.jobs = []
 
     # --- start and stop, in order -------------------------------------------
 
     def start(self) -> None:
-        """Listeners first (the node answers as soon as possible), then the background work.
+        """Listeners first (the node answers as soon as possible), then the jobs, in their order.
 
         With public workers the public socket is bound here but served by the workers
         (contentnode/workers.py), which daemon.py starts after this.
@@ -133,32 +134,18 @@ class App:
         self.start_server("public", self.config.public_bind, self.config.public_port, self.public_dispatcher,
                           serve=self.public_processes == 1)
         self.tls.start()
-        self.every(SESSION_FLUSH_SECONDS, self.sessions.flush, "sessions-flush")
-        self.every(SESSION_PRUNE_SECONDS, self.sessions.prune, "sessions-prune")
-        self.every(delivery_api.FLUSH_SECONDS, lambda: delivery_api.flush(self.delivery), "traffic-flush")
-        self._stop_steps.append(lambda: self.delivery.traffic.save())
-        self._stop_steps.append(self.delivery.cache.close)
-        self._stop_steps.append(self.delivery.origins.close)
-        self.notifier.start()
-        self.events.subscribe(self.notifier.handle_event)
-        self._stop_steps.append(self.notifier.stop)
-        self._stop_steps.append(updates_api.start_auto_check(self))
-        certs_api.start_renewal(self)
-        self.fleet.start()
-        self._stop_steps.insert(0, self.fleet.stop)
-        self.every(self.config.backup_poll_seconds, self.backups.tick, "backup-schedule")
+        for job in self.jobs:
+            job.start()
 
     def stop(self) -> None:
-        """Stop the jobs, close the listeners (in-flight requests finish), then the stop steps."""
-        self._stopping.set()
+        """Close the listeners (in-flight requests finish), then stop the jobs in the reverse order."""
         for name in list(self.servers):
             self.stop_server(name)
-        for step in self._stop_steps:
+        for job in reversed(self.jobs):
             try:
-                step()
+                job.stop()
             except Exception:
-                log.exception("shutdown step failed")
-        self.sessions.flush()
+                log.exception("stopping background job %s failed", type(job).__name__)
         self.access_log.close()
 
     def drain(self) -> None:
@@ -229,18 +216,6 @@ class App:
         return hops[-1]
 
     # --- listeners and jobs -------------------------------------------------
-
-    def every(self, seconds: float, fn, name: str) -> None:
-        """Run fn() every `seconds` on its own daemon thread until stop; errors are logged."""
-        def loop():
-            while not self._stopping.wait(seconds):
-                try:
-                    fn()
-                except Exception:
-                    log.exception("background job %s failed", name)
-        thread = threading.Thread(target=loop, name=f"job-{name}", daemon=True)
-        self._jobs.append(thread)
-        thread.start()
 
     def _dispatch(self, port_name: str, dispatcher, scheme: str):
         def dispatch(handler):
@@ -340,6 +315,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
                             worker_slot=worker_slot, folder_roots=app.folder_roots, outbound=lambda: app.outbound)
     delivery_api.register_metrics(app.metrics, app.delivery)
     app.notifier = notifications_api.build_notifier(app)
+    app.update_check = UpdateCheck(app.store, clock, app.events, lambda: app.outbound, config.update_public_key)
     app.fleet = Fleet(store=app.store, data_dir=config.data_dir, clock=clock, poll_seconds=config.fleet_poll_seconds,
                       version=__version__, outbound=lambda: app.outbound,
                       node_name=lambda: app.settings.get("node_name", "contentnode"),
@@ -351,6 +327,24 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
         app.store.add_commit_listener(app.fleet.on_commit)
         app.delivery.cache.add_purge_listener(app.fleet.on_purge)
     app.backups = BackupRunner(app.store, app.data_dir, clock, app.audit, app.events, lambda: app.outbound)
+    app.domain_checks = DomainChecks(app.store, clock, app.events, lambda: app.outbound,
+                                     public_port=lambda: app.servers["public"].server_address[1])
+    app.certificates = Certificates(app.store, clock, app.tls, app.fleet, app.domain_checks, config.data_dir,
+                                    lambda: app.outbound)
+    app.metrics.watch_certificates(app.certificates.installed)
+    if worker_slot is None:
+        app.events.subscribe(app.notifier.handle_event)
+    # every background job, in start order (App.stop stops them in the reverse one)
+    app.jobs = [
+        Every("sessions-flush", SESSION_FLUSH_SECONDS, app.sessions.flush, at_stop=app.sessions.flush),
+        Every("sessions-prune", SESSION_PRUNE_SECONDS, app.sessions.prune),
+        app.delivery.flush_job(),
+        app.notifier,
+        app.update_check,
+        app.certificates.renewal(app.events, app.audit),
+        app.fleet,
+        Every("backup-schedule", config.backup_poll_seconds, app.backups.tick),
+    ]
     return app
 
 

@@ -1,8 +1,8 @@
 """Content delivery endpoints (purge, warm, probe, diagnose, traffic metrics).
 
-The App builds the content engine's Delivery (services/delivery.py: cache, traffic series) and adds
-its Prometheus counters here (port="public", one bounded domain label); its
-start runs `flush` every FLUSH_SECONDS and once more at a clean stop.
+The App builds the content engine's Delivery (services/delivery.py: cache,
+traffic series, origins, and its flush job) and adds its Prometheus counters
+here (port="public", one bounded domain label).
 """
 
 import time
@@ -24,16 +24,9 @@ from contentnode.http.schema import answer, array, obj, one_of, text
 from contentnode.services import delivery as content
 from contentnode.services.delivery import Refused
 
-FLUSH_SECONDS = 60
 WARM_MAX_URLS = 100
 WARM_WORKERS = 4
 PURGE_MAX_URLS = 1000
-
-
-def flush(delivery) -> None:
-    """Save the traffic series and follow the cache size setting."""
-    delivery.traffic.save()
-    delivery.sync_settings()
 
 
 def register_metrics(metrics, delivery) -> None:

@@ -8,9 +8,8 @@ host, after ACME challenges and the HTTPS upgrade.
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
-from contentnode.core import domaincheck, domains, revisions, rules, settings
+from contentnode.core import domaincheck, domains, revisions, rules
 from contentnode.core.hostnames import HostnameError, normalize_host, unicode_form
-from contentnode.core.steps import Steps
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
@@ -80,35 +79,11 @@ def delete_domain(req):
     return no_content()
 
 
-def check_target(app) -> tuple:
-    """(scheme, port) the check uses: settings, else the public listener's own port."""
-    effective = settings.effective(app.store.data)
-    return effective["public_scheme"], effective["public_port"] or app.servers["public"].server_address[1]
-
-
-def run_check(app, host: str) -> Steps:
-    """Check host, record the outcome on its record, raise domain_check_failed on failure."""
-    scheme, port = check_target(app)
-    secret = bytes.fromhex(app.store.data["node"]["secret"])
-    steps = domaincheck.check_domain(host, scheme, port, secret, app.outbound)
-    stamp = rfc3339(app.clock.now())
-    with app.store.transaction() as doc:
-        record = doc["domains"].get(host)
-        if record is not None:
-            record["status"] = "verified" if steps.ok else "failed"
-            record["last_check"] = {"ok": steps.ok, "at": stamp, "steps": steps.items}
-            record["updated_at"] = stamp
-    if not steps.ok:
-        failed = next(step for step in steps.items if not step["ok"])
-        app.events.emit("domain_check_failed", host=host, step=failed["name"], detail=failed["detail"])
-    return steps
-
-
 def check_domain(req):
     body = req.body
     host = v.host(body)
     existing(req, host)
-    steps = run_check(req.app, host)
+    steps = req.app.domain_checks.run(host)
     req.audit("domain.check", target=host, ok=steps.ok)
     return {"host": host, "ok": steps.ok, "steps": steps.items}
 
@@ -124,7 +99,7 @@ def test_domain(req):
     if https["enabled"] and record.get("certificate"):
         url = f"https://{host}:{https['port']}{path}"
     else:
-        scheme, port = check_target(req.app)
+        scheme, port = req.app.domain_checks.target()
         url = f"{scheme}://{host}:{port}{path}"
     result = domaincheck.visit(url, host, req.app.outbound)
     req.audit("domain.test", target=host, ok=result["ok"])

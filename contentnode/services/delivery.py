@@ -26,6 +26,7 @@ from contentnode.core.origin import OriginError
 from contentnode.core.paths import CONTROL, MAX_PATH_BYTES, PathError, decode_path
 from contentnode.core.settings import effective
 from contentnode.core.traffic import Traffic
+from contentnode.services.jobs import Every
 
 log = logging.getLogger("contentnode.content")
 
@@ -35,6 +36,7 @@ IMAGE_PIXELS_AT_ONCE = 24_000_000   # decoded pixels of the transforms running a
 IMAGE_TRANSFORMS_AT_ONCE = 2        # transforms are CPU bound
 IMAGE_SOURCES_AT_ONCE = 8           # sources held in memory, read or waiting for a transform slot
 REMEMBERED_TARGETS = 4096    # resolved (host, path) targets kept per state document
+FLUSH_SECONDS = 60           # the traffic series is saved (and the cache size followed) this often
 _SLASHES = re.compile(r"//+")
 
 
@@ -158,8 +160,23 @@ class Delivery:
         return self.origins.get(target.rule.get("bucket"), target.bucket, self.store.data.get("buckets", {}))
 
     def sync_settings(self):
-        """Follow a changed cache size setting (run by the periodic job)."""
+        """Follow a changed cache size setting (run by the flush job, and at once by PUT /api/settings)."""
         self.cache.set_limit(effective(self.store.data)["cache_max_bytes"])
+
+    def flush(self) -> None:
+        """Save the traffic series and follow the cache size setting."""
+        self.traffic.save()
+        self.sync_settings()
+
+    def close(self) -> None:
+        """At a clean stop: the traffic series saved, the cache and the origins' connections closed."""
+        self.traffic.save()
+        self.cache.close()
+        self.origins.close()
+
+    def flush_job(self) -> Every:
+        """The job that flushes every FLUSH_SECONDS and closes the engine when it stops."""
+        return Every("traffic-flush", FLUSH_SECONDS, self.flush, at_stop=self.close)
 
 
 # ---------------------------------------------------------------- resolving
