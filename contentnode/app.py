@@ -7,19 +7,17 @@ in which order it comes up and goes down. Nothing registers itself anywhere
 at import time.
 """
 
-import ipaddress
 import logging
 import os
 import secrets
 import threading
 import time
-from functools import lru_cache
 
 from contentnode import __version__, api, oscalls
 from contentnode.api import delivery as delivery_api
 from contentnode.api import notifications as notifications_api
 from contentnode.api import settings as settings_api
-from contentnode.auth import scopes
+from contentnode.auth.gate import AdminGate
 from contentnode.auth.passkeys import Challenges
 from contentnode.auth.passwords import PasswordHasher
 from contentnode.auth.ratelimit import FailureLimiter
@@ -27,6 +25,7 @@ from contentnode.auth.sessions import SessionManager
 from contentnode.clock import Clock
 from contentnode.config import Config
 from contentnode.core.audit import AuditLog
+from contentnode.core.client_address import ClientAddresses
 from contentnode.core.backup_runner import BackupRunner
 from contentnode.core.events import EventBus
 from contentnode.core.folders import FolderRoots
@@ -41,11 +40,10 @@ from contentnode.fleet import issuer as fleet_issuer
 from contentnode.fleet.challenges import ReadThrough
 from contentnode.fleet.service import Fleet
 from contentnode.http.binding import BindError
-from contentnode.http.errors import forbidden
-from contentnode.http.request import Request
+from contentnode.http.entry import Entry
 from contentnode.http.router import SECURITY_HEADERS, AdminDispatcher, RouteTable
 from contentnode.http.server import Server
-from contentnode.logs import AccessLog, access_fields
+from contentnode.logs import AccessLog, RequestLog
 from contentnode.public import PublicDispatcher
 from contentnode.schema import REVISIONED, SECTIONS
 from contentnode.services.certificates import Certificates
@@ -57,18 +55,6 @@ from contentnode.store import Store
 from contentnode.tls import TlsRuntime
 
 log = logging.getLogger("contentnode")
-access_logger = logging.getLogger("contentnode.access")  # its level (log_level) still silences access lines
-
-
-def _access_line(port_name: str, handler, response, seconds: float) -> str:
-    """The access line's fields for one answered request (made only for lines within the budget)."""
-    headers = handler.headers
-    cache = next((value for name, value in response.headers if name == "X-Cache"), "-")
-    return access_fields(port_name, headers.get("Host") or "", getattr(handler, "client_ip", handler.client_address[0]),
-                         handler.command, handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds,
-                         cache, headers.get("User-Agent") or "")
-
-
 SESSION_FLUSH_SECONDS = 30
 SESSION_PRUNE_SECONDS = 300
 
@@ -87,7 +73,9 @@ class App:
     audit: AuditLog
     events: EventBus
     metrics: NodeMetrics
-    scopes: object  # the contentnode.auth.scopes module: roles and scope checks
+    request_log: RequestLog  # after each answer: the request counted and its access line
+    addresses: ClientAddresses  # the client-address policy (trusted_proxies, X-Forwarded-For; admin_allow)
+    admin_gate: AdminGate  # what the admin dispatcher asks: who, may they, from where, under which Host
     routes: RouteTable
     panel_sections: list
     panel_files: dict  # the web panel's static files, read once at start
@@ -182,62 +170,17 @@ class App:
         policy = self.store.data["policy"]
         self.login_limiter.configure(policy["lockout_threshold"], policy["lockout_duration"])
 
-    def fleet_primary(self) -> str | None:
-        """The primary's node_id when this node is a fleet replica (the router refuses shared writes)."""
-        return self.fleet.primary_of_replica()
-
-    def admin_host(self) -> str | None:
-        return self.settings.get("admin_host")
-
-    def network_check(self, req) -> None:
-        """The admin allow list governs the admin host on the public side only."""
-        if not req.via_admin_host:
-            return
-        address = ipaddress.ip_address(req.client_ip)
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-            address = address.ipv4_mapped  # a dual-stack listener sees IPv4 clients as ::ffff:a.b.c.d
-        if not any(address in net for net in _networks(self.settings.get("admin_allow"))):
-            raise forbidden("ip_not_allowed", "this address is not on the admin allow list")
-
-    def client_ip(self, req) -> str:
-        """The peer address, or the X-Forwarded-For client when the peer is a trusted proxy."""
-        trusted = _networks(self.settings.get("trusted_proxies"))
-        if not trusted:
-            return req.peer_ip
-        forwarded = [a.strip() for a in (req.headers.get("X-Forwarded-For") or "").split(",") if a.strip()]
-        hops = [req.peer_ip] + forwarded[::-1]  # nearest first
-        for hop in hops:
-            try:
-                address = ipaddress.ip_address(hop)
-            except ValueError:
-                return req.peer_ip
-            if not any(address in net for net in trusted):
-                return hop
-        return hops[-1]
-
     # --- listeners and jobs -------------------------------------------------
-
-    def _dispatch(self, port_name: str, dispatcher, scheme: str):
-        def dispatch(handler):
-            req = Request(handler, port_name, scheme)
-            req.client_ip = handler.client_ip = self.client_ip(req)  # the access line shows it too
-            return dispatcher(req)
-        return dispatch
-
-    def _on_request(self, port_name, handler, response, seconds) -> None:
-        self.metrics.observe_request(port_name, handler.command, response.status, seconds)
-        if self.access_log.enabled and access_logger.isEnabledFor(logging.INFO):
-            self.access_log.write(lambda: _access_line(port_name, handler, response, seconds))
 
     def start_server(self, name: str, bind: str, port: int, dispatcher, tls_context=None,
                      serve: bool = True, sock=None, headers=()) -> Server:
         """Bind (or take `sock`) and, when `serve`, accept on a thread of its own; `headers` go
         on the answers the listener makes itself (parser errors), as the dispatcher's carry them."""
         try:
-            server = Server((bind, port), self._dispatch(name, dispatcher, "https" if tls_context else "http"),
-                            name, max_connections=self.config.max_connections,
+            entry = Entry(name, "https" if tls_context else "http", dispatcher, self.addresses.client_ip)
+            server = Server((bind, port), entry, name, max_connections=self.config.max_connections,
                             request_timeout=self.config.request_timeout, idle_timeout=self.config.idle_timeout,
-                            tls_context=tls_context, on_request=self._on_request, sock=sock, headers=headers)
+                            tls_context=tls_context, on_request=self.request_log, sock=sock, headers=headers)
         except OSError as exc:
             raise BindError(name, bind, port, exc) from exc
         if serve:
@@ -303,12 +246,15 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
     app.audit = AuditLog(config.data_dir, clock)
     app.events = EventBus()
     app.metrics = NodeMetrics(time.time(), __version__)
-    app.scopes = scopes
+    app.request_log = RequestLog(app.metrics.observe_request, app.access_log)
+    app.addresses = ClientAddresses(lambda: app.settings)
     app.routes = RouteTable(api.ROUTES)
     app.panel_sections = api.PANEL_SECTIONS
     app.panel_files = load_panel_files()
-    app.admin_dispatcher = AdminDispatcher(app, app.routes)
-    app.public_dispatcher = PublicDispatcher(app)
+    app.admin_gate = AdminGate(app.sessions, app.addresses, lambda: app.settings,
+                               replica_primary=lambda: app.fleet.primary_of_replica())
+    app.admin_dispatcher = AdminDispatcher(app.routes, app.admin_gate, handler_context=app)
+    app.public_dispatcher = PublicDispatcher(app, app.store, follow=worker_slot is not None)
     app.tls = TlsRuntime(app, app.public_dispatcher)
     app.folder_roots = FolderRoots(config.folder_roots, config.data_dir)
     app.delivery = Delivery(store=app.store, clock=clock, data_dir=config.data_dir, processes=app.public_processes,
@@ -362,19 +308,3 @@ def _ensure_node_identity(store: Store, clock: Clock) -> None:
     if not store.data["node"].get("secret"):
         with store.transaction() as doc:
             doc["node"] = {"id": secrets.token_hex(8), "secret": new_secret(), "created_at": clock.now()}
-
-
-def _networks(cidrs) -> tuple:
-    return _parse_networks(tuple(cidrs or ()))
-
-
-@lru_cache(maxsize=32)
-def _parse_networks(cidrs: tuple) -> tuple:
-    """Parsed once per distinct list, not on every request."""
-    result = []
-    for cidr in cidrs:
-        try:
-            result.append(ipaddress.ip_network(cidr, strict=False))
-        except ValueError:
-            log.warning("ignoring invalid network %r", cidr)
-    return tuple(result)

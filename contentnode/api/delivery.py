@@ -22,7 +22,7 @@ from contentnode.http.errors import ApiError, invalid
 from contentnode.http.router import Route
 from contentnode.http.schema import answer, array, obj, one_of, text
 from contentnode.services import delivery as content
-from contentnode.services.delivery import Refused
+from contentnode.services.delivery import NotServed
 
 WARM_MAX_URLS = 100
 WARM_WORKERS = 4
@@ -54,7 +54,7 @@ def parse_url(value, field: str):
         raise invalid(f"{field} must be an http or https URL", field)
     try:
         path = content.clean_path(parts.path or "/")
-    except Refused as exc:
+    except NotServed as exc:
         raise invalid(f"{field}: {exc.message}", field) from None
     return parts.scheme, host, path, parse_qsl(parts.query, keep_blank_values=True)
 
@@ -106,7 +106,7 @@ def _warm_one(delivery, url: str, parsed) -> dict:
     try:
         target = content.resolve(delivery, host, path, query, None, check_signature=False)
         result = content.fetch(delivery, target)
-    except Refused as exc:
+    except NotServed as exc:
         return {"url": url, "ok": False, "status": exc.status, "bytes": 0, "ms": elapsed_ms(started),
                 "error": ApiError(exc.status, exc.code, exc.message, exc.field).body()["error"]}
     try:
@@ -168,7 +168,7 @@ def probe(req):
     trace = Steps()
     try:
         target = content.resolve(delivery, host, path, query, None, check_signature=False, trace=trace)
-    except Refused as exc:
+    except NotServed as exc:
         target, failure = None, {"ok": False, "status": exc.status, "error": exc.message}
     rule_step = next((step for step in trace.items if "rule_id" in step), None)   # a disabled rule too
     if rule_step is None:
@@ -243,7 +243,7 @@ def diagnose(req):
         _tls_step(steps, req.app, host)
     try:
         target = content.resolve(delivery, host, path, query, None, trace=steps)
-    except Refused:
+    except NotServed:
         return steps.report()   # the step that refused the visit is the last one
     origin = _origin(delivery, target)
     detail = (f"{origin['status']}, {origin['size']} bytes, {origin['content_type']}" if origin["ok"]

@@ -31,7 +31,7 @@ def get_fleet(req):
 
 def get_role(req):
     """What every signed-in user's panel needs to say where edits are made: role and primary."""
-    return {"role": req.app.fleet.state().get("role", "standalone"), "primary": req.app.fleet_primary()}
+    return {"role": req.app.fleet.state().get("role", "standalone"), "primary": req.app.fleet.primary_of_replica()}
 
 
 def init(req):

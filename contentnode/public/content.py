@@ -15,7 +15,7 @@ from contentnode.core import encodings
 from contentnode.core.text import http_date
 from contentnode.http.errors import ApiError, error_response
 from contentnode.http.response import Response
-from contentnode.services.delivery import Refused, Target, content_path, fetch, resolve
+from contentnode.services.delivery import NotServed, Target, content_path, fetch, resolve
 
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
 
@@ -148,7 +148,7 @@ def serve(req, delivery, host) -> tuple[Response, str]:
         target = resolve(delivery, host, path, req.query_list, req.client_ip)
         result = fetch(delivery, target,
                        encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None)
-    except Refused as refused:
+    except NotServed as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
     return object_response(req, result, target), "hit" if result.hit else "miss"
 

@@ -2,11 +2,11 @@
 
 The public port's content stage (public/content.py) and the admin API's purge,
 warm, probe and diagnose (api/delivery.py) run it; it answers with cache
-Results and Targets, and refuses with Refused (status, code, message), which
+Results and Targets, and refuses with NotServed (status, code, message), which
 each caller turns into its own answer. `resolve` is the one description of a
 visit's decisions: warm, probe and diagnose run it too. Objects come from the
 cache or from one shared origin fetch that fills it; origin trouble becomes a
-plain 502 or 504 Refused: the client never learns bucket names, keys or causes.
+plain 502 or 504 NotServed: the client never learns bucket names, keys or causes.
 Each bucket's origin is made once (Origins) and keeps its connections alive.
 """
 
@@ -40,7 +40,7 @@ FLUSH_SECONDS = 60           # the traffic series is saved (and the cache size f
 _SLASHES = re.compile(r"//+")
 
 
-class Refused(Exception):
+class NotServed(Exception):
     """A visit the engine will not serve: the HTTP status and error code it stands for, the client's message."""
 
     def __init__(self, status: int, code: str, message: str, field: str | None = None):
@@ -183,7 +183,7 @@ class Delivery:
 
 
 def content_path(raw_path: str, path: str) -> str:
-    """The canonical decoded path, or a 400 Refused for what only content refuses: encoded slashes,
+    """The canonical decoded path, or a 400 NotServed for what only content refuses: encoded slashes,
     backslashes and dot segments (a key is never reached by traversal).
 
     `path` is `raw_path` decoded and already free of hostile bytes (public/visit.py).
@@ -191,9 +191,9 @@ def content_path(raw_path: str, path: str) -> str:
     `//f.txt` and `///f.txt` are one object, one cache entry, one purge.
     """
     if "\\" in path or "%" in raw_path and "%2f" in raw_path.lower():
-        raise Refused(400, "invalid", "encoded slashes and backslashes are not allowed in paths")
+        raise NotServed(400, "invalid", "encoded slashes and backslashes are not allowed in paths")
     if rules.has_dot_segment(path):
-        raise Refused(400, "invalid", '"." and ".." segments are not allowed in paths')
+        raise NotServed(400, "invalid", '"." and ".." segments are not allowed in paths')
     return canonical_slashes(path)
 
 
@@ -202,15 +202,15 @@ def canonical_slashes(path: str) -> str:
 
 
 def clean_path(raw_path: str) -> str:
-    """The decoded path of a URL given to the admin API (purge, warm, probe), or a 400 Refused."""
+    """The decoded path of a URL given to the admin API (purge, warm, probe), or a 400 NotServed."""
     if len(raw_path) > MAX_PATH_BYTES or not raw_path.startswith("/"):
-        raise Refused(400, "invalid", "the path is not acceptable")
+        raise NotServed(400, "invalid", "the path is not acceptable")
     if CONTROL.search(raw_path):
-        raise Refused(400, "invalid", "control characters (NUL included) are not allowed in paths")
+        raise NotServed(400, "invalid", "control characters (NUL included) are not allowed in paths")
     try:
         return content_path(raw_path, decode_path(raw_path))
     except PathError as exc:
-        raise Refused(400, "invalid", str(exc)) from None
+        raise NotServed(400, "invalid", str(exc)) from None
 
 
 def redirect_location(domain: dict | None, target: str) -> tuple[int, str] | None:
@@ -240,7 +240,7 @@ class _NoTrace:
 
 def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
             check_signature: bool = True, trace=None) -> Target:
-    """The domain, rule, bucket, key and image variant a request maps to, or Refused.
+    """The domain, rule, bucket, key and image variant a request maps to, or NotServed.
 
     The public content stage, warm, probe and diagnose all run this one function;
     given a `trace` (core.steps.Steps) it records each decision as a step in
@@ -257,7 +257,7 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
     domain = doc.get("domains", {}).get(host)
     if domain is None:
         trace.add("domain", False, f"{host} is not a domain of this node (visitors get 404)", started)
-        raise Refused(404, "not_found", "this host is not served here")
+        raise NotServed(404, "not_found", "this host is not served here")
     status = domain.get("status")
     trace.add("domain", status == "verified", f"{host} is configured, status {status}"
               + ("" if status == "verified" else " (served, but its check has not passed)"), started)
@@ -265,14 +265,14 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
     match = delivery.rule_index(doc).match(host, path)
     if match is None:
         trace.add("rule", False, "no rule covers this path (visitors get 404)", started)
-        raise Refused(404, "not_found", "nothing is served at this path")
+        raise NotServed(404, "not_found", "nothing is served at this path")
     rule = match.rule
     enabled = rule.get("enabled", True)
     trace.add("rule", enabled, f"rule {rule['id']} ({rule['path']}) maps it to key {match.key!r}"
               + ("" if enabled else ", but it is disabled (visitors get 404)"), started, rule_id=rule["id"],
               key=match.key)
     if not enabled:
-        raise Refused(404, "not_found", "nothing is served at this path")
+        raise NotServed(404, "not_found", "nothing is served at this path")
     started = time.monotonic()
     params = dict(reversed(query))  # first value of each name wins
     if not rule.get("signed"):
@@ -284,7 +284,7 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
         code, message = SIGNATURE_MESSAGES.get(reason, ("signature_invalid", "the link is not valid"))
         trace.add("signature", ok, "the link's signature is valid" if ok else message, started)
         if not ok:
-            raise Refused(403, code, message)
+            raise NotServed(403, code, message)
     variant = _variant(rule, params, trace) if rule.get("images") else None
     bucket = doc.get("buckets", {}).get(rule.get("bucket"))
     target = Target(host, path, rule["id"], rule, bucket, match.key, variant)
@@ -294,17 +294,17 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
 
 
 def _variant(rule, params: dict, trace) -> images.Variant | None:
-    """The image variant the query asks for on an images rule (None: the original), or Refused."""
+    """The image variant the query asks for on an images rule (None: the original), or NotServed."""
     started = time.monotonic()
     try:
         variant = images.parse({k: v for k, v in params.items() if k not in signing.LINK_PARAMS})
     except images.ImageError as exc:
         trace.add("image", False, str(exc), started)
-        raise Refused(400, "invalid", str(exc), exc.field) from None
+        raise NotServed(400, "invalid", str(exc), exc.field) from None
     if variant is not None and not images.available():
         message = f"images on the fly need the {images.EXTRA} extra on this node"
         trace.add("image", False, message, started)
-        raise Refused(503, "images_unavailable", message)
+        raise NotServed(503, "images_unavailable", message)
     trace.add("image", True, f"variant {variant.key()}" if variant else "the original image", started)
     return variant
 
@@ -372,17 +372,17 @@ def _encoded_fetch(delivery, target: Target, coding: str, original):
 def fetch(delivery, target: Target, coding: str | None = None):
     """The cache Result for a target, in `coding` when the client accepts one and the object is
     compressible (result.meta's "encoded" says so; any trouble making that variant sends
-    identity); origin failures become a 404, 400, 502 or 504 Refused."""
+    identity); origin failures become a 404, 400, 502 or 504 NotServed."""
     fetcher = _origin_fetch(delivery, target)
     if target.variant is not None:
         fetcher = _variant_fetch(delivery, target, fetcher)
     result = _cached(delivery, target.cache_key, fetcher, target.ttl)
     if result.status == 404:
-        raise Refused(404, "not_found", "no such object")
+        raise NotServed(404, "not_found", "no such object")
     if result.status == 403:
-        raise Refused(403, "forbidden", "this object may not be read")
+        raise NotServed(403, "forbidden", "this object may not be read")
     if result.status != 200:
-        raise Refused(502, "bad_gateway", "the origin could not serve this object")
+        raise NotServed(502, "bad_gateway", "the origin could not serve this object")
     if (coding is None or not target.compress or isinstance(result, StreamedResult)
             or not encodings.compressible(result.meta, result.size)):
         return result   # (a streamed object is not cached: nothing is made from it)
@@ -390,7 +390,7 @@ def fetch(delivery, target: Target, coding: str | None = None):
         # the coding fill joins this request's identity fill (if any) before this one lets it go
         encoded = _cached(delivery, target.cache_key + (coding,),
                           _encoded_fetch(delivery, target, coding, fetcher), target.ttl)
-    except Refused:
+    except NotServed:
         return result
     if encoded.status != 200:
         encoded.close()
@@ -403,15 +403,15 @@ def _cached(delivery, key: tuple, fetcher, ttl: int):
     try:
         return delivery.cache.get(key, fetcher, ttl)
     except images.ImageError as exc:
-        raise Refused(400, "invalid", f"cannot transform this object: {exc}") from None
+        raise NotServed(400, "invalid", f"cannot transform this object: {exc}") from None
     except (OriginError, FillStalled, FillTruncated, OSError) as exc:
         raise origin_error(exc) from None
 
 
-def origin_error(exc) -> Refused:
+def origin_error(exc) -> NotServed:
     """502 or 504 for an origin failure; the cause is logged, never sent."""
     log.warning("origin failure: %s", exc)
     timed_out = isinstance(exc, FillStalled) or getattr(exc, "code", None) == "timeout"
     if timed_out:
-        return Refused(504, "gateway_timeout", "the origin did not answer in time")
-    return Refused(502, "bad_gateway", "the origin could not be reached")
+        return NotServed(504, "gateway_timeout", "the origin did not answer in time")
+    return NotServed(502, "bad_gateway", "the origin could not be reached")
