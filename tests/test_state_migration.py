@@ -73,6 +73,26 @@ def test_the_store_fills_every_declared_default_of_a_version_1_document(tmp_path
                                          "compress": True, "enabled": True}
 
 
+def test_a_bucket_from_before_types_is_an_s3_bucket_and_a_domain_gets_its_empty_members(tmp_path):
+    s3 = {"id": "b1", "name": "old", "endpoint": "https://s3.example", "region": "r", "bucket": "bkt",
+          "access_key": "AK", "secret_key": "SK", "path_style": False}
+    with open(tmp_path / "state.json", "w") as f:
+        json.dump({"schema": 1, "buckets": {"b1": s3}, "domains": {"a.example": {"host": "a.example"}}}, f)
+    store = Store(str(tmp_path), {"buckets": dict, "domains": dict})
+    store.load()
+    assert store.data["buckets"]["b1"] == dict(s3, type="s3", last_check=None)
+    assert store.data["domains"]["a.example"] == {"host": "a.example", "status": "pending", "last_check": None,
+                                                  "redirect": None, "certificate": None}
+
+
+def test_the_fleet_section_of_a_version_1_document_gets_its_role(tmp_path):
+    with open(tmp_path / "state.json", "w") as f:
+        json.dump({"schema": 1, "fleet": {}}, f)
+    store = Store(str(tmp_path), {"fleet": dict})
+    store.load()
+    assert store.data["fleet"] == {"role": "standalone"}
+
+
 def test_a_document_at_the_current_version_is_left_as_it_is(tmp_path):
     """Only a migration fills defaults: a current record lacking one is the restore checks' business."""
     record = {"id": "r1", "domain": "a.example", "path": "/", "bucket": "b"}

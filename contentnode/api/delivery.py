@@ -167,8 +167,8 @@ def probe(req):
     _, host, path, query = parse_url(body.get("url"), "url")
     doc, delivery = req.app.store.data, req.app.delivery
     domain = known_domain(doc, host, "url")
-    answer = {"url": body["url"], "host": host, "path": path, "domain": {"host": host, "status": domain.get("status")},
-              "redirect": domain.get("redirect"), "rule": None, "bucket": None, "key": None,
+    answer = {"url": body["url"], "host": host, "path": path, "domain": {"host": host, "status": domain["status"]},
+              "redirect": domain["redirect"], "rule": None, "bucket": None, "key": None,
               "signature_required": None, "origin": None, "cache": None}
     trace = Steps()
     try:
@@ -182,7 +182,7 @@ def probe(req):
     bucket = doc.get("buckets", {}).get(rule["bucket"])
     answer.update(rule=_rule_view(rule_step["rule_id"], rule), key=rule_step["key"],
                   signature_required=rule["signed"],
-                  bucket={"id": rule["bucket"], "name": bucket.get("name") if bucket else None})
+                  bucket={"id": rule["bucket"], "name": bucket["name"] if bucket else None})
     if target is None:
         answer["origin"] = failure
         return answer

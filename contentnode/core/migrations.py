@@ -11,13 +11,16 @@ is more than a new default adds its step to _STEPS.
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from contentnode.core import rules
+from contentnode.core import buckets, domains, fleet_section, rules
 from contentnode.core.records import FIRST_VERSION
 
 # each stored record table and the section holding its records
-RECORDS = {"rules": rules.RULE}
+RECORDS = {"rules": rules.RULE, "domains": domains.DOMAIN, "buckets": buckets.BUCKET}
+# each section that is one object declared by a table
+OBJECTS = {fleet_section.SECTION: fleet_section.FLEET}
 
-SCHEMA_VERSION = max(FIRST_VERSION, *(f.since for table in RECORDS.values() for f in table.fields.values()))
+SCHEMA_VERSION = max(FIRST_VERSION, *(f.since for table in (*RECORDS.values(), *OBJECTS.values())
+                                       for f in table.every().values()))
 
 # Steps beyond filling defaults: _STEPS[v] turns a version-v document into version v+1 first.
 _STEPS: Mapping[int, Callable[[dict], dict]] = MappingProxyType({})
@@ -36,6 +39,9 @@ def fill_defaults(doc: dict, since: int | None = None) -> None:
     """Give each record of `doc`'s record sections the declared defaults it lacks (those of version `since`)."""
     for name, table in RECORDS.items():
         table.fill_section(doc.get(name), since)
+    for name, table in OBJECTS.items():
+        if isinstance(doc.get(name), dict):
+            table.fill(doc[name], since)
 
 
 def migrate(doc: dict, path: str) -> dict:

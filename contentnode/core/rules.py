@@ -78,7 +78,7 @@ RULE = Record("rule", {
     "images": Field(BOOLEAN, False),
     "compress": Field(BOOLEAN, True),
     "enabled": Field(BOOLEAN, True),
-}, unique=("domain", "path"))
+}, unique=lambda rule: (rule["domain"], rule["path"]))
 
 
 def record_fields(body: dict, doc: dict, partial: bool) -> dict:

@@ -183,7 +183,7 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
     if domain is None:
         trace.add("domain", False, f"{host} is not a domain of this node (visitors get 404)", started)
         raise ApiError(404, "not_found", "this host is not served here")
-    status = domain.get("status")
+    status = domain["status"]
     trace.add("domain", status == "verified", f"{host} is configured, status {status}"
               + ("" if status == "verified" else " (served, but its check has not passed)"), started)
     started = time.monotonic()

@@ -10,7 +10,7 @@ def location(domain: dict | None, target: str) -> tuple[int, str] | None:
 
     The stage below and POST /api/diagnose both ask this, so they never disagree.
     """
-    redirect = domain and domain.get("redirect")
+    redirect = domain and domain["redirect"]
     if not redirect:
         return None
     to = redirect["to"]
