@@ -21,7 +21,6 @@ from contentnode.core.s3 import BucketConfig, S3Client
 from contentnode.core.s3_origin import S3Origin
 from contentnode.core.shapes import BOOLEAN, one_of, text
 
-TYPES = ("s3", "folder")
 BUCKET_NAME = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
 REGION = r"[A-Za-z0-9_\-]{1,64}"
 KEY_TEXT = r"[\x21-\x7e]+"  # printable ASCII, no spaces
@@ -86,7 +85,7 @@ def record_fields(body: dict, partial: bool, roots: folders.FolderRoots | None =
     for a change; `roots` are where a folder's path must lie (None: nowhere).
     """
     if of_kind is None:
-        of_kind = v.choice(body, "type", TYPES, default="s3")
+        of_kind = v.choice(body, "type", TYPES, default=BUCKET.fields["type"].default)
     elif body.get("type", of_kind) != of_kind:
         raise FieldError(f"a bucket's type cannot change (this one is {of_kind}); add a new bucket", "type")
     own = BUCKET.kinds[of_kind]
@@ -119,13 +118,8 @@ def _is_address(host: str) -> bool:
         return False
 
 
-# A bucket's record. Its `type` picks the members of its kind (fixed at creation); `last_check` is the
-# outcome of the last POST /api/buckets/check, which the node writes. Names are unique ignoring case.
-BUCKET = Record("bucket", {
-    "name": _field("name"),
-    "type": Field(one_of(*TYPES), "s3"),
-    "last_check": Field({"type": ["object", "null"]}, None, editable=False),
-}, unique=lambda record: record["name"].lower(), by="type", kinds={
+# The members of each type of bucket: a new type is one entry here.
+KINDS = {
     "s3": {
         "endpoint": Field(_shape("endpoint"), rule=lambda value: _endpoint({"endpoint": value})),
         "region": _field("region", REGION),
@@ -137,7 +131,15 @@ BUCKET = Record("bucket", {
     "folder": {
         "path": Field(text(folders.MAX_PATH)),   # inside the folder_roots (FolderRoots.check_path)
     },
-}, rule=check_record)
+}
+TYPES = tuple(KINDS)
+# A bucket's record. Its `type` picks the members of its kind (fixed at creation); `last_check` is the
+# outcome of the last POST /api/buckets/check, which the node writes. Names are unique ignoring case.
+BUCKET = Record("bucket", {
+    "name": _field("name"),
+    "type": Field(one_of(*TYPES), "s3"),
+    "last_check": Field({"type": ["object", "null"]}, None, editable=False),
+}, unique=lambda record: record["name"].lower(), by="type", kinds=KINDS, rule=check_record)
 _KIND_FIELDS = frozenset(name for members in BUCKET.kinds.values() for name in members)
 FIELDS = frozenset(name for name, f in BUCKET.every().items() if f.editable)   # what a body may give
 
