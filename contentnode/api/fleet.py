@@ -78,8 +78,7 @@ def leave(req):
 
 
 _ROLE = fleet_section.FLEET.fields["role"].shape
-_TEXT = {name: text(length) for name, length in buckets.MAX_LENGTHS.items() if name != "name"}
-INIT_BODY = obj({**_TEXT, "prefix": text(enrol.PREFIX_MAX), "path_style": BOOLEAN},
+INIT_BODY = obj({**{name: f.shape for name, f in buckets.KINDS["s3"].items()}, "prefix": text(enrol.PREFIX_MAX)},
                 required=["endpoint", "region", "bucket", "access_key", "secret_key"])
 JOIN_CODE_BODY = obj({"expires_in": integer(MIN_SECONDS, MAX_SECONDS)})
 JOIN_BODY = obj({"code": text(8192), "dry_run": BOOLEAN}, required=["code"])
