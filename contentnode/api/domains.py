@@ -13,7 +13,7 @@ from contentnode.core.hostnames import HostnameError, normalize_host, unicode_fo
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, STRING, answer, listing, nullable, obj, one_of, text
+from contentnode.http.schema import BOOLEAN, STRING, listing, nullable, obj, one_of, text
 
 
 MAX_DOMAINS = 1000
@@ -48,8 +48,7 @@ def add_domain(req):
     body = req.body
     host = v.host(body)
     stamp = rfc3339(req.app.clock.now())
-    record = {"host": host, "status": "pending", "created_at": stamp, "updated_at": stamp,
-              "last_check": None, "redirect": None, "certificate": None}
+    record = {"host": host, **domains.DOMAIN.defaults(), "created_at": stamp, "updated_at": stamp}
     with req.app.store.transaction() as doc:
         if host in doc["domains"]:
             raise conflict("conflict", f"domain {host} already exists", "host", refs=[{"type": "domain", "id": host}])
@@ -96,7 +95,7 @@ def test_domain(req):
         raise invalid("path must start with / and hold no spaces or fragment", "path")
     record = existing(req, host)
     https = req.app.tls.https_settings()
-    if https["enabled"] and record.get("certificate"):
+    if https["enabled"] and record["certificate"]:
         url = f"https://{host}:{https['port']}{path}"
     else:
         scheme, port = req.app.domain_checks.target()
@@ -130,18 +129,14 @@ def _panel_domains(req):
 PANEL_SECTIONS = [("domains", "domains:read", _panel_domains)]
 
 
-HOST = text(253)
-HOST_BODY = obj({"host": HOST}, required=["host"])
+HOST = domains.DOMAIN.fields["host"].shape
+HOST_BODY = domains.DOMAIN.body(create=True)
 TEST_BODY = obj({"host": HOST, "path": text(2000)}, required=["host"])
 REDIRECT_BODY = obj({"host": HOST, "to": nullable(text(2048)), "code": one_of(*domains.REDIRECT_CODES),
                      "keep_path": BOOLEAN}, required=["host", "to"], description="to: null clears the redirect")
 
-DOMAIN = answer({"host": STRING, "display": STRING, "status": STRING, "created_at": STRING, "updated_at": STRING,
-                 "last_check": {"type": ["object", "null"]},
-                 "redirect": nullable(answer({"to": STRING, "code": one_of(*domains.REDIRECT_CODES),
-                                              "keep_path": BOOLEAN})),
-                 "certificate": {"type": ["object", "null"]}},
-                optional=("display", "created_at", "updated_at", "last_check", "redirect", "certificate"))
+DOMAIN = domains.DOMAIN.answer({"display": STRING, "created_at": STRING, "updated_at": STRING},
+                                optional=("created_at", "updated_at"))
 
 ROUTES = [
     Route("GET", "/api/domains", "domains:read", list_domains, answer=listing("domains", DOMAIN)),
