@@ -66,3 +66,11 @@ def test_read_stores_what_the_rules_make_of_a_body_and_names_the_first_broken_fi
         rules.RULE.read({"domain": "a.example"}, partial=False)
     assert missing.value.field == "path"
     assert rules.RULE.read({"signed": True}, partial=True) == {"signed": True}
+
+
+def test_a_fleet_bundle_carries_the_shared_record_sections_and_never_the_fleet_section():
+    from contentnode.core.fleet_section import FLEET
+    from contentnode.fleet import shared
+
+    assert {"domains", "buckets", "rules"} <= set(shared.SECTIONS) and "fleet" not in shared.SECTIONS
+    assert rules.RULE.shared and domains.DOMAIN.shared and buckets.BUCKET.shared and not FLEET.shared

@@ -140,7 +140,8 @@ BUCKET = Record("bucket", {
     "name": _field("name"),
     "type": Field(one_of(*TYPES), "s3"),
     "last_check": Field({"type": ["object", "null"]}, None, editable=False),
-}, unique=lambda record: record["name"].lower(), by="type", kinds=KINDS, rule=check_record)
+}, unique=lambda record: record["name"].lower(), by="type", kinds=KINDS, rule=check_record,
+                shared=True)
 _KIND_FIELDS = frozenset(name for members in BUCKET.kinds.values() for name in members)
 FIELDS = frozenset(name for name, f in BUCKET.every().items() if f.editable)   # what a body may give
 

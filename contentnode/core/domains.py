@@ -69,4 +69,4 @@ DOMAIN = Record("domain", {
     "redirect": Field(nullable(obj({"to": text(2048), "code": one_of(*REDIRECT_CODES), "keep_path": BOOLEAN},
                                    required=["to", "code", "keep_path"])), None, editable=False),
     "certificate": Field(ANY_OBJECT, None, rule=_certificate, editable=False),
-}, rule=_redirect_fits)
+}, rule=_redirect_fits, shared=True)

@@ -15,7 +15,7 @@ from contentnode.core import buckets, domains, fleet_section, rules
 from contentnode.core.records import FIRST_VERSION
 
 # each stored record table and the section holding its records
-RECORDS = {"rules": rules.RULE, "domains": domains.DOMAIN, "buckets": buckets.BUCKET}
+RECORDS = {"domains": domains.DOMAIN, "buckets": buckets.BUCKET, "rules": rules.RULE}
 # each section that is one object declared by a table
 OBJECTS = {fleet_section.SECTION: fleet_section.FLEET}
 

@@ -54,7 +54,8 @@ class Record:
     """One stored record: `kind` names it in messages ("rule"), `fields` the members of every
     record; a record of several kinds ("s3", "folder" buckets) names its kind in the `by` field
     and adds the members of `kinds[kind]`. `unique` gives the value at most one record of the
-    section may have (None: no such rule); `rule` checks what spans fields of a whole record."""
+    section may have (None: no such rule); `rule` checks what spans fields of a whole record;
+    `shared` records are the fleet's (a primary's bundle carries their section whole to its replicas)."""
 
     kind: str
     fields: Mapping[str, Field]
@@ -62,6 +63,7 @@ class Record:
     by: str | None = None
     kinds: Mapping[str, Mapping[str, Field]] = field(default_factory=dict)
     rule: Callable[[Any], None] | None = None
+    shared: bool = False
 
     def every(self) -> dict:
         """{name: Field} of every member any kind declares."""

@@ -78,7 +78,7 @@ RULE = Record("rule", {
     "images": Field(BOOLEAN, False),
     "compress": Field(BOOLEAN, True),
     "enabled": Field(BOOLEAN, True),
-}, unique=lambda rule: (rule["domain"], rule["path"]))
+}, unique=lambda rule: (rule["domain"], rule["path"]), shared=True)
 
 
 def record_fields(body: dict, doc: dict, partial: bool) -> dict:

@@ -7,11 +7,12 @@ state document is node-local: node identity, users, sessions, API tokens,
 policy, notifications, https listener, update status, the other settings.
 """
 
-from contentnode.core.migrations import fill_defaults
+from contentnode.core.migrations import RECORDS, fill_defaults
 from contentnode.core.settings import FLEET_SHARED
 from contentnode.core.signing import empty_ring
 
-SECTIONS = ("domains", "buckets", "rules", "links")   # replaced whole by a bundle
+# replaced whole by a bundle: the shared record sections (core/records.py) and the link key ring
+SECTIONS = (*(name for name, table in RECORDS.items() if table.shared), "links")
 CERTIFICATES = "certificates"                         # the certificate files (fleet/certfiles.py)
 PARTS = frozenset({*SECTIONS, "settings", "purges", CERTIFICATES})
 SEALED = frozenset({"buckets", "links", CERTIFICATES})
