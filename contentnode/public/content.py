@@ -249,7 +249,8 @@ SIGNATURE_MESSAGES = {   # verify()'s reason -> (error code, message)
 
 def origin(app, bucket: dict):
     """The bucket's Origin (core/origin.py) with the content path's timeout."""
-    return buckets.origin_for(bucket, app.folder_roots, app.outbound, app.clock.now, ORIGIN_TIMEOUT)
+    return buckets.origin_for(bucket, app.folder_roots, app.outbound, app.clock.now, ORIGIN_TIMEOUT,
+                              app.origin_pools, app.own_ports)
 
 
 def _origin_fetch(app, target: Target):
