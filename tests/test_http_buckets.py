@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tests import certgen
-from tests.node import ADMIN_PASSWORD, ADMIN_USER
+from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 from tests.inprocess import node_class
 from tests.origin_server import OriginServer, free_port
 from tests.peers.pebble import ChallTestSrv
@@ -265,3 +265,21 @@ def test_a_name_re_pointed_at_the_node_or_metadata_is_refused_at_connect(dns_nod
     assert got.status == 502
     assert [s.target for s in origin.seen] == ["/x.txt"]
     assert "link-local" in node.log()
+
+
+def test_a_backup_carries_http_buckets_onto_another_node(admin, origin, tmp_path):
+    """Backups and fleet bundles pass the same restore checks: an http bucket (no secret) restores whole."""
+    made = add_bucket(admin, origin.url + "/app", host_header="client", tls_verify=False, read_timeout=120)
+    plain = admin.post("/api/backup/export", {}).json
+    (tmp_path / "other").mkdir()
+    other = Node(str(tmp_path / "other")).start()
+    try:
+        client = other.client()
+        assert client.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
+        restored = client.post("/api/backup/restore", {"backup": plain})
+        assert restored.status == 200, restored.body
+        again = client.get(f"/api/buckets/{made['id']}").json
+        assert {k: again[k] for k in made if k not in ("updated_at", "revision")} == {k: made[k] for k in made if k not in ("updated_at", "revision")}
+        assert client.post("/api/buckets/check", {"id": made["id"]}).json["ok"] is True
+    finally:
+        other.close()
