@@ -20,6 +20,7 @@ from contentnode.core.fields import FieldError
 from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.http_origin import HttpOrigin, HttpOriginConfig
 from contentnode.core.http_pool import OriginPools
+from contentnode.core.keepalive import ConnectionPool
 from contentnode.core.s3 import BucketConfig, S3Client
 from contentnode.core.s3_origin import S3Origin
 
@@ -137,12 +138,13 @@ def origin_policy(outbound: netguard.OutboundPolicy, own_ports) -> netguard.Outb
 
 
 def origin_for(record: dict, roots: folders.FolderRoots, outbound: netguard.OutboundPolicy, clock,
-               timeout: float = netguard.DEFAULT_TIMEOUT, pools: OriginPools | None = None, own_ports=()):
-    """The Origin (core/origin.py) a bucket record reads from. An http origin takes its connections
-    from `pools` (a fresh set when None) and its timeouts from the record."""
+               timeout: float = netguard.DEFAULT_TIMEOUT, pool: ConnectionPool | None = None,
+               pools: OriginPools | None = None, own_ports=()):
+    """The Origin (core/origin.py) a bucket record reads from; an S3 one keeps its connections in `pool`,
+    an http one in its origin's pool of `pools` (a fresh set when None), with the record's timeouts."""
     if kind(record) == "folder":
         return folders.FolderOrigin(record["path"], roots)
     if kind(record) == "http":
         return HttpOrigin(HttpOriginConfig.from_record(record), pools if pools is not None else OriginPools(),
                           origin_policy(outbound, own_ports))
-    return S3Origin(S3Client(BucketConfig.from_record(record), outbound, timeout, clock))
+    return S3Origin(S3Client(BucketConfig.from_record(record), outbound, timeout, clock, pool=pool))
