@@ -160,3 +160,13 @@ def test_tls_verification_and_session_resumption(tls_origin):
     failed = origin_for(tls_origin.url).check()
     assert not failed["ok"] and failed["steps"][-1]["name"] == "tls"
     assert "self-signed" in failed["steps"][-1]["detail"] and "tls_verify false" in failed["steps"][-1]["detail"]
+
+
+def test_check_falls_back_to_get_when_head_is_refused(origin):
+    origin.script("/", b"not allowed", status=405)
+    report = origin_for(origin.url).check()
+    assert [s.method for s in origin.requests_for("/")] == ["HEAD", "GET"]   # over the one connection
+    assert report["steps"][-1]["detail"].startswith("GET / answered 405") and report["ok"] is True
+    origin.script("/", b"down", status=503)
+    failed = origin_for(origin.url).check()
+    assert failed["ok"] is False and failed["steps"][-1]["code"] == "status"

@@ -72,8 +72,7 @@ def _tls(steps: Steps, config, policy, sock: socket.socket, now: float):
 def _request(conn: http.client.HTTPConnection, method: str, target: str, host: str) -> http.client.HTTPResponse:
     conn.request(method, target, headers={"Host": host, "User-Agent": "contentnode"})
     answer = conn.getresponse()
-    if method == "GET":
-        answer.read(65536)
+    answer.read(65536)   # (a HEAD's empty body too: the connection takes the next request only then)
     return answer
 
 
