@@ -41,7 +41,7 @@ HOST = "bench.example.test"
 SIZE = 10 * 1024
 KEYS = 20_000    # distinct revalidation URLs: more than either proxy answers in a second
 
-_ORIGIN_CONF = """worker_processes 1;
+_HEAD = """worker_processes 1;
 error_log {prefix}/error.log warn;
 pid {prefix}/nginx.pid;
 events {{ worker_connections 4096; }}
@@ -49,7 +49,9 @@ http {{
     access_log off;
     keepalive_requests 1000000;
     types {{ application/octet-stream bin; }}
-    server {{
+"""
+
+_ORIGIN_CONF = _HEAD + """    server {{
         listen 127.0.0.1:{port};
         root {prefix}/html;
         location /reval/ {{ add_header Cache-Control "max-age=1"; try_files /obj.bin =404; }}
@@ -59,15 +61,7 @@ http {{
 """
 
 # ORIGIN is filled in before nginx's own {prefix}/{port} placeholders are.
-_PROXY_CONF = """worker_processes 1;
-error_log {prefix}/error.log warn;
-pid {prefix}/nginx.pid;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    types {{ application/octet-stream bin; }}
-    client_body_temp_path {prefix}/tmp; proxy_temp_path {prefix}/tmp;
+_PROXY_CONF = _HEAD + """    client_body_temp_path {prefix}/tmp; proxy_temp_path {prefix}/tmp;
     fastcgi_temp_path {prefix}/tmp; uwsgi_temp_path {prefix}/tmp; scgi_temp_path {prefix}/tmp;
     proxy_cache_path {prefix}/cache levels=1:2 keys_zone=c:64m max_size=4g inactive=1h use_temp_path=off;
     upstream origin {{ server 127.0.0.1:ORIGIN; keepalive 32; }}

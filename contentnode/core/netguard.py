@@ -178,16 +178,6 @@ def vet_address(host: str, port: int, policy: OutboundPolicy) -> list[str]:
     return allowed
 
 
-def refusal(host: str, port: int, policy: OutboundPolicy) -> str | None:
-    """Why `host` (an address literal) may not be contacted on `port`; None when it may, or when
-    `host` is a name (names are vetted once resolved, at every connect)."""
-    try:
-        ip = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
-    return _refusal(ip, port, policy)
-
-
 def connect_vetted(host: str, port: int, policy: OutboundPolicy, timeout: float) -> socket.socket:
     """A TCP connection to a vetted address of `host`, resolved now (no earlier answer that DNS
     rebinding could have changed since); OutboundError on refusal or failure."""
