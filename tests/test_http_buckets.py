@@ -284,3 +284,21 @@ def test_a_backup_carries_http_buckets_onto_another_node(admin, origin, tmp_path
         assert client.post("/api/buckets/check", {"id": made["id"]}).json["ok"] is True
     finally:
         other.close()
+
+
+def test_two_public_workers_each_keep_their_origin_connection(tmp_path, origin):
+    origin.script("/w/*", b"w" * 2000)
+    (tmp_path / "w").mkdir()
+    workers = Node(str(tmp_path / "w"), env={"CONTENTNODE_PUBLIC_WORKERS": "2"}).start()
+    try:
+        admin = workers.client()
+        assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
+        serve(admin, add_bucket(admin, origin.url + "/w")["id"])
+        public = workers.client("public", host=HOST)
+        for n in range(30):
+            got = public.get(f"/k{n}.bin")
+            assert got.status == 200 and got.body == b"w" * 2000
+        assert len(origin.requests_for("/w/k0.bin")) == 1 and len(origin.seen) == 30
+        assert origin.connections <= 3   # one kept-alive connection per serving process, reused
+    finally:
+        workers.close()
