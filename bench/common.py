@@ -364,10 +364,11 @@ def loadgen_name(choice: str = "auto") -> str:
 
 
 def load(port: int, path: str, connections: int, duration: float, headers: dict | None = None,
-         tool: str = "auto") -> dict:
-    """Keep-alive GET load for `duration` seconds; {"rps", "requests", "errors", "p50_ms", "p99_ms"}."""
-    if loadgen_name(tool) == "wrk":
-        return wrk_load(port, path, connections, duration, headers)
+         tool: str = "auto", script: str | None = None) -> dict:
+    """Keep-alive GET load for `duration` seconds; {"rps", "requests", "errors", "p50_ms", "p99_ms"}.
+    `script`: a wrk Lua script file (its `request` function picks each path); wrk only."""
+    if loadgen_name(tool) == "wrk" or script:
+        return wrk_load(port, path, connections, duration, headers, script)
     return python_load(port, path, connections, duration, headers)
 
 
@@ -379,9 +380,12 @@ def _ms(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)] if m else float("nan")
 
 
-def wrk_load(port: int, path: str, connections: int, duration: float, headers: dict | None = None) -> dict:
+def wrk_load(port: int, path: str, connections: int, duration: float, headers: dict | None = None,
+             script: str | None = None) -> dict:
+    if not WRK:
+        raise RuntimeError("wrk is not installed (apt-get install wrk)")
     cmd = [WRK, "-t1", f"-c{connections}", f"-d{max(1, int(round(duration)))}s", "--latency",
-           "--timeout", "5s"]
+           "--timeout", "5s"] + (["-s", script] if script else [])
     for name, value in (headers or {}).items():
         cmd += ["-H", f"{name}: {value}"]
     cmd.append(f"http://{HOST}:{port}{path}")

@@ -1,18 +1,21 @@
-"""Buckets: the origins content comes from, S3-compatible buckets or folders on the node.
+"""Buckets: the origins content comes from, S3-compatible buckets, folders on the node, HTTP(S) sites.
 
 An S3 bucket record holds where the bucket lives and the credentials to sign
 for it; the secret key is write-only: answers say "secret_key_set". A folder
-bucket holds a path inside the folder_roots. Check runs the steps an operator
-needs to find a mistake (for S3: resolve, connect and TLS, authenticate, list;
-for a folder: resolve, open, list); test fetches one object's metadata and
-first bytes. Both go through the record's Origin (core/origin.py).
+bucket holds a path inside the folder_roots. An http bucket holds a url, its
+Host policy, TLS verification and timeouts; its address passes the origin
+outbound guard at save (and again at every connect). Check runs the steps an
+operator needs to find a mistake (for S3: resolve, connect and TLS,
+authenticate, list; for a folder: resolve, open, list; for http: resolve,
+connect, TLS, a request); test fetches one object's metadata and first
+bytes. Both go through the record's Origin (core/origin.py).
 """
 
 import secrets
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
-from contentnode.core import buckets, revisions, rules
+from contentnode.core import buckets, http_bucket, revisions, rules
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
@@ -52,10 +55,17 @@ def get_bucket(req):
     return public_view(existing(req.app.store.data, req.params["id"]))
 
 
+def _guard(app, record: dict) -> None:
+    """An http bucket's origin may not be the node itself nor a link-local/metadata address."""
+    if record["type"] == "http":
+        http_bucket.guard(record["url"], buckets.origin_policy(app.outbound, app.own_ports))
+
+
 def create_bucket(req):
     body = req.body
     record = buckets.record_fields(body, partial=False, roots=req.app.folder_roots)
     buckets.check_record(record)
+    _guard(req.app, record)
     stamp = rfc3339(req.app.clock.now())
     record = {"id": secrets.token_hex(6), **buckets.BUCKET.defaults(), **record, "created_at": stamp,
               "updated_at": stamp}
@@ -64,7 +74,8 @@ def create_bucket(req):
             raise conflict("conflict", f"a node holds at most {MAX_BUCKETS} buckets")
         _unique_name(doc, record)
         doc["buckets"][record["id"]] = record
-    where = {"path": record["path"]} if record["type"] == "folder" else {"bucket": record["bucket"]}
+    where = {"path": record["path"]} if record["type"] == "folder" else \
+        {"url": record["url"]} if record["type"] == "http" else {"bucket": record["bucket"]}
     req.audit("bucket.create", target=record["id"], detail={"name": record["name"], **where})
     return created(public_view(record))
 
@@ -79,6 +90,8 @@ def update_bucket(req):
         before = dict(record)
         record.update(changes)
         buckets.check_record(record)
+        if "url" in changes:
+            _guard(req.app, record)
         if "name" in changes:
             _unique_name(doc, record, bucket_id)
         if any(before.get(key) != value for key, value in changes.items() if key != "name"):
@@ -102,7 +115,8 @@ def delete_bucket(req):
 
 
 def origin_for(app, record: dict):
-    return buckets.origin_for(record, app.folder_roots, app.outbound, app.clock.now)
+    return buckets.origin_for(record, app.folder_roots, app.outbound, app.clock.now, pools=app.origin_pools,
+                              own_ports=app.own_ports)
 
 
 def _target(req) -> tuple[str | None, dict]:
@@ -126,8 +140,8 @@ def _target(req) -> tuple[str | None, dict]:
 
 
 def _where(record: dict) -> str:
-    """What an audit entry names for an unsaved definition: its endpoint or folder."""
-    return record["path"] if record["type"] == "folder" else record["endpoint"]
+    """What an audit entry names for an unsaved definition: its endpoint, folder or url."""
+    return record[{"folder": "path", "http": "url"}.get(record["type"], "endpoint")]
 
 
 def check_bucket(req):
@@ -172,7 +186,9 @@ PANEL_SECTIONS = [("buckets", "buckets:read", _panel_buckets)]
 _SECRETS = buckets.BUCKET.secrets()
 _ID = text(64)
 _BY_TYPE = ('type "s3" (the default) needs endpoint, region, bucket, access_key and secret_key '
-            '(path_style optional); type "folder" needs path, a folder inside the folder_roots')
+            '(path_style optional); type "folder" needs path, a folder inside the folder_roots; type "http" '
+            'needs url (http(s)://host[:port][/path]), with host_header ("origin", "client" or a host name), '
+            'tls_verify, connect_timeout and read_timeout (seconds) optional')
 CREATE_BODY = buckets.BUCKET.body(create=True, description=_BY_TYPE)
 UPDATE_BODY = buckets.BUCKET.body(create=False, description="the fields of the bucket's type; the type itself "
                                                             "never changes")

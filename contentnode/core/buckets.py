@@ -1,26 +1,30 @@
 """The rules a bucket record keeps, for the API, backup restore and the CLI alike.
 
 A bucket has a `type`: "s3" (the default; records written before types
-existed are given it at load) or "folder" (core/folders.py: a folder
-inside the start-up value folder_roots). The type is fixed at creation, and
+existed are given it at load), "folder" (core/folders.py: a folder
+inside the start-up value folder_roots) or "http" (core/http_bucket.py: an
+HTTP(S) site). The type is fixed at creation, and
 a field of the other type is refused. For S3, an endpoint is
 scheme://host[:port] only; a bucket addressed by IP or localhost must use
 path-style requests, because its name cannot go in front of an address.
 Every broken rule raises FieldError naming the field.
 """
 
+import dataclasses
 import ipaddress
 from urllib.parse import urlsplit
 
 from contentnode.core import fields as v
-from contentnode.core import folders, netguard
+from contentnode.core import folders, http_bucket, netguard
 from contentnode.core.fields import FieldError
 from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.core.http_origin import HttpOrigin, HttpOriginConfig
+from contentnode.core.http_pool import OriginPools
 from contentnode.core.keepalive import ConnectionPool
 from contentnode.core.records import DERIVED, Field, Record
 from contentnode.core.s3 import BucketConfig, S3Client
 from contentnode.core.s3_origin import S3Origin
-from contentnode.core.shapes import BOOLEAN, one_of, text
+from contentnode.core.shapes import BOOLEAN, integer, one_of, text
 
 BUCKET_NAME = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
 REGION = r"[A-Za-z0-9_\-]{1,64}"
@@ -101,6 +105,8 @@ def record_fields(body: dict, partial: bool, roots: folders.FolderRoots | None =
         out["path"] = roots.check_path(out["path"])
     if "endpoint" in out and "path_style" not in out and not partial:
         out["path_style"] = _by_address(out["endpoint"])
+    if not partial:   # the members of its kind a create leaves out (an http bucket's host_header...)
+        out.update({name: f.default for name, f in own.items() if f.filled and name not in out})
     return out
 
 
@@ -132,6 +138,13 @@ KINDS = {
     "folder": {
         "path": Field(text(folders.MAX_PATH)),   # inside the folder_roots (FolderRoots.check_path)
     },
+    "http": {   # an HTTP(S) site (core/http_bucket.py)
+        "url": Field(text(http_bucket.MAX_URL), rule=lambda value: http_bucket.url({"url": value})),
+        "host_header": Field(text(253), "origin",
+                             rule=lambda value: http_bucket.host_header({"host_header": value})),
+        "tls_verify": Field(BOOLEAN, True),
+        **{name: Field(integer(lo, hi), default) for name, (lo, hi, default) in http_bucket.TIMEOUTS.items()},
+    },
 }
 TYPES = tuple(KINDS)
 # A bucket's record. Its `type` picks the members of its kind (fixed at creation); `last_check` is the
@@ -146,9 +159,20 @@ _KIND_FIELDS = frozenset(name for members in BUCKET.kinds.values() for name in m
 FIELDS = frozenset(name for name, f in BUCKET.every().items() if f.editable)   # what a body may give
 
 
+def origin_policy(outbound: netguard.OutboundPolicy, own_ports) -> netguard.OutboundPolicy:
+    """The outbound rule of http origins: loopback and private addresses allowed (an app on the
+    same machine or network), the node's own public ports refused as well as its admin port."""
+    return dataclasses.replace(outbound, allow_private=True, own_ports=frozenset(own_ports))
+
+
 def origin_for(record: dict, roots: folders.FolderRoots, outbound: netguard.OutboundPolicy, clock,
-               timeout: float = netguard.DEFAULT_TIMEOUT, pool: ConnectionPool | None = None):
-    """The Origin (core/origin.py) a bucket record reads from; an S3 one keeps its connections in `pool`."""
+               timeout: float = netguard.DEFAULT_TIMEOUT, pool: ConnectionPool | None = None,
+               pools: OriginPools | None = None, own_ports=()):
+    """The Origin (core/origin.py) a bucket record reads from; an S3 one keeps its connections in `pool`,
+    an http one in its origin's pool of `pools` (a fresh set when None), with the record's timeouts."""
     if kind(record) == "folder":
         return folders.FolderOrigin(record["path"], roots)
+    if kind(record) == "http":
+        return HttpOrigin(HttpOriginConfig.from_record(record), pools if pools is not None else OriginPools(),
+                          origin_policy(outbound, own_ports))
     return S3Origin(S3Client(BucketConfig.from_record(record), outbound, timeout, clock, pool=pool))

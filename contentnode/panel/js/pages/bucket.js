@@ -1,4 +1,4 @@
-// One bucket (S3 or folder): its settings (edit), check with steps, test an object, delete.
+// One bucket (S3, folder or HTTP site): its settings (edit), check with steps, test an object, delete.
 
 import { get, post, put, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
@@ -17,8 +17,26 @@ function preview(b64) {
   return h('pre', { class: 'pre' }, [...raw].map((c) => c.charCodeAt(0).toString(16).padStart(2, '0')).join(' '));
 }
 
+const CHECK_STEPS = {
+  s3: 'Resolve, connect, authenticate and list, in order.',
+  folder: 'Resolve (inside the folder roots), open and list, in order.',
+  http: 'Resolve, connect, TLS (names and expiry) and a request to the site, in order.',
+};
+
+const DELETE_TEXT = {
+  s3: 'The bucket definition and its credentials are removed from this node. Objects in the bucket are not touched.',
+  folder: 'The bucket definition is removed from this node. The folder and its files are not touched.',
+  http: 'The bucket definition is removed from this node. The site itself is not touched.',
+};
+
 function settingsFacts(b) {
   if (b.type === 'folder') return [['Type', 'folder on this node'], ['Folder', h('code', {}, b.path)]];
+  if (b.type === 'http') {
+    const host = { origin: 'the url\'s host', client: 'the visitor\'s Host' }[b.host_header] || h('code', {}, b.host_header);
+    return [['Type', 'website or app (HTTP)'], ['Site URL', h('code', { class: 'wrap' }, b.url)], ['Host header', host],
+      ['TLS certificate', b.tls_verify ? 'verified' : 'not verified'],
+      ['Timeouts', `connect ${b.connect_timeout} s, read ${b.read_timeout} s`]];
+  }
   return [
     ['Type', 'S3-compatible bucket'], ['Endpoint', h('code', {}, b.endpoint)], ['Bucket', b.bucket], ['Region', b.region],
     ['Addressing', b.path_style ? 'path style' : 'virtual-hosted'], ['Access key', h('code', {}, b.access_key)],
@@ -55,7 +73,7 @@ export async function render(ctx) {
   } });
 
   const deleteBtn = button('Delete', { kind: 'danger-soft', onclick: async () => {
-    if (!await confirm({ title: `Delete ${b.name}?`, message: b.type === 'folder' ? 'The bucket definition is removed from this node. The folder and its files are not touched.' : 'The bucket definition and its credentials are removed from this node. Objects in the bucket are not touched.' })) return;
+    if (!await confirm({ title: `Delete ${b.name}?`, message: DELETE_TEXT[b.type] || DELETE_TEXT.s3 })) return;
     try {
       await del(`/api/buckets/${enc(b.id)}`, { revision: b.revision });
       toast(`Bucket ${b.name} deleted`);
@@ -86,7 +104,7 @@ export async function render(ctx) {
         r.error ? facts([['Code', r.error.code], ['Status', r.error.status], ...(r.error.s3_code ? [['S3 code', r.error.s3_code]] : [])]) : null);
       return;
     }
-    mount(testOut, resultBanner(true, `Found: ${bytes(r.size)}, ${r.content_type || 'no content type'}`),
+    mount(testOut, resultBanner(true, `Found: ${r.size == null ? 'size not sent' : bytes(r.size)}, ${r.content_type || 'no content type'}`),
       facts([['Status', r.status], ['ETag', h('code', {}, r.etag || '—')], ['Last modified', r.last_modified], ['Time', `${r.ms} ms`]]),
       h('h3', { class: 'muted small' }, 'First bytes'), preview(r.first_bytes));
   });
@@ -95,6 +113,6 @@ export async function render(ctx) {
   mount(ctx.main, title,
     h('div', { class: 'grid-2' },
       card('Settings', {}, info),
-      card('Connection check', { description: b.type === 'folder' ? 'Resolve (inside the folder roots), open and list, in order.' : 'Resolve, connect, authenticate and list, in order.', actions: checkBtn }, checkOut)),
+      card('Connection check', { description: CHECK_STEPS[b.type] || CHECK_STEPS.s3, actions: checkBtn }, checkOut)),
     write ? card('Test an object', { description: 'Reads the object\'s metadata and first 64 bytes.' }, testForm, testOut) : null);
 }
