@@ -28,7 +28,7 @@ from contentnode.auth.passwords import PasswordHasher
 from contentnode.auth.ratelimit import FailureLimiter
 from contentnode.auth.sessions import SessionManager
 from contentnode.clock import Clock
-from contentnode.config import Config
+from contentnode.config import ADMIN_MAX_CONNECTIONS, Config
 from contentnode.core.audit import AuditLog
 from contentnode.core.backup_runner import BackupRunner
 from contentnode.core.events import EventBus
@@ -47,6 +47,7 @@ from contentnode.http.binding import BindError
 from contentnode.http.errors import forbidden
 from contentnode.http.request import Request
 from contentnode.http.router import SECURITY_HEADERS, AdminDispatcher, RouteTable
+from contentnode.http.parking import ParkingServer
 from contentnode.http.server import Server
 from contentnode.logs import AccessLog, access_fields
 from contentnode.public import PublicDispatcher
@@ -211,6 +212,14 @@ class App:
         if not any(address in net for net in _networks(self.settings.get("admin_allow"))):
             raise forbidden("ip_not_allowed", "this address is not on the admin allow list")
 
+    def trusted_proxy(self, ip: str) -> bool:
+        """A peer in trusted_proxies: its connections carry many clients (no per-client cap)."""
+        try:
+            address = ipaddress.ip_address(ip)
+        except ValueError:
+            return False
+        return any(address in net for net in _networks(self.settings.get("trusted_proxies")))
+
     def client_ip(self, req) -> str:
         """The peer address, or the X-Forwarded-For client when the peer is a trusted proxy."""
         trusted = _networks(self.settings.get("trusted_proxies"))
@@ -257,11 +266,18 @@ class App:
                      serve: bool = True, sock=None, headers=()) -> Server:
         """Bind (or take `sock`) and, when `serve`, accept on a thread of its own; `headers` go
         on the answers the listener makes itself (parser errors), as the dispatcher's carry them."""
+        config = self.config
+        limits = dict(header_timeout=config.header_timeout, idle_timeout=config.idle_timeout,
+                      send_timeout=config.send_timeout, on_request=self._on_request, sock=sock, headers=headers)
         try:
-            server = Server((bind, port), self._dispatch(name, dispatcher, "https" if tls_context else "http"),
-                            name, max_connections=self.config.max_connections,
-                            request_timeout=self.config.request_timeout, idle_timeout=self.config.idle_timeout,
-                            tls_context=tls_context, on_request=self._on_request, sock=sock, headers=headers)
+            wired = self._dispatch(name, dispatcher, "https" if tls_context else "http")
+            if name == "admin":
+                server = Server((bind, port), wired, name, **limits,
+                                max_connections=min(config.max_connections, ADMIN_MAX_CONNECTIONS))
+            else:   # the public listeners park idle connections (docs/ARCHITECTURE.md, "Connections")
+                server = ParkingServer((bind, port), wired, name, **limits, max_connections=config.max_connections,
+                                       threads=config.public_threads, per_client=config.max_connections_per_client,
+                                       uncapped=self.trusted_proxy, tls_context=tls_context)
         except OSError as exc:
             raise BindError(name, bind, port, exc) from exc
         if serve:
