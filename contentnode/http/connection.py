@@ -14,6 +14,7 @@ connection between requests.
 import logging
 import re
 import time
+from typing import Any
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 
@@ -71,6 +72,8 @@ class RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "contentnode"
     sys_version = ""
+    server: Any   # the listener: http/server.py Server, or http/parking.py ParkingServer
+    rfile: Any    # a SocketReader (http/sockio.py), not http.server's BufferedReader
 
     def setup(self):
         """The threaded shape (the admin listener): this handler owns the connection for its life."""

@@ -28,7 +28,6 @@ import logging
 import queue
 import resource
 import select
-import socket
 import threading
 import time
 
@@ -52,12 +51,13 @@ class Connection:
 
     def __init__(self, sock, address, now: float):
         self.sock, self.address, self.since = sock, address, now
-        self.rfile = self.wfile = None   # set by the pool thread that first serves it
+        self.rfile: SocketReader | None = None   # set by the pool thread that first serves it
+        self.wfile: SocketWriter | None = None
         self.fresh = True                # no request yet: parked under header_timeout
 
     def holds_bytes(self) -> bool:
         """Bytes already read from the socket: parking would leave them unseen by epoll."""
-        return bool(self.rfile.buffered()) or bool(getattr(self.sock, "pending", int)())
+        return bool(self.rfile and self.rfile.buffered()) or bool(getattr(self.sock, "pending", int)())
 
 
 class Pool:
