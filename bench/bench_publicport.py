@@ -131,7 +131,7 @@ def _worker(port: int, tls: bool, request: bytes, first: int, connections: int, 
     sel = selectors.DefaultSelector()
     latencies, errors = [], 0
 
-    made = [first]
+    made, bad = [first], [0]   # connections made; answers other than 200 on closed connections
 
     def connect() -> bool:
         made[0] += 1
@@ -144,7 +144,7 @@ def _worker(port: int, tls: bool, request: bytes, first: int, connections: int, 
             sock.send(request)
         except OSError:
             return False
-        sel.register(sock, selectors.EVENT_READ, {"buf": b"", "sent": time.monotonic()})
+        sel.register(sock, selectors.EVENT_READ, {"head": b"", "need": -1, "bad": 0, "sent": time.monotonic()})
         return True
 
     for _ in range(connections):
@@ -155,54 +155,72 @@ def _worker(port: int, tls: bool, request: bytes, first: int, connections: int, 
     while sel.get_map() and time.monotonic() < hard:
         for key, _ in sel.select(timeout=0.5):
             sock, state = key.fileobj, key.data
-            data = b""
+            chunks = []
             try:
                 while True:
                     chunk = sock.recv(262144)
                     if not chunk:
                         break
-                    data += chunk
+                    chunks.append(chunk)
                     if context is None or not sock.pending():
                         break
             except (BlockingIOError, ssl.SSLWantReadError, InterruptedError):
                 pass
             except OSError:
-                data = b""
-            if not data:
-                errors += 1
+                chunks = []
+            if not chunks:
+                errors += 1 + state["bad"]
                 sel.unregister(sock)
                 sock.close()
                 if time.monotonic() < deadline and not connect():
                     errors += 1
                 continue
-            state["buf"] += data
-            while True:
-                buf = state["buf"]
-                end = buf.find(b"\r\n\r\n")
-                if end < 0:
-                    break
-                found = re.search(rb"(?im)^content-length:\s*(\d+)", buf[:end])
-                length = int(found.group(1)) if found else 0
-                if len(buf) < end + 4 + length:
-                    break
-                state["buf"] = buf[end + 4 + length:]
-                now = time.monotonic()
-                if not buf.startswith(b"HTTP/1.1 200"):
-                    errors += 1
-                if now <= deadline:
-                    latencies.append(now - state["sent"])
-                    state["sent"] = now
-                    try:
-                        sock.send(request)
-                    except (ssl.SSLWantWriteError, BlockingIOError):
-                        errors += 1
-                else:
-                    sel.unregister(sock)
-                    sock.close()
+            for data in chunks:
+                if _consume(state, data) and not _next(sock, state, sel, deadline, latencies, request, bad):
                     break
     for key in list(sel.get_map().values()):
+        errors += key.data["bad"]
         key.fileobj.close()
-    return latencies, errors, time.monotonic() - start
+    return latencies, errors + bad[0], time.monotonic() - start
+
+
+def _consume(state: dict, data: bytes) -> bool:
+    """Take in bytes of one answer (its body counted, not kept); True when it is complete.
+    One request is in flight per connection, so nothing follows an answer's last byte."""
+    if state["need"] < 0:
+        state["head"] += data
+        end = state["head"].find(b"\r\n\r\n")
+        if end < 0:
+            return False
+        head = state["head"][:end]
+        found = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+        state["ok"] = head.startswith(b"HTTP/1.1 200")
+        state["need"] = (int(found.group(1)) if found else 0) - (len(state["head"]) - end - 4)
+        state["head"] = b""
+    else:
+        state["need"] -= len(data)
+    return state["need"] <= 0
+
+
+def _next(sock, state: dict, sel, deadline: float, latencies: list, request: bytes, bad: list) -> bool:
+    """After a complete answer: count it and send the next request, or close past the deadline."""
+    now = time.monotonic()
+    state["need"] = -1
+    if now > deadline:
+        bad[0] += state["bad"] + (not state["ok"])
+        sel.unregister(sock)
+        sock.close()
+        return False
+    if state["ok"]:
+        latencies.append(now - state["sent"])
+    else:
+        state["bad"] += 1
+    state["sent"] = now
+    try:
+        sock.send(request)
+    except OSError:
+        state["bad"] += 1
+    return True
 
 
 def run_load(port: int, tls: bool, path: str, connections: int, duration: float, cadata: str) -> dict:

@@ -274,7 +274,7 @@ class App:
             if name == "admin":
                 server = Server((bind, port), wired, name, **limits,
                                 max_connections=min(config.max_connections, ADMIN_MAX_CONNECTIONS))
-            else:   # the public listeners park idle connections (docs/ARCHITECTURE.md, "Connections")
+            else:   # the public listeners park idle connections (docs/ARCHITECTURE.md, "Connection handling")
                 server = ParkingServer((bind, port), wired, name, **limits, max_connections=config.max_connections,
                                        threads=config.public_threads, per_client=config.max_connections_per_client,
                                        uncapped=self.trusted_proxy, tls_context=tls_context)
