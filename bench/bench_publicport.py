@@ -31,7 +31,6 @@ import selectors
 import signal
 import socket
 import ssl
-import subprocess
 import sys
 import time
 
@@ -39,62 +38,19 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 sys.path.insert(1, os.path.dirname(BENCH))
 
-from bench_content import NGINX, api  # noqa: E402
-from common import (HOST, Daemon, _spawn, cpu_seconds, free_port, install_cleanup, loadavg,  # noqa: E402
-                    percentile, rss_kib, temp_dir, wait_http)
+from bench_content import _NGINX_TEMPLATE, api, run_cells, start_nginx  # noqa: E402
+from common import (HOST, Daemon, cpu_seconds, install_cleanup, loadavg,  # noqa: E402
+                    percentile, rss_kib, temp_dir)
 from tests.certgen import cert_pem, key_pem, make_ca, make_leaf  # noqa: E402
 
 NAME = "bench.example.test"
 FILES = {"10k.bin": 10 * 1024, "1m.bin": 1024 * 1024}
 
-_NGINX = """worker_processes 1;
-worker_rlimit_nofile 8192;
-error_log {prefix}/error.log warn;
-pid {prefix}/nginx.pid;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    client_body_temp_path {prefix}/tmp; proxy_temp_path {prefix}/tmp;
-    fastcgi_temp_path {prefix}/tmp; uwsgi_temp_path {prefix}/tmp; scgi_temp_path {prefix}/tmp;
-    server {{
-        listen 127.0.0.1:{port} backlog=4096;
-        listen 127.0.0.1:{tls_port} ssl backlog=4096;
-        ssl_certificate {prefix}/cert.pem;
-        ssl_certificate_key {prefix}/key.pem;
-        root {prefix}/html;
-    }}
-}}
-"""
-
-
-def start_nginx(files: dict, cert: str, key: str) -> tuple:
-    """nginx, one worker, HTTP and HTTPS on one root; (worker pid, port, TLS port)."""
-    prefix = temp_dir("contentnode-bench-nginx-")
-    os.makedirs(os.path.join(prefix, "html"))
-    os.makedirs(os.path.join(prefix, "tmp"))
-    for name, body in files.items():
-        with open(os.path.join(prefix, "html", name), "wb") as f:
-            f.write(body)
-        os.chmod(os.path.join(prefix, "html", name), 0o755)
-    for name, text in (("cert.pem", cert), ("key.pem", key)):
-        with open(os.path.join(prefix, name), "w") as f:
-            f.write(text)
-    for path in (prefix, os.path.join(prefix, "html")):
-        os.chmod(path, 0o755)
-    port, tls_port = free_port(), free_port()
-    conf = os.path.join(prefix, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write(_NGINX.format(prefix=prefix, port=port, tls_port=tls_port))
-    proc = _spawn([NGINX, "-p", prefix, "-c", conf, "-g", "daemon off;"],
-                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_http(port, "/10k.bin", time.monotonic() + 20, proc)
-    with open(os.path.join(prefix, "nginx.pid")) as f:
-        master = int(f.read())
-    workers = [int(p) for p in open(f"/proc/{master}/task/{master}/children").read().split()]
-    return workers[0] if workers else master, port, tls_port
+# bench_content's nginx, its second server over TLS, room for 1,000 connections and more
+_NGINX = (_NGINX_TEMPLATE.replace("worker_processes 1;", "worker_processes 1;\nworker_rlimit_nofile 16384;")
+          .replace("worker_connections 1024", "worker_connections 4096")
+          .replace("listen 127.0.0.1:{port_ofc};", "listen 127.0.0.1:{port_ofc} ssl;")
+          .replace("SECOND", "ssl_certificate {prefix}/html/cert.pem; ssl_certificate_key {prefix}/html/key.pem;"))
 
 
 def start_node(files: dict, cert: str, key: str) -> tuple:
@@ -231,31 +187,9 @@ def run_load(port: int, tls: bool, path: str, connections: int, duration: float,
         parts = pool.starmap(_worker, [(port, tls, request, sum(shares[:i]), n, duration, cadata)
                                        for i, n in enumerate(shares)])
     latencies = [x for lat, _, _ in parts for x in lat]
-    return {"requests": len(latencies), "errors": sum(e for _, e, _ in parts), "seconds": duration,
+    return {"requests": len(latencies), "rps": len(latencies) / duration, "errors": sum(e for _, e, _ in parts),
             "p50_ms": percentile(latencies, 50) * 1e3 if latencies else float("nan"),
             "p99_ms": percentile(latencies, 99) * 1e3 if latencies else float("nan")}
-
-
-def run_cells(cells: dict, duration: float, rounds: int, cadata: str) -> dict:
-    """Each cell (pid, port, tls, path, connections) in `rounds` slices interleaved with the others."""
-    names = list(cells)
-    acc = {name: {"requests": 0, "seconds": 0.0, "cpu_s": 0.0, "errors": 0, "p50": [], "p99": []} for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            pid, port, tls, path, conns = cells[name]
-            cpu0 = cpu_seconds(pid)
-            one = run_load(port, tls, path, conns, duration / rounds, cadata)
-            cell = acc[name]
-            cell["cpu_s"] += cpu_seconds(pid) - cpu0
-            for key in ("requests", "seconds", "errors"):
-                cell[key] += one[key]
-            cell["p50"].append(one["p50_ms"])
-            cell["p99"].append(one["p99_ms"])
-            print(".", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
-    return {name: {"rps": a["requests"] / a["seconds"], "requests": a["requests"], "errors": a["errors"],
-                   "cpu_us": a["cpu_s"] / a["requests"] * 1e6 if a["requests"] else float("nan"),
-                   "p50_ms": max(a["p50"]), "p99_ms": max(a["p99"])} for name, a in acc.items()}
 
 
 # --- idle connections ---------------------------------------------------------------------------
@@ -324,7 +258,8 @@ def main() -> int:
     cert, key, cadata = cert_pem(leaf) + cert_pem(ca_cert), key_pem(leaf_key), cert_pem(ca_cert)
     load_before = loadavg()
     daemon, node_tls = start_node(files, cert, key)
-    nginx_pid, nginx_port, nginx_tls = start_nginx(files, cert, key)
+    nginx_pid, nginx_port, nginx_tls = start_nginx({**files, "cert.pem": cert.encode(), "key.pem": key.encode()},
+                                                   _NGINX)
     for path in files:   # the node's cache holds them before the first measured request
         run_load(daemon.public_port, False, "/" + path, 1, 0.2, cadata)
     cells = {}
@@ -333,8 +268,9 @@ def main() -> int:
             for conns in (32, 1000):
                 for server, pid, port in (("node", daemon.pid, node_tls if tls else daemon.public_port),
                                           ("nginx", nginx_pid, nginx_tls if tls else nginx_port)):
-                    cells[f"{server} {path[:-4]} {scheme} c{conns}"] = (pid, port, tls, "/" + path, conns)
-    figures = run_cells(cells, args.duration, args.rounds, cadata)
+                    cells[f"{server} {path[:-4]} {scheme} c{conns}"] = (pid, port, "/" + path, tls, conns)
+    figures = run_cells(cells, args.duration, args.rounds,
+                        lambda port, path, tls, conns, seconds: run_load(port, tls, path, conns, seconds, cadata))
     idle = hold_idle(daemon, args.idle)
     load_after = loadavg()
     print(f"public port vs nginx (one worker); {os.cpu_count()} CPUs; load average {load_before:.1f} before / "

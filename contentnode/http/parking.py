@@ -318,12 +318,7 @@ class ParkingServer(Server):
 
     def close_gracefully(self, grace: float = 30.0) -> None:
         """Stop accepting, close parked connections, wait for the ones being served."""
-        with self._lock:
-            self.closing = True
-            serving = self._serving
-        if serving:
-            self.shutdown()
-        self.server_close()
+        self.stop_accepting()
         with self._lock:
             for table in (self._fresh, self._idle):
                 while table:

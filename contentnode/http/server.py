@@ -239,14 +239,18 @@ class Server(ThreadingHTTPServer):
         with self._lock:
             return sum(1 for idle in self._handlers.values() if not idle)
 
-    def close_gracefully(self, grace: float = 30.0) -> None:
-        """Stop accepting, close idle keep-alive connections, wait for in-flight requests."""
+    def stop_accepting(self) -> None:
+        """The first step of a graceful close: no new connection, answers say Connection: close."""
         with self._lock:
             self.closing = True
             serving = self._serving
         if serving:
             self.shutdown()
         self.server_close()
+
+    def close_gracefully(self, grace: float = 30.0) -> None:
+        """Stop accepting, close idle keep-alive connections, wait for in-flight requests."""
+        self.stop_accepting()
         with self._lock:
             idle = [h.connection for h, is_idle in self._handlers.items() if is_idle]
         for sock in idle:
