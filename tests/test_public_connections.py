@@ -123,6 +123,31 @@ def test_trickled_head_cut_at_header_timeout(site):
     assert cut is not None and HEADER_TIMEOUT - 0.5 < cut < HEADER_TIMEOUT + 1.5, cut
 
 
+def test_trickled_heads_hold_no_thread(tmp_path):
+    """40 clients trickling their heads on a node with 4 threads: another client is served at once,
+    and every trickler is cut at header_timeout."""
+    node = Node(str(tmp_path), env={"CONTENTNODE_PUBLIC_THREADS": "4",
+                                    "CONTENTNODE_HEADER_TIMEOUT": str(HEADER_TIMEOUT)}).start()
+    tricklers = [connect_from("127.0.0.4", node.public_port) for _ in range(40)]
+    try:
+        started = time.monotonic()
+        for sock in tricklers:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        for _ in range(3):
+            for sock in tricklers:
+                sock.sendall(b"X")
+            assert healthz_from("127.0.0.2", node.public_port) < 1.0
+            time.sleep(0.3)
+        for sock in tricklers:
+            sock.settimeout(HEADER_TIMEOUT + 2 - (time.monotonic() - started))
+            assert sock.recv(1) == b""
+        assert time.monotonic() - started < HEADER_TIMEOUT + 1.5
+    finally:
+        for sock in tricklers:
+            sock.close()
+        node.close()
+
+
 def test_silent_new_connection_closed_after_header_timeout(site):
     with socket.create_connection(("127.0.0.1", site.node.public_port), timeout=10) as sock:
         started = time.monotonic()

@@ -24,6 +24,8 @@ the connection again (EPOLLONESHOT: re-armed by the thread that parks it).
 
 import collections
 import errno
+import heapq
+import itertools
 import logging
 import queue
 import resource
@@ -32,7 +34,7 @@ import threading
 import time
 
 from contentnode import oscalls
-from contentnode.http.connection import RequestHandler
+from contentnode.http.connection import MAX_HEAD, RequestHandler
 from contentnode.http.server import Server, _shutdown, overloaded_answer
 from contentnode.http.sockio import SocketReader, SocketWriter, prepare
 
@@ -47,13 +49,14 @@ _OWN_FDS = 64              # descriptors a process needs besides its connections
 class Connection:
     """A connection the listener keeps: parked, or served by one pool thread."""
 
-    __slots__ = ("sock", "address", "since", "rfile", "wfile", "fresh")
+    __slots__ = ("sock", "address", "since", "rfile", "wfile", "fresh", "head_due")
 
     def __init__(self, sock, address, now: float):
         self.sock, self.address, self.since = sock, address, now
         self.rfile: SocketReader | None = None   # set by the pool thread that first serves it
         self.wfile: SocketWriter | None = None
         self.fresh = True                # no request yet: parked under header_timeout
+        self.head_due: float | None = None   # a head begun and not yet whole must be by then
 
     def holds_bytes(self) -> bool:
         """Bytes already read from the socket: parking would leave them unseen by epoll."""
@@ -115,6 +118,9 @@ class ParkingServer(Server):
         self._uncapped = uncapped or (lambda ip: False)
         self._fresh: collections.OrderedDict[int, Connection] = collections.OrderedDict()
         self._idle: collections.OrderedDict[int, Connection] = collections.OrderedDict()
+        self._heads: collections.OrderedDict[int, Connection] = collections.OrderedDict()   # waiting for the rest of a head
+        self._head_deadlines: list = []   # heap of (head_due, sequence, connection); stale ones skipped
+        self._sequence = itertools.count()
         self._clients: dict[str, int] = {}   # address -> open connections
         self._open = self._busy = 0
         self._epoll = select.epoll()
@@ -156,7 +162,7 @@ class ParkingServer(Server):
 
     def _wake(self, fd: int) -> None:
         with self._lock:
-            conn = self._idle.pop(fd, None) or self._fresh.pop(fd, None)
+            conn = self._idle.pop(fd, None) or self._fresh.pop(fd, None) or self._heads.pop(fd, None)
             if conn is None:   # closed meanwhile (evicted, expired)
                 return
             self._busy += 1
@@ -209,7 +215,7 @@ class ParkingServer(Server):
 
     def _evict_locked(self) -> bool:
         """Close the longest-idle parked connection (kept-alive first, then silent new ones)."""
-        for table in (self._idle, self._fresh):
+        for table in (self._idle, self._fresh, self._heads):
             if table:
                 _, conn = table.popitem(last=False)
                 self._close_locked(conn)
@@ -231,6 +237,12 @@ class ParkingServer(Server):
                     if table[fd].since + wait > now:
                         break
                     self._close_locked(table.pop(fd))
+            deadlines = self._head_deadlines
+            while deadlines and deadlines[0][0] <= now:
+                due, _, conn = heapq.heappop(deadlines)
+                fd = conn.sock.fileno()
+                if conn.head_due == due and self._heads.get(fd) is conn:   # else: done, or being served
+                    self._close_locked(self._heads.pop(fd))
 
     def _close_locked(self, conn: Connection) -> None:
         """Forget and close a connection; the caller holds the lock."""
@@ -259,6 +271,9 @@ class ParkingServer(Server):
                     self._finish(conn, park=True)   # handshake done, the request not yet here
                     return
             while True:
+                if not self._head_here(conn):
+                    self._finish(conn, park=True)   # the rest of the head has not come yet
+                    return
                 handler = RequestHandler.for_turn(self, conn.sock, conn.address, conn.rfile, conn.wfile)
                 handler.handle_one_request()
                 conn.fresh = False
@@ -271,6 +286,24 @@ class ParkingServer(Server):
         except Exception:
             log.exception("%s: connection from %s failed", self.name, conn.address[0])
             self._finish(conn, park=False)
+
+    def _head_here(self, conn: Connection) -> bool:
+        """Plain HTTP: take what has arrived without waiting; True when a whole head (or too much,
+        or the end) is there to parse, False to park the connection for the rest. A thread never
+        waits on a client trickling its head. Over TLS the thread reads it under the watchdog."""
+        if self.tls_context is not None or conn.rfile is None:
+            return True
+        reader = conn.rfile   # never read on while a head is buffered: the buffer stays bounded
+        if reader.holds_head(MAX_HEAD) or not reader.fill_nowait() or reader.holds_head(MAX_HEAD):
+            conn.head_due = None
+            return True
+        if not reader.buffered():
+            return False   # woken by nothing (a spurious wake-up): wait again as before
+        if conn.head_due is None:
+            conn.head_due = time.monotonic() + self.header_timeout
+            with self._lock:
+                heapq.heappush(self._head_deadlines, (conn.head_due, next(self._sequence), conn))
+        return False
 
     def _open_connection(self, conn: Connection) -> bool:
         """Socket options, and the TLS handshake within header_timeout of accept."""
@@ -300,8 +333,11 @@ class ParkingServer(Server):
                 self._close_locked(conn)
                 return
             conn.since = time.monotonic()
+            if conn.head_due is not None and conn.head_due <= conn.since:
+                self._close_locked(conn)   # its head is late
+                return
             fd = conn.sock.fileno()
-            (self._fresh if conn.fresh else self._idle)[fd] = conn
+            (self._heads if conn.head_due is not None else self._fresh if conn.fresh else self._idle)[fd] = conn
             self._epoll.modify(fd, _ARMED)
 
     # --- what the node asks ---------------------------------------------------------
@@ -309,7 +345,8 @@ class ParkingServer(Server):
     def counts(self) -> dict:
         """Connections open, parked and being served, and the pool's threads (bench/, tests)."""
         with self._lock:
-            return {"open": self._open, "parked": len(self._fresh) + len(self._idle), "busy": self._busy,
+            return {"open": self._open, "parked": len(self._fresh) + len(self._idle) + len(self._heads),
+                    "busy": self._busy,
                     "threads": self._pool.threads}
 
     def active_requests(self) -> int:
@@ -320,7 +357,7 @@ class ParkingServer(Server):
         """Stop accepting, close parked connections, wait for the ones being served."""
         self.stop_accepting()
         with self._lock:
-            for table in (self._fresh, self._idle):
+            for table in (self._fresh, self._idle, self._heads):
                 while table:
                     self._close_locked(table.popitem()[1])
         deadline = time.monotonic() + grace

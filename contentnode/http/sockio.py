@@ -53,6 +53,21 @@ class SocketReader:
         self._buffer = self._buffer + data if self._buffer else data
         return True
 
+    def fill_nowait(self) -> bool:
+        """Take what has arrived without waiting (plain sockets); False at end of stream."""
+        try:
+            data = self._sock.recv(READ_CHUNK, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return True
+        if not data:
+            return False
+        self._buffer = self._buffer + data if self._buffer else data
+        return True
+
+    def holds_head(self, limit: int) -> bool:
+        """A whole request head is buffered (it ends at an empty line), or more than `limit` bytes."""
+        return b"\n\r\n" in self._buffer or b"\n\n" in self._buffer or len(self._buffer) > limit
+
     def peek(self, size: int = 1) -> bytes:
         if not self._buffer:
             self._fill()
