@@ -7,22 +7,17 @@ in which order it comes up and goes down. Nothing registers itself anywhere
 at import time.
 """
 
-import ipaddress
 import logging
 import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
-from functools import lru_cache
 
 from contentnode import __version__, api, oscalls
-from contentnode.api import certs as certs_api
 from contentnode.api import delivery as delivery_api
 from contentnode.api import notifications as notifications_api
 from contentnode.api import settings as settings_api
-from contentnode.api import updates as updates_api
-from contentnode.auth import scopes
+from contentnode.auth.gate import AdminGate
 from contentnode.auth.passkeys import Challenges
 from contentnode.auth.passwords import PasswordHasher
 from contentnode.auth.ratelimit import FailureLimiter
@@ -30,6 +25,7 @@ from contentnode.auth.sessions import SessionManager
 from contentnode.clock import Clock
 from contentnode.config import ADMIN_MAX_CONNECTIONS, Config
 from contentnode.core.audit import AuditLog
+from contentnode.core.client_address import ClientAddresses
 from contentnode.core.backup_runner import BackupRunner
 from contentnode.core.events import EventBus
 from contentnode.core.folders import FolderRoots
@@ -44,31 +40,22 @@ from contentnode.fleet import issuer as fleet_issuer
 from contentnode.fleet.challenges import ReadThrough
 from contentnode.fleet.service import Fleet
 from contentnode.http.binding import BindError
-from contentnode.http.errors import forbidden
-from contentnode.http.request import Request
+from contentnode.http.entry import Entry
 from contentnode.http.router import SECURITY_HEADERS, AdminDispatcher, RouteTable
 from contentnode.http.parking import ParkingServer
 from contentnode.http.server import Server
-from contentnode.logs import AccessLog, access_fields
+from contentnode.logs import AccessLog, RequestLog
 from contentnode.public import PublicDispatcher
-from contentnode.public.content import Delivery
 from contentnode.schema import REVISIONED, SECTIONS
+from contentnode.services.certificates import Certificates
+from contentnode.services.delivery import Delivery
+from contentnode.services.domain_checks import DomainChecks
+from contentnode.services.jobs import Every
+from contentnode.services.updates import UpdateCheck
 from contentnode.store import Store
 from contentnode.tls import TlsRuntime
 
 log = logging.getLogger("contentnode")
-access_logger = logging.getLogger("contentnode.access")  # its level (log_level) still silences access lines
-
-
-def _access_line(port_name: str, handler, response, seconds: float) -> str:
-    """The access line's fields for one answered request (made only for lines within the budget)."""
-    headers = handler.headers
-    cache = next((value for name, value in response.headers if name == "X-Cache"), "-")
-    return access_fields(port_name, headers.get("Host") or "", getattr(handler, "client_ip", handler.client_address[0]),
-                         handler.command, handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds,
-                         cache, headers.get("User-Agent") or "")
-
-
 SESSION_FLUSH_SECONDS = 30
 SESSION_PRUNE_SECONDS = 300
 
@@ -87,7 +74,9 @@ class App:
     audit: AuditLog
     events: EventBus
     metrics: NodeMetrics
-    scopes: object  # the contentnode.auth.scopes module: roles and scope checks
+    request_log: RequestLog  # after each answer: the request counted and its access line
+    addresses: ClientAddresses  # the client-address policy (trusted_proxies, X-Forwarded-For; admin_allow)
+    admin_gate: AdminGate  # what the admin dispatcher asks: who, may they, from where, under which Host
     routes: RouteTable
     panel_sections: list
     panel_files: dict  # the web panel's static files, read once at start
@@ -101,7 +90,10 @@ class App:
     backups: BackupRunner  # the scheduled backup's runs (its job, "run now", the status)
     acme_read_through: ReadThrough  # HTTP-01 answers another fleet node published (fleet/challenges.py)
     servers: dict
-    update_kick: threading.Event  # wakes this node's update check at once (start, auto_check on, stop)
+    domain_checks: DomainChecks  # does a name lead to this node (POST /api/domains/check, before an order)
+    certificates: Certificates  # install, issue, renew (services/certificates.py)
+    update_check: UpdateCheck  # the update check and its daily job
+    jobs: list  # every background job (start()/stop()), in start order; stopped in the reverse one
     access_log: AccessLog  # where access lines go: the access_log start-up value
     draining: threading.Event  # set on SIGTERM: the public /healthz answers 503 while requests are still served
     accept_poll_seconds: float  # how often an accept loop looks for stop(): each listener's stop waits that long
@@ -114,16 +106,13 @@ class App:
         self.data_dir = config.data_dir
         self.servers = {}  # listener name -> Server; the HTTPS listener comes and goes at run time
         self.draining = threading.Event()
-        self.update_kick = threading.Event()
         self.accept_poll_seconds = 0.25
-        self._jobs: list[threading.Thread] = []
-        self._stop_steps: list[Callable[[], None]] = []
-        self._stopping = threading.Event()
+        self.jobs = []
 
     # --- start and stop, in order -------------------------------------------
 
     def start(self) -> None:
-        """Listeners first (the node answers as soon as possible), then the background work.
+        """Listeners first (the node answers as soon as possible), then the jobs, in their order.
 
         With public workers the public socket is bound here but served by the workers
         (contentnode/workers.py), which daemon.py starts after this.
@@ -134,31 +123,18 @@ class App:
         self.start_server("public", self.config.public_bind, self.config.public_port, self.public_dispatcher,
                           serve=self.public_processes == 1)
         self.tls.start()
-        self.every(SESSION_FLUSH_SECONDS, self.sessions.flush, "sessions-flush")
-        self.every(SESSION_PRUNE_SECONDS, self.sessions.prune, "sessions-prune")
-        self.every(delivery_api.FLUSH_SECONDS, lambda: delivery_api.flush(self.delivery), "traffic-flush")
-        self._stop_steps.append(self.delivery.traffic.save)
-        self._stop_steps.append(self.delivery.cache.close)
-        self.notifier.start()
-        self.events.subscribe(self.notifier.handle_event)
-        self._stop_steps.append(self.notifier.stop)
-        self._stop_steps.append(updates_api.start_auto_check(self))
-        certs_api.start_renewal(self)
-        self.fleet.start()
-        self._stop_steps.insert(0, self.fleet.stop)
-        self.every(self.config.backup_poll_seconds, self.backups.tick, "backup-schedule")
+        for job in self.jobs:
+            job.start()
 
     def stop(self) -> None:
-        """Stop the jobs, close the listeners (in-flight requests finish), then the stop steps."""
-        self._stopping.set()
+        """Close the listeners (in-flight requests finish), then stop the jobs in the reverse order."""
         for name in list(self.servers):
             self.stop_server(name)
-        for step in self._stop_steps:
+        for job in reversed(self.jobs):
             try:
-                step()
+                job.stop()
             except Exception:
-                log.exception("shutdown step failed")
-        self.sessions.flush()
+                log.exception("stopping background job %s failed", type(job).__name__)
         self.access_log.close()
 
     def drain(self) -> None:
@@ -195,72 +171,7 @@ class App:
         policy = self.store.data["policy"]
         self.login_limiter.configure(policy["lockout_threshold"], policy["lockout_duration"])
 
-    def fleet_primary(self) -> str | None:
-        """The primary's node_id when this node is a fleet replica (the router refuses shared writes)."""
-        return self.fleet.primary_of_replica()
-
-    def admin_host(self) -> str | None:
-        return self.settings.get("admin_host")
-
-    def network_check(self, req) -> None:
-        """The admin allow list governs the admin host on the public side only."""
-        if not req.via_admin_host:
-            return
-        address = ipaddress.ip_address(req.client_ip)
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-            address = address.ipv4_mapped  # a dual-stack listener sees IPv4 clients as ::ffff:a.b.c.d
-        if not any(address in net for net in _networks(self.settings.get("admin_allow"))):
-            raise forbidden("ip_not_allowed", "this address is not on the admin allow list")
-
-    def trusted_proxy(self, ip: str) -> bool:
-        """A peer in trusted_proxies: its connections carry many clients (no per-client cap)."""
-        try:
-            address = ipaddress.ip_address(ip)
-        except ValueError:
-            return False
-        return any(address in net for net in _networks(self.settings.get("trusted_proxies")))
-
-    def client_ip(self, req) -> str:
-        """The peer address, or the X-Forwarded-For client when the peer is a trusted proxy."""
-        trusted = _networks(self.settings.get("trusted_proxies"))
-        if not trusted:
-            return req.peer_ip
-        forwarded = [a.strip() for a in (req.headers.get("X-Forwarded-For") or "").split(",") if a.strip()]
-        hops = [req.peer_ip] + forwarded[::-1]  # nearest first
-        for hop in hops:
-            try:
-                address = ipaddress.ip_address(hop)
-            except ValueError:
-                return req.peer_ip
-            if not any(address in net for net in trusted):
-                return hop
-        return hops[-1]
-
     # --- listeners and jobs -------------------------------------------------
-
-    def every(self, seconds: float, fn, name: str) -> None:
-        """Run fn() every `seconds` on its own daemon thread until stop; errors are logged."""
-        def loop():
-            while not self._stopping.wait(seconds):
-                try:
-                    fn()
-                except Exception:
-                    log.exception("background job %s failed", name)
-        thread = threading.Thread(target=loop, name=f"job-{name}", daemon=True)
-        self._jobs.append(thread)
-        thread.start()
-
-    def _dispatch(self, port_name: str, dispatcher, scheme: str):
-        def dispatch(handler):
-            req = Request(handler, port_name, scheme)
-            req.client_ip = handler.client_ip = self.client_ip(req)  # the access line shows it too
-            return dispatcher(req)
-        return dispatch
-
-    def _on_request(self, port_name, handler, response, seconds) -> None:
-        self.metrics.observe_request(port_name, handler.command, response.status, seconds)
-        if self.access_log.enabled and access_logger.isEnabledFor(logging.INFO):
-            self.access_log.write(lambda: _access_line(port_name, handler, response, seconds))
 
     def start_server(self, name: str, bind: str, port: int, dispatcher, tls_context=None,
                      serve: bool = True, sock=None, headers=()) -> Server:
@@ -268,16 +179,16 @@ class App:
         on the answers the listener makes itself (parser errors), as the dispatcher's carry them."""
         config = self.config
         limits = dict(header_timeout=config.header_timeout, idle_timeout=config.idle_timeout,
-                      send_timeout=config.send_timeout, on_request=self._on_request, sock=sock, headers=headers)
+                      send_timeout=config.send_timeout, on_request=self.request_log, sock=sock, headers=headers)
         try:
-            wired = self._dispatch(name, dispatcher, "https" if tls_context else "http")
+            entry = Entry(name, "https" if tls_context else "http", dispatcher, self.addresses.client_ip)
             if name == "admin":
-                server = Server((bind, port), wired, name, **limits,
+                server = Server((bind, port), entry, name, **limits,
                                 max_connections=min(config.max_connections, ADMIN_MAX_CONNECTIONS))
             else:   # the public listeners park idle connections (docs/ARCHITECTURE.md, "Connection handling")
-                server = ParkingServer((bind, port), wired, name, **limits, max_connections=config.max_connections,
+                server = ParkingServer((bind, port), entry, name, **limits, max_connections=config.max_connections,
                                        threads=config.public_threads, per_client=config.max_connections_per_client,
-                                       uncapped=self.trusted_proxy, tls_context=tls_context)
+                                       uncapped=self.addresses.trusted_proxy, tls_context=tls_context)
         except OSError as exc:
             raise BindError(name, bind, port, exc) from exc
         if serve:
@@ -343,17 +254,22 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
     app.audit = AuditLog(config.data_dir, clock)
     app.events = EventBus()
     app.metrics = NodeMetrics(time.time(), __version__)
-    app.scopes = scopes
+    app.request_log = RequestLog(app.metrics.observe_request, app.access_log)
+    app.addresses = ClientAddresses(lambda: app.settings)
     app.routes = RouteTable(api.ROUTES)
     app.panel_sections = api.PANEL_SECTIONS
     app.panel_files = load_panel_files()
-    app.admin_dispatcher = AdminDispatcher(app, app.routes)
-    app.public_dispatcher = PublicDispatcher(app)
+    app.admin_gate = AdminGate(app.sessions, app.addresses, lambda: app.settings,
+                               replica_primary=lambda: app.fleet.primary_of_replica())
+    app.admin_dispatcher = AdminDispatcher(app.routes, app.admin_gate, handler_context=app)
+    app.public_dispatcher = PublicDispatcher(app, app.store, follow=worker_slot is not None)
     app.tls = TlsRuntime(app, app.public_dispatcher)
     app.folder_roots = FolderRoots(config.folder_roots, config.data_dir)
-    app.delivery = Delivery(app)
+    app.delivery = Delivery(store=app.store, clock=clock, data_dir=config.data_dir, processes=app.public_processes,
+                            worker_slot=worker_slot, folder_roots=app.folder_roots, outbound=lambda: app.outbound)
     delivery_api.register_metrics(app.metrics, app.delivery)
     app.notifier = notifications_api.build_notifier(app)
+    app.update_check = UpdateCheck(app.store, clock, app.events, lambda: app.outbound, config.update_public_key)
     app.fleet = Fleet(store=app.store, data_dir=config.data_dir, clock=clock, poll_seconds=config.fleet_poll_seconds,
                       version=__version__, outbound=lambda: app.outbound,
                       node_name=lambda: app.settings.get("node_name", "contentnode"),
@@ -365,6 +281,24 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
         app.store.add_commit_listener(app.fleet.on_commit)
         app.delivery.cache.add_purge_listener(app.fleet.on_purge)
     app.backups = BackupRunner(app.store, app.data_dir, clock, app.audit, app.events, lambda: app.outbound)
+    app.domain_checks = DomainChecks(app.store, clock, app.events, lambda: app.outbound,
+                                     public_port=lambda: app.servers["public"].server_address[1])
+    app.certificates = Certificates(app.store, clock, app.tls, app.fleet, app.domain_checks, config.data_dir,
+                                    lambda: app.outbound)
+    app.metrics.watch_certificates(app.certificates.installed)
+    if worker_slot is None:
+        app.events.subscribe(app.notifier.handle_event)
+    # every background job, in start order (App.stop stops them in the reverse one)
+    app.jobs = [
+        Every("sessions-flush", SESSION_FLUSH_SECONDS, app.sessions.flush, at_stop=app.sessions.flush),
+        Every("sessions-prune", SESSION_PRUNE_SECONDS, app.sessions.prune),
+        app.delivery.flush_job(),
+        app.notifier,
+        app.update_check,
+        app.certificates.renewal(app.events, app.audit),
+        app.fleet,
+        Every("backup-schedule", config.backup_poll_seconds, app.backups.tick),
+    ]
     return app
 
 
@@ -382,19 +316,3 @@ def _ensure_node_identity(store: Store, clock: Clock) -> None:
     if not store.data["node"].get("secret"):
         with store.transaction() as doc:
             doc["node"] = {"id": secrets.token_hex(8), "secret": new_secret(), "created_at": clock.now()}
-
-
-def _networks(cidrs) -> tuple:
-    return _parse_networks(tuple(cidrs or ()))
-
-
-@lru_cache(maxsize=32)
-def _parse_networks(cidrs: tuple) -> tuple:
-    """Parsed once per distinct list, not on every request."""
-    result = []
-    for cidr in cidrs:
-        try:
-            result.append(ipaddress.ip_network(cidr, strict=False))
-        except ValueError:
-            log.warning("ignoring invalid network %r", cidr)
-    return tuple(result)

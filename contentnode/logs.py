@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from contentnode.config import ConfigError
 
+access_logger = logging.getLogger("contentnode.access")  # its level (log_level) still silences access lines
 PRIORITIES = ((logging.ERROR, "<3>"), (logging.WARNING, "<4>"), (logging.INFO, "<6>"), (logging.NOTSET, "<7>"))
 FILE_MODE = 0o600
 # Caps on what a client sends, in characters before escaping (an escape is at most 4 bytes):
@@ -102,6 +103,28 @@ def access_fields(port: str, host: str, client: str, method: str, target: str, s
             f"method={logfmt_value(method, METHOD_CAP)} path={path_value(target)} status={status} "
             f"bytes={size} duration_ms={seconds * 1000:.1f} cache={logfmt_value(cache, 16)} "
             f"ua={logfmt_value(agent, AGENT_CAP)}")
+
+
+def access_line(port_name: str, handler, response, seconds: float) -> str:
+    """The access line's fields for one answered request (made only for lines within the budget)."""
+    headers = handler.headers
+    cache = next((value for name, value in response.headers if name == "X-Cache"), "-")
+    return access_fields(port_name, headers.get("Host") or "", getattr(handler, "client_ip", handler.client_address[0]),
+                         handler.command, handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds,
+                         cache, headers.get("User-Agent") or "")
+
+
+class RequestLog:
+    """After each answer (http/server.py's on_request): the request counted by `observe(port, method,
+    status, seconds)` (the metrics) and, within the access log's budget, its access line."""
+
+    def __init__(self, observe, access_log: "AccessLog"):
+        self._observe, self._access_log = observe, access_log
+
+    def __call__(self, port_name: str, handler, response, seconds: float) -> None:
+        self._observe(port_name, handler.command, response.status, seconds)
+        if self._access_log.enabled and access_logger.isEnabledFor(logging.INFO):
+            self._access_log.write(lambda: access_line(port_name, handler, response, seconds))
 
 
 class AccessLog:

@@ -32,7 +32,6 @@ from contentnode.core import settings as st
 from contentnode.core import backup, webauthn
 from contentnode.core.backup import BackupError
 from contentnode.core.folders import FolderRoots
-from contentnode.core.hostnames import HostnameError, normalize_host
 from contentnode.core.fields import TIME_MAX, TIME_MIN, FieldError, is_time
 from contentnode.schema import REVISIONED
 from contentnode.tls import HTTPS_DEFAULTS
@@ -193,60 +192,38 @@ def _notifications(section):
 def _domains(section):
     for host, record in _records(section, "domain"):
         try:
-            _require(normalize_host(host) == host and record.get("host") == host, f"domain {host!r}: bad host")
-        except HostnameError:
-            raise _Bad(f"domain {host!r} is not a host name") from None
-        _require(record.get("status") in domains.STATUSES, f"domain {host}: unknown status")
-        redirect = record.get("redirect")
-        if redirect is not None:
-            _require(isinstance(redirect, dict), f"domain {host}: bad redirect")
-            _require(set(redirect) == {"to", "code", "keep_path"}, f"domain {host}: bad redirect")
-            try:
-                domains.redirect_rule(redirect, host)
-            except FieldError as exc:
-                raise _Bad(f"domain {host}: redirect {exc.message}") from None
-        certificate = record.get("certificate")
-        if certificate is not None:
-            _require(isinstance(certificate, dict), f"domain {host}: bad certificate summary")
-            _time_text(certificate.get("not_after"), f"domain {host}: certificate not_after", optional=False)
-        _require(record.get("last_check") is None or isinstance(record["last_check"], dict),
-                 f"domain {host}: bad last_check")
+            domains.DOMAIN.check_stored(record)
+        except FieldError as exc:
+            raise _Bad(f"domain {host!r}: {exc.message}") from None
+        _require(record["host"] == host, f"domain {host!r}: its record names another host")
 
 
 def _buckets(section, folder_roots):
-    """S3 buckets by the API's rules; a folder bucket's path must lie in this node's folder_roots."""
+    """Buckets by the API's rules; a folder bucket's path must lie in this node's folder_roots."""
     for bucket_id, record in _records(section, "bucket"):
         _require(record.get("id") == bucket_id, f"bucket {bucket_id!r} has another id inside")
-        fields = {k: v for k, v in record.items() if k in buckets.FIELDS}
         try:
-            checked = buckets.record_fields(fields, partial=False, roots=folder_roots)
-            if checked["type"] == "s3":
-                checked.update(path_style=record.get("path_style"))
-                _require(isinstance(checked["path_style"], bool),
-                         f"bucket {bucket_id}: path_style must be true or false")
-            buckets.check_record(checked)
+            buckets.BUCKET.check_stored(record)
+            if record["type"] == "folder":
+                _require(folder_roots is not None, f"bucket {bucket_id}: folder buckets are not available here")
+                _require(folder_roots.check_path(record["path"]) == record["path"], f"bucket {bucket_id}: bad path")
         except FieldError as exc:
             raise _Bad(f"bucket {bucket_id}: {exc.message}") from None
+    clash = buckets.BUCKET.first_clash(section)
+    _require(clash is None, f"bucket {clash and clash[0]}: its name is taken by bucket {clash and clash[1]}")
 
 
 def _rules(section, doc):
-    seen = set()
     for rule_id, record in _records(section, "rule"):
         _require(record.get("id", rule_id) == rule_id, f"rule {rule_id!r} has another id inside")
         _require(record.get("domain") in doc["domains"], f"rule {rule_id}: its domain is not in the backup")
         _require(record.get("bucket") in doc["buckets"], f"rule {rule_id}: its bucket is not in the backup")
         try:
-            _require(rules.normalise_path(record.get("path")) == record["path"], f"rule {rule_id}: bad path")
-            rules.validate_prefix(record.get("prefix"))
+            rules.RULE.check_stored(record)
         except FieldError as exc:
             raise _Bad(f"rule {rule_id}: {exc}") from None
-        _require((record["domain"], record["path"]) not in seen, f"rule {rule_id}: its path is routed twice")
-        seen.add((record["domain"], record["path"]))
-        ttl = record.get("cache_ttl")
-        _require(type(ttl) is int and 0 <= ttl <= rules.MAX_CACHE_TTL, f"rule {rule_id}: bad cache_ttl")
-        for flag in ("signed", "images", "enabled"):
-            _require(isinstance(record.get(flag), bool), f"rule {rule_id}: {flag} must be true or false")
-        _require(isinstance(record.get("compress", True), bool), f"rule {rule_id}: compress must be true or false")
+    clash = rules.RULE.first_clash(section)
+    _require(clash is None, f"rule {clash and clash[0]}: its path is routed twice")
 
 
 def _links(section):

@@ -8,6 +8,7 @@ schema and a `backup restore` run offline never imports the admin API.
 from contentnode.auth.policy import ACCOUNT_SECTIONS
 from contentnode.auth.tokens import SECTIONS as TOKEN_SECTIONS
 from contentnode.core import signing
+from contentnode.core.fleet_section import FLEET
 from contentnode.store import Revisioned
 
 SECTIONS = {
@@ -23,7 +24,7 @@ SECTIONS = {
     "https": dict,
     **TOKEN_SECTIONS,                  # api_tokens: hashes only
     "revisions": dict,                 # the revision of each object in REVISIONED.whole, and the counter
-    "fleet": dict,                     # this node's fleet role and what it knows of the fleet, no key
+    "fleet": FLEET.defaults,           # this node's fleet role and what it knows of the fleet, no key
     "fleet_purges": dict,              # a fleet primary's purge history (carried by its bundle)
     "backup_schedule": dict,           # the scheduled backup: when, which bucket, passphrase (in no backup)
     "backup_status": dict,             # the scheduled backup's last run (in no backup)

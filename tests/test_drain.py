@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from contentnode.public.health import not_ready
+from contentnode.core.readiness import not_ready
 from tests.node import Node
 from tests.test_public_workers import wait_until
 

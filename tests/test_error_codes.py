@@ -1,6 +1,7 @@
 """Every error code the node can answer is listed in docs/API.md's error conventions.
 
-The codes are read from the source: the code argument of ApiError, conflict and
+The codes are read from the source: the code argument of ApiError (and of the
+services' NotServed and CertificateError, which the handlers map to it), conflict and
 forbidden, the fixed codes of invalid/not_found/rate_limited, `{"error":
 {"code": ...}}` literals (as dicts or prewritten bytes), and, where a code is passed as a variable, the
 (code, message) tables and {status: code} maps of that module.
@@ -16,6 +17,7 @@ PACKAGE = os.path.join(ROOT, "contentnode")
 API_MD = os.path.join(ROOT, "docs", "API.md")
 FIXED = {"invalid": "invalid", "not_found": "not_found", "rate_limited": "rate_limited"}
 CODE_FIRST = {"conflict", "forbidden"}
+CODE_SECOND = {"ApiError", "NotServed", "CertificateError"}   # (status, code, message): the services' errors too
 
 
 def _name(call) -> str:
@@ -53,7 +55,7 @@ def codes_in_source() -> dict:
                 if isinstance(node, ast.Call):
                     name = _name(node)
                     arg = None
-                    if name == "ApiError" and len(node.args) >= 2:
+                    if name in CODE_SECOND and len(node.args) >= 2:
                         arg = node.args[1]
                     elif name in CODE_FIRST and node.args:
                         arg = node.args[0]

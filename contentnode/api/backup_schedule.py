@@ -13,7 +13,7 @@ from contentnode.clock import rfc3339
 from contentnode.core import backup, revisions, stored_backups
 from contentnode.core import backup_schedule as sched
 from contentnode.core.backup_runner import Busy, RunFailed
-from contentnode.core.buckets import BUCKET_NAME, KEY_TEXT, MAX_LENGTHS, REGION
+from contentnode.core.buckets import KINDS
 from contentnode.core.rules import MAX_PREFIX
 from contentnode.core.s3 import S3Error
 from contentnode.http.errors import ApiError, conflict, invalid, not_found
@@ -142,9 +142,7 @@ def restore_stored(req):
         "restore it with POST /api/backup/restore and that passphrase)"))
 
 
-_TARGET = {"endpoint": text(MAX_LENGTHS["endpoint"]), "region": text(64, pattern=f"^(?:{REGION})$"),
-           "bucket": text(63, pattern=f"^(?:{BUCKET_NAME})$"), "access_key": text(128, pattern=f"^(?:{KEY_TEXT})$"),
-           "secret_key": text(256, pattern=f"^(?:{KEY_TEXT})$"), "path_style": BOOLEAN}
+_TARGET = {name: f.shape for name, f in KINDS["s3"].items()}   # an S3 bucket's members
 SCHEDULE_BODY = obj(dict(
     _TARGET, frequency=one_of(*sched.FREQUENCIES), weekday=one_of(*sched.WEEKDAYS), hour=integer(0, 23),
     minute=integer(0, 59), keep=integer(1, sched.MAX_KEEP), prefix=text(MAX_PREFIX, min_length=0),

@@ -12,29 +12,28 @@ import secrets
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
-from contentnode.core import buckets, folders, revisions, rules
+from contentnode.core import buckets, revisions, rules
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, STRING, answer, obj, one_of, refused, text
+from contentnode.http.schema import BOOLEAN, STRING, answer, obj, refused, text
 
 MAX_BUCKETS = 1000
 
 
 def public_view(record: dict) -> dict:
-    """The record as answers show it, with its type; an S3 secret replaced by secret_key_set."""
-    view = {k: val for k, val in record.items() if k != "secret_key"}
-    view["type"] = buckets.kind(record)
-    if view["type"] == "s3":
-        view["secret_key_set"] = bool(record.get("secret_key"))
+    """The record as answers show it: an S3 secret replaced by secret_key_set."""
+    view = {k: val for k, val in record.items() if k not in _SECRETS}
+    if record["type"] == "s3":
+        view["secret_key_set"] = bool(record["secret_key"])
     return view
 
 
-def _unique_name(doc: dict, name: str, own_id: str | None = None) -> None:
-    for other_id, other in doc["buckets"].items():
-        if other_id != own_id and other["name"].lower() == name.lower():
-            raise conflict("conflict", f"a bucket named {name!r} already exists", "name",
-                           refs=[{"type": "bucket", "id": other_id}])
+def _unique_name(doc: dict, record: dict, own_id: str | None = None) -> None:
+    other_id = buckets.BUCKET.clash(doc["buckets"], record, own_id)
+    if other_id is not None:
+        raise conflict("conflict", f"a bucket named {record['name']!r} already exists", "name",
+                       refs=[{"type": "bucket", "id": other_id}])
 
 
 def existing(doc: dict, bucket_id: str) -> dict:
@@ -58,12 +57,12 @@ def create_bucket(req):
     record = buckets.record_fields(body, partial=False, roots=req.app.folder_roots)
     buckets.check_record(record)
     stamp = rfc3339(req.app.clock.now())
-    record = {"id": secrets.token_hex(6), **record, "created_at": stamp, "updated_at": stamp,
-              "last_check": None}
+    record = {"id": secrets.token_hex(6), **buckets.BUCKET.defaults(), **record, "created_at": stamp,
+              "updated_at": stamp}
     with req.app.store.transaction() as doc:
         if len(doc["buckets"]) >= MAX_BUCKETS:
             raise conflict("conflict", f"a node holds at most {MAX_BUCKETS} buckets")
-        _unique_name(doc, record["name"])
+        _unique_name(doc, record)
         doc["buckets"][record["id"]] = record
     where = {"path": record["path"]} if record["type"] == "folder" else {"bucket": record["bucket"]}
     req.audit("bucket.create", target=record["id"], detail={"name": record["name"], **where})
@@ -76,12 +75,12 @@ def update_bucket(req):
         record = existing(doc, bucket_id)
         revisions.require(f"bucket {bucket_id}", revisions.of(record), req.if_match)
         changes = buckets.record_fields(req.body, partial=True, roots=req.app.folder_roots,
-                                        of_kind=buckets.kind(record))
+                                        of_kind=record["type"])
         before = dict(record)
         record.update(changes)
         buckets.check_record(record)
         if "name" in changes:
-            _unique_name(doc, record["name"], bucket_id)
+            _unique_name(doc, record, bucket_id)
         if any(before.get(key) != value for key, value in changes.items() if key != "name"):
             record["last_check"] = None  # the last check was of another configuration
         revisions.stamp_if_changed(record, before, rfc3339(req.app.clock.now()))
@@ -121,14 +120,14 @@ def _target(req) -> tuple[str | None, dict]:
                                        roots=roots)
     else:
         record = dict(existing(req.app.store.data, bucket_id))
-        record.update(buckets.record_fields(definition, partial=True, roots=roots, of_kind=buckets.kind(record)))
+        record.update(buckets.record_fields(definition, partial=True, roots=roots, of_kind=record["type"]))
     buckets.check_record(record)
     return bucket_id, record
 
 
 def _where(record: dict) -> str:
     """What an audit entry names for an unsaved definition: its endpoint or folder."""
-    return record["path"] if buckets.kind(record) == "folder" else record["endpoint"]
+    return record["path"] if record["type"] == "folder" else record["endpoint"]
 
 
 def check_bucket(req):
@@ -170,30 +169,22 @@ def _panel_buckets(req):
 
 PANEL_SECTIONS = [("buckets", "buckets:read", _panel_buckets)]
 
-_PATTERNS = {"region": buckets.REGION, "bucket": buckets.BUCKET_NAME, "access_key": buckets.KEY_TEXT,
-             "secret_key": buckets.KEY_TEXT}
-_FIELDS = {name: text(limit, pattern=f"^(?:{_PATTERNS[name]})$" if name in _PATTERNS else None)
-           for name, limit in buckets.MAX_LENGTHS.items()}
-_FIELDS["path_style"] = BOOLEAN
-_FIELDS["path"] = text(folders.MAX_PATH)
+_SECRETS = buckets.BUCKET.secrets()
 _ID = text(64)
 _BY_TYPE = ('type "s3" (the default) needs endpoint, region, bucket, access_key and secret_key '
             '(path_style optional); type "folder" needs path, a folder inside the folder_roots')
-CREATE_BODY = obj(dict(_FIELDS, type=one_of(*buckets.TYPES)), required=["name"], description=_BY_TYPE)
-UPDATE_BODY = obj(_FIELDS, description="the fields of the bucket's type; the type itself never changes")
-CHECK_BODY = obj(dict(_FIELDS, id=_ID, type=one_of(*buckets.TYPES)),
+CREATE_BODY = buckets.BUCKET.body(create=True, description=_BY_TYPE)
+UPDATE_BODY = buckets.BUCKET.body(create=False, description="the fields of the bucket's type; the type itself "
+                                                            "never changes")
+CHECK_BODY = obj(dict(CREATE_BODY["properties"], id=_ID),
                  description="id: a stored bucket, overlaid by the fields given; without id, a complete "
                              "definition: " + _BY_TYPE)
 TEST_BODY = obj(dict(CHECK_BODY["properties"], key=text(1024)), required=["key"],
                 description=CHECK_BODY["description"])
 
-_S3_ANSWER = {name: STRING for name in buckets.MAX_LENGTHS if name not in ("name", "secret_key")}
-BUCKET = answer({"id": STRING, "name": STRING, "type": one_of(*buckets.TYPES), **_S3_ANSWER,
-                 "path_style": BOOLEAN, "secret_key_set": BOOLEAN, "secret_key": refused("is write-only"),
-                 "path": STRING, "created_at": STRING, "updated_at": STRING,
-                 "last_check": {"type": ["object", "null"]}},
-                optional=("secret_key", "created_at", "updated_at", "last_check", "path", "path_style",
-                          "secret_key_set", *_S3_ANSWER))
+BUCKET = buckets.BUCKET.answer({"id": STRING, "secret_key_set": BOOLEAN, "secret_key": refused("is write-only"),
+                                "created_at": STRING, "updated_at": STRING},
+                               optional=("secret_key_set", "secret_key", "created_at", "updated_at"))
 
 ROUTES = [
     Route("GET", "/api/buckets", "buckets:read", list_buckets,

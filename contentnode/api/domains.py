@@ -8,13 +8,12 @@ host, after ACME challenges and the HTTPS upgrade.
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
-from contentnode.core import domaincheck, domains, revisions, rules, settings
+from contentnode.core import domaincheck, domains, revisions, rules
 from contentnode.core.hostnames import HostnameError, normalize_host, unicode_form
-from contentnode.core.steps import Steps
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, STRING, answer, listing, nullable, obj, one_of, text
+from contentnode.http.schema import BOOLEAN, STRING, listing, nullable, obj, one_of, text
 
 
 MAX_DOMAINS = 1000
@@ -49,8 +48,7 @@ def add_domain(req):
     body = req.body
     host = v.host(body)
     stamp = rfc3339(req.app.clock.now())
-    record = {"host": host, "status": "pending", "created_at": stamp, "updated_at": stamp,
-              "last_check": None, "redirect": None, "certificate": None}
+    record = {"host": host, **domains.DOMAIN.defaults(), "created_at": stamp, "updated_at": stamp}
     with req.app.store.transaction() as doc:
         if host in doc["domains"]:
             raise conflict("conflict", f"domain {host} already exists", "host", refs=[{"type": "domain", "id": host}])
@@ -80,35 +78,11 @@ def delete_domain(req):
     return no_content()
 
 
-def check_target(app) -> tuple:
-    """(scheme, port) the check uses: settings, else the public listener's own port."""
-    effective = settings.effective(app.store.data)
-    return effective["public_scheme"], effective["public_port"] or app.servers["public"].server_address[1]
-
-
-def run_check(app, host: str) -> Steps:
-    """Check host, record the outcome on its record, raise domain_check_failed on failure."""
-    scheme, port = check_target(app)
-    secret = bytes.fromhex(app.store.data["node"]["secret"])
-    steps = domaincheck.check_domain(host, scheme, port, secret, app.outbound)
-    stamp = rfc3339(app.clock.now())
-    with app.store.transaction() as doc:
-        record = doc["domains"].get(host)
-        if record is not None:
-            record["status"] = "verified" if steps.ok else "failed"
-            record["last_check"] = {"ok": steps.ok, "at": stamp, "steps": steps.items}
-            record["updated_at"] = stamp
-    if not steps.ok:
-        failed = next(step for step in steps.items if not step["ok"])
-        app.events.emit("domain_check_failed", host=host, step=failed["name"], detail=failed["detail"])
-    return steps
-
-
 def check_domain(req):
     body = req.body
     host = v.host(body)
     existing(req, host)
-    steps = run_check(req.app, host)
+    steps = req.app.domain_checks.run(host)
     req.audit("domain.check", target=host, ok=steps.ok)
     return {"host": host, "ok": steps.ok, "steps": steps.items}
 
@@ -121,10 +95,10 @@ def test_domain(req):
         raise invalid("path must start with / and hold no spaces or fragment", "path")
     record = existing(req, host)
     https = req.app.tls.https_settings()
-    if https["enabled"] and record.get("certificate"):
+    if https["enabled"] and record["certificate"]:
         url = f"https://{host}:{https['port']}{path}"
     else:
-        scheme, port = check_target(req.app)
+        scheme, port = req.app.domain_checks.target()
         url = f"{scheme}://{host}:{port}{path}"
     result = domaincheck.visit(url, host, req.app.outbound)
     req.audit("domain.test", target=host, ok=result["ok"])
@@ -155,18 +129,14 @@ def _panel_domains(req):
 PANEL_SECTIONS = [("domains", "domains:read", _panel_domains)]
 
 
-HOST = text(253)
-HOST_BODY = obj({"host": HOST}, required=["host"])
+HOST = domains.DOMAIN.fields["host"].shape
+HOST_BODY = domains.DOMAIN.body(create=True)
 TEST_BODY = obj({"host": HOST, "path": text(2000)}, required=["host"])
 REDIRECT_BODY = obj({"host": HOST, "to": nullable(text(2048)), "code": one_of(*domains.REDIRECT_CODES),
                      "keep_path": BOOLEAN}, required=["host", "to"], description="to: null clears the redirect")
 
-DOMAIN = answer({"host": STRING, "display": STRING, "status": STRING, "created_at": STRING, "updated_at": STRING,
-                 "last_check": {"type": ["object", "null"]},
-                 "redirect": nullable(answer({"to": STRING, "code": one_of(*domains.REDIRECT_CODES),
-                                              "keep_path": BOOLEAN})),
-                 "certificate": {"type": ["object", "null"]}},
-                optional=("display", "created_at", "updated_at", "last_check", "redirect", "certificate"))
+DOMAIN = domains.DOMAIN.answer({"display": STRING, "created_at": STRING, "updated_at": STRING},
+                                optional=("created_at", "updated_at"))
 
 ROUTES = [
     Route("GET", "/api/domains", "domains:read", list_domains, answer=listing("domains", DOMAIN)),

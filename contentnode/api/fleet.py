@@ -7,6 +7,7 @@ recovery secret and join codes are shown once, in the answer that makes them.
 """
 
 from contentnode.core import buckets
+from contentnode.core import fleet_section
 from contentnode.fleet import enrol, issuer
 from contentnode.fleet.joincode import DEFAULT_SECONDS, MAX_SECONDS, MIN_SECONDS
 from contentnode.fleet.wire import Refused
@@ -31,7 +32,7 @@ def get_fleet(req):
 
 def get_role(req):
     """What every signed-in user's panel needs to say where edits are made: role and primary."""
-    return {"role": req.app.fleet.state().get("role", "standalone"), "primary": req.app.fleet_primary()}
+    return {"role": req.app.fleet.state()["role"], "primary": req.app.fleet.primary_of_replica()}
 
 
 def init(req):
@@ -64,7 +65,7 @@ def join(req):
         raise _refusal(exc) from None
     if not dry_run:
         req.audit("fleet.join", target=result["fleet_id"], detail={"primary": result["primary"]})
-    return dict(result, role="replica" if not dry_run else req.app.fleet.state().get("role", "standalone"))
+    return dict(result, role="replica" if not dry_run else req.app.fleet.state()["role"])
 
 
 def leave(req):
@@ -76,14 +77,14 @@ def leave(req):
     return result
 
 
-_TEXT = {name: text(length) for name, length in buckets.MAX_LENGTHS.items() if name != "name"}
-INIT_BODY = obj({**_TEXT, "prefix": text(enrol.PREFIX_MAX), "path_style": BOOLEAN},
+_ROLE = fleet_section.FLEET.fields["role"].shape
+INIT_BODY = obj({**{name: f.shape for name, f in buckets.KINDS["s3"].items()}, "prefix": text(enrol.PREFIX_MAX)},
                 required=["endpoint", "region", "bucket", "access_key", "secret_key"])
 JOIN_CODE_BODY = obj({"expires_in": integer(MIN_SECONDS, MAX_SECONDS)})
 JOIN_BODY = obj({"code": text(8192), "dry_run": BOOLEAN}, required=["code"])
 
 _OBJECT_OR_NULL = {"type": ["object", "null"]}
-FLEET = answer({"role": {"enum": ["standalone", "primary", "replica"]}, "node_id": STRING,
+FLEET = answer({"role": _ROLE, "node_id": STRING,
                 "fleet_id": nullable(STRING), "seq": {"type": ["integer", "null"]},
                 "bucket": _OBJECT_OR_NULL, "applied_at": nullable(STRING), "last_error": _OBJECT_OR_NULL,
                 "poll_seconds": {"type": "integer"}, "key_epoch": {"type": ["integer", "null"]},
@@ -97,7 +98,7 @@ JOINED = answer({"fleet_id": STRING, "primary": STRING, "seq": {"type": "integer
 ROUTES = [
     Route("GET", "/api/fleet", "settings:write", get_fleet, answer=FLEET),
     Route("GET", "/api/fleet/role", "login", get_role,
-          answer=answer({"role": {"enum": ["standalone", "primary", "replica"]}, "primary": nullable(STRING)})),
+          answer=answer({"role": _ROLE, "primary": nullable(STRING)})),
     Route("POST", "/api/fleet/init", "settings:write", init, body=INIT_BODY, token_session=False,
           answer=dict(FLEET, properties=dict(FLEET["properties"], recovery_secret=STRING),
                       required=FLEET["required"] + ["recovery_secret"])),

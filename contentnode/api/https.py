@@ -13,7 +13,7 @@ from contentnode.http.schema import BOOLEAN, STRING, answer, array, integer, nul
 def https_view(app) -> dict:
     tls = app.tls
     wanted = tls.https_settings()
-    hosts = sorted(h for h, d in app.store.data["domains"].items() if d.get("certificate"))
+    hosts = sorted(h for h, d in app.store.data["domains"].items() if d["certificate"])
     return dict(wanted, listening_port=tls.listening_port(), hosts_with_certificates=hosts)
 
 

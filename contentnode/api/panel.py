@@ -6,13 +6,14 @@ holding its scope.
 """
 
 from contentnode.api.login import session_user
+from contentnode.auth import scopes
 from contentnode.http.router import Route
 
 
 def get_panel(req):
     answer = {"user": session_user(req)}
     for name, scope, builder in req.app.panel_sections:
-        if req.app.scopes.allows(req.user, scope):
+        if scopes.allows(req.user, scope):
             answer[name] = builder(req)
     return answer
 

@@ -1,7 +1,7 @@
 """The rules a bucket record keeps, for the API, backup restore and the CLI alike.
 
 A bucket has a `type`: "s3" (the default; records written before types
-existed have none and are S3 buckets) or "folder" (core/folders.py: a folder
+existed are given it at load) or "folder" (core/folders.py: a folder
 inside the start-up value folder_roots). The type is fixed at creation, and
 a field of the other type is refused. For S3, an endpoint is
 scheme://host[:port] only; a bucket addressed by IP or localhost must use
@@ -16,21 +16,20 @@ from contentnode.core import fields as v
 from contentnode.core import folders, netguard
 from contentnode.core.fields import FieldError
 from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.core.keepalive import ConnectionPool
+from contentnode.core.records import DERIVED, Field, Record
 from contentnode.core.s3 import BucketConfig, S3Client
 from contentnode.core.s3_origin import S3Origin
+from contentnode.core.shapes import BOOLEAN, one_of, text
 
-TYPES = ("s3", "folder")
-S3_FIELDS = {"endpoint", "region", "bucket", "access_key", "secret_key", "path_style"}
-FOLDER_FIELDS = {"path"}
-FIELDS = {"name", "type"} | S3_FIELDS | FOLDER_FIELDS
 BUCKET_NAME = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
 REGION = r"[A-Za-z0-9_\-]{1,64}"
 KEY_TEXT = r"[\x21-\x7e]+"  # printable ASCII, no spaces
 MAX_LENGTHS = {"name": 100, "endpoint": 300, "region": 64, "bucket": 63, "access_key": 128, "secret_key": 256}
 
 
-def _endpoint(body: dict) -> tuple[str, bool]:
-    """(normalised endpoint, whether its host is an address or localhost) from body["endpoint"]."""
+def _endpoint(body: dict) -> str:
+    """The normalised endpoint in body["endpoint"]."""
     raw = v.text(body, "endpoint", max_len=MAX_LENGTHS["endpoint"])
     try:
         parts = urlsplit(raw)
@@ -45,21 +44,38 @@ def _endpoint(body: dict) -> tuple[str, bool]:
     host = parts.hostname
     try:
         address = ipaddress.ip_address(host)
-        literal = True
         host = f"[{address}]" if address.version == 6 else str(address)
     except ValueError:
-        literal = False
         try:
             host = normalize_host(host)
         except HostnameError as exc:
             raise FieldError(f"endpoint host: {exc}", "endpoint") from None
     netloc = host if port is None else f"{host}:{port}"
-    return f"{parts.scheme}://{netloc}", literal or host == "localhost"
+    return f"{parts.scheme}://{netloc}"
 
 
 def kind(record: dict) -> str:
-    """The bucket's type ("s3" for a record written before types existed)."""
-    return record.get("type", "s3")
+    """The bucket's type (the load gives "s3" to a record written before types existed)."""
+    return record["type"]
+
+
+def _by_address(endpoint: str) -> bool:
+    """Whether an endpoint's host is an address or localhost: its bucket name cannot go in front."""
+    host = urlsplit(endpoint).hostname or ""
+    return host == "localhost" or _is_address(host)
+
+
+def _text(name: str, pattern: str | None = None, strip: bool = True):
+    """The record rule of a plain text member: fields.text's trimming, one line, length and pattern."""
+    return lambda value: v.text({name: value}, name, max_len=MAX_LENGTHS[name], pattern=pattern, strip=strip)
+
+
+def _shape(name: str, pattern: str | None = None) -> dict:
+    return text(MAX_LENGTHS[name], pattern=None if pattern is None else f"^(?:{pattern})$")
+
+
+def _field(name: str, pattern: str | None = None, **kw) -> Field:
+    return Field(_shape(name, pattern), rule=_text(name, pattern, strip=not kw.get("secret")), **kw)
 
 
 def record_fields(body: dict, partial: bool, roots: folders.FolderRoots | None = None,
@@ -70,49 +86,29 @@ def record_fields(body: dict, partial: bool, roots: folders.FolderRoots | None =
     for a change; `roots` are where a folder's path must lie (None: nowhere).
     """
     if of_kind is None:
-        of_kind = v.choice(body, "type", TYPES, default="s3")
+        of_kind = v.choice(body, "type", TYPES, default=BUCKET.fields["type"].default)
     elif body.get("type", of_kind) != of_kind:
         raise FieldError(f"a bucket's type cannot change (this one is {of_kind}); add a new bucket", "type")
-    own = FOLDER_FIELDS if of_kind == "folder" else S3_FIELDS
-    foreign = sorted((set(body) & (S3_FIELDS | FOLDER_FIELDS)) - own)
+    own = BUCKET.kinds[of_kind]
+    foreign = sorted((set(body) & _KIND_FIELDS) - set(own))
     if foreign:
         raise FieldError(f"{foreign[0]} is not a field of {of_kind} buckets", foreign[0])
-    required = not partial
+    if of_kind == "folder" and roots is None and ("path" in body or not partial):
+        raise FieldError("folder buckets are not available here", "type")
     out = {} if partial else {"type": of_kind}
-    if "name" in body or required:
-        out["name"] = v.text(body, "name", max_len=MAX_LENGTHS["name"])
-    if of_kind == "folder":
-        if "path" in body or required:
-            if roots is None:
-                raise FieldError("folder buckets are not available here", "type")
-            out["path"] = roots.check_path(body.get("path"))
-        return out
-    if "endpoint" in body or required:
-        out["endpoint"], by_address = _endpoint(body)
-        if "path_style" not in body and not partial:
-            out["path_style"] = by_address
-    if "region" in body or required:
-        out["region"] = v.text(body, "region", max_len=MAX_LENGTHS["region"], pattern=REGION)
-    if "bucket" in body or required:
-        out["bucket"] = v.text(body, "bucket", max_len=MAX_LENGTHS["bucket"], pattern=BUCKET_NAME)
-    if "access_key" in body or required:
-        out["access_key"] = v.text(body, "access_key", max_len=MAX_LENGTHS["access_key"], pattern=KEY_TEXT)
-    if "secret_key" in body or required:
-        out["secret_key"] = v.text(body, "secret_key", max_len=MAX_LENGTHS["secret_key"], pattern=KEY_TEXT,
-                                   strip=False)
-    if "path_style" in body:
-        out["path_style"] = v.boolean(body, "path_style", required=True)
+    out.update(BUCKET.read(body, partial, names=["name", *own]))
+    if "path" in out and roots is not None:
+        out["path"] = roots.check_path(out["path"])
+    if "endpoint" in out and "path_style" not in out and not partial:
+        out["path_style"] = _by_address(out["endpoint"])
     return out
 
 
 def check_record(record: dict) -> None:
     """Cross-field rules of a complete record."""
-    if kind(record) != "s3":
-        return
-    host = urlsplit(record["endpoint"]).hostname
-    if not record["path_style"] and (host == "localhost" or _is_address(host)):
+    if kind(record) == "s3" and not record["path_style"] and _by_address(record["endpoint"]):
         raise FieldError("an endpoint given by address or localhost needs path_style: true "
-                      "(the bucket name cannot be put in front of it)", "path_style")
+                         "(the bucket name cannot be put in front of it)", "path_style")
 
 
 def _is_address(host: str) -> bool:
@@ -123,9 +119,35 @@ def _is_address(host: str) -> bool:
         return False
 
 
+# The members of each type of bucket: a new type is one entry here.
+KINDS = {
+    "s3": {
+        "endpoint": Field(_shape("endpoint"), rule=lambda value: _endpoint({"endpoint": value})),
+        "region": _field("region", REGION),
+        "bucket": _field("bucket", BUCKET_NAME),
+        "access_key": _field("access_key", KEY_TEXT),
+        "secret_key": _field("secret_key", KEY_TEXT, secret=True),
+        "path_style": Field(BOOLEAN, DERIVED),   # given, or true for an endpoint given by address
+    },
+    "folder": {
+        "path": Field(text(folders.MAX_PATH)),   # inside the folder_roots (FolderRoots.check_path)
+    },
+}
+TYPES = tuple(KINDS)
+# A bucket's record. Its `type` picks the members of its kind (fixed at creation); `last_check` is the
+# outcome of the last POST /api/buckets/check, which the node writes. Names are unique ignoring case.
+BUCKET = Record("bucket", {
+    "name": _field("name"),
+    "type": Field(one_of(*TYPES), "s3"),
+    "last_check": Field({"type": ["object", "null"]}, None, editable=False),
+}, unique=lambda record: record["name"].lower(), by="type", kinds=KINDS, rule=check_record)
+_KIND_FIELDS = frozenset(name for members in BUCKET.kinds.values() for name in members)
+FIELDS = frozenset(name for name, f in BUCKET.every().items() if f.editable)   # what a body may give
+
+
 def origin_for(record: dict, roots: folders.FolderRoots, outbound: netguard.OutboundPolicy, clock,
-               timeout: float = netguard.DEFAULT_TIMEOUT):
-    """The Origin (core/origin.py) a bucket record reads from."""
+               timeout: float = netguard.DEFAULT_TIMEOUT, pool: ConnectionPool | None = None):
+    """The Origin (core/origin.py) a bucket record reads from; an S3 one keeps its connections in `pool`."""
     if kind(record) == "folder":
         return folders.FolderOrigin(record["path"], roots)
-    return S3Origin(S3Client(BucketConfig.from_record(record), outbound, timeout, clock))
+    return S3Origin(S3Client(BucketConfig.from_record(record), outbound, timeout, clock, pool=pool))

@@ -8,12 +8,17 @@ when the request path is not appended to it.
 
 from urllib.parse import urlsplit
 
+from contentnode.clock import parse_rfc3339
 from contentnode.core import fields as v
 from contentnode.core import settings
-from contentnode.core.fields import FieldError
+from contentnode.core.fields import TIME_MAX, TIME_MIN, FieldError
+from contentnode.core.records import Field, Record
+from contentnode.core.shapes import BOOLEAN, nullable, obj, one_of, text
 
 STATUSES = ("pending", "verified", "failed")
 REDIRECT_CODES = (301, 302, 307, 308)
+MAX_HOST = 253
+ANY_OBJECT = {"type": ["object", "null"]}
 
 
 def redirect_rule(body: dict, host: str) -> dict | None:
@@ -32,3 +37,36 @@ def redirect_rule(body: dict, host: str) -> dict | None:
     if ("?" in to or "#" in to) and keep_path:
         raise FieldError("to may only carry a query when keep_path is false", "to")
     return {"to": to, "code": code, "keep_path": keep_path}
+
+
+def _certificate(summary):
+    """The certificate summary a domain record keeps (core/certs.py): null, or one naming its not_after."""
+    if summary is not None:
+        try:
+            valid = TIME_MIN <= parse_rfc3339(summary.get("not_after")) <= TIME_MAX
+        except (TypeError, ValueError, OverflowError):
+            valid = False
+        if not valid:
+            raise FieldError("certificate not_after must be an RFC 3339 time between 2000 and 9999", "certificate")
+    return summary
+
+
+def _redirect_fits(record) -> None:
+    """A stored redirect keeps the rules redirect_rule applies to a new one."""
+    if record["redirect"] is not None:
+        try:
+            redirect_rule(record["redirect"], record["host"])
+        except FieldError as exc:
+            raise FieldError(f"redirect {exc.message}", "redirect") from None
+
+
+# A domain's record, keyed by its host. Only the host comes from a body (POST /api/domains); the
+# node writes the rest: the check's outcome, the redirect (POST /api/domains/redirect), the certificate.
+DOMAIN = Record("domain", {
+    "host": Field(text(MAX_HOST), rule=lambda value: v.host({"host": value})),
+    "status": Field(one_of(*STATUSES), "pending", editable=False),
+    "last_check": Field(ANY_OBJECT, None, editable=False),
+    "redirect": Field(nullable(obj({"to": text(2048), "code": one_of(*REDIRECT_CODES), "keep_path": BOOLEAN},
+                                   required=["to", "code", "keep_path"])), None, editable=False),
+    "certificate": Field(ANY_OBJECT, None, rule=_certificate, editable=False),
+}, rule=_redirect_fits)

@@ -20,7 +20,7 @@ def read(store: certs.CertStore, domains) -> dict:
     """The part for a state document's domains: each domain's file, when it has a certificate."""
     out = {}
     for host, record in domains.items():
-        if not record.get("certificate"):
+        if not record["certificate"]:
             continue
         found = store.read(host)
         if found is not None:

@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from contentnode.clock import rfc3339
 from contentnode.core import buckets, signing
 from contentnode.core.fields import FieldError
+from contentnode.core.fleet_section import FLEET
 from contentnode.core.s3 import S3Error
 from contentnode.fleet import bundle, joincode, keys, publisher, shared, status
 from contentnode.fleet.service import SECTION, Fleet
@@ -42,7 +43,7 @@ def bucket_fields(body: dict) -> tuple[dict, str, str]:
 
 
 def _standalone(fleet: Fleet) -> None:
-    role = fleet.state().get("role", "standalone")
+    role = fleet.state()["role"]
     if role != "standalone":
         raise Refused("fleet_member", f"this node is already a fleet {role}; leave the fleet first")
 
@@ -159,7 +160,7 @@ def _back_to_standalone(fleet: Fleet) -> None:
     keys.remove(fleet.data_dir)
     fleet.forget_secrets()
     with fleet.store.transaction() as doc:
-        doc[SECTION] = {"role": "standalone"}
+        doc[SECTION] = FLEET.defaults()
         doc.pop(shared.PURGES, None)
 
 
@@ -167,7 +168,7 @@ def leave(fleet: Fleet) -> dict:
     """Back to standalone, keeping the configuration last applied or published."""
     with fleet.lock:
         state = fleet.state()
-        if state.get("role", "standalone") == "standalone":
+        if state["role"] == "standalone":
             raise Refused("not_in_fleet", "this node is not in a fleet")
         try:
             fleet.client().delete_object(status.key(state["bucket"]["prefix"], fleet.node_id()))

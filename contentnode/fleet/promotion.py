@@ -71,7 +71,7 @@ def check_promotable(state: dict) -> None:
     would publish to every node. A demoted primary (seq > 0, no applied_at: it published, never
     applied) holds the fleet's own and may be promoted back."""
     if state.get("role") != "replica":
-        raise Refused("not_replica", f"only a replica can be promoted; this node is {state.get('role', 'standalone')}")
+        raise Refused("not_replica", f"only a replica can be promoted; this node is {state['role']}")
     if not int(state.get("seq") or 0):
         raise Refused("never_applied", "this replica never applied a bundle of the fleet (see its last_error): "
                                        "promoted, it would publish its own configuration from before it joined; "

@@ -16,17 +16,17 @@ import threading
 import time
 
 from contentnode.clock import rfc3339
+from contentnode.core import readiness
 from contentnode.core.certs import CertStore
+from contentnode.core.fleet_section import FLEET, SECTION, state_of
 from contentnode.core.folders import FolderRoots
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
 from contentnode.fleet import alerts, follower, issuer, keys, promotion, publisher, shared, status
 from contentnode.fleet.wire import Refused
-from contentnode.public import health
 
 log = logging.getLogger("contentnode.fleet")
 
-SECTION = "fleet"
 QUIET_SECONDS, MAX_SETTLE_SECONDS = 0.3, 2.0
 STATUS_READ_EVERY = 3        # polls between the primary's reads of the nodes' statuses
 BACKOFF_MAX_POLLS, BACKOFF_MAX_SECONDS = 8, 300
@@ -35,20 +35,16 @@ BUCKET_ERROR = "bucket_error"
 
 
 def ready(doc: dict) -> bool:
-    """Whether the public side may report healthy: a replica that never applied a bundle is not.
-    The rule itself is the public /healthz stage's (it sits below the fleet and answers in every process)."""
-    return not health.not_ready(doc)
-
-
-def state_of(doc: dict) -> dict:
-    return doc.get(SECTION) or {"role": "standalone"}
+    """Whether the public side may report healthy: a replica that never applied a bundle is not
+    (core/readiness.py, the rule the public /healthz stage asks in every process)."""
+    return not readiness.not_ready(doc)
 
 
 def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | None) -> dict:
     """GET /api/fleet's answer (and `contentnode fleet status`'s): the role and what this node
     knows of the fleet, never a key."""
     state = state_of(doc)
-    role = state.get("role", "standalone")
+    role = state["role"]
     out = {"role": role, "node_id": doc["node"]["id"], "fleet_id": state.get("fleet_id"), "seq": state.get("seq"),
            "bucket": state.get("bucket"), "applied_at": state.get("applied_at"),
            "last_error": state.get("last_error"), "poll_seconds": poll_seconds,
@@ -122,7 +118,7 @@ class Fleet:
     def record(self, **fields) -> None:
         """Change members of the fleet section (one durable transaction)."""
         with self.store.transaction() as doc:
-            state = dict(doc.get(SECTION) or {"role": "standalone"})
+            state = dict(doc.get(SECTION) or FLEET.defaults())
             state.update(fields)
             doc[SECTION] = state
 

@@ -170,14 +170,20 @@ def _is_json(content_type: str) -> bool:
 
 
 class AdminDispatcher:
-    """Runs the checks of docs/API.md, "Order of checks", then the handler; turns errors into JSON bodies."""
+    """Runs the checks of docs/API.md, "Order of checks", then the handler; turns errors into JSON bodies.
 
-    def __init__(self, app, table: RouteTable):
-        self.app = app
+    `gate` answers the questions of the checks (auth/gate.py AdminGate: authenticate, must_enrol,
+    authorize, network_allowed, admin_host, replica_primary); `handler_context` is what a handler
+    reaches as req.app, which the dispatcher itself never asks anything.
+    """
+
+    def __init__(self, table: RouteTable, gate, handler_context):
         self.table = table
+        self.gate = gate
+        self.handler_context = handler_context
 
     def __call__(self, req) -> Response:
-        req.app = self.app
+        req.app = self.handler_context
         try:
             self._check_and_run(req)
             response = self._run(req)
@@ -203,20 +209,21 @@ class AdminDispatcher:
         req.route, req.params = route, params
         self._check_host(req)
         self._check_origin(req)
-        self.app.network_check(req)
+        if not self.gate.network_allowed(req):
+            raise ApiError(403, "ip_not_allowed", "this address is not on the admin allow list")
         self._check_body_headers(req)
-        self.app.sessions.attach(req)
+        self.gate.authenticate(req)
         if route.access != PUBLIC:
             if req.user is None:
                 raise ApiError(401, "unauthenticated", "log in first")
-            if not route.enrolment_exempt and self.app.sessions.must_enrol(req.user, req.api_token):
+            if not route.enrolment_exempt and self.gate.must_enrol(req.user, req.api_token):
                 raise ApiError(403, "two_factor_enrollment_required",
                                "two-factor authentication must be set up before using this endpoint")
             if req.api_token is not None and not route.token_session:
                 raise ApiError(403, "forbidden", "a session opened with an API token cannot reach this endpoint: "
                                                  "accounts, credentials, sessions and the security policy are "
                                                  "changed by a person logged in with a password")
-            if route.access != LOGIN and not self.app.scopes.allows(req.user, route.access):
+            if route.access != LOGIN and not self.gate.authorize(req.user, route.access):
                 raise ApiError(403, "forbidden", f"this needs the {route.access} scope")
         _check_query(req)
         _check_if_match(req)
@@ -235,7 +242,7 @@ class AdminDispatcher:
 
     def _check_fleet_write(self, req) -> None:
         """On a replica the primary owns shared objects: name it, change nothing."""
-        primary = self.app.fleet_primary()
+        primary = self.gate.replica_primary()
         if primary is not None:
             raise ApiError(409, "managed_by_fleet", f"this node is a fleet replica: shared objects are "
                                                     f"changed on the primary, node {primary}")
@@ -246,7 +253,7 @@ class AdminDispatcher:
 
     def _check_host(self, req) -> None:
         name = req.host_name()
-        if name in LOOPBACK_HOSTS or (name and name == self.app.admin_host()):
+        if name in LOOPBACK_HOSTS or (name and name == self.gate.admin_host()):
             return
         raise ApiError(403, "host_not_allowed", "this Host is not allowed on the admin API")
 

@@ -31,13 +31,16 @@ PIPELINE = [
 
 
 class PublicDispatcher:
-    def __init__(self, app):
-        self.app = app
+    """Runs the PIPELINE. `handler_context` is what a stage reaches as req.app; with `follow` (a public
+    worker) the store follows the daemon's writes before each request."""
+
+    def __init__(self, handler_context, store, follow: bool):
+        self.handler_context, self.store, self.follow = handler_context, store, follow
 
     def __call__(self, req):
-        req.app = self.app
-        if self.app.worker_slot is not None:
-            self.app.store.follow()   # read your writes: the daemon may have changed the state file
+        req.app = self.handler_context
+        if self.follow:
+            self.store.follow()   # read your writes: the daemon may have changed the state file
         if (req.content_length or 0) > 0 or req.chunked:
             req.close_after()  # public requests never have their body read
         try:

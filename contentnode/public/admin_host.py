@@ -12,7 +12,7 @@ from contentnode.http.errors import ApiError
 
 
 def answer(req):
-    admin_host = req.app.admin_host()
+    admin_host = req.app.admin_gate.admin_host()
     if not admin_host or req.visit.host != admin_host:
         return None
     if req.scheme != "https":

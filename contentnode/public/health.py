@@ -4,22 +4,16 @@ Any Host, before every other stage (the admin host and the content rules
 never shadow it). 200 {"status":"ok"} while the node serves; 503
 {"status":"draining"} from SIGTERM until the listeners close (drain_seconds,
 docs/API.md "Health and drain"); 503 {"status":"not_ready"} while
-not_ready() says so. Every process (the daemon and each public worker)
+core/readiness.py not_ready() says so. Every process (the daemon and each public worker)
 answers from its own App, so the answer comes from what every process sees:
 its draining flag and the state document it follows.
 """
 
+from contentnode.core.readiness import not_ready
 from contentnode.http.errors import ApiError
 from contentnode.http.response import json_response
 
 PATH = "/healthz"
-
-
-def not_ready(doc) -> bool:
-    """The readiness hook (docs/ARCHITECTURE.md, "Health"): a fleet replica that has never
-    applied a bundle has nothing to serve. Without a `fleet` section a node is ready."""
-    fleet = doc.get("fleet") or {}
-    return fleet.get("role") == "replica" and not fleet.get("applied_at")
 
 
 def answer(req):

@@ -1,0 +1,69 @@
+"""Who a request comes from: the peer, or the client a trusted proxy names; and the admin allow list.
+
+The settings trusted_proxies and admin_allow hold CIDR lists (docs/API.md,
+"Settings"). With trusted proxies, X-Forwarded-For is read from the nearest hop
+outward and the first address that is not a trusted proxy is the client; a
+hop that is not an address stops the walk at the peer. Each distinct list is
+parsed once, not on every request.
+"""
+
+import ipaddress
+import logging
+from functools import lru_cache
+
+log = logging.getLogger("contentnode")
+
+
+class ClientAddresses:
+    """The client-address policy of the stored settings of the moment (`settings()`)."""
+
+    def __init__(self, settings):
+        self._settings = settings
+
+    def client_ip(self, peer_ip: str, headers) -> str:
+        """The peer address, or the X-Forwarded-For client when the peer is a trusted proxy."""
+        trusted = networks(self._settings().get("trusted_proxies"))
+        if not trusted:
+            return peer_ip
+        forwarded = [a.strip() for a in (headers.get("X-Forwarded-For") or "").split(",") if a.strip()]
+        hops = [peer_ip] + forwarded[::-1]  # nearest first
+        for hop in hops:
+            try:
+                address = ipaddress.ip_address(hop)
+            except ValueError:
+                return peer_ip
+            if not any(address in net for net in trusted):
+                return hop
+        return hops[-1]
+
+    def trusted_proxy(self, peer_ip: str) -> bool:
+        """A peer in trusted_proxies: its connections carry many clients, so the public
+        listeners do not cap them per address (http/parking.py)."""
+        try:
+            address = ipaddress.ip_address(peer_ip)
+        except ValueError:
+            return False
+        return any(address in net for net in networks(self._settings().get("trusted_proxies")))
+
+    def admin_allowed(self, client_ip: str) -> bool:
+        """Whether the admin allow list lets this client reach the admin host."""
+        address = ipaddress.ip_address(client_ip)
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+            address = address.ipv4_mapped  # a dual-stack listener sees IPv4 clients as ::ffff:a.b.c.d
+        return any(address in net for net in networks(self._settings().get("admin_allow")))
+
+
+def networks(cidrs) -> tuple:
+    return _parse_networks(tuple(cidrs or ()))
+
+
+@lru_cache(maxsize=32)
+def _parse_networks(cidrs: tuple) -> tuple:
+    """Parsed once per distinct list, not on every request."""
+    result = []
+    for cidr in cidrs:
+        try:
+            result.append(ipaddress.ip_network(cidr, strict=False))
+        except ValueError:
+            log.warning("ignoring invalid network %r", cidr)
+    return tuple(result)
