@@ -142,15 +142,20 @@ def start_node(seaweed, body: bytes, big: bytes, public_workers: int = 1, bucket
     return daemon
 
 
-def run_cells(cells: dict, duration: float, rounds: int) -> dict:
-    """Each cell (pid, port, path, headers, connections[, wrk script]) for `duration` s in interleaved slices."""
+def _wrk(port, path, headers, conns, seconds, script=None) -> dict:
+    return load(port, path, conns, seconds, headers, tool="wrk", script=script)
+
+
+def run_cells(cells: dict, duration: float, rounds: int, measure=_wrk) -> dict:
+    """Each cell (pid, port, path, headers, connections[, wrk script]) for `duration` s in interleaved
+    slices; `measure(port, path, headers, connections, seconds[, script])` runs one slice (default: wrk)."""
     names = list(cells)
     acc = {name: {"requests": 0, "seconds": 0.0, "cpu_s": 0.0, "errors": 0, "p50": [], "p99": []} for name in names}
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             pid, port, path, headers, conns, *script = cells[name]
             cpu0 = cpu_seconds(pid)
-            one = load(port, path, conns, duration / rounds, headers, tool="wrk", script=(script or [None])[0])
+            one = measure(port, path, headers, conns, duration / rounds, *script)
             a = acc[name]
             a["cpu_s"] += cpu_seconds(pid) - cpu0
             a["requests"] += one["requests"]

@@ -23,7 +23,7 @@ from contentnode.auth.passwords import PasswordHasher
 from contentnode.auth.ratelimit import FailureLimiter
 from contentnode.auth.sessions import SessionManager
 from contentnode.clock import Clock
-from contentnode.config import Config
+from contentnode.config import ADMIN_MAX_CONNECTIONS, Config
 from contentnode.core.audit import AuditLog
 from contentnode.core.client_address import ClientAddresses
 from contentnode.core.backup_runner import BackupRunner
@@ -43,6 +43,7 @@ from contentnode.fleet.service import Fleet
 from contentnode.http.binding import BindError
 from contentnode.http.entry import Entry
 from contentnode.http.router import SECURITY_HEADERS, AdminDispatcher, RouteTable
+from contentnode.http.parking import ParkingServer
 from contentnode.http.server import Server
 from contentnode.logs import AccessLog, RequestLog
 from contentnode.public import PublicDispatcher
@@ -186,11 +187,18 @@ class App:
                      serve: bool = True, sock=None, headers=()) -> Server:
         """Bind (or take `sock`) and, when `serve`, accept on a thread of its own; `headers` go
         on the answers the listener makes itself (parser errors), as the dispatcher's carry them."""
+        config = self.config
+        limits = dict(header_timeout=config.header_timeout, idle_timeout=config.idle_timeout,
+                      send_timeout=config.send_timeout, on_request=self.request_log, sock=sock, headers=headers)
         try:
             entry = Entry(name, "https" if tls_context else "http", dispatcher, self.addresses.client_ip)
-            server = Server((bind, port), entry, name, max_connections=self.config.max_connections,
-                            request_timeout=self.config.request_timeout, idle_timeout=self.config.idle_timeout,
-                            tls_context=tls_context, on_request=self.request_log, sock=sock, headers=headers)
+            if name == "admin":
+                server = Server((bind, port), entry, name, **limits,
+                                max_connections=min(config.max_connections, ADMIN_MAX_CONNECTIONS))
+            else:   # the public listeners park idle connections (docs/ARCHITECTURE.md, "Connection handling")
+                server = ParkingServer((bind, port), entry, name, **limits, max_connections=config.max_connections,
+                                       threads=config.public_threads, per_client=config.max_connections_per_client,
+                                       uncapped=self.addresses.trusted_proxy, tls_context=tls_context)
         except OSError as exc:
             raise BindError(name, bind, port, exc) from exc
         if serve:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 MAX_PUBLIC_WORKERS = 32
 MAX_DRAIN_SECONDS = 300
+ADMIN_MAX_CONNECTIONS = 256   # the admin listener keeps a thread per connection: max_connections caps it lower
 
 
 class ConfigError(Exception):
@@ -176,8 +177,16 @@ OPTIONS = (
            "Public worker processes); 1: the daemon serves it itself"),
     Option("public_cpu_affinity", _cpu_affinity, "auto", "auto: the public port's threads keep to one CPU "
            "(each worker its own), off: the scheduler moves them", CPU_AFFINITY),
-    Option("max_connections", _positive_int, 256, "open connections per listener; more get 503"),
-    Option("request_timeout", _seconds, 10.0, "seconds a client has to send one whole request"),
+    Option("max_connections", _positive_int, 16384, "open connections per public listener and process (the "
+           f"admin listener: at most {ADMIN_MAX_CONNECTIONS}); when full, the longest-idle one is closed"),
+    Option("max_connections_per_client", _positive_int, 64, "open connections per client address on a public "
+           "listener (a trusted proxy is not capped); more are refused"),
+    Option("public_threads", _positive_int, 128, "threads per public listener and process that serve requests "
+           "(idle connections hold none)"),
+    Option("header_timeout", _seconds, 10.0, "seconds a client has to send a whole request head from its first "
+           "byte (and a new connection its first byte)"),
+    Option("send_timeout", _seconds, 60.0, "seconds an answer (or a request body) may go without a byte moving"),
+    Option("request_timeout", _seconds, 10.0, "the former name of header_timeout, which wins when both are set"),
     Option("idle_timeout", _seconds, 60.0, "seconds a keep-alive connection may stay idle"),
     Option("log_level", _log_level, "info", "least severe log line written; beats a level stored "
            "through the API", LOG_LEVELS),
@@ -251,6 +260,8 @@ def load(config_file: str | None = None, flags: dict | None = None, environ=None
     for name, raw in (flags or {}).items():
         if raw is not None:
             _apply(values, sources, name, raw, f"flag --{name.replace('_', '-')}")
+    if sources["header_timeout"] == "default" and sources["request_timeout"] != "default":
+        values["header_timeout"], sources["header_timeout"] = values["request_timeout"], sources["request_timeout"]
     values["data_dir"] = os.path.abspath(values["data_dir"])
     if values["folder_roots"] is None:
         values["folder_roots"] = [os.path.join(values["data_dir"], DEFAULT_FOLDER_ROOT)]

@@ -2,7 +2,7 @@
 
 The HTTPS listener is the public pipeline behind an SNI-selecting context;
 PUT /api/https starts, moves or stops it without a restart. Handshakes run in
-the worker thread (http/connection.py), never in the accept loop. The public
+a pool thread under header_timeout (http/parking.py), never in the accept loop. The public
 pipeline's acme_challenge and https_upgrade stages read this runtime.
 """
 

@@ -283,3 +283,14 @@ def test_open_setup_beyond_loopback_warns(tmp_path):
 
 def test_open_setup_on_loopback_does_not_warn(node):
     assert "setup required" in node.log() and "beyond loopback" not in node.log()
+
+
+def test_request_timeout_is_the_former_name_of_header_timeout(tmp_path):
+    from contentnode import config as cfg
+    config = tmp_path / "c.toml"
+    config.write_text("request_timeout = 7\n")
+    loaded = cfg.load(str(config), environ={})
+    assert loaded.header_timeout == 7.0 and loaded.sources["header_timeout"] == f"config file {config}"
+    both = cfg.load(str(config), environ={"CONTENTNODE_HEADER_TIMEOUT": "3"})
+    assert both.header_timeout == 3.0   # the new name wins
+    assert cfg.load(None, environ={}).header_timeout == 10.0

@@ -36,6 +36,15 @@ class ClientAddresses:
                 return hop
         return hops[-1]
 
+    def trusted_proxy(self, peer_ip: str) -> bool:
+        """A peer in trusted_proxies: its connections carry many clients, so the public
+        listeners do not cap them per address (http/parking.py)."""
+        try:
+            address = ipaddress.ip_address(peer_ip)
+        except ValueError:
+            return False
+        return any(address in net for net in networks(self._settings().get("trusted_proxies")))
+
     def admin_allowed(self, client_ip: str) -> bool:
         """Whether the admin allow list lets this client reach the admin host."""
         address = ipaddress.ip_address(client_ip)

@@ -1,25 +1,26 @@
 """One client connection as http.server runs it, and the strict parser of each request head.
 
-RequestHandler does the TLS handshake in the worker thread, reads requests
-one after the other on a keep-alive connection (idle and request deadlines
-kept by the server's watchdog), parses each head strictly within MAX_HEAD and
-MAX_HEADERS, answers what it refuses as JSON (the request smuggling defence
-lives here), and hands every request to the server (http/server.py), whose
-one write path sends the answers.
+RequestHandler reads a request head within the server's header_timeout (its
+watchdog shuts a client that trickles it), parses it strictly within
+MAX_HEAD and MAX_HEADERS, answers what it refuses as JSON (the request
+smuggling defence lives here), and hands every request to the server
+(http/server.py), whose one write path sends the answers. Once the head is
+in, only progress counts (http/sockio.py). The admin listener runs a
+handler per connection on a thread of its own (`handle`); the public
+listeners (http/parking.py) make one per request (`for_turn`) and park the
+connection between requests.
 """
 
-import io
 import logging
 import re
-import socket
-import ssl
-import struct
 import time
+from typing import Any
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 
 from contentnode.http.errors import ApiError
 from contentnode.http.response import json_response
+from contentnode.http.sockio import SocketReader, SocketWriter, prepare
 
 log = logging.getLogger("contentnode.http")
 
@@ -55,20 +56,6 @@ class Headers(dict):
         return True
 
 
-class SocketWriter(io.BufferedIOBase):
-    """The handler's wfile: every write sends everything (sendall), never a partial write."""
-
-    def __init__(self, sock):
-        self._sock = sock
-
-    def writable(self):
-        return True
-
-    def write(self, data):
-        self._sock.sendall(data)
-        return len(data)
-
-
 def _percent_encoded(target: str) -> str:
     """The target with every raw non-ASCII or control byte percent-encoded (the request line
     was read as Latin-1, one character per byte). Every later step then sees one spelling:
@@ -85,56 +72,61 @@ class RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "contentnode"
     sys_version = ""
+    server: Any   # the listener: http/server.py Server, or http/parking.py ParkingServer
+    rfile: Any    # a SocketReader (http/sockio.py), not http.server's BufferedReader
 
     def setup(self):
+        """The threaded shape (the admin listener): this handler owns the connection for its life."""
         server = self.server
-        if server.tls_context is not None:
-            self.request.settimeout(server.request_timeout)
-            try:
-                tls = server.tls_context.wrap_socket(self.request, server_side=True,
-                                                     do_handshake_on_connect=False)
-                server.watchdog.arm(tls, time.monotonic() + server.request_timeout)
-                try:
-                    tls.do_handshake()
-                finally:
-                    server.watchdog.disarm(tls)
-            except (ssl.SSLError, OSError) as exc:
-                log.debug("TLS handshake with %s failed: %s", self.client_address[0], exc)
-                raise ConnectionAbortedError from None
-            self.request = tls
         self.connection = self.request
-        # Blocking sockets: no poll() before every read and write. The watchdog
-        # enforces the idle and request deadlines; the kernel's send timeout
-        # cuts off a client that stops reading.
-        self.connection.settimeout(None)
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
-                                   struct.pack("ll", int(server.idle_timeout), 0))
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.rfile = self.connection.makefile("rb", -1)
-        self.wfile = SocketWriter(self.connection)
+        prepare(self.connection, max(server.send_timeout, server.idle_timeout, server.header_timeout))
+        self.rfile, self.wfile = SocketReader(self.connection), SocketWriter(self.connection)
+        self.served = 0
+
+    @classmethod
+    def for_turn(cls, server, sock, client_address, rfile, wfile) -> "RequestHandler":
+        """A handler for one request on a connection the server keeps between requests
+        (http/parking.py): nothing of a request outlives its turn."""
+        handler = cls.__new__(cls)
+        handler.server, handler.client_address = server, client_address
+        handler.request = handler.connection = sock
+        handler.rfile, handler.wfile = rfile, wfile
+        return handler
 
     def handle(self):
-        self.close_connection = True
-        self.handle_one_request()
-        while not self.close_connection:
+        while self.await_request():
             self.handle_one_request()
+            self.served += 1
+            if self.close_connection:
+                return
 
-    def handle_one_request(self):
+    def finish(self):
+        """The server closes the socket; rfile and wfile hold nothing to flush."""
+
+    def await_request(self) -> bool:
+        """Wait on this thread for the next request's first byte: header_timeout on a new
+        connection, idle_timeout between requests. False: close the connection."""
         server = self.server
-        self.close_connection = True
         if server.closing:
-            return
-        server.watchdog.arm(self.connection, time.monotonic() + server.idle_timeout)
+            return False
+        wait = server.idle_timeout if self.served else server.header_timeout
+        server.watchdog.arm(self.connection, time.monotonic() + wait)
         server.set_idle(self, True)
         try:
             first = self.rfile.peek(1)
         except (OSError, ValueError):
-            return
+            return False
         finally:
             server.set_idle(self, False)
-        if not first or server.closing:
-            return
-        server.watchdog.arm(self.connection, time.monotonic() + server.request_timeout)
+            server.watchdog.disarm(self.connection)
+        return bool(first) and not server.closing
+
+    def handle_one_request(self):
+        """One request whose first byte is here: its head within header_timeout, then only
+        progress counts (reading a body, sending the answer: sockio.prepare)."""
+        server = self.server
+        self.close_connection = True
+        server.watchdog.arm(self.connection, time.monotonic() + server.header_timeout)
         try:
             self.raw_requestline = self.rfile.readline(MAX_HEAD + 1)
             if len(self.raw_requestline) > MAX_HEAD:
@@ -143,6 +135,7 @@ class RequestHandler(BaseHTTPRequestHandler):
                 return
             if not self.raw_requestline or not self.parse_request():
                 return
+            server.watchdog.disarm(self.connection)
             self.close_connection = self.close_connection or server.closing
             if "content-length" not in self.headers and "transfer-encoding" not in self.headers:
                 self.body_read()   # no body: the request is read whole; a long answer is not cut
@@ -224,10 +217,6 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def send_continue(self):
         self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-
-    def body_read(self):
-        """The request is fully read; the handler may now take its time."""
-        self.server.watchdog.disarm(self.connection)
 
     def send_error(self, code, message=None, explain=None):
         """Parser-level errors (bad request line, huge headers) as JSON, then close."""

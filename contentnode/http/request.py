@@ -106,7 +106,6 @@ class Request:
         data = self._handler.rfile.read(length)
         if len(data) != length:
             raise ConnectionError("client closed before sending the whole body")
-        self._handler.body_read()
         self.raw_body = data
         return data
 

@@ -10,15 +10,18 @@ automatic `100 Continue`. This module keeps its parser and fixes the rest:
   at most that much, and strict framing: a malformed Content-Length is 400, a
   transfer coding other than plain `chunked` is 501, both framings at once 400;
 - no exception ends a connection silently: it is logged once and answered 500;
-- an idle timeout between requests and a total deadline for reading one
-  request (a watchdog shuts the socket of a client that sends one byte a second);
-- TLS handshakes in the worker thread, not in the accept loop;
+- deadlines that follow progress: a request head within header_timeout (a
+  watchdog shuts the socket of a client that sends one byte a second), an
+  idle timeout between requests, and after the head only a client that moves
+  no byte for send_timeout is cut (http/sockio.py);
 - graceful shutdown: stop accepting, drop idle connections, let in-flight
   requests finish.
 
-This module is the listener, its connections' bookkeeping and the one write
-path; a connection's loop and the strict parser of a request head are
-http/connection.py.
+This module is the listener in its threaded shape (a thread per connection,
+kept by the admin listener), its bookkeeping and the one write path; the
+public listeners' shape (idle connections parked, a pool of threads) is
+http/parking.py; a connection's requests and the strict parser of a request
+head are http/connection.py.
 """
 
 import email.utils
@@ -119,6 +122,14 @@ def http_date() -> str:
     return _date[1]
 
 
+def overloaded_answer(headers, message: str) -> bytes:
+    """The whole 503 a listener sends on its own when it refuses a connection."""
+    body = b'{"error":{"code":"overloaded","message":"%s; try again"}}\n' % message.encode()
+    own = "".join(header_line(name, value) + "\r\n" for name, value in headers).encode("latin-1")
+    return (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n" + own +
+            b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+
 class Server(ThreadingHTTPServer):
     """One listener (admin, public or TLS) with bounded workers and timeouts.
 
@@ -134,15 +145,16 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, address, dispatch, name: str, max_connections: int = 256,
-                 request_timeout: float = 10.0, idle_timeout: float = 60.0,
-                 tls_context: ssl.SSLContext | None = None, on_request=None, sock=None, headers=()):
+                 header_timeout: float = 10.0, idle_timeout: float = 60.0, send_timeout: float = 60.0,
+                 on_request=None, sock=None, headers=()):
         self.name = name
         self.headers = tuple(headers)
         self.dispatch = dispatch
         self.on_request = on_request
-        self.request_timeout = request_timeout
+        self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout
-        self.tls_context = tls_context
+        self.send_timeout = send_timeout
+        self.max_connections = max_connections
         self.closing = False
         self.draining = False  # the node is going away: every answer closes its connection
         self._slots = threading.BoundedSemaphore(max_connections)
@@ -191,16 +203,11 @@ class Server(ThreadingHTTPServer):
         return response
 
     def _refuse_overloaded(self, request):
-        if self.tls_context is None:
-            body = b'{"error":{"code":"overloaded","message":"too many connections; try again"}}\n'
-            own = "".join(header_line(name, value) + "\r\n" for name, value in self.headers).encode("latin-1")
-            head = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n" + own +
-                    b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
-            try:
-                request.settimeout(1.0)
-                request.sendall(head + body)
-            except OSError:
-                pass
+        try:
+            request.settimeout(1.0)
+            request.sendall(overloaded_answer(self.headers, "too many connections"))
+        except OSError:
+            pass
         self.shutdown_request(request)
 
     def _work(self, request, client_address):
@@ -232,14 +239,18 @@ class Server(ThreadingHTTPServer):
         with self._lock:
             return sum(1 for idle in self._handlers.values() if not idle)
 
-    def close_gracefully(self, grace: float = 30.0) -> None:
-        """Stop accepting, close idle keep-alive connections, wait for in-flight requests."""
+    def stop_accepting(self) -> None:
+        """The first step of a graceful close: no new connection, answers say Connection: close."""
         with self._lock:
             self.closing = True
             serving = self._serving
         if serving:
             self.shutdown()
         self.server_close()
+
+    def close_gracefully(self, grace: float = 30.0) -> None:
+        """Stop accepting, close idle keep-alive connections, wait for in-flight requests."""
+        self.stop_accepting()
         with self._lock:
             idle = [h.connection for h, is_idle in self._handlers.items() if is_idle]
         for sock in idle:
@@ -339,7 +350,7 @@ class Server(ThreadingHTTPServer):
             chunk = os.pread(body.fd, min(left, 65536), offset)
             if not chunk:
                 break
-            sock.sendall(chunk)
+            handler.wfile.write(chunk)
             offset += len(chunk)
             left -= len(chunk)
         if left:

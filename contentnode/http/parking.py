@@ -1,0 +1,385 @@
+"""The public listeners' shape: Apache's event MPM inside a ThreadingHTTPServer.
+
+A thread per connection holds 30 KB and a GIL turn for every connection,
+idle or not. Here one loop thread per listener owns an epoll set: it accepts,
+parks every connection that waits for its next request (no thread, no
+request state: the socket and an empty read buffer), and hands a connection
+to a bounded pool of threads only when it has bytes to read. The pool thread
+reads the head (header_timeout), serves the request, answers (send_timeout,
+progress only) and serves a pipelined request already buffered, then parks
+the connection again (EPOLLONESHOT: re-armed by the thread that parks it).
+
+- A new connection that sends nothing is closed after header_timeout, a
+  parked keep-alive one after idle_timeout. TLS handshakes run in the pool,
+  under the watchdog, once the ClientHello is there.
+- When the listener runs short of slots (max_connections) it closes the
+  longest-idle parked connection instead of refusing the new client.
+- One client address holds at most max_connections_per_client connections;
+  more are refused at accept (503 on plain HTTP, a close on TLS). A peer that
+  is a trusted proxy (`uncapped`) is not counted: its clients only differ in
+  X-Forwarded-For, which comes with each request.
+- A connection is never parked with bytes it already read: the SocketReader's
+  buffer and, on TLS, what OpenSSL has decrypted (pending()) are served first.
+"""
+
+import collections
+import errno
+import heapq
+import itertools
+import logging
+import queue
+import resource
+import select
+import threading
+import time
+
+from contentnode import oscalls
+from contentnode.http.connection import MAX_HEAD, RequestHandler
+from contentnode.http.server import Server, _shutdown, overloaded_answer
+from contentnode.http.sockio import SocketReader, SocketWriter, prepare
+
+log = logging.getLogger("contentnode.http")
+
+ACCEPT_BATCH = 64          # connections accepted per loop turn, so parked ones are not starved
+SWEEP_SECONDS = 0.25       # deadlines of parked connections are kept this closely
+_ARMED = select.EPOLLIN | select.EPOLLONESHOT
+_OWN_FDS = 64              # descriptors a process needs besides its connections (files, pipes, the ledger)
+
+
+class Connection:
+    """A connection the listener keeps: parked, or served by one pool thread."""
+
+    __slots__ = ("sock", "address", "since", "rfile", "wfile", "fresh", "head_due")
+
+    def __init__(self, sock, address, now: float):
+        self.sock, self.address, self.since = sock, address, now
+        self.rfile: SocketReader | None = None   # set by the pool thread that first serves it
+        self.wfile: SocketWriter | None = None
+        self.fresh = True                # no request yet: parked under header_timeout
+        self.head_due: float | None = None   # a head begun and not yet whole must be by then
+
+    def holds_bytes(self) -> bool:
+        """Bytes already read from the socket: parking would leave them unseen by epoll."""
+        return bool(self.rfile and self.rfile.buffered()) or bool(getattr(self.sock, "pending", int)())
+
+
+class Pool:
+    """Up to `size` threads, started when work waits and none is free; one queue."""
+
+    def __init__(self, size: int, work, name: str):
+        self._size, self._work, self._name = size, work, name
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = self._free = 0
+
+    @property
+    def threads(self) -> int:
+        return self._threads
+
+    def submit(self, item) -> None:
+        self._queue.put(item)
+        with self._lock:
+            start = self._free < self._queue.qsize() and self._threads < self._size
+            if start:
+                self._threads += 1
+        if start:
+            threading.Thread(target=self._run, name=f"{self._name}-pool", daemon=True).start()
+
+    def stop(self) -> None:
+        for _ in range(self._threads):
+            self._queue.put(None)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                self._free += 1
+            item = self._queue.get()
+            with self._lock:
+                self._free -= 1
+            if item is None:
+                return
+            self._work(item)
+
+
+class ParkingServer(Server):
+    """A public listener (plain or TLS): parked idle connections, a bounded pool of threads."""
+
+    request_queue_size = 4096   # the kernel caps it at net.core.somaxconn
+
+    def __init__(self, address, dispatch, name: str, max_connections: int = 16384,
+                 header_timeout: float = 10.0, idle_timeout: float = 60.0, send_timeout: float = 60.0,
+                 threads: int = 128, per_client: int = 64, uncapped=None,
+                 tls_context=None, on_request=None, sock=None, headers=()):
+        super().__init__(address, dispatch, name, max_connections=max_connections,
+                         header_timeout=header_timeout, idle_timeout=idle_timeout, send_timeout=send_timeout,
+                         on_request=on_request, sock=sock, headers=headers)
+        self.tls_context = tls_context
+        self.per_client = per_client
+        self._uncapped = uncapped or (lambda ip: False)
+        self._fresh: collections.OrderedDict[int, Connection] = collections.OrderedDict()
+        self._idle: collections.OrderedDict[int, Connection] = collections.OrderedDict()
+        self._heads: collections.OrderedDict[int, Connection] = collections.OrderedDict()   # waiting for the rest of a head
+        self._head_deadlines: list = []   # heap of (head_due, sequence, connection); stale ones skipped
+        self._sequence = itertools.count()
+        self._clients: dict[str, int] = {}   # address -> open connections
+        self._open = self._busy = 0
+        self._epoll = select.epoll()
+        self._pool = Pool(threads, self._serve, name)
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        ensure_open_files(max_connections + _OWN_FDS)
+
+    # --- the loop thread ----------------------------------------------------------
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        with self._lock:
+            if self.closing:
+                return
+            self._serving = True
+        self.watchdog.start()
+        self.socket.setblocking(False)   # the loop accepts until EAGAIN
+        listening = self.socket.fileno()
+        # EPOLLEXCLUSIVE: with public workers, one process is woken per new connection, not all
+        self._epoll.register(listening, select.EPOLLIN | select.EPOLLEXCLUSIVE)
+        wait = min(poll_interval, SWEEP_SECONDS)
+        try:
+            while not self._stop.is_set():
+                pending = False
+                for fd, _ in self._epoll.poll(wait):
+                    if fd == listening:
+                        pending = True
+                    else:
+                        self._wake(fd)
+                if pending:   # after the wake-ups: a descriptor closed below is never one of them
+                    self._accept()
+                self._expire(time.monotonic())
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._stopped.wait()
+
+    def _wake(self, fd: int) -> None:
+        with self._lock:
+            conn = self._idle.pop(fd, None) or self._fresh.pop(fd, None) or self._heads.pop(fd, None)
+            if conn is None:   # closed meanwhile (evicted, expired)
+                return
+            self._busy += 1
+        self._pool.submit(conn)
+
+    def _accept(self) -> None:
+        for _ in range(ACCEPT_BATCH):
+            try:
+                sock, address = self.socket.accept()
+            except (BlockingIOError, InterruptedError):
+                return   # another process took it, or none left
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    self._out_of_descriptors()
+                elif exc.errno not in (errno.ECONNABORTED, errno.EPROTO):
+                    log.warning("%s: accept failed: %s", self.name, exc)
+                return
+            self._admit(sock, address)
+
+    def _admit(self, sock, address) -> None:
+        ip = address[0]
+        with self._lock:
+            count = self._clients.get(ip, 0)
+            if self.closing:
+                refusal = "closing"
+            elif count >= self.per_client and not self._uncapped(ip):
+                refusal = "client"
+            elif self._open >= self.max_connections and not self._evict_locked():
+                refusal = "overloaded"
+            else:
+                refusal = None
+                self._open += 1
+                self._clients[ip] = count + 1
+                conn = Connection(sock, address, time.monotonic())
+                self._fresh[sock.fileno()] = conn
+                self._epoll.register(sock.fileno(), _ARMED)
+        if refusal is not None:
+            self._refuse(sock, refusal)
+
+    def _refuse(self, sock, why: str) -> None:
+        """A short answer that never blocks the loop (plain HTTP only), then close."""
+        if self.tls_context is None and why != "closing":
+            try:
+                sock.setblocking(False)
+                sock.send(overloaded_answer(self.headers, "too many connections from this address"
+                                            if why == "client" else "too many connections"))
+            except OSError:
+                pass
+        sock.close()
+
+    def _evict_locked(self) -> bool:
+        """Close the longest-idle parked connection (kept-alive first, then silent new ones)."""
+        for table in (self._idle, self._fresh, self._heads):
+            if table:
+                _, conn = table.popitem(last=False)
+                self._close_locked(conn)
+                return True
+        return False
+
+    def _out_of_descriptors(self) -> None:
+        with self._lock:
+            freed = self._evict_locked()
+        if not freed:   # nothing parked to give up: wait rather than spin on a readable listener
+            log.warning("%s: out of file descriptors with every connection busy", self.name)
+            time.sleep(SWEEP_SECONDS)
+
+    def _expire(self, now: float) -> None:
+        with self._lock:
+            for table, wait in ((self._fresh, self.header_timeout), (self._idle, self.idle_timeout)):
+                while table:
+                    fd = next(iter(table))
+                    if table[fd].since + wait > now:
+                        break
+                    self._close_locked(table.pop(fd))
+            deadlines = self._head_deadlines
+            while deadlines and deadlines[0][0] <= now:
+                due, _, conn = heapq.heappop(deadlines)
+                fd = conn.sock.fileno()
+                if conn.head_due == due and self._heads.get(fd) is conn:   # else: done, or being served
+                    self._close_locked(self._heads.pop(fd))
+
+    def _close_locked(self, conn: Connection) -> None:
+        """Forget and close a connection; the caller holds the lock."""
+        self._open -= 1
+        ip = conn.address[0]
+        left = self._clients.get(ip, 1) - 1
+        if left:
+            self._clients[ip] = left
+        else:
+            self._clients.pop(ip, None)
+        try:
+            conn.sock.close()
+        except OSError:
+            pass
+
+    # --- a pool thread --------------------------------------------------------------
+
+    def _serve(self, conn: Connection) -> None:
+        """Serve what the connection has, then park it again or close it."""
+        try:
+            if conn.rfile is None:
+                if not self._open_connection(conn):
+                    self._finish(conn, park=False)
+                    return
+                if self.tls_context is not None and not conn.holds_bytes():
+                    self._finish(conn, park=True)   # handshake done, the request not yet here
+                    return
+            while True:
+                if not self._head_here(conn):
+                    self._finish(conn, park=True)   # the rest of the head has not come yet
+                    return
+                handler = RequestHandler.for_turn(self, conn.sock, conn.address, conn.rfile, conn.wfile)
+                handler.handle_one_request()
+                conn.fresh = False
+                if handler.close_connection or self.closing:
+                    self._finish(conn, park=False)
+                    return
+                if not conn.holds_bytes():
+                    self._finish(conn, park=True)
+                    return
+        except Exception:
+            log.exception("%s: connection from %s failed", self.name, conn.address[0])
+            self._finish(conn, park=False)
+
+    def _head_here(self, conn: Connection) -> bool:
+        """Plain HTTP: take what has arrived without waiting; True when a whole head (or too much,
+        or the end) is there to parse, False to park the connection for the rest. A thread never
+        waits on a client trickling its head. Over TLS the thread reads it under the watchdog."""
+        if self.tls_context is not None or conn.rfile is None:
+            return True
+        reader = conn.rfile   # never read on while a head is buffered: the buffer stays bounded
+        if reader.holds_head(MAX_HEAD) or not reader.fill_nowait() or reader.holds_head(MAX_HEAD):
+            conn.head_due = None
+            return True
+        if not reader.buffered():
+            return False   # woken by nothing (a spurious wake-up): wait again as before
+        if conn.head_due is None:
+            conn.head_due = time.monotonic() + self.header_timeout
+            with self._lock:
+                heapq.heappush(self._head_deadlines, (conn.head_due, next(self._sequence), conn))
+        return False
+
+    def _open_connection(self, conn: Connection) -> bool:
+        """Socket options, and the TLS handshake within header_timeout of accept."""
+        sock = conn.sock
+        if self.tls_context is not None:
+            try:
+                sock.settimeout(self.header_timeout)
+                tls = self.tls_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                conn.sock = tls
+                self.watchdog.arm(tls, conn.since + self.header_timeout)
+                try:
+                    tls.do_handshake()
+                finally:
+                    self.watchdog.disarm(tls)
+            except (OSError, ValueError) as exc:   # ssl.SSLError is an OSError
+                log.debug("TLS handshake with %s failed: %s", conn.address[0], exc)
+                return False
+        prepare(conn.sock, self.send_timeout)
+        conn.rfile, conn.wfile = SocketReader(conn.sock), SocketWriter(conn.sock)
+        return True
+
+    def _finish(self, conn: Connection, park: bool) -> None:
+        with self._lock:
+            self._busy -= 1
+            if not park or self.closing:
+                _shutdown(conn.sock)
+                self._close_locked(conn)
+                return
+            conn.since = time.monotonic()
+            if conn.head_due is not None and conn.head_due <= conn.since:
+                self._close_locked(conn)   # its head is late
+                return
+            fd = conn.sock.fileno()
+            (self._heads if conn.head_due is not None else self._fresh if conn.fresh else self._idle)[fd] = conn
+            self._epoll.modify(fd, _ARMED)
+
+    # --- what the node asks ---------------------------------------------------------
+
+    def counts(self) -> dict:
+        """Connections open, parked and being served, and the pool's threads (bench/, tests)."""
+        with self._lock:
+            return {"open": self._open, "parked": len(self._fresh) + len(self._idle) + len(self._heads),
+                    "busy": self._busy,
+                    "threads": self._pool.threads}
+
+    def active_requests(self) -> int:
+        with self._lock:
+            return self._busy
+
+    def close_gracefully(self, grace: float = 30.0) -> None:
+        """Stop accepting, close parked connections, wait for the ones being served."""
+        self.stop_accepting()
+        with self._lock:
+            for table in (self._fresh, self._idle, self._heads):
+                while table:
+                    self._close_locked(table.popitem()[1])
+        deadline = time.monotonic() + grace
+        while self.active_requests() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.watchdog.stop()
+        self._pool.stop()
+        self._epoll.close()
+
+
+def ensure_open_files(wanted: int) -> None:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit when `wanted` needs more (logged)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= wanted:
+        return
+    target = max(wanted, soft) if hard == resource.RLIM_INFINITY else hard
+    oscalls.attempt("setrlimit", "the open files limit stays as it was set",
+                    resource.setrlimit, resource.RLIMIT_NOFILE, (target, hard))
+    now = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if now > soft:
+        log.info("open files limit raised from %d to %d (a public listener holds up to %d connections)",
+                 soft, now, wanted - _OWN_FDS)
+    if now < wanted:
+        log.warning("the open files limit is %d: a public listener holds fewer than its %d connections; "
+                    "raise LimitNOFILE (the shipped unit sets 65536)", now, wanted - _OWN_FDS)

@@ -1,0 +1,133 @@
+"""A connection's rfile and wfile, with the deadlines that follow progress.
+
+CPython's BufferedReader cannot say whether it already holds the next
+pipelined request without blocking, and a connection parked with bytes in
+its buffer would never wake (the selector sees the socket, not the buffer).
+SocketReader can: `buffered()`. Reads and writes never count from a
+request's start: on plain TCP the kernel's SO_RCVTIMEO/SO_SNDTIMEO end a
+call only when no byte moved for that long (a partial send counts as
+progress); on TLS the socket's timeout bounds each read and each record
+written (TLS_PIECE), as OpenSSL retries a blocking socket's EAGAIN itself.
+"""
+
+import socket
+import ssl
+import struct
+
+READ_CHUNK = 65536
+TLS_PIECE = 16384  # one TLS record: each write of a stalled client waits at most the timeout
+
+
+def prepare(sock, progress_timeout: float) -> None:
+    """Blocking socket, no Nagle delay, and the progress deadline for reads and writes."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if isinstance(sock, ssl.SSLSocket):
+        sock.settimeout(progress_timeout)
+        return
+    sock.settimeout(None)  # no poll() before every read and write: the kernel keeps the deadline
+    whole = int(progress_timeout)
+    packed = struct.pack("ll", whole, int((progress_timeout - whole) * 1e6))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, packed)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, packed)
+
+
+class SocketReader:
+    """The handler's rfile: readline/read/peek over recv, and how much is already buffered."""
+
+    __slots__ = ("_sock", "_buffer")
+
+    def __init__(self, sock):
+        self._sock = sock
+        self._buffer = b""
+
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def _fill(self) -> bool:
+        try:
+            data = self._sock.recv(READ_CHUNK)
+        except BlockingIOError:  # SO_RCVTIMEO: no byte came for the whole progress deadline
+            raise TimeoutError("the client sent nothing for too long") from None
+        if not data:
+            return False
+        self._buffer = self._buffer + data if self._buffer else data
+        return True
+
+    def fill_nowait(self) -> bool:
+        """Take what has arrived without waiting (plain sockets); False at end of stream."""
+        try:
+            data = self._sock.recv(READ_CHUNK, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return True
+        if not data:
+            return False
+        self._buffer = self._buffer + data if self._buffer else data
+        return True
+
+    def holds_head(self, limit: int) -> bool:
+        """A whole request head is buffered (it ends at an empty line), or more than `limit` bytes."""
+        return b"\n\r\n" in self._buffer or b"\n\n" in self._buffer or len(self._buffer) > limit
+
+    def peek(self, size: int = 1) -> bytes:
+        if not self._buffer:
+            self._fill()
+        return self._buffer
+
+    def readline(self, limit: int = -1) -> bytes:
+        start = 0
+        while True:
+            end = self._buffer.find(b"\n", start)
+            if end >= 0 and (limit < 0 or end < limit):
+                cut = end + 1
+                break
+            if 0 <= limit <= len(self._buffer):
+                cut = limit
+                break
+            start = len(self._buffer)
+            if not self._fill():
+                cut = len(self._buffer)
+                break
+        line, self._buffer = self._buffer[:cut], self._buffer[cut:]
+        return line
+
+    def read(self, size: int) -> bytes:
+        if len(self._buffer) >= size:
+            data, self._buffer = self._buffer[:size], self._buffer[size:]
+            return data
+        parts, have = [self._buffer], len(self._buffer)
+        self._buffer = b""
+        while have < size:
+            try:
+                data = self._sock.recv(min(READ_CHUNK, size - have))
+            except BlockingIOError:
+                raise TimeoutError("the client sent nothing for too long") from None
+            if not data:
+                break
+            parts.append(data)
+            have += len(data)
+        return b"".join(parts)
+
+
+class SocketWriter:
+    """The handler's wfile: every write sends everything, never a partial write."""
+
+    __slots__ = ("_sock", "_tls")
+
+    def __init__(self, sock):
+        self._sock = sock
+        self._tls = isinstance(sock, ssl.SSLSocket)
+
+    def write(self, data) -> int:
+        if not self._tls or len(data) <= TLS_PIECE:
+            self._sock.sendall(data)
+            return len(data)
+        view = memoryview(data)
+        for start in range(0, len(view), TLS_PIECE):
+            self._sock.sendall(view[start:start + TLS_PIECE])
+        return len(data)
+
+    def flush(self) -> None:
+        """Nothing is held back (http.server's finish() calls this)."""
+
+    def close(self) -> None:
+        """The socket is closed by the server, not by its writer."""
