@@ -149,6 +149,7 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
         fleet.forget_secrets()
         fleet.record(role="replica", fleet_id=payload["fleet_id"], bucket=bucket, seq=0, applied_at=None,
                      primary=opened.primary, last_error=None, last_purge_id=None, joined_at=rfc3339(now),
+                     membership=secrets.token_hex(8),  # new at each join: the poll's ETag is for one
                      pin={"epoch": pin.epoch, "public_key": pin.public_key,
                           "recovery_public_key": pin.recovery_public_key})
     fleet.kick()

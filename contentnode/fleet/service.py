@@ -222,10 +222,16 @@ class Fleet:
     def _run(self) -> None:
         failures, polls, etag = 0, 0, None
         next_status = 0.0
+        membership = None
         while not self._stop.is_set():
             started = time.monotonic()
             delay = float(self.poll_seconds)
-            role = self.state().get("role")
+            state = self.state()
+            role = state.get("role")
+            # the ETag belongs to one membership: after a leave and a join (even within one poll)
+            # or a demotion, a 304 for the previous one's bundle would leave the node unapplied
+            if (role, state.get("membership")) != membership:
+                membership, etag, polls = (role, state.get("membership")), None, 0
             try:
                 if role == "primary":
                     self._publish_if_due()
@@ -247,8 +253,6 @@ class Fleet:
                 self.refused(exc)
             except Exception:
                 log.exception("fleet job failed")
-            if role not in ("primary", "replica"):
-                etag, polls = None, 0
             self._wake.wait(max(0.0, delay - (time.monotonic() - started)))  # a poll every delay, work included
             self._wake.clear()
 

@@ -1,0 +1,49 @@
+"""A replica that leaves and joins again, and a bundle refused for a reason of the node's own
+that is then fixed: each applies at its next polls, without waiting for the primary to publish
+something new (real daemons, SeaweedFS)."""
+
+import pytest
+
+from tests.fleet_setup import Fleet, FleetNode, admin_of, wait_for
+from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+
+
+class SlowPollNode(FleetNode):
+    """Polls every 3 s, so a leave and a join fit between two polls."""
+
+    poll_env = {"CONTENTNODE_FLEET_POLL_SECONDS": "3"}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory, seaweed):  # noqa: F811
+    instance = Fleet(tmp_path_factory, seaweed, replicas=0, host="rejoin.example.test")
+    before = instance.seq()
+    instance.site.add_rule("/", prefix="site/")
+    instance.site.put("site/a.txt", b"served", "text/plain")
+    wait_for(lambda: instance.seq() > before, what="the rule published")
+    yield instance
+    instance.close()
+
+
+def _applied(client, seq):
+    view = client.get("/api/fleet").json
+    return view["seq"] == seq and view["last_error"] is None and view
+
+
+def test_leave_and_join_again_within_one_poll_applies_the_current_bundle(fleet, tmp_path):
+    node = SlowPollNode(str(tmp_path)).start()
+    fleet.replicas.append(node)
+    client = admin_of(node)
+    fleet.join(client)
+    seq = fleet.seq()
+    wait_for(lambda: _applied(client, seq), what="the first join applied")
+    code = fleet.admin.post("/api/fleet/join-codes", {}).json["code"]
+    assert client.post("/api/fleet/leave", {}).status == 200
+    joined = client.post("/api/fleet/join", {"code": code})
+    assert joined.status == 200 and joined.json["seq"] == seq, joined.body
+    # nothing new is published: the node must fetch the bundle again, not take a 304 for it
+    wait_for(lambda: _applied(client, seq), timeout=2 * 3 + 3, what="the bundle applied after the rejoin")
+    assert node.client("public").get("/healthz").status == 200
+    assert fleet.served(node, "/a.txt").body == b"served"
+    assert fleet.seq() == seq
+
