@@ -45,7 +45,7 @@ def test_a_folder_bucket_on_the_primary_serves_from_each_nodes_own_folder(fleet,
     assert fleet.replica_admins[0].get("/api/fleet").json["last_error"] is None
 
 
-def test_a_replica_whose_roots_do_not_hold_the_folder_keeps_its_last_configuration(fleet, tmp_path):
+def test_a_replica_whose_roots_do_not_hold_the_folder_keeps_its_last_configuration(fleet, tmp_path, sites):
     (tmp_path / "other").mkdir()
     outside = FleetNode(str(tmp_path / "other"), env={"CONTENTNODE_FOLDER_ROOTS": str(tmp_path / "elsewhere")})
     outside.start()
@@ -57,5 +57,14 @@ def test_a_replica_whose_roots_do_not_hold_the_folder_keeps_its_last_configurati
                          what="the refusal reported")
         assert state["seq"] in (None, 0) and "folder_roots" in state["last_error"]["message"], state
         assert outside.client("public").get("/healthz").status == 503   # never applied: not ready
+        # restarted with the roots it lacked, it applies the same bundle (nothing new published)
+        seq = fleet.seq()
+        outside.stop()
+        outside.extra_env["CONTENTNODE_FOLDER_ROOTS"] = sites
+        outside.start()
+        client = admin_of(outside)
+        wait_for(lambda: (s := client.get("/api/fleet").json)["seq"] == seq and s["last_error"] is None,
+                 what="the bundle applied after the restart with the right roots")
+        assert fleet.served(outside, "/web/page.txt").status == 200 and fleet.seq() == seq
     finally:
         outside.close()

@@ -5,6 +5,7 @@ something new (real daemons, SeaweedFS)."""
 import pytest
 
 from tests.fleet_setup import Fleet, FleetNode, admin_of, wait_for
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 
@@ -47,3 +48,20 @@ def test_leave_and_join_again_within_one_poll_applies_the_current_bundle(fleet, 
     assert fleet.served(node, "/a.txt").body == b"served"
     assert fleet.seq() == seq
 
+
+def test_a_bundle_refused_before_the_first_administrator_applies_after_setup(fleet, tmp_path):
+    node = FleetNode(str(tmp_path)).start()
+    fleet.replicas.append(node)
+    node.stop()  # a data dir made by the first start, no administrator yet: a node set up by script
+    code = fleet.admin.post("/api/fleet/join-codes", {}).json["code"]
+    joined = node.cli("fleet", "join", code)
+    assert joined.returncode == 0, joined.stderr
+    node.start()
+    wait_for(lambda: "no enabled administrator" in node.log(), what="the bundle refused for want of an administrator")
+    assert node.client("public").get("/healthz").status == 503
+    client = node.client()
+    assert client.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
+    seq = fleet.seq()
+    wait_for(lambda: _applied(client, seq), timeout=3, what="the bundle applied once an administrator exists")
+    assert fleet.served(node, "/a.txt").body == b"served"
+    assert fleet.seq() == seq  # nothing was published meanwhile
