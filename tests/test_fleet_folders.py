@@ -51,8 +51,25 @@ def test_a_replica_whose_roots_do_not_hold_the_folder_keeps_its_last_configurati
     outside.start()
     try:
         client = admin_of(outside)
-        fleet.join(client)
-        # its first apply carries the folder bucket from the other test, outside its roots: refused
+        # the dry run says what this node cannot take: the folder bucket from the other test
+        dry = fleet.join(client, dry_run=True)
+        assert "folder_roots" in dry["cannot_take"] and "/web" in dry["cannot_take"], dry
+        assert "backup" not in dry["cannot_take"] and "fleet's configuration" in dry["cannot_take"], dry
+        assert fleet.join(client)["cannot_take"] == dry["cannot_take"]
+        outside_id = client.get("/api/fleet").json["node_id"]
+        # the primary knows it at its first status read, with its roots, and names what it refuses
+        row = wait_for(lambda: next((r for r in fleet.admin.get("/api/fleet").json["nodes"]
+                                     if r["node_id"] == outside_id and r.get("cannot_take")), None),
+                       timeout=4, what="the primary listing the new replica and what it cannot take")
+        assert row["folder_roots"] == [str(tmp_path / "elsewhere")] and "/web" in row["cannot_take"][0], row
+        web = next(b for b in fleet.admin.get("/api/buckets").json["buckets"] if b["name"] == "web")
+        before = fleet.seq()
+        changed = fleet.admin.put(f"/api/buckets/{web['id']}", {"name": "web2"})
+        assert changed.status == 200, changed.body
+        [warning] = changed.json["fleet_warnings"]
+        assert outside_id in warning and "will refuse" in warning and "folder_roots" in warning, warning
+        wait_for(lambda: fleet.seq() > before, what="the renamed bucket published")
+        # its first apply carries the folder bucket, outside its roots: refused
         state = wait_for(lambda: (s := client.get("/api/fleet").json)["last_error"] and s,
                          what="the refusal reported")
         assert state["seq"] in (None, 0) and "folder_roots" in state["last_error"]["message"], state

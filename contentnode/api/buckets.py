@@ -67,7 +67,7 @@ def create_bucket(req):
         doc["buckets"][record["id"]] = record
     where = {"path": record["path"]} if record["type"] == "folder" else {"bucket": record["bucket"]}
     req.audit("bucket.create", target=record["id"], detail={"name": record["name"], **where})
-    return created(public_view(record))
+    return created(_with_fleet_warnings(req, public_view(record)))
 
 
 def update_bucket(req):
@@ -86,7 +86,14 @@ def update_bucket(req):
             record["last_check"] = None  # the last check was of another configuration
         revisions.stamp_if_changed(record, before, rfc3339(req.app.clock.now()))
     req.audit("bucket.update", target=bucket_id, detail={"fields": sorted(changes)})
-    return public_view(record)
+    return _with_fleet_warnings(req, public_view(record))
+
+
+def _with_fleet_warnings(req, view: dict) -> dict:
+    """A fleet primary's answer names the replicas that will refuse its buckets now (a folder
+    outside their folder_roots), so the change does not fail silently on them."""
+    found = req.app.fleet.folder_warnings()
+    return dict(view, fleet_warnings=found) if found else view
 
 
 def delete_bucket(req):
@@ -191,8 +198,9 @@ _S3_ANSWER = {name: STRING for name in buckets.MAX_LENGTHS if name not in ("name
 BUCKET = answer({"id": STRING, "name": STRING, "type": one_of(*buckets.TYPES), **_S3_ANSWER,
                  "path_style": BOOLEAN, "secret_key_set": BOOLEAN, "secret_key": refused("is write-only"),
                  "path": STRING, "created_at": STRING, "updated_at": STRING,
-                 "last_check": {"type": ["object", "null"]}},
+                 "last_check": {"type": ["object", "null"]}, "fleet_warnings": {"type": "array", "items": STRING}},
                 optional=("secret_key", "created_at", "updated_at", "last_check", "path", "path_style",
+                          "fleet_warnings",
                           "secret_key_set", *_S3_ANSWER))
 
 ROUTES = [

@@ -92,7 +92,7 @@ FLEET = answer({"role": {"enum": ["standalone", "primary", "replica"]}, "node_id
                 "issuer": {"enum": ["lease", "primary_only", None]}})
 COUNTS = {"type": "object"}
 JOINED = answer({"fleet_id": STRING, "primary": STRING, "seq": {"type": "integer"}, "dry_run": BOOLEAN,
-                 "replaces": COUNTS, "with": COUNTS, "role": STRING})
+                 "replaces": COUNTS, "with": COUNTS, "cannot_take": nullable(STRING), "role": STRING})
 
 ROUTES = [
     Route("GET", "/api/fleet", "settings:write", get_fleet, answer=FLEET),

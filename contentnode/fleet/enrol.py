@@ -15,7 +15,7 @@ from contentnode.clock import rfc3339
 from contentnode.core import buckets, signing
 from contentnode.core.fields import FieldError
 from contentnode.core.s3 import S3Error
-from contentnode.fleet import bundle, joincode, keys, publisher, shared, status
+from contentnode.fleet import bundle, follower, joincode, keys, publisher, shared, status
 from contentnode.fleet.service import SECTION, Fleet
 from contentnode.fleet.wire import Refused, b64, unb64
 
@@ -123,6 +123,16 @@ def _payload(payload: dict) -> tuple[dict, keys.Secrets, keys.Pin]:
     return bucket, made, pin
 
 
+def _cannot_take(fleet: Fleet, sections: dict) -> str | None:
+    """Why this node would refuse the fleet's current configuration (a folder bucket outside its
+    folder_roots, no administrator yet), or None: the join says it before it happens."""
+    try:
+        follower.check(fleet, fleet.store.data, sections)
+    except Refused as exc:
+        return exc.message
+    return None
+
+
 def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
     """Check the code and the fleet's current bundle; unless dry_run, become a replica."""
     with fleet.lock:
@@ -140,9 +150,10 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
                                     sealed=shared.SEALED)
         if opened is None:  # seq 0 is never published: a bundle always opens against it
             raise Refused("malformed", "the fleet's bundle has no seq")
+        sections = shared.applied(fleet.store.data, opened.parts)
         answer = {"fleet_id": payload["fleet_id"], "primary": opened.primary, "seq": opened.seq,
                   "dry_run": dry_run, "replaces": shared.counts(fleet.store.data),
-                  "with": shared.counts(shared.applied(fleet.store.data, opened.parts))}
+                  "with": shared.counts(sections), "cannot_take": _cannot_take(fleet, sections)}
         if dry_run:
             return answer
         keys.save(fleet.data_dir, made)

@@ -77,16 +77,25 @@ def _seen(fleet, state: dict) -> None:
                                          "not re-signed it (is it running?); serving it until a new one comes"))
 
 
+SUBJECT = "the fleet's configuration cannot be applied on this node ({})"
+
+
+def check(fleet, current: dict, sections: dict) -> None:
+    """Refused (restore_checks) when the node's document with these shared sections would not
+    pass a restore's checks here (its folder_roots, its own accounts)."""
+    try:
+        check_records({**current, **sections}, fleet.folder_roots, SUBJECT)
+    except BackupError as exc:
+        raise Refused(LOCAL_CAUSE, str(exc)) from None
+
+
 def apply(fleet, opened: bundle.Opened) -> None:
     """Check the resulting configuration like a restore, purge, then swap it in at once."""
     started = time.monotonic()
     store = fleet.store
     current = store.data
     sections = shared.applied(current, opened.parts)
-    try:
-        check_records({**current, **sections}, fleet.folder_roots)
-    except BackupError as exc:
-        raise Refused(LOCAL_CAUSE, str(exc)) from None
+    check(fleet, current, sections)
     certificates = certfiles.check(opened.parts.get(shared.CERTIFICATES), sections["domains"], fleet.certs)
     state = current.get("fleet") or {}
     newer, everything, newest = shared.purges_to_run(opened.parts.get("purges") or [], state.get("last_purge_id"))

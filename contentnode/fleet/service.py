@@ -6,7 +6,8 @@ store's commit listener and the cache's purge listener are its only hooks
 into the rest of the node. One thread does everything the role needs, every
 fleet_poll_seconds: on the primary publish (debounced: 0.3 s of quiet, at
 most 2 s after the first change), status, the nodes' statuses every third
-poll and expired join objects; on a replica the conditional GET and status.
+poll and expired join objects; on a replica the conditional GET and status. While a join code is valid the
+primary reads the statuses every poll, so a new node shows at once.
 Bucket failures back off (poll x 2^n, at most 8 polls or 5 minutes).
 """
 
@@ -20,7 +21,7 @@ from contentnode.core.certs import CertStore
 from contentnode.core.folders import FolderRoots
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
-from contentnode.fleet import alerts, follower, issuer, keys, promotion, publisher, shared, status
+from contentnode.fleet import alerts, folders, follower, issuer, joincode, keys, promotion, publisher, shared, status
 from contentnode.fleet.wire import Refused
 from contentnode.public import health
 
@@ -90,7 +91,15 @@ class Fleet:
         return state_of(self.store.data)
 
     def view(self) -> dict:
-        return view_of(self.store.data, self.poll_seconds, self.nodes, self.bundle_seen_at)
+        buckets = self.store.data["buckets"]
+        nodes = [dict(row, cannot_take=folders.refusals(buckets, row)) for row in self.nodes]
+        return view_of(self.store.data, self.poll_seconds, nodes, self.bundle_seen_at)
+
+    def folder_warnings(self) -> list:
+        """On the primary: the replicas it knows that will refuse its current buckets, and why."""
+        if self.state().get("role") != "primary":
+            return []
+        return folders.warnings(self.store.data["buckets"], self.nodes)
 
     def node_id(self) -> str:
         return self.store.data["node"]["id"]
@@ -285,9 +294,15 @@ class Fleet:
     def _status_round(self, role: str, polls: int) -> None:
         client = self.client()
         status.write(client, self.state()["bucket"]["prefix"], self.status_doc())
-        if role == "primary" and polls % STATUS_READ_EVERY == 1:
+        if role == "primary" and (polls % STATUS_READ_EVERY == 1 or self._joins_open()):
             self._read_nodes(client)
             publisher.delete_expired_joins(self, client)
+
+    def _joins_open(self) -> bool:
+        """A join code is still valid: read the statuses every poll, so a node that joins shows
+        at the primary's first poll after it (not up to STATUS_READ_EVERY polls later)."""
+        codes = self.state().get("join_codes") or []
+        return len(joincode.expired_ids(codes, self.clock.now())) < len(codes)
 
     def status_doc(self) -> dict:
         state = self.state()
@@ -297,7 +312,8 @@ class Fleet:
                 "poll_seconds": self.poll_seconds,
                 "health": {"ready": ready(self.store.data), "bundle_seen_at": self.bundle_seen_at},
                 "traffic": self.counters(),
-                "certificates": alerts.certificates_due(self.store.data["domains"], self.clock.now())}
+                "certificates": alerts.certificates_due(self.store.data["domains"], self.clock.now()),
+                "folder_roots": list(self.folder_roots.roots) if self.folder_roots is not None else None}
 
     def _read_nodes(self, client) -> None:
         state = self.state()

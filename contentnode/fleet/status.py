@@ -19,7 +19,7 @@ MAX_NODES = 1000          # statuses the primary reads at most (one LIST page)
 UNSEEN_POLLS = 3
 _NODE_ID = re.compile(r"^[0-9a-f]{16}$")
 FIELDS = ("node_id", "name", "role", "version", "seq", "applied_at", "last_error", "seen_at",
-          "poll_seconds", "health", "traffic", "certificates")
+          "poll_seconds", "health", "traffic", "certificates", "folder_roots")
 
 
 def key(prefix: str, node_id: str) -> str:
