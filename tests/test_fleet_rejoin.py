@@ -2,6 +2,8 @@
 that is then fixed: each applies at its next polls, without waiting for the primary to publish
 something new (real daemons, SeaweedFS)."""
 
+import time
+
 import pytest
 
 from tests.fleet_setup import Fleet, FleetNode, admin_of, wait_for
@@ -65,3 +67,30 @@ def test_a_bundle_refused_before_the_first_administrator_applies_after_setup(fle
     wait_for(lambda: _applied(client, seq), timeout=3, what="the bundle applied once an administrator exists")
     assert fleet.served(node, "/a.txt").body == b"served"
     assert fleet.seq() == seq  # nothing was published meanwhile
+
+
+class FourSecondNode(FleetNode):
+    poll_env = {"CONTENTNODE_FLEET_POLL_SECONDS": "4"}
+
+
+def test_a_new_replica_shows_on_the_primary_at_its_next_poll(tmp_path_factory, seaweed):  # noqa: F811
+    """The primary read the statuses at its first poll (before the join); without the join code
+    counting, its next read would come three polls (12 s) later."""
+    started = time.monotonic()
+    fleet = Fleet(tmp_path_factory, seaweed, replicas=1, host="appears.example.test", node_class=FourSecondNode)
+    try:
+        joined = time.monotonic()
+        node_id = fleet.replica_admins[0].get("/api/fleet").json["node_id"]
+        wait_for(lambda: [r for r in fleet.admin.get("/api/fleet").json["nodes"] if r["node_id"] == node_id],
+                 timeout=4 + 2, what="the new replica listed on the primary")
+        assert time.monotonic() - started < 3 * 4, "too slow to tell the polls apart"
+        assert time.monotonic() - joined < 4 + 2
+    finally:
+        fleet.close()
+
+
+def test_an_offline_command_on_a_data_dir_never_started_says_so(tmp_path):
+    node = FleetNode(str(tmp_path))
+    refused = node.cli("fleet", "join", "cnj_x")
+    assert refused.returncode == 1
+    assert "start the daemon once with this data dir" in refused.stderr and "(pass --data-dir)" not in refused.stderr

@@ -111,7 +111,7 @@ def promote(fleet, recovery_secret: str, conditional: bool) -> str:
             tx[shared.PURGES] = shared.continued_purges(history, _part_data(doc, "purges"), state.get("last_purge_id"))
         fleet.record(role="primary", pin=_pin_record(epoch, signing, next_public), key_certs=doc["keys"] + [cert],
                      seq=max(int(state.get("seq") or 0), doc["seq"]), bundle_etag=etag, primary=None,
-                     promoted_at=rfc3339(now), last_error=None, parts_digest=None, issued_at=None,
+                     promoted_at=rfc3339(now), last_error=None, demoted=None, parts_digest=None, issued_at=None,
                      join_codes=[])
         try:
             publisher.publish(fleet, force=True, expect_etag=etag if conditional else None)

@@ -55,7 +55,7 @@ def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | Non
            "last_error": state.get("last_error"), "poll_seconds": poll_seconds,
            "key_epoch": (state.get("pin") or {}).get("epoch"), "expires_at": state.get("expires_at"),
            "nodes": nodes if role == "primary" else [], "primary": None,
-           "probe": state.get("probe"), "issuer": issuer.mode(state)}
+           "probe": state.get("probe"), "issuer": issuer.mode(state), "demoted": state.get("demoted")}
     if role == "replica":
         out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": bundle_seen_at}
     return out
@@ -204,8 +204,10 @@ class Fleet:
         """Stop publishing for good: become a replica pinned to this node's own key."""
         keys.remove_signing(self.data_dir)
         self.forget_secrets()
-        # one write: whoever sees the replica role also sees why
-        self._fail("demoted", message, role="replica", primary=None, bundle_etag=None)
+        # one write: whoever sees the replica role also sees why; `demoted` stays after the
+        # next good apply clears last_error, until the node leaves or is promoted again
+        self._fail("demoted", message, role="replica", primary=None, bundle_etag=None,
+                   demoted={"at": rfc3339(self.clock.now()), "message": message})
 
     # --- the background job ----------------------------------------------------
 
