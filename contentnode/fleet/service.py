@@ -57,8 +57,20 @@ def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | Non
            "nodes": nodes if role == "primary" else [], "primary": None,
            "probe": state.get("probe"), "issuer": issuer.mode(state), "demoted": state.get("demoted")}
     if role == "replica":
-        out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": bundle_seen_at}
+        out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": bundle_seen_at,
+                          "name": None, "address": None}
     return out
+
+
+def primary_label(node_id: str | None, seen: dict | None) -> str:
+    """How a replica names its primary to people: name and address from the primary's own status
+    when read, with the node id; the id alone before."""
+    if not node_id:
+        return "unknown (no bundle applied yet)"
+    if not seen or seen.get("node_id") != node_id or not seen.get("name"):
+        return f"node {node_id}"
+    where = f" at {seen['address']}" if seen.get("address") else ""
+    return f"{seen['name']}{where} (node {node_id})"
 
 
 class Fleet:
@@ -67,12 +79,14 @@ class Fleet:
 
     def __init__(self, *, store, data_dir: str, clock, poll_seconds: int, version: str,
                  outbound=OutboundPolicy, node_name=lambda: "contentnode", counters=dict,
-                 purger=None, events=None, folder_roots: FolderRoots | None = None):
+                 purger=None, events=None, folder_roots: FolderRoots | None = None, address=lambda: None):
         self.store, self.data_dir, self.clock = store, data_dir, clock
         self.folder_roots = folder_roots   # this node's: a shared folder bucket must lie in them here too
         self.poll_seconds, self.version = poll_seconds, version
         self.outbound, self.node_name, self.counters = outbound, node_name, counters
         self.purger, self.events = purger, events
+        self.address = address           # where people reach this node (its status says, for the panel)
+        self.primary_seen: dict | None = None   # a replica's last read of its primary's status
         self.certs = CertStore(os.path.join(data_dir, "certs"))  # the files the bundle carries (fleet/certfiles.py)
         self.nodes: list = []            # the primary's latest view of the other nodes
         self.bundle_seen_at: str | None = None
@@ -93,7 +107,11 @@ class Fleet:
     def view(self) -> dict:
         buckets = self.store.data["buckets"]
         nodes = [dict(row, cannot_take=folders.refusals(buckets, row)) for row in self.nodes]
-        return view_of(self.store.data, self.poll_seconds, nodes, self.bundle_seen_at)
+        out = view_of(self.store.data, self.poll_seconds, nodes, self.bundle_seen_at)
+        seen = self.primary_seen
+        if out["primary"] is not None and seen is not None and seen.get("node_id") == out["primary"]["node_id"]:
+            out["primary"].update(name=seen.get("name"), address=seen.get("address"))
+        return out
 
     def folder_warnings(self) -> list:
         """On the primary: the replicas it knows that will refuse its current buckets, and why."""
@@ -105,11 +123,11 @@ class Fleet:
         return self.store.data["node"]["id"]
 
     def primary_of_replica(self) -> str | None:
-        """The primary's node_id when this node is a replica (shared writes are refused), else None."""
+        """How to name the primary when this node is a replica (shared writes are refused), else None."""
         state = self.state()
         if state.get("role") != "replica":
             return None
-        return state.get("primary") or "unknown (no bundle applied yet)"
+        return primary_label(state.get("primary"), self.primary_seen)
 
     def secrets(self) -> keys.Secrets | None:
         if self._secrets_cache is None:
@@ -295,7 +313,10 @@ class Fleet:
 
     def _status_round(self, role: str, polls: int) -> None:
         client = self.client()
-        status.write(client, self.state()["bucket"]["prefix"], self.status_doc())
+        state = self.state()
+        status.write(client, state["bucket"]["prefix"], self.status_doc())
+        if role == "replica" and state.get("primary"):
+            self.primary_seen = status.read_one(client, state["bucket"]["prefix"], state["primary"])
         if role == "primary" and (polls % STATUS_READ_EVERY == 1 or self._joins_open()):
             self._read_nodes(client)
             publisher.delete_expired_joins(self, client)
@@ -315,7 +336,8 @@ class Fleet:
                 "health": {"ready": ready(self.store.data), "bundle_seen_at": self.bundle_seen_at},
                 "traffic": self.counters(),
                 "certificates": alerts.certificates_due(self.store.data["domains"], self.clock.now()),
-                "folder_roots": list(self.folder_roots.roots) if self.folder_roots is not None else None}
+                "folder_roots": list(self.folder_roots.roots) if self.folder_roots is not None else None,
+                "address": self.address()}
 
     def _read_nodes(self, client) -> None:
         state = self.state()
