@@ -74,17 +74,15 @@ class FourSecondNode(FleetNode):
 
 
 def test_a_new_replica_shows_on_the_primary_at_its_next_poll(tmp_path_factory, seaweed):  # noqa: F811
-    """The primary read the statuses at its first poll (before the join); without the join code
-    counting, its next read would come three polls (12 s) later."""
-    started = time.monotonic()
+    """The primary reads the statuses at its first poll, before the join: without the valid join
+    code counting, its next read comes three polls (12 s) after that (seen: listed after 12 s)."""
     fleet = Fleet(tmp_path_factory, seaweed, replicas=1, host="appears.example.test", node_class=FourSecondNode)
     try:
         joined = time.monotonic()
         node_id = fleet.replica_admins[0].get("/api/fleet").json["node_id"]
         wait_for(lambda: [r for r in fleet.admin.get("/api/fleet").json["nodes"] if r["node_id"] == node_id],
-                 timeout=4 + 2, what="the new replica listed on the primary")
-        assert time.monotonic() - started < 3 * 4, "too slow to tell the polls apart"
-        assert time.monotonic() - joined < 4 + 2
+                 timeout=4 + 3, what="the new replica listed on the primary")
+        assert time.monotonic() - joined < 4 + 3
     finally:
         fleet.close()
 
