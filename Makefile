@@ -32,8 +32,10 @@ $(VENV)/.test-installed: setup.cfg pyproject.toml | $(PY)
 	$(VENV)/bin/uv pip install --quiet --system-certs --python $(PY) -e '.[images,test]'
 	touch $@ $(VENV)/.installed
 
+# exec: no shell between make and the daemon; stopped through its process group, the daemon gets
+# SIGTERM from the group and again from make, which it takes as one (a drain, docs/API.md)
 run: $(VENV)/.installed
-	$(VENV)/bin/contentnode serve --data-dir $(DATA_DIR)
+	exec $(VENV)/bin/contentnode serve --data-dir $(DATA_DIR)
 
 # Debian peers first (root installs them, anyone else is told the command), then one check of all.
 peers: $(VENV)/.test-installed

@@ -10,6 +10,7 @@ at import time.
 import logging
 import os
 import secrets
+import socket
 import threading
 import time
 
@@ -286,7 +287,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
                       version=__version__, outbound=lambda: app.outbound,
                       node_name=lambda: app.settings.get("node_name", "contentnode"),
                       counters=lambda: _traffic_totals(app.delivery), purger=app.delivery.cache, events=app.events,
-                      folder_roots=app.folder_roots)
+                      folder_roots=app.folder_roots, address=lambda: _admin_address(app))
     app.acme_read_through = fleet_issuer.read_through(app.fleet)
     fleet_alerts.register_metrics(app.metrics, app.fleet, clock)
     if worker_slot is None:
@@ -312,6 +313,12 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
         Every("backup-schedule", config.backup_poll_seconds, app.backups.tick),
     ]
     return app
+
+
+def _admin_address(app) -> str | None:
+    """This machine's host name and admin port: how people tell the fleet's nodes apart."""
+    admin = app.servers.get("admin")
+    return f"{socket.gethostname()}:{admin.server_address[1]}" if admin is not None else None
 
 
 def _traffic_totals(delivery: Delivery) -> dict:

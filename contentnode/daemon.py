@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from contentnode import __version__, logs, sdnotify
 from contentnode.app import build_app
@@ -15,6 +16,8 @@ from contentnode.config import DEFAULT_FOLDER_ROOT
 from contentnode.fileio import DataDirLock, remove_stale_temps
 from contentnode.store import claim_data_dir
 from contentnode.workers import PublicWorkers
+
+SAME_STOP_SECONDS = 0.5   # SIGTERMs this close together are one stop request (see request_stop)
 
 log = logging.getLogger("contentnode")
 banner = logging.getLogger("contentnode.start")
@@ -74,11 +77,17 @@ def serve(config) -> int:
         workers.start()
     print_banner(app)
     stop, hurry = threading.Event(), threading.Event()
+    first_term: list = []
 
     def request_stop(signum, frame):
-        """SIGTERM drains first (balancers see /healthz 503); SIGINT or a second SIGTERM stops at once."""
-        if stop.is_set() or signum == signal.SIGINT:
+        """SIGTERM drains first (balancers see /healthz 503); SIGINT or a second SIGTERM stops at once.
+        A SIGTERM within SAME_STOP_SECONDS of the first is the same request: `make run` stopped by a
+        signal to its process group delivers it twice (once to the group, once forwarded by make)."""
+        now = time.monotonic()
+        if signum == signal.SIGINT or (stop.is_set() and first_term and now - first_term[0] >= SAME_STOP_SECONDS):
             hurry.set()
+        if signum == signal.SIGTERM and not first_term:
+            first_term.append(now)
         log.info("signal %d: stopping (in-flight requests may finish)", signum)
         stop.set()
 

@@ -269,9 +269,13 @@ def _revisions(doc):
                  f"or the node's {revisions.COUNTER}")
 
 
-def check_records(doc: dict, folder_roots: FolderRoots | None = None) -> None:
+BACKUP_SUBJECT = "the backup's {} cannot be restored"
+
+
+def check_records(doc: dict, folder_roots: FolderRoots | None = None, subject: str = BACKUP_SUBJECT) -> None:
     """BackupError naming the first record of `doc` (a whole state document) that cannot work
-    on a node whose folder buckets may serve from `folder_roots`."""
+    on a node whose folder buckets may serve from `folder_roots`; `subject` names what is
+    checked ({} the section), for a fleet's configuration as for a backup."""
     try:
         json.dumps(doc, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except (UnicodeEncodeError, ValueError):
@@ -287,15 +291,15 @@ def check_records(doc: dict, folder_roots: FolderRoots | None = None) -> None:
             else:
                 check(doc[name])
         except _Bad as exc:
-            raise BackupError(f"the backup's {name} cannot be restored: {exc}") from None
+            raise BackupError(f"{subject.format(name)}: {exc}") from None
     try:
         _revisions(doc)
     except _Bad as exc:
-        raise BackupError(f"the backup's revisions cannot be restored: {exc}") from None
+        raise BackupError(f"{subject.format('revisions')}: {exc}") from None
     try:
         tokens.validate_records(doc.get("api_tokens", {}), set(doc.get("users") or {}))
     except ValueError as exc:
-        raise BackupError(f"the backup's api_tokens cannot be restored: {exc}") from None
+        raise BackupError(f"{subject.format('api_tokens')}: {exc}") from None
 
 
 def restore_into(ctx, document, passphrase, by, ip=None, keep_session=None, restore_credentials=False,

@@ -80,6 +80,7 @@ def test_second_sigterm_ends_the_drain(tmp_path):
     try:
         node.proc.send_signal(signal.SIGTERM)
         assert wait_until(lambda: (health(node) or (0,))[0] == 503, 2)
+        time.sleep(0.6)  # one within 0.5 s of the first is the same stop request (test_make_run.py)
         node.proc.send_signal(signal.SIGTERM)
         node.proc.wait(timeout=10)
         assert node.proc.returncode == 0

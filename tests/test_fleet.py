@@ -38,10 +38,18 @@ def test_replica_refuses_shared_writes_naming_the_primary(fleet):
               ("POST", "/api/buckets", fleet.seaweed.bucket_definition("zzz")),
               ("POST", "/api/links/rotate", {}),
               ("PUT", "/api/settings", {"link_grace_seconds": 60})]
+    # named by its name and address (its own status, read by the replica each poll), with its id
+    assert fleet.admin.put("/api/settings", {"node_name": "edge-0"}).status == 200
+    admin_port = fleet.primary.admin_port
+    wait_for(lambda: replica.get("/api/fleet").json["primary"]["name"] == "edge-0", what="the primary's name")
+    assert replica.get("/api/fleet").json["primary"]["address"].endswith(f":{admin_port}")
     for method, path, body in writes:
         response = replica.request(method, path, body)
         assert response.status == 409, (method, path, response.body)
-        assert response.error_code == "managed_by_fleet" and primary_id in response.json["error"]["message"]
+        message = response.json["error"]["message"]
+        assert response.error_code == "managed_by_fleet" and primary_id in message
+        assert "edge-0 at " in message and f":{admin_port} (node {primary_id})" in message, message
+    assert replica.get("/api/fleet/role").json["primary"].startswith("edge-0 at ")
     after = fleet.state(fleet.replicas[0])
     for section in ("domains", "rules", "buckets", "links", "settings"):
         assert after[section] == before[section]

@@ -45,17 +45,43 @@ def test_a_folder_bucket_on_the_primary_serves_from_each_nodes_own_folder(fleet,
     assert fleet.replica_admins[0].get("/api/fleet").json["last_error"] is None
 
 
-def test_a_replica_whose_roots_do_not_hold_the_folder_keeps_its_last_configuration(fleet, tmp_path):
+def test_a_replica_whose_roots_do_not_hold_the_folder_keeps_its_last_configuration(fleet, tmp_path, sites):
     (tmp_path / "other").mkdir()
     outside = FleetNode(str(tmp_path / "other"), env={"CONTENTNODE_FOLDER_ROOTS": str(tmp_path / "elsewhere")})
     outside.start()
     try:
         client = admin_of(outside)
-        fleet.join(client)
-        # its first apply carries the folder bucket from the other test, outside its roots: refused
+        # the dry run says what this node cannot take: the folder bucket from the other test
+        dry = fleet.join(client, dry_run=True)
+        assert "folder_roots" in dry["cannot_take"] and "/web" in dry["cannot_take"], dry
+        assert "backup" not in dry["cannot_take"] and "fleet's configuration" in dry["cannot_take"], dry
+        assert fleet.join(client)["cannot_take"] == dry["cannot_take"]
+        outside_id = client.get("/api/fleet").json["node_id"]
+        # the primary knows it at its first status read, with its roots, and names what it refuses
+        row = wait_for(lambda: next((r for r in fleet.admin.get("/api/fleet").json["nodes"]
+                                     if r["node_id"] == outside_id and r.get("cannot_take")), None),
+                       timeout=4, what="the primary listing the new replica and what it cannot take")
+        assert row["folder_roots"] == [str(tmp_path / "elsewhere")] and "/web" in row["cannot_take"][0], row
+        web = next(b for b in fleet.admin.get("/api/buckets").json["buckets"] if b["name"] == "web")
+        before = fleet.seq()
+        changed = fleet.admin.put(f"/api/buckets/{web['id']}", {"name": "web2"})
+        assert changed.status == 200, changed.body
+        [warning] = changed.json["fleet_warnings"]
+        assert outside_id in warning and "will refuse" in warning and "folder_roots" in warning, warning
+        wait_for(lambda: fleet.seq() > before, what="the renamed bucket published")
+        # its first apply carries the folder bucket, outside its roots: refused
         state = wait_for(lambda: (s := client.get("/api/fleet").json)["last_error"] and s,
                          what="the refusal reported")
         assert state["seq"] in (None, 0) and "folder_roots" in state["last_error"]["message"], state
         assert outside.client("public").get("/healthz").status == 503   # never applied: not ready
+        # restarted with the roots it lacked, it applies the same bundle (nothing new published)
+        seq = fleet.seq()
+        outside.stop()
+        outside.extra_env["CONTENTNODE_FOLDER_ROOTS"] = sites
+        outside.start()
+        client = admin_of(outside)
+        wait_for(lambda: (s := client.get("/api/fleet").json)["seq"] == seq and s["last_error"] is None,
+                 what="the bundle applied after the restart with the right roots")
+        assert fleet.served(outside, "/web/page.txt").status == 200 and fleet.seq() == seq
     finally:
         outside.close()

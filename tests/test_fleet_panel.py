@@ -54,22 +54,50 @@ def test_primary_mints_a_code_shown_once_and_lists_the_replica(browser, fleet):
     check_page(page, "fleet-primary")
 
 
+def _named_primary(fleet) -> str:
+    """The primary named edge-0, and the replica knowing it (it reads the primary's status each poll)."""
+    assert fleet.admin.put("/api/settings", {"node_name": "edge-0"}).status == 200
+    wait_for(lambda: fleet.replica_admins[0].get("/api/fleet").json["primary"]["name"] == "edge-0",
+             what="the replica reading the primary's name")
+    return fleet.admin.get("/api/fleet").json["node_id"]
+
+
 def test_replica_page_says_where_edits_are_made(browser, fleet):
-    primary_id = fleet.admin.get("/api/fleet").json["node_id"]
+    primary_id = _named_primary(fleet)
     page = open_fleet_page(browser, fleet.replicas[0])
     expect(page.get_by_text("This node is a replica")).to_be_visible()
-    expect(page.get_by_text(primary_id).first).to_be_visible()
+    named = page.get_by_test_id("replica-primary")
+    expect(named).to_contain_text("edge-0 at ")
+    expect(named).to_contain_text(f":{fleet.primary.admin_port} (node {primary_id})")
     expect(page.get_by_role("button", name="Mint join code")).to_have_count(0)
+    # never probed on this replica: it offers a probe, not a probe "again"
+    assert fleet.replica_admins[0].get("/api/fleet").json["probe"] is None
+    expect(page.get_by_role("button", name="Probe the bucket", exact=True)).to_be_visible()
+    expect(page.get_by_role("button", name="Probe the bucket again")).to_have_count(0)
     check_page(page, "fleet-replica")
+
+
+def test_the_sign_in_page_names_the_node(browser, fleet):
+    _named_primary(fleet)
+    page = new_context(browser, fleet.primary).new_page()
+    page.goto("/#/login")
+    expect(page.get_by_test_id("node-name")).to_have_text("Node edge-0")
+    assert page.title() == "Sign in · edge-0"
+    replica = new_context(browser, fleet.replicas[0]).new_page()
+    replica.goto("/#/login")
+    expect(replica.get_by_test_id("node-name")).to_have_text("Node contentnode")
+    check_page(page, "fleet-login-named")
 
 
 def test_shared_pages_on_a_replica_say_where_edits_are_made_and_hide_write_controls(browser, fleet):
     primary_id = fleet.admin.get("/api/fleet").json["node_id"]
     page = open_fleet_page(browser, fleet.replicas[0])
+    _named_primary(fleet)
     for where, heading in (("#/domains", "Domains"), ("#/buckets", "Buckets"), ("#/rules", "Rules")):
         page.goto("/" + where)
         page.get_by_role("heading", level=1, name=heading).wait_for()
-        expect(page.get_by_test_id("replica-banner")).to_contain_text(primary_id)
+        expect(page.get_by_test_id("replica-banner")).to_contain_text("edge-0 at ")
+        expect(page.get_by_test_id("replica-banner")).to_contain_text(f"(node {primary_id})")
     page.goto("/#/domains")
     page.get_by_role("heading", level=1, name="Domains").wait_for()
     expect(page.get_by_role("button", name="Add domain")).to_have_count(0)

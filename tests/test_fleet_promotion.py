@@ -120,6 +120,8 @@ def test_promotion_after_kill_9_of_the_primary(fleet):
     wait_for(lambda: fleet.served(old_primary, "/late/b.txt").status == 200, what="the old primary following")
     assert old_admin.get("/api/fleet").json["key_epoch"] == epoch + 1
     time.sleep(3)  # three polls
+    demoted = old_admin.get("/api/fleet").json["demoted"]  # still says so after the applies since
+    assert "another node was promoted" in demoted["message"] and demoted["at"], demoted
     current = _bundle(fleet)
     assert current["primary"] == first_id != old_id and len(current["keys"]) == epoch + 1
     assert _published_lines(old_primary) == published_before

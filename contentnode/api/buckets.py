@@ -77,7 +77,7 @@ def create_bucket(req):
     where = {"path": record["path"]} if record["type"] == "folder" else \
         {"url": record["url"]} if record["type"] == "http" else {"bucket": record["bucket"]}
     req.audit("bucket.create", target=record["id"], detail={"name": record["name"], **where})
-    return created(public_view(record))
+    return created(_with_fleet_warnings(req, public_view(record)))
 
 
 def update_bucket(req):
@@ -98,7 +98,14 @@ def update_bucket(req):
             record["last_check"] = None  # the last check was of another configuration
         revisions.stamp_if_changed(record, before, rfc3339(req.app.clock.now()))
     req.audit("bucket.update", target=bucket_id, detail={"fields": sorted(changes)})
-    return public_view(record)
+    return _with_fleet_warnings(req, public_view(record))
+
+
+def _with_fleet_warnings(req, view: dict) -> dict:
+    """A fleet primary's answer names the replicas that will refuse its buckets now (a folder
+    outside their folder_roots), so the change does not fail silently on them."""
+    found = req.app.fleet.folder_warnings()
+    return dict(view, fleet_warnings=found) if found else view
 
 
 def delete_bucket(req):
@@ -199,8 +206,9 @@ TEST_BODY = obj(dict(CHECK_BODY["properties"], key=text(1024)), required=["key"]
                 description=CHECK_BODY["description"])
 
 BUCKET = buckets.BUCKET.answer({"id": STRING, "secret_key_set": BOOLEAN, "secret_key": refused("is write-only"),
-                                "created_at": STRING, "updated_at": STRING},
-                               optional=("secret_key_set", "secret_key", "created_at", "updated_at"))
+                                "created_at": STRING, "updated_at": STRING,
+                                "fleet_warnings": {"type": "array", "items": STRING}},
+                               optional=("secret_key_set", "secret_key", "created_at", "updated_at", "fleet_warnings"))
 
 ROUTES = [
     Route("GET", "/api/buckets", "buckets:read", list_buckets,

@@ -90,10 +90,10 @@ FLEET = answer({"role": _ROLE, "node_id": STRING,
                 "poll_seconds": {"type": "integer"}, "key_epoch": {"type": ["integer", "null"]},
                 "expires_at": nullable(STRING), "nodes": {"type": "array", "items": {"type": "object"}},
                 "primary": _OBJECT_OR_NULL, "probe": _OBJECT_OR_NULL,
-                "issuer": {"enum": ["lease", "primary_only", None]}})
+                "issuer": {"enum": ["lease", "primary_only", None]}, "demoted": _OBJECT_OR_NULL})
 COUNTS = {"type": "object"}
 JOINED = answer({"fleet_id": STRING, "primary": STRING, "seq": {"type": "integer"}, "dry_run": BOOLEAN,
-                 "replaces": COUNTS, "with": COUNTS, "role": STRING})
+                 "replaces": COUNTS, "with": COUNTS, "cannot_take": nullable(STRING), "role": STRING})
 
 ROUTES = [
     Route("GET", "/api/fleet", "settings:write", get_fleet, answer=FLEET),

@@ -52,6 +52,9 @@ def get_session(req):
         "two_factor_enrollment_required": bool(req.user and req.app.sessions.must_enrol(req.user, req.api_token)),
         "user": session_user(req) if req.user else None,
         "token": token_summary(req),
+        # shown on the sign-in page before any login, so a person can tell nodes apart: a label the
+        # administrator chose (settings node_name), never a secret (docs/API.md says so)
+        "node_name": req.app.settings.get("node_name", "contentnode"),
     }
 
 
@@ -268,7 +271,7 @@ TOKEN_SUMMARY = nullable(answer({"id": STRING, "name": STRING}))
 SESSION = answer({"authenticated": BOOLEAN, "setup_required": BOOLEAN, "two_factor_policy": one_of(*TWO_FACTOR_MODES),
                   "passkeys_policy": one_of(*PASSKEY_MODES),
                   "two_factor_pending": BOOLEAN, "two_factor_enrollment_required": BOOLEAN,
-                  "user": nullable(USER), "token": TOKEN_SUMMARY})
+                  "user": nullable(USER), "token": TOKEN_SUMMARY, "node_name": STRING})
 
 # A new password's length floor is the policy's (password_min_length), checked by the handler.
 NEW_PASSWORD = {"type": "string", "minLength": 1, "maxLength": PASSWORD_MAX_LENGTH}

@@ -46,7 +46,8 @@ class OfflineContext:
 def open_offline(config, create: bool = False, sections=ACCOUNT_SECTIONS):
     """An OfflineContext on the data dir, loaded under the data-dir lock; Refused when it cannot be."""
     if not create and not os.path.exists(os.path.join(config.data_dir, STATE_FILE)):
-        raise Refused(f"no node data in {config.data_dir} (pass --data-dir)")
+        raise Refused(f"no node data in {config.data_dir}: start the daemon once with this data dir (its first "
+                      "start makes it), or name the node's data dir with --data-dir")
     claim_data_dir(config.data_dir)
     lock = DataDirLock(config.data_dir)
     try:

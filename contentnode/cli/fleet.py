@@ -13,6 +13,7 @@ import sys
 from contentnode import __version__
 from contentnode.cli.context import AGENT, Refused, add_data_dir_flags, open_offline
 from contentnode.core import settings
+from contentnode.core.folders import FolderRoots
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.fleet import enrol, wire
 from contentnode.fleet.service import Fleet, view_of
@@ -38,6 +39,7 @@ def join(config, args) -> int:
             # the daemon's outbound rule (the node's own admin port refused), as the API's join has
             fleet = Fleet(store=ctx.store, data_dir=ctx.data_dir, clock=ctx.clock,
                           poll_seconds=config.fleet_poll_seconds, version=__version__,
+                          folder_roots=FolderRoots(config.folder_roots, ctx.data_dir),  # for the answer's cannot_take
                           outbound=lambda: OutboundPolicy.for_node(settings.effective(ctx.store.data),
                                                                    config.admin_port, config.dns_resolver))
             try:

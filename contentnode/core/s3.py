@@ -163,6 +163,10 @@ def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+INTERNAL_HINT = (" (the storage server failed inside and logged why; a common cause is no writable volume "
+                 "left, as SeaweedFS answers when each bucket's volumes used up its -volume.max)")
+
+
 def error_from_response(status: int, headers: dict, body: bytes, what: str) -> S3Error:
     """Turn an S3 error answer (XML body or, for HEAD, none) into an S3Error."""
     s3_code, detail = None, ""
@@ -186,6 +190,8 @@ def error_from_response(status: int, headers: dict, body: bytes, what: str) -> S
     if region:
         meaning += f" (the bucket's region is {region})"
     message = f"{meaning}: {s3_code} {detail}".strip() if s3_code else meaning
+    if s3_code == "InternalError":  # the answer never says why; the likeliest cause on a small server
+        message += INTERNAL_HINT
     return S3Error(code, message, status, s3_code)
 
 

@@ -16,7 +16,7 @@ from contentnode.core import buckets, signing
 from contentnode.core.fields import FieldError
 from contentnode.core.fleet_section import FLEET
 from contentnode.core.s3 import S3Error
-from contentnode.fleet import bundle, joincode, keys, publisher, shared, status
+from contentnode.fleet import bundle, follower, joincode, keys, publisher, shared, status
 from contentnode.fleet.service import SECTION, Fleet
 from contentnode.fleet.wire import Refused, b64, unb64
 
@@ -124,6 +124,16 @@ def _payload(payload: dict) -> tuple[dict, keys.Secrets, keys.Pin]:
     return bucket, made, pin
 
 
+def _cannot_take(fleet: Fleet, sections: dict) -> str | None:
+    """Why this node would refuse the fleet's current configuration (a folder bucket outside its
+    folder_roots, no administrator yet), or None: the join says it before it happens."""
+    try:
+        follower.check(fleet, fleet.store.data, sections)
+    except Refused as exc:
+        return exc.message
+    return None
+
+
 def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
     """Check the code and the fleet's current bundle; unless dry_run, become a replica."""
     with fleet.lock:
@@ -141,15 +151,17 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
                                     sealed=shared.SEALED)
         if opened is None:  # seq 0 is never published: a bundle always opens against it
             raise Refused("malformed", "the fleet's bundle has no seq")
+        sections = shared.applied(fleet.store.data, opened.parts)
         answer = {"fleet_id": payload["fleet_id"], "primary": opened.primary, "seq": opened.seq,
                   "dry_run": dry_run, "replaces": shared.counts(fleet.store.data),
-                  "with": shared.counts(shared.applied(fleet.store.data, opened.parts))}
+                  "with": shared.counts(sections), "cannot_take": _cannot_take(fleet, sections)}
         if dry_run:
             return answer
         keys.save(fleet.data_dir, made)
         fleet.forget_secrets()
         fleet.record(role="replica", fleet_id=payload["fleet_id"], bucket=bucket, seq=0, applied_at=None,
                      primary=opened.primary, last_error=None, last_purge_id=None, joined_at=rfc3339(now),
+                     membership=secrets.token_hex(8),  # new at each join: the poll's ETag is for one
                      pin={"epoch": pin.epoch, "public_key": pin.public_key,
                           "recovery_public_key": pin.recovery_public_key})
     fleet.kick()

@@ -6,8 +6,12 @@ seq strictly higher, not expired, parts) and the configuration it gives must
 pass the restore checks; only then ONE store transaction swaps the shared
 sections and records the new seq, so a kill -9 leaves the old configuration
 or the new one, never a mix. Any failure keeps the last good configuration
-and is recorded as last_error; the ETag of a refused object is remembered, so
-it is refused once, not re-verified every poll.
+and is recorded as last_error. The ETag of a bundle refused for what it is
+(signature, seq, expiry, parts) is remembered, so it is refused once, not
+re-verified every poll; one refused by this node's own checks (restore_checks:
+no administrator yet, a folder outside its folder_roots) is fetched again at
+the next poll, so it applies as soon as the node is fixed (one GET of at most
+bundle.MAX_BYTES and one verify per poll, the incident notified once).
 """
 
 import logging
@@ -22,6 +26,7 @@ from contentnode.fleet.wire import Refused
 from contentnode.restore import check_records
 
 log = logging.getLogger("contentnode.fleet")
+LOCAL_CAUSE = "restore_checks"   # a refusal this node may fix without a new bundle
 
 
 def pin_of(state: dict) -> Pin:
@@ -55,7 +60,7 @@ def poll(fleet, etag: str | None) -> tuple[str, str | None]:
         apply(fleet, opened)
     except Refused as exc:
         fleet.refused(exc)
-        return "refused", found.etag
+        return "refused", None if exc.code == LOCAL_CAUSE else found.etag
     return "applied", found.etag
 
 
@@ -72,16 +77,25 @@ def _seen(fleet, state: dict) -> None:
                                          "not re-signed it (is it running?); serving it until a new one comes"))
 
 
+SUBJECT = "the fleet's configuration cannot be applied on this node ({})"
+
+
+def check(fleet, current: dict, sections: dict) -> None:
+    """Refused (restore_checks) when the node's document with these shared sections would not
+    pass a restore's checks here (its folder_roots, its own accounts)."""
+    try:
+        check_records({**current, **sections}, fleet.folder_roots, SUBJECT)
+    except BackupError as exc:
+        raise Refused(LOCAL_CAUSE, str(exc)) from None
+
+
 def apply(fleet, opened: bundle.Opened) -> None:
     """Check the resulting configuration like a restore, purge, then swap it in at once."""
     started = time.monotonic()
     store = fleet.store
     current = store.data
     sections = shared.applied(current, opened.parts)
-    try:
-        check_records({**current, **sections}, fleet.folder_roots)
-    except BackupError as exc:
-        raise Refused("restore_checks", str(exc)) from None
+    check(fleet, current, sections)
     certificates = certfiles.check(opened.parts.get(shared.CERTIFICATES), sections["domains"], fleet.certs)
     state = current.get("fleet") or {}
     newer, everything, newest = shared.purges_to_run(opened.parts.get("purges") or [], state.get("last_purge_id"))

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from contentnode.clock import rfc3339
 from contentnode.core.s3 import S3Error
 from contentnode.fileio import fsync_dir
-from contentnode.fleet import bundle, keys, publisher
+from contentnode.fleet import bundle, keys, publisher, shared
 from contentnode.fleet.follower import pin_of
 from contentnode.fleet.wire import Refused, unb64
 
@@ -51,6 +51,12 @@ def _current_bundle(fleet, state: dict):
         raise Refused("no_bundle", "the bucket holds no bundle for this fleet")
     doc = bundle.parse(found.body)
     return doc, found.etag, bundle.verify(doc, state["fleet_id"], pin_of(state))
+
+
+def _part_data(doc: dict, name: str):
+    """An unsealed part's value in a verified bundle (None when it is not there)."""
+    part = doc["parts"].get(name)
+    return part.get("data") if isinstance(part, dict) else None
 
 
 def _check_recovery(secret: str, chain: list, current: keys.Pin) -> Ed25519PrivateKey:
@@ -100,9 +106,12 @@ def promote(fleet, recovery_secret: str, conditional: bool) -> str:
                             "recovery", next_recovery=next_public)
         keys.save_signing(fleet.data_dir, signing)  # unused while the state says replica
         fleet.forget_secrets()
+        history = fleet.store.data.get(shared.PURGES)
+        with fleet.store.transaction() as tx:  # the bundle's purges are signed, not sealed
+            tx[shared.PURGES] = shared.continued_purges(history, _part_data(doc, "purges"), state.get("last_purge_id"))
         fleet.record(role="primary", pin=_pin_record(epoch, signing, next_public), key_certs=doc["keys"] + [cert],
                      seq=max(int(state.get("seq") or 0), doc["seq"]), bundle_etag=etag, primary=None,
-                     promoted_at=rfc3339(now), last_error=None, parts_digest=None, issued_at=None,
+                     promoted_at=rfc3339(now), last_error=None, demoted=None, parts_digest=None, issued_at=None,
                      join_codes=[])
         try:
             publisher.publish(fleet, force=True, expect_etag=etag if conditional else None)
@@ -111,6 +120,10 @@ def promote(fleet, recovery_secret: str, conditional: bool) -> str:
             fleet.forget_secrets()
             with fleet.store.transaction() as tx:
                 tx["fleet"] = state
+                if history is None:
+                    tx.pop(shared.PURGES, None)
+                else:
+                    tx[shared.PURGES] = history
             if isinstance(exc, S3Error) and exc.code == "precondition_failed":
                 raise Refused("promotion_lost", "another node published a bundle meanwhile (promoted at the "
                                                 "same time?); this node stays a replica and follows it") from None

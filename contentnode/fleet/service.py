@@ -6,7 +6,8 @@ store's commit listener and the cache's purge listener are its only hooks
 into the rest of the node. One thread does everything the role needs, every
 fleet_poll_seconds: on the primary publish (debounced: 0.3 s of quiet, at
 most 2 s after the first change), status, the nodes' statuses every third
-poll and expired join objects; on a replica the conditional GET and status.
+poll and expired join objects; on a replica the conditional GET and status. While a join code is valid the
+primary reads the statuses every poll, so a new node shows at once.
 Bucket failures back off (poll x 2^n, at most 8 polls or 5 minutes).
 """
 
@@ -22,7 +23,7 @@ from contentnode.core.fleet_section import FLEET, SECTION, state_of
 from contentnode.core.folders import FolderRoots
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
-from contentnode.fleet import alerts, follower, issuer, keys, promotion, publisher, shared, status
+from contentnode.fleet import alerts, folders, follower, issuer, joincode, keys, promotion, publisher, shared, status
 from contentnode.fleet.wire import Refused
 
 log = logging.getLogger("contentnode.fleet")
@@ -50,10 +51,22 @@ def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | Non
            "last_error": state.get("last_error"), "poll_seconds": poll_seconds,
            "key_epoch": (state.get("pin") or {}).get("epoch"), "expires_at": state.get("expires_at"),
            "nodes": nodes if role == "primary" else [], "primary": None,
-           "probe": state.get("probe"), "issuer": issuer.mode(state)}
+           "probe": state.get("probe"), "issuer": issuer.mode(state), "demoted": state.get("demoted")}
     if role == "replica":
-        out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": bundle_seen_at}
+        out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": bundle_seen_at,
+                          "name": None, "address": None}
     return out
+
+
+def primary_label(node_id: str | None, seen: dict | None) -> str:
+    """How a replica names its primary to people: name and address from the primary's own status
+    when read, with the node id; the id alone before."""
+    if not node_id:
+        return "unknown (no bundle applied yet)"
+    if not seen or seen.get("node_id") != node_id or not seen.get("name"):
+        return f"node {node_id}"
+    where = f" at {seen['address']}" if seen.get("address") else ""
+    return f"{seen['name']}{where} (node {node_id})"
 
 
 class Fleet:
@@ -62,12 +75,14 @@ class Fleet:
 
     def __init__(self, *, store, data_dir: str, clock, poll_seconds: int, version: str,
                  outbound=OutboundPolicy, node_name=lambda: "contentnode", counters=dict,
-                 purger=None, events=None, folder_roots: FolderRoots | None = None):
+                 purger=None, events=None, folder_roots: FolderRoots | None = None, address=lambda: None):
         self.store, self.data_dir, self.clock = store, data_dir, clock
         self.folder_roots = folder_roots   # this node's: a shared folder bucket must lie in them here too
         self.poll_seconds, self.version = poll_seconds, version
         self.outbound, self.node_name, self.counters = outbound, node_name, counters
         self.purger, self.events = purger, events
+        self.address = address           # where people reach this node (its status says, for the panel)
+        self.primary_seen: dict | None = None   # a replica's last read of its primary's status
         self.certs = CertStore(os.path.join(data_dir, "certs"))  # the files the bundle carries (fleet/certfiles.py)
         self.nodes: list = []            # the primary's latest view of the other nodes
         self.bundle_seen_at: str | None = None
@@ -86,17 +101,29 @@ class Fleet:
         return state_of(self.store.data)
 
     def view(self) -> dict:
-        return view_of(self.store.data, self.poll_seconds, self.nodes, self.bundle_seen_at)
+        buckets = self.store.data["buckets"]
+        nodes = [dict(row, cannot_take=folders.refusals(buckets, row)) for row in self.nodes]
+        out = view_of(self.store.data, self.poll_seconds, nodes, self.bundle_seen_at)
+        seen = self.primary_seen
+        if out["primary"] is not None and seen is not None and seen.get("node_id") == out["primary"]["node_id"]:
+            out["primary"].update(name=seen.get("name"), address=seen.get("address"))
+        return out
+
+    def folder_warnings(self) -> list:
+        """On the primary: the replicas it knows that will refuse its current buckets, and why."""
+        if self.state().get("role") != "primary":
+            return []
+        return folders.warnings(self.store.data["buckets"], self.nodes)
 
     def node_id(self) -> str:
         return self.store.data["node"]["id"]
 
     def primary_of_replica(self) -> str | None:
-        """The primary's node_id when this node is a replica (shared writes are refused), else None."""
+        """How to name the primary when this node is a replica (shared writes are refused), else None."""
         state = self.state()
         if state.get("role") != "replica":
             return None
-        return state.get("primary") or "unknown (no bundle applied yet)"
+        return primary_label(state.get("primary"), self.primary_seen)
 
     def secrets(self) -> keys.Secrets | None:
         if self._secrets_cache is None:
@@ -191,8 +218,10 @@ class Fleet:
         """Stop publishing for good: become a replica pinned to this node's own key."""
         keys.remove_signing(self.data_dir)
         self.forget_secrets()
-        # one write: whoever sees the replica role also sees why
-        self._fail("demoted", message, role="replica", primary=None, bundle_etag=None)
+        # one write: whoever sees the replica role also sees why; `demoted` stays after the
+        # next good apply clears last_error, until the node leaves or is promoted again
+        self._fail("demoted", message, role="replica", primary=None, bundle_etag=None,
+                   demoted={"at": rfc3339(self.clock.now()), "message": message})
 
     # --- the background job ----------------------------------------------------
 
@@ -218,10 +247,16 @@ class Fleet:
     def _run(self) -> None:
         failures, polls, etag = 0, 0, None
         next_status = 0.0
+        membership = None
         while not self._stop.is_set():
             started = time.monotonic()
             delay = float(self.poll_seconds)
-            role = self.state().get("role")
+            state = self.state()
+            role = state.get("role")
+            # the ETag belongs to one membership: after a leave and a join (even within one poll)
+            # or a demotion, a 304 for the previous one's bundle would leave the node unapplied
+            if (role, state.get("membership")) != membership:
+                membership, etag, polls = (role, state.get("membership")), None, 0
             try:
                 if role == "primary":
                     self._publish_if_due()
@@ -243,8 +278,6 @@ class Fleet:
                 self.refused(exc)
             except Exception:
                 log.exception("fleet job failed")
-            if role not in ("primary", "replica"):
-                etag, polls = None, 0
             self._wake.wait(max(0.0, delay - (time.monotonic() - started)))  # a poll every delay, work included
             self._wake.clear()
 
@@ -276,10 +309,19 @@ class Fleet:
 
     def _status_round(self, role: str, polls: int) -> None:
         client = self.client()
-        status.write(client, self.state()["bucket"]["prefix"], self.status_doc())
-        if role == "primary" and polls % STATUS_READ_EVERY == 1:
+        state = self.state()
+        status.write(client, state["bucket"]["prefix"], self.status_doc())
+        if role == "replica" and state.get("primary"):
+            self.primary_seen = status.read_one(client, state["bucket"]["prefix"], state["primary"])
+        if role == "primary" and (polls % STATUS_READ_EVERY == 1 or self._joins_open()):
             self._read_nodes(client)
             publisher.delete_expired_joins(self, client)
+
+    def _joins_open(self) -> bool:
+        """A join code is still valid: read the statuses every poll, so a node that joins shows
+        at the primary's first poll after it (not up to STATUS_READ_EVERY polls later)."""
+        codes = self.state().get("join_codes") or []
+        return len(joincode.expired_ids(codes, self.clock.now())) < len(codes)
 
     def status_doc(self) -> dict:
         state = self.state()
@@ -289,7 +331,9 @@ class Fleet:
                 "poll_seconds": self.poll_seconds,
                 "health": {"ready": ready(self.store.data), "bundle_seen_at": self.bundle_seen_at},
                 "traffic": self.counters(),
-                "certificates": alerts.certificates_due(self.store.data["domains"], self.clock.now())}
+                "certificates": alerts.certificates_due(self.store.data["domains"], self.clock.now()),
+                "folder_roots": list(self.folder_roots.roots) if self.folder_roots is not None else None,
+                "address": self.address()}
 
     def _read_nodes(self, client) -> None:
         state = self.state()

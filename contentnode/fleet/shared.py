@@ -65,6 +65,16 @@ def record_purges(history: dict | None, at: str, entries: list) -> dict:
     return {"next": next_id, "items": items[-PURGE_HISTORY_MAX:]}
 
 
+def continued_purges(history: dict | None, bundle_items, applied_id: int | None) -> dict:
+    """The purge history a promoted node publishes: the fleet's last bundle's entries, its next
+    id above every id the fleet ever used, so a replica that applied the old primary's ids
+    never mistakes the new primary's for them (ids only count up across promotions)."""
+    history = dict(history or {})
+    items = [i for i in bundle_items or [] if isinstance(i, dict) and type(i.get("id")) is int]
+    highest = max([int(history.get("next", 1)) - 1, applied_id or 0] + [i["id"] for i in items])
+    return {"next": highest + 1, "items": items[-PURGE_HISTORY_MAX:]}
+
+
 def purges_to_run(items, last_id: int | None) -> tuple[list, bool, int]:
     """(entries newer than last_id, whether to purge everything instead, the newest id).
 

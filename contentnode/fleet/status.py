@@ -19,7 +19,7 @@ MAX_NODES = 1000          # statuses the primary reads at most (one LIST page)
 UNSEEN_POLLS = 3
 _NODE_ID = re.compile(r"^[0-9a-f]{16}$")
 FIELDS = ("node_id", "name", "role", "version", "seq", "applied_at", "last_error", "seen_at",
-          "poll_seconds", "health", "traffic", "certificates")
+          "poll_seconds", "health", "traffic", "certificates", "folder_roots", "address")
 
 
 def key(prefix: str, node_id: str) -> str:
@@ -39,6 +39,13 @@ def _clean(raw: bytes, node_id: str) -> dict | None:
     if not isinstance(doc, dict) or doc.get("node_id") != node_id:
         return None
     return {name: doc.get(name) for name in FIELDS}
+
+
+def read_one(client: S3Client, prefix: str, node_id: str) -> dict | None:
+    """One node's status (a replica reads its primary's, to name it by name and address); None when
+    it is missing or not valid. S3Error when the bucket fails."""
+    fetched = client.get_bytes(key(prefix, node_id), max_bytes=STATUS_MAX_BYTES)
+    return _clean(fetched.body, node_id) if fetched is not None and fetched.body is not None else None
 
 
 def read_all(client: S3Client, prefix: str, skip: str) -> tuple[list, str | None]:

@@ -245,7 +245,7 @@ class AdminDispatcher:
         primary = self.gate.replica_primary()
         if primary is not None:
             raise ApiError(409, "managed_by_fleet", f"this node is a fleet replica: shared objects are "
-                                                    f"changed on the primary, node {primary}")
+                                                    f"changed on the primary, {primary}")
 
     def _run(self, req) -> Response:
         result = req.route.handler(req)

@@ -166,8 +166,9 @@ PORT_ATTEMPTS = 3
 class SeaweedS3:
     """A running `weed mini` with S3 auth and a counting front; see the module docstring."""
 
-    def __init__(self, workdir: str):
+    def __init__(self, workdir: str, extra_args=()):
         self.workdir = workdir
+        self.extra_args = list(extra_args)   # more `weed mini` flags (a test's own instance)
         self.region = REGION
         self.access_key = "AK" + uuid.uuid4().hex[:16].upper()
         self.secret_key = uuid.uuid4().hex + uuid.uuid4().hex
@@ -212,7 +213,7 @@ class SeaweedS3:
                 *(f"-{name}.port.grpc={port + GRPC_OFFSET}" for name, port in p.items()),
                 "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
                 "-master.telemetry=false", f"-s3.config={config}",
-                f"-debug.port={debug}", f"-s3.debug.port={debug}"]
+                f"-debug.port={debug}", f"-s3.debug.port={debug}", *self.extra_args]
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, cwd=self.workdir)

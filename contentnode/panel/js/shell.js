@@ -129,8 +129,8 @@ export async function showPage({ root, where, route, pages, state, refreshSessio
     await mod.render({ main: box, query: where.query, params: route.params, session: s, user: s.user, refreshSession, go, state, rerender });
     if (stale()) return;
     if (fleet?.role === 'replica' && SHARED_PAGES.some((p) => where.path === p || where.path.startsWith(`${p}/`))) {
-      box.prepend(callout('info', h('p', { 'data-testid': 'replica-banner' }, 'This node is a fleet replica: domains, buckets, rules, link keys and shared settings are edited on the primary, node ',
-        h('code', {}, fleet.primary || 'unknown'), '. Changes made there arrive here within a poll.')));
+      box.prepend(callout('info', h('p', { 'data-testid': 'replica-banner' }, 'This node is a fleet replica: domains, buckets, rules, link keys and shared settings are edited on the primary, ',
+        h('strong', {}, fleet.primary || 'unknown'), '. Changes made there arrive here within a poll.')));
     }
     mount(main, box);
     if (where.path !== lastPath) { window.scrollTo(0, 0); if (lastPath) main.focus({ preventScroll: true }); }

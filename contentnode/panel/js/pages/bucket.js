@@ -68,6 +68,7 @@ export async function render(ctx) {
       if (Object.keys(body).length) b = await put(`/api/buckets/${enc(b.id)}`, body, { revision: b.revision });
       close();
       toast('Bucket saved');
+      for (const warning of b.fleet_warnings || []) toast(warning, 'error'); // replicas that will refuse it
       draw();
     });
   } });

@@ -160,6 +160,7 @@ function addDialog(ctx, roots) {
     const b = await post('/api/buckets', bucketBody(v, null));
     close();
     toast(`Bucket ${b.name} added`);
+    for (const warning of b.fleet_warnings || []) toast(warning, 'error'); // replicas that will refuse it
     ctx.go(`/buckets/${enc(b.id)}`);
   });
   checkBtn.addEventListener('click', () => busy([...f.querySelectorAll('button')], async () => {

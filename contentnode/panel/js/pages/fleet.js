@@ -60,7 +60,9 @@ function joinCard(ctx) {
       ctx.rerender();
     } });
     mount(out, callout('warn', h('p', {}, `Fleet ${r.fleet_id} (primary ${r.primary}, seq ${r.seq}). `,
-      `This node's ${counts(r.replaces)} will be replaced by the fleet's ${counts(r.with)}.`), join));
+      `This node's ${counts(r.replaces)} will be replaced by the fleet's ${counts(r.with)}.`),
+    r.cannot_take ? h('p', { 'data-testid': 'cannot-take' }, h('strong', {}, 'This node cannot take the fleet\'s configuration yet: '), r.cannot_take,
+      ' It will refuse every bundle until that is fixed.') : null, join));
   });
   return card('Join a fleet', { description: 'This node becomes a read-only replica of the fleet\'s primary.' }, f, out);
 }
@@ -76,14 +78,33 @@ function mintCard() {
   return card('Add a node', { description: 'Paste the code into the new node\'s Fleet page, or give it to contentnode fleet join there.' }, f, out);
 }
 
+function lagCell(n) {
+  if (n.lag === 0) return badge('current', 'ok');
+  if (!n.lag) return '—';
+  return badge(n.behind ? `${n.lag} behind for 3 polls` : `${n.lag} behind`, n.behind ? 'bad' : 'warn');
+}
+
+/** The error's code and its message, what the node cannot take of the primary's buckets, alerts. */
+function errorCell(n) {
+  const error = n.last_error ? [badge(n.last_error.code, 'bad'), ' ', h('span', { class: 'cell-sub' }, n.last_error.message || '')]
+    : n.unreadable ? [badge('unreadable', 'bad'), ' ', h('span', { class: 'cell-sub' }, n.unreadable)] : ['—'];
+  const refuses = (n.cannot_take || []).map((text) => h('p', { class: 'cell-sub', 'data-testid': 'cannot-take' }, badge('will refuse', 'bad'), ' ', text));
+  return h('div', {}, h('p', {}, ...error, ' ', ...nodeAlerts(n)), ...refuses);
+}
+
+function primaryName(p) {
+  if (!p?.node_id) return 'unknown (no bundle applied yet)';
+  return p.name ? `${p.name}${p.address ? ` at ${p.address}` : ''} (node ${p.node_id})` : `node ${p.node_id}`;
+}
+
 function nodesCard(nodes) {
-  return card('Nodes', { description: 'Each node\'s last status in the bucket (read every third poll).' }, table([
+  return card('Nodes', { description: 'Each node\'s last status in the bucket (read every third poll, every poll while a join code is valid).' }, table([
     { label: 'Node', cell: (n) => h('div', {}, h('code', {}, n.node_id), h('p', { class: 'cell-sub' }, n.name || '')) },
     { label: 'Role', cell: (n) => n.role || '—' },
     { label: 'Version', cell: (n) => h('span', {}, n.version || '—', ' ', n.version_skew ? badge('other version', 'warn') : null) },
     { label: 'Seq', cell: (n) => (n.seq ?? '—') },
-    { label: 'Lag', cell: (n) => (n.lag ? badge(`${n.lag} behind`, 'warn') : n.lag === 0 ? badge('current', 'ok') : '—') },
-    { label: 'Last error', cell: (n) => h('span', {}, n.last_error ? badge(n.last_error.code, 'bad') : n.unreadable ? badge('unreadable', 'bad') : '—', ' ', ...nodeAlerts(n)) },
+    { label: 'Lag', cell: (n) => lagCell(n) },
+    { label: 'Last error', cell: (n) => errorCell(n) },
     { label: 'Last seen', cell: (n) => h('span', {}, n.seen_at ? ago(n.seen_at) : '—', ' ', n.unseen ? badge('not seen', 'bad') : null) },
   ], nodes, { empty: 'No other node yet: mint a join code.', caption: 'Fleet nodes' }));
 }
@@ -100,6 +121,7 @@ function summary(f) {
     f.fleet_id ? ['Key epoch', String(f.key_epoch)] : null,
     f.fleet_id ? ['Poll', `every ${f.poll_seconds} s`] : null,
     f.last_error ? ['Last error', h('span', {}, badge(f.last_error.code, 'bad'), ' ', f.last_error.message)] : null,
+    f.demoted ? ['Demoted', h('span', {}, badge('demoted', 'warn'), ' ', `${when(f.demoted.at)}: ${f.demoted.message}`)] : null,
   ]));
 }
 
@@ -124,8 +146,8 @@ export async function render(ctx) {
   } else if (f.role === 'primary') {
     mount(ctx.main, header, summary(f), mintCard(), nodesCard(f.nodes), issuerCard(f));
   } else {
-    mount(ctx.main, header, callout('info', h('p', {}, 'This node is a replica: domains, buckets, rules, link keys and shared settings are edited on the primary, node ',
-      h('code', {}, f.primary?.node_id || 'unknown'), '. Changes made there arrive here within a poll.')), summary(f),
+    mount(ctx.main, header, callout('info', h('p', { 'data-testid': 'replica-primary' }, 'This node is a replica: domains, buckets, rules, link keys and shared settings are edited on the primary, ',
+      h('strong', {}, primaryName(f.primary)), '. Changes made there arrive here within a poll.')), summary(f),
     issuerCard(f), promoteCard(ctx));
   }
 }

@@ -29,7 +29,7 @@ export function issuerCard(f) {
   const [label, kind, text] = ISSUER[f.issuer] || ['on the primary', 'neutral',
     'Certificates are ordered and renewed on the primary and reach this node with the bundle; this node answers the CA\'s HTTP-01 requests from the bucket.'];
   const out = h('div', { 'aria-live': 'polite' }, probeResult(f.probe));
-  const again = actionButton('Probe the bucket again', async () => {
+  const again = actionButton(f.probe ? 'Probe the bucket again' : 'Probe the bucket', async () => {
     const probe = await post('/api/fleet/probe', {});
     mount(out, probeResult(probe));
     toast(probe.conditional_writes ? 'The bucket honours conditional writes' : 'The bucket does not honour conditional writes');
@@ -77,6 +77,5 @@ export function rotateButton(ctx) {
 
 /** Badges for what the primary derived from a node's status beyond errors and silence. */
 export function nodeAlerts(n) {
-  return [n.behind ? badge('behind', 'warn') : null,
-    (n.expiring_certificates || []).length ? badge('old certificate', 'bad') : null];
+  return [(n.expiring_certificates || []).length ? badge('old certificate', 'bad') : null];
 }

@@ -7,8 +7,11 @@ import { h, mount } from '../dom.js';
 import { field, form, button, onSubmit, showError } from '../forms.js';
 import { getPasskey, passkeysAvailable } from '../webauthn.js';
 
-export function brand() {
-  return h('div', { class: 'auth-brand' }, h('span', { class: 'logo', 'aria-hidden': 'true' }), 'contentnode');
+/** The logo, and the node's name (GET /api/session node_name) so several nodes' pages differ. */
+export function brand(nodeName) {
+  return h('div', { class: 'auth-brand-box' },
+    h('div', { class: 'auth-brand' }, h('span', { class: 'logo', 'aria-hidden': 'true' }), 'contentnode'),
+    nodeName ? h('p', { class: 'auth-node', 'data-testid': 'node-name' }, 'Node ', h('strong', {}, nodeName)) : null);
 }
 
 function lockout(err, submit, formEl) {
@@ -34,7 +37,7 @@ function lockout(err, submit, formEl) {
 }
 
 export function render(ctx) {
-  document.title = 'Sign in · contentnode';
+  document.title = `Sign in · ${ctx.session.node_name || 'contentnode'}`;
   const { next } = ctx; // where to go after the login: app.js vets ?next=
   const box = h('div', { class: 'card' });
 
@@ -119,7 +122,7 @@ export function render(ctx) {
 
   if (ctx.session.two_factor_pending) codeStep();
   else passwordStep();
-  mount(ctx.main, h('div', { class: 'auth' }, brand(), box,
+  mount(ctx.main, h('div', { class: 'auth' }, brand(ctx.session.node_name), box,
     h('p', { class: 'auth-foot' }, 'Forgot your password? Another administrator can reset it, or run contentnode user reset-password on the node.')));
   box.querySelector('input, .btn').focus(); // the first field, once the form is in the page
 }

@@ -61,5 +61,5 @@ export function render(ctx) {
   }
 
   if (ctx.session.authenticated) finish(); else account();
-  mount(ctx.main, h('div', { class: 'auth wizard' }, brand(), box));
+  mount(ctx.main, h('div', { class: 'auth wizard' }, brand(ctx.session?.node_name), box));
 }
