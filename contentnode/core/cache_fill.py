@@ -38,7 +38,10 @@ class OriginAnswer:
     meta holds what is served back (content_type, etag, last_modified). Only a
     200 is cached; any other status is handed to the waiting requests as is.
     `expires_at` (cache clock) ends the entry sooner than its ttl: an object
-    derived from another entry must not outlive it.
+    derived from another entry must not outlive it. `shared` False: the answer
+    is the requester's own (a shared cache may not store it nor hand it to
+    anyone else): only the request that started the fill reads it, the others
+    ask the origin on their own, and nothing is stored.
     """
 
     status: int
@@ -47,6 +50,7 @@ class OriginAnswer:
     chunks: Iterable[bytes] = ()
     close: Callable[[], None] = lambda: None
     expires_at: float | None = None
+    shared: bool = True
 
 
 class SharedFile:
@@ -182,7 +186,10 @@ class Fill:
         self.done = False
         self.error = None
         self.discard = False     # set by a purge during the fill: do not commit
-        self.streamed = False    # not cached: each reader fetches its own stream
+        self.streamed = False    # not cached: each reader but the owner fetches its own stream
+        self.private = False     # the answer is the owner's alone (OriginAnswer.shared False)
+        self.handed = None       # a streamed fill's answer, handed whole to the owner (take_handed)
+        self.usable = None       # (entry) -> bool: whether an entry found meanwhile serves this fill's readers
         self.readers = 0         # requests holding a share of this fill (cache lock)
         self.abandoned = False   # readers fell to 0 before the end: stop downloading
         self.reserved = 0        # bytes counted against the cap while in flight
@@ -199,6 +206,12 @@ class Fill:
             if self.error is not None and self.answer is None:
                 raise self.error
             return self.answer
+
+    def take_handed(self):
+        """The answer a streamed fill handed over (once), or None."""
+        with self.cond:
+            answer, self.handed = self.handed, None
+            return answer
 
     def wait_for(self, pos: int) -> int:
         """Block until body bytes past `pos` are on disk; return how many are."""
