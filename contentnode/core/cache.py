@@ -269,10 +269,9 @@ class Cache(CacheBooks, CachePurges):
                 if entry is not None and usable is not None and not usable(entry):
                     entry = None
                 if entry is None:
-                    fill = self._fills.get(key)
-                    owner = fill is None
-                    if owner:
-                        fill = self._start_fill(key, fetch, ttl, usable)
+                    running = self._fills.get(key)
+                    owner = running is None
+                    fill = self._start_fill(key, fetch, ttl, usable) if running is None else running
                     # opened under the lock: the fill cannot be renamed or removed yet
                     fd = os.open(fill.tmp_path, os.O_RDONLY)
                     fill.readers += 1
