@@ -16,7 +16,8 @@ answers 404. A script for "/path?query" matches that target only, one for
 Content-Length. Answers are HTTP/1.1 keep-alive unless the request asks to
 close. Standard library only; one thread per connection (ThreadingHTTPServer).
 
-With `tls=(certfile, keyfile)` the origin speaks HTTPS.
+With `tls=(certfile, keyfile)` the origin speaks HTTPS; `tls_resumed` counts the
+connections that resumed an earlier TLS session.
 """
 
 import email.utils
@@ -80,8 +81,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def setup(self):
         super().setup()
+        resumed = False
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(10)
+            self.request.do_handshake()
+            resumed = self.request.session_reused
         with self.server.origin.lock:
             self.server.origin.connections += 1
+            self.server.origin.tls_resumed += resumed
             self.connection_number = self.server.origin.connections
 
     def _body_length(self) -> int:
@@ -162,6 +169,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024
     origin: "OriginServer"
     tls: ssl.SSLContext | None = None
 
@@ -191,6 +199,7 @@ class OriginServer:
         self.scripts: dict[str, Answer] = {}
         self.seen: list[Seen] = []
         self.connections = 0
+        self.tls_resumed = 0           # TLS connections that resumed an earlier session
         self.open_sockets: set = set()
         self._tls = tls
         self._server: _Server | None = None

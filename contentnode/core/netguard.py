@@ -54,11 +54,13 @@ class OutboundPolicy:
     allow_private: loopback and private ranges allowed (an operator's own network).
     admin_ports: ports that must never be reached on a local address.
     dns_server: the one resolver of every outbound feature, when the operator names one.
+    own_ports: the node's public ports, refused on a local address too (an origin there is a loop).
     """
 
     allow_private: bool = True
     admin_ports: frozenset = field(default_factory=frozenset)
     dns_server: str | None = None  # "ip[:port]" (setting dns_resolver); None: the system resolver
+    own_ports: frozenset = field(default_factory=frozenset)
 
     @classmethod
     def for_node(cls, node_settings: dict, admin_port: int, dns_resolver: str) -> "OutboundPolicy":
@@ -129,6 +131,8 @@ def _refusal(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int, polic
         return f"address {ip} is a cloud metadata service: refused"
     if port in policy.admin_ports and (ip.is_loopback or _is_local_address(ip)):
         return "the admin port of this node is never a target"
+    if port in policy.own_ports and (ip.is_loopback or _is_local_address(ip)):
+        return f"port {port} on {ip} is this node's own public port: fetching from it would loop"
     if not policy.allow_private and (ip.is_loopback or ip.is_private or not ip.is_global):
         return f"address {ip} is private or loopback, and the outbound policy refuses those"
     return None
@@ -172,6 +176,24 @@ def vet_address(host: str, port: int, policy: OutboundPolicy) -> list[str]:
     if not allowed:
         raise OutboundError("address", refusals[0])
     return allowed
+
+
+def refusal(host: str, port: int, policy: OutboundPolicy) -> str | None:
+    """Why `host` (an address literal) may not be contacted on `port`; None when it may, or when
+    `host` is a name (names are vetted once resolved, at every connect)."""
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+    return _refusal(ip, port, policy)
+
+
+def connect_vetted(host: str, port: int, policy: OutboundPolicy, timeout: float) -> socket.socket:
+    """A TCP connection to a vetted address of `host`, resolved now (no earlier answer that DNS
+    rebinding could have changed since); OutboundError on refusal or failure."""
+    sock = _connect_any(vet_address(host, port, policy), port, timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
 def _connect_any(addresses: list[str], port: int, timeout: float) -> socket.socket:

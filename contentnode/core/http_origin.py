@@ -1,0 +1,247 @@
+"""An HTTP(S) site as an origin: bucket type "http" (docs/API.md, "HTTP origins").
+
+A request for rule-relative key `k` goes to `<url path>/<k>` plus the query
+the caller keeps, over a kept-alive connection of the origin's pool
+(core/http_pool.py). Answers stream: a body is read in chunks as the caller
+asks for it, never whole into memory. HttpOrigin answers the four calls of
+core/origin.py (the content path's fixed-TTL cache, check, test) and, for
+the shared cache and the proxy, `forward`: any method, any headers, a body
+streamed from an iterable, the answer's status and headers as the origin
+sent them with its body still to read.
+"""
+
+import base64
+import http.client
+import ssl
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit
+
+from contentnode.core import netguard
+from contentnode.core.cache_fill import CHUNK, OriginAnswer
+from contentnode.core.http_check import check_origin
+from contentnode.core.http_pool import OriginConnection, OriginPool, OriginPools, transport_error
+from contentnode.core.origin import OriginError
+from contentnode.core.steps import elapsed_ms
+
+PREVIEW_BYTES = 64
+DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_READ_TIMEOUT = 30.0
+# Fields a forwarded request never carries as given: hop-by-hop (RFC 9110 7.6.1) and the framing and
+# Host this client sets itself.
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
+                        "proxy-connection", "proxy-authorization", "proxy-authenticate", "host",
+                        "content-length"})
+USER_AGENT = "contentnode"
+_KEY_SAFE = "/!$&'()*+,;=:@~-._"
+
+
+@dataclass(frozen=True)
+class HttpOriginConfig:
+    """Where an http bucket's requests go and how (the record's fields, validated by core/buckets.py)."""
+
+    scheme: str
+    host: str            # name or address, without brackets
+    port: int
+    base: str            # the url's path without its final "/" ("" for the root)
+    authority: str       # host[:port] as the url names it: the Host header of host_header "origin"
+    host_header: str = "origin"
+    tls_verify: bool = True
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+
+    @classmethod
+    def from_record(cls, record: dict) -> "HttpOriginConfig":
+        parts = urlsplit(record["url"])
+        scheme = parts.scheme
+        return cls(scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80),
+                   parts.path.rstrip("/"), parts.netloc, record.get("host_header", "origin"),
+                   record.get("tls_verify", True), record.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+                   record.get("read_timeout", DEFAULT_READ_TIMEOUT))
+
+    def target(self, key: str, query: str = "") -> str:
+        """The request target of rule-relative `key` (percent-encoded as needed) and `query`."""
+        path = f"{self.base}/{quote(key, safe=_KEY_SAFE)}"
+        return f"{path}?{netguard.safe_target(query)}" if query else path
+
+    def host_for(self, client_host: str | None) -> str:
+        if self.host_header == "origin":
+            return self.authority
+        if self.host_header == "client":
+            return client_host or self.authority
+        return self.host_header
+
+
+class OriginResponse:
+    """An origin's answer with its body unread: `status`, `headers` (pairs as sent), `length`
+    (None when the origin sent none); read/chunks stream the body; close() gives the connection
+    back to the pool when the body was read whole, else closes it."""
+
+    def __init__(self, pool: OriginPool, conn: OriginConnection, response: http.client.HTTPResponse, reused: bool):
+        self._pool, self._conn, self._response = pool, conn, response
+        self.status = response.status
+        self.reason = response.reason
+        self.headers: list[tuple[str, str]] = response.getheaders()
+        self.length = response.length
+        self.reused = reused          # the connection carried an earlier answer
+        self._done = False
+
+    def header(self, name: str) -> str | None:
+        """One field's value, repeats joined with ", " (None when absent)."""
+        values = [v for k, v in self.headers if k.lower() == name.lower()]
+        return ", ".join(values) if values else None
+
+    def read(self, size: int = CHUNK) -> bytes:
+        """Up to `size` bytes of the body (b"" at its end); OriginError when the origin fails."""
+        if self._done:
+            return b""
+        try:
+            data = self._response.read1(size) if size else b""
+        except Exception as exc:   # noqa: BLE001 - any failure here is the origin's: close, report
+            self._finish(False)
+            raise transport_error(exc) from None
+        if not data and size:
+            self._finish(not self._response.will_close)   # the whole body was read
+        return data
+
+    def chunks(self, size: int = CHUNK):
+        while data := self.read(size):
+            yield data
+
+    def close(self) -> None:
+        if not self._done:
+            whole = self._response.isclosed() or self._response.length == 0
+            self._finish(whole and not self._response.will_close)
+
+    def _finish(self, reusable: bool) -> None:
+        self._done = True
+        self._response.close()   # the socket stays open when the connection is kept
+        self._pool.release(self._conn, reusable and self._conn.sock is not None)
+
+
+def _header_pairs(headers) -> list[tuple[str, str]]:
+    return list(headers.items()) if isinstance(headers, dict) else list(headers)
+
+
+class HttpOrigin:
+    """An HTTP(S) origin (core/origin.py), its connections from `pools`."""
+
+    def __init__(self, config: HttpOriginConfig, pools: OriginPools, policy: netguard.OutboundPolicy):
+        self.config = config
+        self.policy = policy
+        self.pool = pools.pool(config.scheme, config.host, config.port, config.tls_verify,
+                               config.connect_timeout, config.read_timeout, policy)
+
+    def forward(self, method: str, key: str, query: str = "", headers=(), body: Iterable[bytes] | None = None,
+                length: int | None = None, client_host: str | None = None) -> OriginResponse:
+        """Send one request for `key` (+ `query`) and return the answer with its body unread.
+
+        `headers` (pairs or a dict) go as given except the hop-by-hop and framing fields; Host
+        follows the bucket's host_header policy (`client_host`: the Host the client sent). A body
+        streams from `body` (bytes or an iterable of bytes), with Content-Length when `length` is
+        given, else chunked. A reused connection that the origin had closed meanwhile is replaced
+        once, when the request can be sent again (no body, or bytes).
+        """
+        target = self.config.target(key, query)
+        sent = [(k, v) for k, v in _header_pairs(headers) if k.lower() not in HOP_BY_HOP]
+        if not any(k.lower() == "user-agent" for k, _ in sent):
+            sent.append(("User-Agent", USER_AGENT))
+        replayable = body is None or isinstance(body, bytes)
+        if isinstance(body, bytes):
+            length = len(body)
+        for attempt in (1, 2):
+            conn, reused = self.pool.acquire()
+            try:
+                self._send(conn, method, target, client_host, sent, body, length)
+                response = conn.getresponse()
+                self.pool.remember_session(conn)
+            except BaseException as exc:
+                self.pool.release(conn, False)
+                if reused and replayable and attempt == 1 and _stale_connection(exc):
+                    continue
+                raise transport_error(exc) from None
+            return OriginResponse(self.pool, conn, response, reused)
+        raise AssertionError("unreachable")
+
+    def _send(self, conn, method, target, client_host, headers, body, length) -> None:
+        conn.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
+        conn.putheader("Host", self.config.host_for(client_host))
+        for name, value in headers:
+            conn.putheader(name, value)
+        chunked = body is not None and length is None
+        if length is not None:
+            conn.putheader("Content-Length", str(length))
+        elif chunked:
+            conn.putheader("Transfer-Encoding", "chunked")
+        conn.endheaders()
+        if body is None:
+            return
+        for piece in ([body] if isinstance(body, bytes) else body):
+            if piece:
+                conn.send(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+        if chunked:
+            conn.send(b"0\r\n\r\n")
+
+    # ---------------------------------------------------------------- core/origin.py
+
+    def open(self, key: str) -> OriginAnswer:
+        """The object for the fixed-TTL cache: a 200 with a length streams; 404/410 are 404, 401/403
+        are 403; any other answer (and a 200 without Content-Length) is an OriginError."""
+        answer = self.forward("GET", key)
+        if answer.status == 200 and answer.length is not None:
+            meta = {"content_type": answer.header("content-type") or "application/octet-stream",
+                    "etag": answer.header("etag"), "last_modified": answer.header("last-modified")}
+            if answer.header("content-encoding"):   # already encoded: sent as it is, never compressed again
+                meta["content_encoding"] = answer.header("content-encoding")
+            return OriginAnswer(200, meta, answer.length, answer.chunks(), answer.close)
+        answer.close()
+        if answer.status in (404, 410):
+            return OriginAnswer(404)
+        if answer.status in (401, 403):
+            return OriginAnswer(403)
+        if answer.status == 200:
+            raise OriginError("no_length", "the origin sent no Content-Length, which a rule in cache_mode "
+                                           "\"override\" needs", 200)
+        raise OriginError("status", f"the origin answered {answer.status} {answer.reason}".rstrip(), answer.status)
+
+    def head(self, key: str) -> dict:
+        answer = self.forward("HEAD", key)
+        answer.close()
+        if answer.status >= 400:
+            raise OriginError("status", f"the origin answered {answer.status} {answer.reason}".rstrip(),
+                              answer.status)
+        return {"status": answer.status, "size": answer.length, "content_type": answer.header("content-type"),
+                "etag": answer.header("etag"), "last_modified": answer.header("last-modified")}
+
+    def probe(self, key: str) -> dict:
+        """What the origin answers a GET of `key` (any status is reported as it is), and its first bytes."""
+        started = time.monotonic()
+        try:
+            answer = self.forward("GET", key)
+            try:
+                data = b""
+                while len(data) < PREVIEW_BYTES and (piece := answer.read(PREVIEW_BYTES - len(data))):
+                    data += piece
+            finally:
+                answer.close()
+        except OriginError as exc:
+            return {"ok": False, "status": exc.status, "error": exc.as_dict(), "ms": elapsed_ms(started)}
+        ok = 200 <= answer.status < 400
+        out: dict[str, object] = {"ok": ok, "status": answer.status, "size": answer.length,
+               "content_type": answer.header("content-type"), "etag": answer.header("etag"),
+               "last_modified": answer.header("last-modified"),
+               "first_bytes": base64.b64encode(data).decode("ascii"), "ms": elapsed_ms(started)}
+        if not ok:
+            out["error"] = {"code": "status", "message": f"the origin answered {answer.status}",
+                            "status": answer.status}
+        return out
+
+    def check(self) -> dict:
+        return check_origin(self.config, self.policy)
+
+
+def _stale_connection(exc: BaseException) -> bool:
+    """A kept-alive connection the origin closed before this request reached it."""
+    return isinstance(exc, (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
+                            ConnectionAbortedError)) and not isinstance(exc, ssl.SSLError)

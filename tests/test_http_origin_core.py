@@ -1,0 +1,162 @@
+"""core/http_origin.py against the scripted origin: keep-alive reuse, streaming, forward, TLS, limits."""
+
+import threading
+import time
+
+import pytest
+
+from contentnode.core import http_pool, netguard
+from contentnode.core.http_origin import HttpOrigin, HttpOriginConfig
+from contentnode.core.http_pool import OriginPools
+from contentnode.core.origin import OriginError
+from tests import certgen
+from tests.origin_server import OriginServer, free_port
+
+POLICY = netguard.OutboundPolicy()
+
+
+def origin_for(url, pools=None, **fields):
+    return HttpOrigin(HttpOriginConfig.from_record({"url": url, **fields}), pools or OriginPools(), POLICY)
+
+
+@pytest.fixture
+def origin():
+    with OriginServer() as server:
+        yield server
+
+
+def test_get_streams_and_reuses_one_connection(origin):
+    origin.script("/base/a%20b.txt", b"x" * 300_000, headers={"Content-Type": "text/plain"}, etag='"e1"')
+    client = origin_for(origin.url + "/base/")
+    for _ in range(3):
+        answer = client.open("a b.txt")
+        assert answer.status == 200 and answer.length == 300_000
+        assert answer.meta["etag"] == '"e1"' and answer.meta["content_type"] == "text/plain"
+        assert sum(len(c) for c in answer.chunks) == 300_000
+        answer.close()
+    assert [s.target for s in origin.requests_for("/base/a%20b.txt")] == ["/base/a%20b.txt"] * 3
+    assert origin.connections == 1
+    assert (client.pool.opened, client.pool.reused) == (1, 2)
+
+
+def test_conditional_forward_and_host_policy(origin):
+    origin.script("/v.txt", b"body", etag='"v1"', last_modified=1_700_000_000)
+    client = origin_for(origin.url, host_header="client")
+    answer = client.forward("GET", "v.txt", "a=1&b=2", {"If-None-Match": '"v1"', "Connection": "x-secret",
+                                                       "X-Secret": "kept"}, client_host="shop.example.test")
+    assert answer.status == 304 and answer.read() == b""
+    answer.close()
+    seen = origin.requests_for("/v.txt")[0]
+    assert seen.target == "/v.txt?a=1&b=2"
+    assert seen.headers["host"] == "shop.example.test" and seen.headers["x-secret"] == "kept"
+    assert "keep-alive" not in seen.headers.get("connection", "") and seen.headers["user-agent"] == "contentnode"
+    named = origin_for(origin.url, host_header="www.example.test")
+    named.forward("HEAD", "v.txt").close()
+    assert origin.requests_for("/v.txt")[-1].headers["host"] == "www.example.test"
+    assert origin_for(origin.url).config.host_for("x") == f"127.0.0.1:{origin.port}"
+
+
+def test_forward_streams_a_chunked_body(origin):
+    origin.script("/post", b"ok")
+    pieces = (b"p" * 10_000 for _ in range(10))
+    answer = origin_for(origin.url).forward("POST", "post", body=pieces)
+    assert (answer.status, answer.read()) == (200, b"ok")
+    seen = origin.requests_for("/post")[0]
+    assert seen.body_length == 100_000 and seen.headers["transfer-encoding"] == "chunked"
+
+
+def test_a_kept_connection_the_origin_closed_is_replaced(origin):
+    origin.script("/k", b"k")
+    client = origin_for(origin.url)
+    client.open("k").close()
+    answer = client.open("k")
+    list(answer.chunks)
+    answer.close()
+    origin.stop()
+    origin.start()   # the kept connection is dead now
+    answer = client.open("k")
+    assert b"".join(answer.chunks) == b"k"
+    answer.close()
+
+
+def test_dead_origin_fails_fast_and_releases_its_slot():
+    client = origin_for(f"http://127.0.0.1:{free_port()}")
+    started = time.monotonic()
+    for _ in range(http_pool.MAX_ACTIVE + 5):
+        with pytest.raises(OriginError) as caught:
+            client.open("x")
+        assert caught.value.code == "connect"
+    assert time.monotonic() - started < 5
+
+
+def test_a_slow_origin_holds_only_its_share(origin):
+    origin.script("/slow", b"s", delay=3)
+    client = origin_for(origin.url, connect_timeout=1)
+    errors, done = [], []
+
+    def one():
+        try:
+            client.open("slow").close()
+            done.append(1)
+        except OriginError as exc:
+            errors.append(exc.code)
+
+    threads = [threading.Thread(target=one) for _ in range(http_pool.MAX_ACTIVE + http_pool.MAX_WAITING + 10)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    assert errors.count("busy") == 10   # beyond the share: refused at once
+    for t in threads:
+        t.join(15)
+    assert len(done) == http_pool.MAX_ACTIVE, errors
+    assert errors.count("busy") == http_pool.MAX_WAITING + 10
+
+
+def test_read_timeout_is_per_read_not_per_answer(origin):
+    origin.script("/trickle", b"t" * 60_000, rate=40_000)   # 1.5 s in all, a piece every 50 ms
+    answer = origin_for(origin.url, read_timeout=0.5).open("trickle")
+    assert sum(len(c) for c in answer.chunks) == 60_000
+    origin.script("/stuck", b"z", delay=2)
+    with pytest.raises(OriginError) as caught:
+        origin_for(origin.url, read_timeout=0.5).open("stuck")
+    assert caught.value.code == "timeout"
+
+
+def test_own_ports_and_link_local_refused_at_connect():
+    refusing = netguard.OutboundPolicy(own_ports=frozenset({8123}))
+    client = HttpOrigin(HttpOriginConfig.from_record({"url": "http://127.0.0.1:8123"}), OriginPools(), refusing)
+    with pytest.raises(OriginError) as caught:
+        client.open("x")
+    assert caught.value.code == "refused_address" and "loop" in caught.value.message
+    with pytest.raises(OriginError) as caught:
+        origin_for("http://169.254.169.254").open("latest/meta-data")
+    assert caught.value.code == "refused_address" and "link-local" in caught.value.message
+
+
+@pytest.fixture
+def tls_origin(tmp_path):
+    cert, key = certgen.make_leaf(["origin.example.test"], ips=["127.0.0.1"])
+    (tmp_path / "c.pem").write_text(certgen.cert_pem(cert))
+    (tmp_path / "k.pem").write_text(certgen.key_pem(key))
+    with OriginServer(tls=(str(tmp_path / "c.pem"), str(tmp_path / "k.pem"))) as server:
+        yield server
+
+
+def test_tls_verification_and_session_resumption(tls_origin):
+    tls_origin.script("/t", b"tls", headers={"Connection": "close"})
+    with pytest.raises(OriginError) as caught:
+        origin_for(tls_origin.url).open("t")
+    assert caught.value.code == "tls" and "not trusted" in caught.value.message
+    client = origin_for(tls_origin.url, tls_verify=False)
+    for _ in range(3):
+        answer = client.open("t")
+        assert b"".join(answer.chunks) == b"tls"
+        answer.close()
+    assert tls_origin.connections == 3 and tls_origin.tls_resumed == 2 and client.pool.resumed == 2
+    report = client.check()
+    assert report["ok"], report
+    assert [s["name"] for s in report["steps"]] == ["resolve", "connect", "tls", "request"]
+    assert "NOT verified" in report["steps"][2]["detail"] and "origin.example.test" in report["steps"][2]["detail"]
+    failed = origin_for(tls_origin.url).check()
+    assert not failed["ok"] and failed["steps"][-1]["name"] == "tls"
+    assert "self-signed" in failed["steps"][-1]["detail"] and "tls_verify false" in failed["steps"][-1]["detail"]
