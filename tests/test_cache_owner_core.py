@@ -24,11 +24,11 @@ class Origin:
         with self.lock:
             self.calls += 1
             n = self.calls
+        self.started.set()
         body = (b"%d" % n) * self.size
         return OriginAnswer(200, {"call": n}, len(body), self._chunks(body, n), shared=self.shared)
 
     def _chunks(self, body, n):
-        self.started.set()
         if n == 1 and self.gate is not None:
             assert self.gate.wait(30)
         yield body

@@ -36,7 +36,7 @@ from contentnode.core.cache_books import CacheBooks
 from contentnode.core.cache_entries import (Entry, LruOrder, file_size, header_bytes, header_uid, key_name, new_uid,
                                             read_entry, remove_if_present)
 from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, FillTruncated, OriginAnswer,
-                                         Result, SharedFile, StreamedResult)
+                                         Result, SharedFile, streamed)
 from contentnode.core.cache_ledger import CacheLedger
 from contentnode.core.cache_memory import HOT_MAX_OBJECT, HotBodies, OpenFiles
 from contentnode.core.cache_purge import CachePurges
@@ -299,28 +299,21 @@ class Cache(CacheBooks, CachePurges):
             if handed is not None:
                 handed.close()
             raise
-        if fill.adopted or fill.streamed or answer.status != 200 or (fill.private and not owner):
+        if fill.adopted or fill.streamed or answer.status != 200:
             os.close(fd)
             self._leave(fill)
             if fill.adopted:
                 return None
-            if fill.streamed or fill.private:
+            if fill.streamed:
                 handed = fill.take_handed() if owner else None
-                return self._streamed(handed) if handed is not None else self._stream(fetch)
+                return streamed(handed) if handed is not None else self._stream(fetch)
             return Result(answer.status, answer.meta, 0, False)
         return Result(200, answer.meta, answer.length, False, fill=fill, fd=fd,
                       on_close=lambda: self._leave(fill))
 
-    @classmethod
-    def _stream(cls, fetch) -> Result:
-        return cls._streamed(fetch())
-
     @staticmethod
-    def _streamed(answer: OriginAnswer) -> Result:
-        if answer.status != 200:
-            answer.close()
-            return Result(answer.status, answer.meta, 0, False)
-        return StreamedResult(answer)
+    def _stream(fetch) -> Result:
+        return streamed(fetch())
 
     def _leave(self, fill: Fill) -> None:
         """One reader is done with the fill; the last one to leave before the end stops it. Its
@@ -373,6 +366,10 @@ class Cache(CacheBooks, CachePurges):
             if answer.status != 200:
                 self._end_fill(fill, answer=answer, done=True)
                 return
+            if not answer.shared:   # the owner's own: it streams it, the others ask on their own
+                answer, handed = None, answer
+                self._end_fill(fill, streamed=True, handed=handed)
+                return
             now, uid = self.clock(), new_uid()
             expires = now + ttl if answer.expires_at is None else min(now + ttl, answer.expires_at)
             header = header_bytes({"key": list(fill.key), "size": answer.length, "id": uid,
@@ -388,8 +385,6 @@ class Cache(CacheBooks, CachePurges):
                 answer, handed = None, answer
                 self._end_fill(fill, streamed=True, handed=handed)
                 return
-            if not answer.shared:
-                fill.progress(private=True)
             fd = os.open(fill.tmp_path, os.O_WRONLY)
             try:
                 write_all(fd, header)
@@ -487,8 +482,7 @@ class Cache(CacheBooks, CachePurges):
                 del self._fills[fill.key]
             path = self._path(fill.key)
             with self.ledger.books():
-                kept = (not fill.discard and ttl > 0 and answer.shared
-                        and fill.generation == self.ledger.generation())
+                kept = not fill.discard and ttl > 0 and fill.generation == self.ledger.generation()
                 if kept:
                     ensure_private_dir(os.path.dirname(path))
                     replaced = file_size(path)
