@@ -64,7 +64,7 @@ def test_fresh_answer_is_stored_and_hit_with_age(shared, client, origin, clock):
     assert first.cache_status == "contentnode; fwd=uri-miss; fwd-status=200; stored; ttl=60"
     clock.t += 10
     second, body = get(shared, client, "/a")
-    assert body == b"hello" and second.hit and second.field("age") == "10"
+    assert body == b"hello" and second.hit and second.field("age") == "10" and second.field("via") == "1.1 contentnode"
     assert second.cache_status == "contentnode; hit; ttl=50"
     assert len(origin.requests_for("/a")) == 1
 

@@ -23,6 +23,7 @@ from contentnode.core import http_cache as hc
 from contentnode.core.cache import Cache
 from contentnode.core.cache_entries import Entry
 from contentnode.core.cache_fill import OriginAnswer, Result, streamed
+from contentnode.core.forwarding import response_fields
 
 log = logging.getLogger("contentnode.shared_cache")
 
@@ -164,7 +165,7 @@ class SharedCache:
         fields = meta["fields"] if not hit else list(hc.unvalidated_fields(dict(meta["fields"])).items())
         if age is None:
             age = hc.current_age(dict(meta["fields"]), meta["request_time"], meta["response_time"], self.clock())
-        headers = [(name, value) for name, value in fields if name.lower() not in NOT_SENT]
+        headers = response_fields((name, value) for name, value in fields if name.lower() not in NOT_SENT)
         headers += [("age", str(int(age))), ("cache-status", status_field), ("x-cache", "HIT" if hit else "MISS")]
         return Exchange(meta["status"], headers, result, hit, status_field)
 
