@@ -50,8 +50,8 @@ from contentnode.http.router import SECURITY_HEADERS, AdminDispatcher, RouteTabl
 from contentnode.http.server import Server
 from contentnode.logs import AccessLog, access_fields
 from contentnode.public import PublicDispatcher
-from contentnode.public.content import Delivery
 from contentnode.schema import REVISIONED, SECTIONS
+from contentnode.services.delivery import Delivery
 from contentnode.store import Store
 from contentnode.tls import TlsRuntime
 
@@ -116,7 +116,7 @@ class App:
         self.update_kick = threading.Event()
         self.accept_poll_seconds = 0.25
         self._jobs: list[threading.Thread] = []
-        self._stop_steps: list[Callable[[], None]] = []
+        self._stop_steps: list[Callable[[], object]] = []
         self._stopping = threading.Event()
 
     # --- start and stop, in order -------------------------------------------
@@ -136,8 +136,9 @@ class App:
         self.every(SESSION_FLUSH_SECONDS, self.sessions.flush, "sessions-flush")
         self.every(SESSION_PRUNE_SECONDS, self.sessions.prune, "sessions-prune")
         self.every(delivery_api.FLUSH_SECONDS, lambda: delivery_api.flush(self.delivery), "traffic-flush")
-        self._stop_steps.append(self.delivery.traffic.save)
+        self._stop_steps.append(lambda: self.delivery.traffic.save())
         self._stop_steps.append(self.delivery.cache.close)
+        self._stop_steps.append(self.delivery.origins.close)
         self.notifier.start()
         self.events.subscribe(self.notifier.handle_event)
         self._stop_steps.append(self.notifier.stop)
@@ -335,7 +336,8 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
     app.public_dispatcher = PublicDispatcher(app)
     app.tls = TlsRuntime(app, app.public_dispatcher)
     app.folder_roots = FolderRoots(config.folder_roots, config.data_dir)
-    app.delivery = Delivery(app)
+    app.delivery = Delivery(store=app.store, clock=clock, data_dir=config.data_dir, processes=app.public_processes,
+                            worker_slot=worker_slot, folder_roots=app.folder_roots, outbound=lambda: app.outbound)
     delivery_api.register_metrics(app.metrics, app.delivery)
     app.notifier = notifications_api.build_notifier(app)
     app.fleet = Fleet(store=app.store, data_dir=config.data_dir, clock=clock, poll_seconds=config.fleet_poll_seconds,

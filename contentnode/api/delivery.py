@@ -1,6 +1,6 @@
 """Content delivery endpoints (purge, warm, probe, diagnose, traffic metrics).
 
-The App builds the content path's Delivery (cache, traffic series) and adds
+The App builds the content engine's Delivery (services/delivery.py: cache, traffic series) and adds
 its Prometheus counters here (port="public", one bounded domain label); its
 start runs `flush` every FLUSH_SECONDS and once more at a clean stop.
 """
@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl, urlsplit
 
 from contentnode import clock
-from contentnode.public import content, domain_redirect
 from contentnode.core import fields as v
 from contentnode.core import dns
 from contentnode.core.certs import covers
@@ -22,6 +21,8 @@ from contentnode.core.traffic import COUNTERS, RANGES
 from contentnode.http.errors import ApiError, invalid
 from contentnode.http.router import Route
 from contentnode.http.schema import answer, array, obj, one_of, text
+from contentnode.services import delivery as content
+from contentnode.services.delivery import Refused
 
 FLUSH_SECONDS = 60
 WARM_MAX_URLS = 100
@@ -60,7 +61,7 @@ def parse_url(value, field: str):
         raise invalid(f"{field} must be an http or https URL", field)
     try:
         path = content.clean_path(parts.path or "/")
-    except ApiError as exc:
+    except Refused as exc:
         raise invalid(f"{field}: {exc.message}", field) from None
     return parts.scheme, host, path, parse_qsl(parts.query, keep_blank_values=True)
 
@@ -112,9 +113,9 @@ def _warm_one(delivery, url: str, parsed) -> dict:
     try:
         target = content.resolve(delivery, host, path, query, None, check_signature=False)
         result = content.fetch(delivery, target)
-    except ApiError as exc:
+    except Refused as exc:
         return {"url": url, "ok": False, "status": exc.status, "bytes": 0, "ms": elapsed_ms(started),
-                "error": exc.body()["error"]}
+                "error": ApiError(exc.status, exc.code, exc.message, exc.field).body()["error"]}
     try:
         if not result.hit:
             for _ in result.chunks():
@@ -144,13 +145,13 @@ def warm(req):
 # ---------------------------------------------------------------- probe and diagnose
 
 
-def _origin(app, target) -> dict:
+def _origin(delivery, target) -> dict:
     started = time.monotonic()
     if target.bucket is None:
         return {"ok": False, "status": None, "error": "the rule's bucket no longer exists",
                 "ms": elapsed_ms(started)}
     try:
-        info = content.origin(app, target.bucket).head(target.key)
+        info = delivery.origin(target).head(target.key)
     except OriginError as exc:
         return {"ok": False, "status": exc.status, "error": exc.message, "code": exc.code,
                 "ms": elapsed_ms(started)}
@@ -174,7 +175,7 @@ def probe(req):
     trace = Steps()
     try:
         target = content.resolve(delivery, host, path, query, None, check_signature=False, trace=trace)
-    except ApiError as exc:
+    except Refused as exc:
         target, failure = None, {"ok": False, "status": exc.status, "error": exc.message}
     rule_step = next((step for step in trace.items if "rule_id" in step), None)   # a disabled rule too
     if rule_step is None:
@@ -187,7 +188,7 @@ def probe(req):
     if target is None:
         answer["origin"] = failure
         return answer
-    answer["origin"] = _origin(req.app, target)
+    answer["origin"] = _origin(delivery, target)
     answer["cache"] = delivery.cache.state(target.cache_key)
     return answer
 
@@ -240,7 +241,7 @@ def diagnose(req):
     _dns_step(steps, host, req.app.outbound.dns_server)
     started = time.monotonic()
     split = urlsplit(url.strip())
-    redirect = domain_redirect.location(domain, split.path + (f"?{split.query}" if split.query else ""))
+    redirect = content.redirect_location(domain, split.path + (f"?{split.query}" if split.query else ""))
     if redirect:
         steps.add("redirect", True, f"answered with a {redirect[0]} redirect to {redirect[1]}", started)
         return steps.report()
@@ -249,9 +250,9 @@ def diagnose(req):
         _tls_step(steps, req.app, host)
     try:
         target = content.resolve(delivery, host, path, query, None, trace=steps)
-    except ApiError:
+    except Refused:
         return steps.report()   # the step that refused the visit is the last one
-    origin = _origin(req.app, target)
+    origin = _origin(delivery, target)
     detail = (f"{origin['status']}, {origin['size']} bytes, {origin['content_type']}" if origin["ok"]
               else f"the origin failed: {origin['error']}")
     steps.items.append({"name": "origin", "ok": origin["ok"], "detail": detail, "ms": origin["ms"]})

@@ -16,6 +16,7 @@ from contentnode.core import fields as v
 from contentnode.core import folders, netguard
 from contentnode.core.fields import FieldError
 from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.core.keepalive import ConnectionPool
 from contentnode.core.s3 import BucketConfig, S3Client
 from contentnode.core.s3_origin import S3Origin
 
@@ -124,8 +125,8 @@ def _is_address(host: str) -> bool:
 
 
 def origin_for(record: dict, roots: folders.FolderRoots, outbound: netguard.OutboundPolicy, clock,
-               timeout: float = netguard.DEFAULT_TIMEOUT):
-    """The Origin (core/origin.py) a bucket record reads from."""
+               timeout: float = netguard.DEFAULT_TIMEOUT, pool: ConnectionPool | None = None):
+    """The Origin (core/origin.py) a bucket record reads from; an S3 one keeps its connections in `pool`."""
     if kind(record) == "folder":
         return folders.FolderOrigin(record["path"], roots)
-    return S3Origin(S3Client(BucketConfig.from_record(record), outbound, timeout, clock))
+    return S3Origin(S3Client(BucketConfig.from_record(record), outbound, timeout, clock, pool=pool))

@@ -1,7 +1,7 @@
 """Content codings: which objects are compressed, with what, and which coding a client gets.
 
 An object is compressed once per coding and kept in the cache as its own
-variant (public/content.py), so the cost here is paid per object, never per
+variant (services/delivery.py), so the cost here is paid per object, never per
 request: that is why the levels are high. gzip comes with the interpreter
 (zlib); zstd with Python 3.14's compression.zstd or the `zstd` extra
 (backports-zstd, the same module for older interpreters); br with the

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from contentnode.core import netguard
+from contentnode.core.keepalive import ConnectionPool
 from contentnode.core.origin import OriginError
 from contentnode.core.s3_sign import (EMPTY_SHA256, UNSIGNED_PAYLOAD, amz_date, authorization, canonical_query,
                                       canonical_request, signing_key, uri_encode)
@@ -205,8 +206,10 @@ class ObjectStream:
 
     The client's timeout bounds the whole GET, headers to last byte."""
 
-    def __init__(self, conn, response, info: ObjectInfo, deadline: float, max_bytes: int, timeout: float):
+    def __init__(self, conn, response, info: ObjectInfo, deadline: float, max_bytes: int, timeout: float,
+                 done=None):
         self._conn, self._response, self.info = conn, response, info
+        self._done = done   # (conn, response): keeps a connection whose answer was read to its end
         self._deadline, self._left, self._timeout = deadline, max_bytes, timeout
 
     def read(self, size: int = 65536) -> bytes:
@@ -230,7 +233,10 @@ class ObjectStream:
             yield chunk
 
     def close(self):
-        self._conn.close()
+        if self._done is None:
+            self._conn.close()
+        else:
+            self._done(self._conn, self._response)
 
     def __enter__(self):
         return self
@@ -240,13 +246,17 @@ class ObjectStream:
 
 
 class S3Client:
-    """Calls on one bucket. `clock` gives the signing time (the daemon's clock)."""
+    """Calls on one bucket. `clock` gives the signing time (the daemon's clock).
+
+    With a `pool` (core/keepalive.py) a call reuses a connection an earlier one
+    read to its end; without one every call opens its own and closes it.
+    """
 
     def __init__(self, config: BucketConfig, policy: netguard.OutboundPolicy,
                  timeout: float = netguard.DEFAULT_TIMEOUT, clock=time.time,
-                 ssl_context: ssl.SSLContext | None = None):
+                 ssl_context: ssl.SSLContext | None = None, pool: ConnectionPool | None = None):
         self.config, self.policy, self.timeout = config, policy, timeout
-        self.clock, self.ssl_context = clock, ssl_context
+        self.clock, self.ssl_context, self.pool = clock, ssl_context, pool
 
     def signed_headers(self, method: str, host_header: str, path: str, query: str,
                        extra: dict | None = None, payload_hash: str = EMPTY_SHA256) -> dict:
@@ -315,12 +325,28 @@ class S3Client:
         headers = self.signed_headers(method, host_header, path, query, extra, payload_hash)
         if deadline is None:
             deadline = time.monotonic() + self.timeout
+        target = path + ("?" + query if query else "")
+        idle = self.pool.take(self._where()) if conn is None and self.pool is not None else None
+        if idle is not None:
+            idle.set_deadline(deadline)
+            try:
+                response = self._exchange(idle, method, target, body, headers)
+                return idle, response, _headers(response)
+            except S3Error as exc:
+                if exc.code == "timeout":
+                    raise
+                # the server closed it while it was idle: once more, on a new connection
         if conn is None:
             conn = self.connect(key, deadline)
         else:
             conn.set_deadline(deadline)
+        response = self._exchange(conn, method, target, body, headers)
+        return conn, response, _headers(response)
+
+    def _exchange(self, conn, method: str, target: str, body: bytes | None, headers: dict):
+        """Send one request on `conn` and read the answer's status and headers (closing it on failure)."""
         try:
-            conn.request(method, path + ("?" + query if query else ""), body=body, headers=headers)
+            conn.request(method, target, body=body, headers=headers)
             response = conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
@@ -330,7 +356,19 @@ class S3Client:
         if conn.deadline_passed():  # cut while the headers arrived: they may be incomplete
             conn.close()
             raise S3Error("timeout", f"no answer within {self.timeout:g} s")
-        return conn, response, _headers(response)
+        return response
+
+    def _where(self) -> tuple:
+        """The (scheme, host, port) this client's connections reach: the pool's key."""
+        return self.config.target(None)[:3]
+
+    def _done(self, conn, response) -> None:
+        """Keep the connection for the next call when its answer was read to the end, else close it."""
+        if (self.pool is not None and conn.sock is not None and response.isclosed() and not response.will_close
+                and not conn.deadline_passed()):
+            self.pool.give(self._where(), conn)
+        else:
+            conn.close()
 
     def _read_body(self, conn, response, limit: int, deadline: float) -> bytes:
         try:
@@ -345,7 +383,7 @@ class S3Client:
                 raise S3Error("timeout", f"the answer did not complete within {self.timeout:g} s") from None
             raise _transport_error(exc, self.timeout) from None
         finally:
-            conn.close()
+            self._done(conn, response)
 
     def _fail(self, conn, response, headers: dict, what: str, deadline: float) -> S3Error:
         try:
@@ -359,7 +397,8 @@ class S3Client:
         conn, response, headers = self._send("HEAD", key, deadline=deadline)
         if response.status >= 300:
             raise self._fail(conn, response, headers, "object", deadline)
-        conn.close()
+        response.read()   # a HEAD answer has no body: this marks it complete
+        self._done(conn, response)
         return _object_info(response.status, headers)
 
     def get_object(self, key: str, byte_range: tuple[int, int | None] | None = None,
@@ -379,7 +418,7 @@ class S3Client:
             conn.close()
             raise S3Error("too_large", f"the object's {length[:20]} bytes exceed the {max_bytes} byte cap")
         return ObjectStream(conn, response, _object_info(response.status, headers), deadline, max_bytes,
-                            self.timeout)
+                            self.timeout, self._done)
 
     def get_bytes(self, key: str, if_none_match: str | None = None,
                   max_bytes: int = SMALL_OBJECT_MAX_BYTES) -> Fetched | None:

@@ -7,17 +7,13 @@ header (a redirect's Location) or a log line and fail with a 500. What only
 the content stage refuses (encoded slashes, dot segments) stays there.
 """
 
-import re
 from typing import NamedTuple
-from urllib.parse import unquote
 
 from contentnode.core.hostnames import host_from_header
+from contentnode.core.paths import CONTROL, MAX_PATH_BYTES, PathError, decode_path
 from contentnode.http.errors import ApiError
 
-MAX_PATH_BYTES = 4096
 MAX_TARGET_BYTES = 8192     # path and query; a redirect echoes the whole target into its Location
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 class Visit(NamedTuple):
@@ -64,19 +60,7 @@ def _decoded(raw_path: str) -> str:
             raw_path = raw_path.encode("latin-1").decode("utf-8")
         except UnicodeError:
             raise ApiError(400, "invalid", "the request path is not valid UTF-8") from None
-    return decode_path(raw_path)
-
-
-def decode_path(raw_path: str) -> str:
-    """The percent-decoded path, or 400 for bad escapes, bytes that are not UTF-8 and controls."""
-    if "%" not in raw_path:
-        return raw_path
-    if _BAD_PERCENT.search(raw_path):
-        raise ApiError(400, "invalid", 'a "%" in the path is not followed by two hex digits')
     try:
-        path = unquote(raw_path, errors="strict")
-    except UnicodeDecodeError:
-        raise ApiError(400, "invalid", "the path is not valid UTF-8 once decoded") from None
-    if CONTROL.search(path):
-        raise ApiError(400, "invalid", "control characters (NUL included) are not allowed in paths")
-    return path
+        return decode_path(raw_path)
+    except PathError as exc:
+        raise ApiError(400, "invalid", str(exc)) from None

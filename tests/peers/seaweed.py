@@ -79,11 +79,14 @@ def _free_port() -> int:
 
 
 class _CountingProxy:
-    """A loopback HTTP proxy in front of one upstream port that records every request."""
+    """A loopback HTTP proxy in front of one upstream port that records every request and
+    counts the connections clients opened to it (kept-alive ones carry many requests)."""
 
     def __init__(self, upstream_port: int):
         self.upstream_port = upstream_port
         self.log = []
+        self.connections = 0
+        self.open = set()   # client connections being served: stop() cuts them, as a server going down does
         self.lock = threading.Lock()
         self.port = None
         self._server = None
@@ -93,6 +96,17 @@ class _CountingProxy:
 
         class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                with proxy.lock:
+                    proxy.connections += 1
+                    proxy.open.add(self.connection)
+
+            def finish(self):
+                with proxy.lock:
+                    proxy.open.discard(self.connection)
+                super().finish()
 
             def _forward(self):
                 length = int(self.headers.get("Content-Length") or 0)
@@ -133,6 +147,13 @@ class _CountingProxy:
         if self._server is not None:
             self._server.stop()
             self._server = None
+        with self.lock:
+            cut, self.open = self.open, set()
+        for conn in cut:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass   # the client closed it meanwhile
 
 
 class PortTaken(RuntimeError):
@@ -300,6 +321,11 @@ class SeaweedS3:
 
     def count(self, method: str = "GET", contains: str | None = None) -> int:
         return len(self.requests(method, contains))
+
+    def connections(self) -> int:
+        """Connections opened to the counting front so far."""
+        with self.proxy.lock:
+            return self.proxy.connections
 
     def reset_counts(self):
         with self.proxy.lock:
