@@ -230,23 +230,16 @@ def _buckets(section, folder_roots):
 
 
 def _rules(section, doc):
-    seen = set()
     for rule_id, record in _records(section, "rule"):
         _require(record.get("id", rule_id) == rule_id, f"rule {rule_id!r} has another id inside")
         _require(record.get("domain") in doc["domains"], f"rule {rule_id}: its domain is not in the backup")
         _require(record.get("bucket") in doc["buckets"], f"rule {rule_id}: its bucket is not in the backup")
         try:
-            _require(rules.normalise_path(record.get("path")) == record["path"], f"rule {rule_id}: bad path")
-            rules.validate_prefix(record.get("prefix"))
+            rules.RULE.check_stored(record)
         except FieldError as exc:
             raise _Bad(f"rule {rule_id}: {exc}") from None
-        _require((record["domain"], record["path"]) not in seen, f"rule {rule_id}: its path is routed twice")
-        seen.add((record["domain"], record["path"]))
-        ttl = record.get("cache_ttl")
-        _require(type(ttl) is int and 0 <= ttl <= rules.MAX_CACHE_TTL, f"rule {rule_id}: bad cache_ttl")
-        for flag in ("signed", "images", "enabled"):
-            _require(isinstance(record.get(flag), bool), f"rule {rule_id}: {flag} must be true or false")
-        _require(isinstance(record.get("compress", True), bool), f"rule {rule_id}: compress must be true or false")
+    clash = rules.RULE.first_clash(section)
+    _require(clash is None, f"rule {clash and clash[0]}: its path is routed twice")
 
 
 def _links(section):

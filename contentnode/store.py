@@ -24,14 +24,13 @@ import threading
 from collections.abc import Callable, Mapping, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from contentnode.core import revisions
+from contentnode.core.migrations import SCHEMA_VERSION, StoreError, migrate
 from contentnode.fileio import atomic_write
 
 log = logging.getLogger("contentnode.store")
 
-SCHEMA_VERSION = 1
 STATE_FILE = "state.json"
 CHANGES_FILE = "state.changes"   # the stamp of the last state file written, mapped by every process
 _STAMP = struct.Struct("<QQ")    # inode, mtime in ns
@@ -73,35 +72,6 @@ def claim_data_dir(path: str) -> None:
     marker = os.path.join(path, DATA_DIR_MARKER)
     if not os.path.exists(marker):
         atomic_write(marker, b"contentnode data dir: state, keys, certificates, cache, logs\n")
-
-
-# Migrations: MIGRATIONS[v] turns a version-v document into version v+1. Declared
-# here beside SCHEMA_VERSION, which goes up by one with each entry added.
-MIGRATIONS: Mapping[int, Callable[[dict], dict]] = MappingProxyType({})
-
-
-class StoreError(Exception):
-    """The state file cannot be used; the daemon must stop rather than reset it."""
-
-
-class NewerStateError(StoreError):
-    """The state file was written by a newer version: only that version (or newer) may run,
-    and nothing here may rewrite it. `contentnode serve` exits 2, which the unit does not restart."""
-
-
-def migrate(doc: dict, path: str) -> dict:
-    version = doc.get("schema")
-    if not isinstance(version, int):
-        raise StoreError(f"{path}: no schema version; is this a contentnode state file?")
-    if version > SCHEMA_VERSION:
-        raise NewerStateError(f"{path}: schema version {version} was written by a newer contentnode "
-                              f"(this one reads up to {SCHEMA_VERSION}); install that version again, "
-                              "the file was not changed")
-    while version < SCHEMA_VERSION:
-        doc = MIGRATIONS[version](doc)
-        version += 1
-        doc["schema"] = version
-    return doc
 
 
 @dataclass(frozen=True)

@@ -159,9 +159,8 @@ def _origin(delivery, target) -> dict:
 
 
 def _rule_view(rule_id, rule) -> dict:
-    return {"id": rule_id, "path": rule["path"], "enabled": rule.get("enabled", True),
-            "signed": bool(rule.get("signed")), "images": bool(rule.get("images")),
-            "cache_ttl": rule.get("cache_ttl")}
+    return {"id": rule_id, "path": rule["path"], "enabled": rule["enabled"],
+            "signed": rule["signed"], "images": rule["images"], "cache_ttl": rule["cache_ttl"]}
 
 
 def probe(req):
@@ -181,10 +180,10 @@ def probe(req):
     if rule_step is None:
         return answer
     rule = doc["rules"][rule_step["rule_id"]]
-    bucket = doc.get("buckets", {}).get(rule.get("bucket"))
+    bucket = doc.get("buckets", {}).get(rule["bucket"])
     answer.update(rule=_rule_view(rule_step["rule_id"], rule), key=rule_step["key"],
-                  signature_required=bool(rule.get("signed")),
-                  bucket={"id": rule.get("bucket"), "name": bucket.get("name") if bucket else None})
+                  signature_required=rule["signed"],
+                  bucket={"id": rule["bucket"], "name": bucket.get("name") if bucket else None})
     if target is None:
         answer["origin"] = failure
         return answer

@@ -67,7 +67,7 @@ def create_link(req):
     req.audit("link.create", target=f"{host}{path}",
               detail={"expires_at": rfc3339(expires_at), "kid": ring["current"], "ip": ip})
     return {"url": signed, "expires_at": rfc3339(expires_at), "kid": ring["current"],
-            "rule": rule["id"], "rule_signed": bool(rule.get("signed"))}
+            "rule": rule["id"], "rule_signed": rule["signed"]}
 
 
 def rotate_key(req):

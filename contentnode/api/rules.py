@@ -9,21 +9,20 @@ import secrets
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
-from contentnode.api.domains import HOST
 from contentnode.core import revisions, rules
 from contentnode.http.errors import conflict, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, STRING, answer, integer, listing, obj, text
+from contentnode.http.schema import STRING, listing
 
 MAX_RULES = 20_000
 
 
 def _unique_path(doc: dict, record: dict, own_id: str | None = None) -> None:
-    for other_id, other in doc["rules"].items():
-        if other_id != own_id and other["domain"] == record["domain"] and other["path"] == record["path"]:
-            raise conflict("conflict", f"rule {other_id} already routes {record['path']} on {record['domain']}",
-                           "path", refs=rules.rule_refs([other_id]))
+    other_id = rules.RULE.clash(doc["rules"], record, own_id)
+    if other_id is not None:
+        raise conflict("conflict", f"rule {other_id} already routes {record['path']} on {record['domain']}",
+                       "path", refs=rules.rule_refs([other_id]))
 
 
 def existing(doc: dict, rule_id: str) -> dict:
@@ -52,7 +51,7 @@ def create_rule(req):
     with req.app.store.transaction() as doc:
         if len(doc["rules"]) >= MAX_RULES:
             raise conflict("conflict", f"a node holds at most {MAX_RULES} rules")
-        record = {"id": secrets.token_hex(6), **rules.DEFAULTS, **rules.record_fields(body, doc, partial=False),
+        record = {"id": secrets.token_hex(6), **rules.RULE.defaults(), **rules.record_fields(body, doc, partial=False),
                   "created_at": stamp, "updated_at": stamp}
         _unique_path(doc, record)
         doc["rules"][record["id"]] = record
@@ -95,16 +94,10 @@ def _panel_rules(req):
 
 PANEL_SECTIONS = [("rules", "routes:read", _panel_rules)]
 
-_FIELDS = {"domain": HOST, "path": text(rules.MAX_PATH), "bucket": text(64),
-           "prefix": text(rules.MAX_PREFIX, min_length=0), "cache_ttl": integer(0, rules.MAX_CACHE_TTL),
-           "signed": BOOLEAN, "images": BOOLEAN, "compress": BOOLEAN, "enabled": BOOLEAN}
-CREATE_BODY = obj(_FIELDS, required=["domain", "path", "bucket"])
-UPDATE_BODY = obj(_FIELDS)
-
-RULE = answer({"id": STRING, "domain": STRING, "path": STRING, "bucket": STRING, "prefix": STRING,
-               "cache_ttl": integer(0, rules.MAX_CACHE_TTL), "signed": BOOLEAN, "images": BOOLEAN, "compress": BOOLEAN,
-               "enabled": BOOLEAN, "created_at": STRING, "updated_at": STRING},
-              optional=("prefix", "cache_ttl", "signed", "images", "compress", "enabled", "created_at", "updated_at"))
+CREATE_BODY = rules.RULE.body(create=True)
+UPDATE_BODY = rules.RULE.body(create=False)
+RULE = rules.RULE.answer({"id": STRING, "created_at": STRING, "updated_at": STRING},
+                         optional=("created_at", "updated_at"))
 
 ROUTES = [
     Route("GET", "/api/rules", "routes:read", list_rules, query=frozenset({"domain"}),

@@ -11,7 +11,7 @@ FLAGS = ("data_dir", "admin_port", "admin_bind", "public_port", "public_bind", "
 
 def run(config, args) -> int:
     from contentnode.daemon import serve  # the whole App: only this command needs it
-    from contentnode.store import NewerStateError, StoreError
+    from contentnode.core.migrations import NewerStateError, StoreError
 
     try:
         return serve(config)

@@ -21,7 +21,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from contentnode import clock, store
+from contentnode import clock
+from contentnode.core import migrations
 from contentnode.core import settings
 from contentnode.core.audit import SECRET_KEY
 from contentnode.core.text import json_loads
@@ -157,9 +158,9 @@ def open_backup(backup, passphrase, current, sections):
     version, schema = backup.get("version"), backup.get("schema")
     if not isinstance(version, int) or not isinstance(schema, int):
         raise BackupError("the backup has no version")
-    if version > VERSION or schema > store.SCHEMA_VERSION:
+    if version > VERSION or schema > migrations.SCHEMA_VERSION:
         raise BackupError(f"the backup was made by a newer contentnode (backup format {version}, "
-                          f"schema {schema}); this one reads up to {VERSION}/{store.SCHEMA_VERSION}")
+                          f"schema {schema}); this one reads up to {VERSION}/{migrations.SCHEMA_VERSION}")
     kind = backup.get("kind")
     if kind == "encrypted":
         data, files = _decrypt(backup, passphrase)
@@ -219,8 +220,8 @@ def _check_document(data, schema, sections):
     doc = copy.deepcopy({k: v for k, v in data.items() if k not in NODE_LOCAL})
     doc["schema"] = schema
     try:
-        doc = store.migrate(doc, "backup")
-    except (store.StoreError, KeyError, TypeError, ValueError) as exc:
+        doc = migrations.migrate(doc, "backup")
+    except (migrations.StoreError, KeyError, TypeError, ValueError) as exc:
         raise BackupError(f"the backup cannot be migrated: {exc}") from None
     for name, default in sections.items():
         doc.setdefault(name, default)

@@ -17,17 +17,13 @@ from dataclasses import dataclass
 from contentnode.core import fields as v
 from contentnode.core import images
 from contentnode.core.fields import FieldError
-from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.core.records import Field, Record
+from contentnode.core.shapes import BOOLEAN, integer, text
 from contentnode.core.text import encodable
 
 MAX_PATH = 1024
 MAX_PREFIX = 1024
 MAX_CACHE_TTL = 31_536_000  # one year
-DEFAULT_CACHE_TTL = 3600
-FIELDS = {"domain", "path", "bucket", "prefix", "cache_ttl", "signed", "images", "compress", "enabled"}
-# rules stored before `compress` existed lack it and compress (content.Target reads it with this default)
-DEFAULTS = {"prefix": "", "cache_ttl": DEFAULT_CACHE_TTL, "signed": False, "images": False, "compress": True,
-            "enabled": True}
 _FORBIDDEN_IN_PATH = set("?#%\\") | {chr(c) for c in range(33)} | {"\x7f"}
 
 
@@ -72,40 +68,29 @@ def validate_prefix(value: str) -> str:
     return value
 
 
+RULE = Record("rule", {
+    "domain": Field(text(253), rule=lambda value: v.host({"domain": value}, "domain")),
+    "path": Field(text(MAX_PATH), rule=normalise_path),
+    "bucket": Field(text(64), rule=lambda value: v.text({"bucket": value}, "bucket", max_len=64)),
+    "prefix": Field(text(MAX_PREFIX, min_length=0), "", rule=validate_prefix),
+    "cache_ttl": Field(integer(0, MAX_CACHE_TTL), 3600),
+    "signed": Field(BOOLEAN, False),
+    "images": Field(BOOLEAN, False),
+    "compress": Field(BOOLEAN, True),
+    "enabled": Field(BOOLEAN, True),
+}, unique=("domain", "path"))
+
+
 def record_fields(body: dict, doc: dict, partial: bool) -> dict:
     """The validated rule fields present in body (domain, path, bucket required unless partial).
 
     The domain and the bucket must exist in `doc`, the state being changed.
     """
-    out = {}
-    if "domain" in body or not partial:
-        value = body.get("domain")
-        if value is None:
-            raise FieldError("domain is required", "domain")
-        try:
-            out["domain"] = normalize_host(value)
-        except HostnameError as exc:
-            raise FieldError(f"domain: {exc}", "domain") from None
-        if out["domain"] not in doc.get("domains", {}):
-            raise FieldError(f"domain {out['domain']} is not configured; add it first", "domain")
-    if "path" in body or not partial:
-        value = body.get("path")
-        if value is None:
-            raise FieldError("path is required", "path")
-        out["path"] = normalise_path(value)
-    if "bucket" in body or not partial:
-        out["bucket"] = v.text(body, "bucket", max_len=64)
-        if out["bucket"] not in doc.get("buckets", {}):
-            raise FieldError(f"no bucket with id {out['bucket']!r}", "bucket")
-    if "prefix" in body:
-        if not isinstance(body["prefix"], str):
-            raise FieldError("prefix must be a string", "prefix")
-        out["prefix"] = validate_prefix(body["prefix"])
-    if "cache_ttl" in body:
-        out["cache_ttl"] = v.integer(body, "cache_ttl", 0, MAX_CACHE_TTL, required=True)
-    for flag in ("signed", "images", "compress", "enabled"):
-        if flag in body:
-            out[flag] = v.boolean(body, flag, required=True)
+    out = RULE.read(body, partial)
+    if "domain" in out and out["domain"] not in doc.get("domains", {}):
+        raise FieldError(f"domain {out['domain']} is not configured; add it first", "domain")
+    if "bucket" in out and out["bucket"] not in doc.get("buckets", {}):
+        raise FieldError(f"no bucket with id {out['bucket']!r}", "bucket")
     if out.get("images") and not images.available():
         raise FieldError(f"images on the fly need Pillow: install the {images.EXTRA} extra", "images")
     return out

@@ -7,6 +7,7 @@ state document is node-local: node identity, users, sessions, API tokens,
 policy, notifications, https listener, update status, the other settings.
 """
 
+from contentnode.core.migrations import fill_defaults
 from contentnode.core.settings import FLEET_SHARED
 from contentnode.core.signing import empty_ring
 
@@ -37,6 +38,7 @@ def applied(doc: dict, parts: dict) -> dict:
     shared = parts["settings"] if isinstance(parts["settings"], dict) else {}
     settings.update({k: v for k, v in shared.items() if k in FLEET_SHARED})
     out = {name: parts[name] for name in SECTIONS}
+    fill_defaults(out)   # a primary running an older version sends records without the newer fields
     out["settings"] = settings
     return out
 

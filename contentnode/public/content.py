@@ -88,7 +88,7 @@ def byte_range(headers, size: int, meta: dict):
 
 def _fixed_headers(target: Target, result, cache: str) -> list:
     meta, ttl = result.meta, target.ttl
-    signed = target.rule.get("signed")
+    signed = target.rule["signed"]
     cache_control = "no-cache" if ttl <= 0 else f"{'private' if signed else 'public'}, max-age={ttl}"
     out = [("Content-Type", meta.get("content_type") or "application/octet-stream"),
            ("Cache-Control", cache_control), ("Accept-Ranges", "bytes"),

@@ -65,10 +65,10 @@ class Target:
     hit_headers: dict = field(init=False, default_factory=dict)
 
     def __post_init__(self):
-        self.ttl = int(self.rule.get("cache_ttl", rules.DEFAULT_CACHE_TTL))
+        self.ttl = self.rule["cache_ttl"]
         self.cache_key = (self.host, self.path, self.variant.key() if self.variant else "")
         # only what is cached is compressed (once); image variants are images
-        self.compress = self.rule.get("compress", True) and self.ttl > 0 and self.variant is None
+        self.compress = self.rule["compress"] and self.ttl > 0 and self.variant is None
 
 
 class Origins:
@@ -250,7 +250,7 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
         trace.add("rule", False, "no rule covers this path (visitors get 404)", started)
         raise Refused(404, "not_found", "nothing is served at this path")
     rule = match.rule
-    enabled = rule.get("enabled", True)
+    enabled = rule["enabled"]
     trace.add("rule", enabled, f"rule {rule['id']} ({rule['path']}) maps it to key {match.key!r}"
               + ("" if enabled else ", but it is disabled (visitors get 404)"), started, rule_id=rule["id"],
               key=match.key)
@@ -258,7 +258,7 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
         raise Refused(404, "not_found", "nothing is served at this path")
     started = time.monotonic()
     params = dict(reversed(query))  # first value of each name wins
-    if not rule.get("signed"):
+    if not rule["signed"]:
         trace.add("signature", True, "this rule needs no signature", started)
     elif not check_signature:
         trace.add("signature", True, "this rule needs a signed link (not checked here)", started)
@@ -268,10 +268,10 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
         trace.add("signature", ok, "the link's signature is valid" if ok else message, started)
         if not ok:
             raise Refused(403, code, message)
-    variant = _variant(rule, params, trace) if rule.get("images") else None
-    bucket = doc.get("buckets", {}).get(rule.get("bucket"))
+    variant = _variant(rule, params, trace) if rule["images"] else None
+    bucket = doc.get("buckets", {}).get(rule["bucket"])
     target = Target(host, path, rule["id"], rule, bucket, match.key, variant)
-    if not rule.get("signed") and not rule.get("images"):
+    if not rule["signed"] and not rule["images"]:
         delivery.remember(doc, target)   # the query, the client and the time change nothing here
     return target
 
