@@ -41,4 +41,3 @@ def test_kept_query_follows_the_policy_in_the_clients_order():
 
 def test_stale_defaults_read_the_rule():
     assert cp.stale_defaults({"stale_while_revalidate": 5, "stale_if_error": 7}) == StaleDefaults(5, 7)
-    assert cp.stale_defaults({}) == StaleDefaults(0, 0)

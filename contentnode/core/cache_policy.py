@@ -1,6 +1,6 @@
 """A rule's cache settings: how it caches, which query it keeps, which methods it passes on.
 
-These members sit on every rule (docs/API.md "Rules"): `cache_mode`,
+These members sit on every rule (docs/API.md, "POST /api/rules"): `cache_mode`,
 `query`, `methods`, `max_body`, `stale_while_revalidate` and
 `stale_if_error`. Their defaults differ by bucket type so that no rule
 stored before they existed changes meaning: S3 and folder rules keep a fixed
@@ -70,5 +70,5 @@ def kept_query(policy, pairs: Iterable[tuple[str, str]], dropped: Iterable[str] 
 
 def stale_defaults(rule: dict) -> StaleDefaults:
     """The rule's stale windows, used only when an origin's answer names none of its own."""
-    return StaleDefaults(int(rule.get("stale_while_revalidate", 0)), int(rule.get("stale_if_error", 0)))
+    return StaleDefaults(rule["stale_while_revalidate"], rule["stale_if_error"])
 
