@@ -34,6 +34,7 @@ from contentnode.core.backup_runner import BackupRunner
 from contentnode.core.events import EventBus
 from contentnode.core.folders import FolderRoots
 from contentnode.core.metrics import NodeMetrics
+from contentnode.core.http_pool import OriginPools
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.notify import Notifier
 from contentnode.core.static_files import load_panel_files
@@ -94,6 +95,7 @@ class App:
     public_dispatcher: PublicDispatcher
     tls: TlsRuntime
     delivery: Delivery
+    origin_pools: OriginPools  # kept-alive connections to the http buckets' origins (core/http_pool.py)
     folder_roots: FolderRoots  # where folder buckets may serve from (start-up value folder_roots)
     notifier: Notifier
     fleet: Fleet
@@ -139,6 +141,7 @@ class App:
         self._stop_steps.append(lambda: self.delivery.traffic.save())
         self._stop_steps.append(self.delivery.cache.close)
         self._stop_steps.append(self.delivery.origins.close)
+        self._stop_steps.append(self.origin_pools.close)
         self.notifier.start()
         self.events.subscribe(self.notifier.handle_event)
         self._stop_steps.append(self.notifier.stop)
@@ -190,6 +193,13 @@ class App:
         admin = self.servers.get("admin")
         port = admin.server_address[1] if admin else self.config.admin_port
         return OutboundPolicy.for_node(self.settings, port, self.config.dns_resolver)
+
+    @property
+    def own_ports(self) -> frozenset:
+        """The node's public ports (plain and HTTPS): an http origin there would be a loop."""
+        public = self.servers.get("public")
+        ports = {self.config.public_port, public.server_address[1] if public else 0, self.tls.listening_port() or 0}
+        return frozenset(ports - {0})
 
     def apply_policy(self) -> None:
         policy = self.store.data["policy"]
@@ -336,8 +346,10 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
     app.public_dispatcher = PublicDispatcher(app)
     app.tls = TlsRuntime(app, app.public_dispatcher)
     app.folder_roots = FolderRoots(config.folder_roots, config.data_dir)
+    app.origin_pools = OriginPools()
     app.delivery = Delivery(store=app.store, clock=clock, data_dir=config.data_dir, processes=app.public_processes,
-                            worker_slot=worker_slot, folder_roots=app.folder_roots, outbound=lambda: app.outbound)
+                            worker_slot=worker_slot, folder_roots=app.folder_roots, outbound=lambda: app.outbound,
+                            origin_pools=app.origin_pools, own_ports=lambda: app.own_ports)
     delivery_api.register_metrics(app.metrics, app.delivery)
     app.notifier = notifications_api.build_notifier(app)
     app.fleet = Fleet(store=app.store, data_dir=config.data_dir, clock=clock, poll_seconds=config.fleet_poll_seconds,

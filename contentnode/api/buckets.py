@@ -1,22 +1,25 @@
-"""Buckets: the origins content comes from, S3-compatible buckets or folders on the node.
+"""Buckets: the origins content comes from, S3-compatible buckets, folders on the node, HTTP(S) sites.
 
 An S3 bucket record holds where the bucket lives and the credentials to sign
 for it; the secret key is write-only: answers say "secret_key_set". A folder
-bucket holds a path inside the folder_roots. Check runs the steps an operator
-needs to find a mistake (for S3: resolve, connect and TLS, authenticate, list;
-for a folder: resolve, open, list); test fetches one object's metadata and
-first bytes. Both go through the record's Origin (core/origin.py).
+bucket holds a path inside the folder_roots. An http bucket holds a url, its
+Host policy, TLS verification and timeouts; its address passes the origin
+outbound guard at save (and again at every connect). Check runs the steps an
+operator needs to find a mistake (for S3: resolve, connect and TLS,
+authenticate, list; for a folder: resolve, open, list; for http: resolve,
+connect, TLS, a request); test fetches one object's metadata and first
+bytes. Both go through the record's Origin (core/origin.py).
 """
 
 import secrets
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
-from contentnode.core import buckets, folders, revisions, rules
+from contentnode.core import buckets, folders, http_bucket, revisions, rules
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import BOOLEAN, STRING, answer, obj, one_of, refused, text
+from contentnode.http.schema import BOOLEAN, STRING, answer, integer, obj, one_of, refused, text
 
 MAX_BUCKETS = 1000
 
@@ -53,10 +56,17 @@ def get_bucket(req):
     return public_view(existing(req.app.store.data, req.params["id"]))
 
 
+def _guard(app, record: dict) -> None:
+    """An http bucket's origin may not be the node itself nor a link-local/metadata address."""
+    if buckets.kind(record) == "http":
+        http_bucket.guard(record["url"], buckets.origin_policy(app.outbound, app.own_ports))
+
+
 def create_bucket(req):
     body = req.body
     record = buckets.record_fields(body, partial=False, roots=req.app.folder_roots)
     buckets.check_record(record)
+    _guard(req.app, record)
     stamp = rfc3339(req.app.clock.now())
     record = {"id": secrets.token_hex(6), **record, "created_at": stamp, "updated_at": stamp,
               "last_check": None}
@@ -65,7 +75,8 @@ def create_bucket(req):
             raise conflict("conflict", f"a node holds at most {MAX_BUCKETS} buckets")
         _unique_name(doc, record["name"])
         doc["buckets"][record["id"]] = record
-    where = {"path": record["path"]} if record["type"] == "folder" else {"bucket": record["bucket"]}
+    where = {"path": record["path"]} if record["type"] == "folder" else \
+        {"url": record["url"]} if record["type"] == "http" else {"bucket": record["bucket"]}
     req.audit("bucket.create", target=record["id"], detail={"name": record["name"], **where})
     return created(public_view(record))
 
@@ -80,6 +91,8 @@ def update_bucket(req):
         before = dict(record)
         record.update(changes)
         buckets.check_record(record)
+        if "url" in changes:
+            _guard(req.app, record)
         if "name" in changes:
             _unique_name(doc, record["name"], bucket_id)
         if any(before.get(key) != value for key, value in changes.items() if key != "name"):
@@ -103,7 +116,8 @@ def delete_bucket(req):
 
 
 def origin_for(app, record: dict):
-    return buckets.origin_for(record, app.folder_roots, app.outbound, app.clock.now)
+    return buckets.origin_for(record, app.folder_roots, app.outbound, app.clock.now, pools=app.origin_pools,
+                              own_ports=app.own_ports)
 
 
 def _target(req) -> tuple[str | None, dict]:
@@ -122,13 +136,13 @@ def _target(req) -> tuple[str | None, dict]:
     else:
         record = dict(existing(req.app.store.data, bucket_id))
         record.update(buckets.record_fields(definition, partial=True, roots=roots, of_kind=buckets.kind(record)))
-    buckets.check_record(record)
+    buckets.check_record(record)   # (no save-time guard: the check's steps show a refused address)
     return bucket_id, record
 
 
 def _where(record: dict) -> str:
-    """What an audit entry names for an unsaved definition: its endpoint or folder."""
-    return record["path"] if buckets.kind(record) == "folder" else record["endpoint"]
+    """What an audit entry names for an unsaved definition: its endpoint, folder or url."""
+    return record[{"folder": "path", "http": "url"}.get(buckets.kind(record), "endpoint")]
 
 
 def check_bucket(req):
@@ -176,9 +190,14 @@ _FIELDS = {name: text(limit, pattern=f"^(?:{_PATTERNS[name]})$" if name in _PATT
            for name, limit in buckets.MAX_LENGTHS.items()}
 _FIELDS["path_style"] = BOOLEAN
 _FIELDS["path"] = text(folders.MAX_PATH)
+_HTTP_FIELDS = {"url": text(http_bucket.MAX_URL), "host_header": text(253), "tls_verify": BOOLEAN,
+                **{name: integer(lo, hi) for name, (lo, hi) in http_bucket.TIMEOUTS.items()}}
+_FIELDS.update(_HTTP_FIELDS)
 _ID = text(64)
 _BY_TYPE = ('type "s3" (the default) needs endpoint, region, bucket, access_key and secret_key '
-            '(path_style optional); type "folder" needs path, a folder inside the folder_roots')
+            '(path_style optional); type "folder" needs path, a folder inside the folder_roots; type "http" '
+            'needs url (http(s)://host[:port][/path]), with host_header ("origin", "client" or a host name), '
+            'tls_verify, connect_timeout and read_timeout (seconds) optional')
 CREATE_BODY = obj(dict(_FIELDS, type=one_of(*buckets.TYPES)), required=["name"], description=_BY_TYPE)
 UPDATE_BODY = obj(_FIELDS, description="the fields of the bucket's type; the type itself never changes")
 CHECK_BODY = obj(dict(_FIELDS, id=_ID, type=one_of(*buckets.TYPES)),
@@ -190,10 +209,10 @@ TEST_BODY = obj(dict(CHECK_BODY["properties"], key=text(1024)), required=["key"]
 _S3_ANSWER = {name: STRING for name in buckets.MAX_LENGTHS if name not in ("name", "secret_key")}
 BUCKET = answer({"id": STRING, "name": STRING, "type": one_of(*buckets.TYPES), **_S3_ANSWER,
                  "path_style": BOOLEAN, "secret_key_set": BOOLEAN, "secret_key": refused("is write-only"),
-                 "path": STRING, "created_at": STRING, "updated_at": STRING,
+                 "path": STRING, **_HTTP_FIELDS, "created_at": STRING, "updated_at": STRING,
                  "last_check": {"type": ["object", "null"]}},
                 optional=("secret_key", "created_at", "updated_at", "last_check", "path", "path_style",
-                          "secret_key_set", *_S3_ANSWER))
+                          "secret_key_set", *_S3_ANSWER, *_HTTP_FIELDS))
 
 ROUTES = [
     Route("GET", "/api/buckets", "buckets:read", list_buckets,

@@ -1,29 +1,34 @@
 """The rules a bucket record keeps, for the API, backup restore and the CLI alike.
 
 A bucket has a `type`: "s3" (the default; records written before types
-existed have none and are S3 buckets) or "folder" (core/folders.py: a folder
-inside the start-up value folder_roots). The type is fixed at creation, and
+existed have none and are S3 buckets), "folder" (core/folders.py: a folder
+inside the start-up value folder_roots) or "http" (core/http_bucket.py: an
+HTTP(S) site). The type is fixed at creation, and
 a field of the other type is refused. For S3, an endpoint is
 scheme://host[:port] only; a bucket addressed by IP or localhost must use
 path-style requests, because its name cannot go in front of an address.
 Every broken rule raises FieldError naming the field.
 """
 
+import dataclasses
 import ipaddress
 from urllib.parse import urlsplit
 
 from contentnode.core import fields as v
-from contentnode.core import folders, netguard
+from contentnode.core import folders, http_bucket, netguard
 from contentnode.core.fields import FieldError
 from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.core.http_origin import HttpOrigin, HttpOriginConfig
+from contentnode.core.http_pool import OriginPools
 from contentnode.core.keepalive import ConnectionPool
 from contentnode.core.s3 import BucketConfig, S3Client
 from contentnode.core.s3_origin import S3Origin
 
-TYPES = ("s3", "folder")
+TYPES = ("s3", "folder", "http")
 S3_FIELDS = {"endpoint", "region", "bucket", "access_key", "secret_key", "path_style"}
 FOLDER_FIELDS = {"path"}
-FIELDS = {"name", "type"} | S3_FIELDS | FOLDER_FIELDS
+TYPE_FIELDS = {"s3": S3_FIELDS, "folder": FOLDER_FIELDS, "http": http_bucket.FIELDS}
+FIELDS = {"name", "type"} | S3_FIELDS | FOLDER_FIELDS | http_bucket.FIELDS
 BUCKET_NAME = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
 REGION = r"[A-Za-z0-9_\-]{1,64}"
 KEY_TEXT = r"[\x21-\x7e]+"  # printable ASCII, no spaces
@@ -74,8 +79,8 @@ def record_fields(body: dict, partial: bool, roots: folders.FolderRoots | None =
         of_kind = v.choice(body, "type", TYPES, default="s3")
     elif body.get("type", of_kind) != of_kind:
         raise FieldError(f"a bucket's type cannot change (this one is {of_kind}); add a new bucket", "type")
-    own = FOLDER_FIELDS if of_kind == "folder" else S3_FIELDS
-    foreign = sorted((set(body) & (S3_FIELDS | FOLDER_FIELDS)) - own)
+    own = TYPE_FIELDS[of_kind]
+    foreign = sorted((set(body) & (FIELDS - {"name", "type"})) - own)
     if foreign:
         raise FieldError(f"{foreign[0]} is not a field of {of_kind} buckets", foreign[0])
     required = not partial
@@ -88,6 +93,8 @@ def record_fields(body: dict, partial: bool, roots: folders.FolderRoots | None =
                 raise FieldError("folder buckets are not available here", "type")
             out["path"] = roots.check_path(body.get("path"))
         return out
+    if of_kind == "http":
+        return {**out, **http_bucket.record_fields(body, partial)}
     if "endpoint" in body or required:
         out["endpoint"], by_address = _endpoint(body)
         if "path_style" not in body and not partial:
@@ -124,9 +131,20 @@ def _is_address(host: str) -> bool:
         return False
 
 
+def origin_policy(outbound: netguard.OutboundPolicy, own_ports) -> netguard.OutboundPolicy:
+    """The outbound rule of http origins: loopback and private addresses allowed (an app on the
+    same machine or network), the node's own public ports refused as well as its admin port."""
+    return dataclasses.replace(outbound, allow_private=True, own_ports=frozenset(own_ports))
+
+
 def origin_for(record: dict, roots: folders.FolderRoots, outbound: netguard.OutboundPolicy, clock,
-               timeout: float = netguard.DEFAULT_TIMEOUT, pool: ConnectionPool | None = None):
-    """The Origin (core/origin.py) a bucket record reads from; an S3 one keeps its connections in `pool`."""
+               timeout: float = netguard.DEFAULT_TIMEOUT, pool: ConnectionPool | None = None,
+               pools: OriginPools | None = None, own_ports=()):
+    """The Origin (core/origin.py) a bucket record reads from; an S3 one keeps its connections in `pool`,
+    an http one in its origin's pool of `pools` (a fresh set when None), with the record's timeouts."""
     if kind(record) == "folder":
         return folders.FolderOrigin(record["path"], roots)
+    if kind(record) == "http":
+        return HttpOrigin(HttpOriginConfig.from_record(record), pools if pools is not None else OriginPools(),
+                          origin_policy(outbound, own_ports))
     return S3Origin(S3Client(BucketConfig.from_record(record), outbound, timeout, clock, pool=pool))

@@ -1,4 +1,4 @@
-"""An HTTP(S) site as an origin: bucket type "http" (docs/API.md, "HTTP origins").
+"""An HTTP(S) site as an origin: bucket type "http" (docs/API.md, "HTTP buckets").
 
 A request for rule-relative key `k` goes to `<url path>/<k>` plus the query
 the caller keeps, over a kept-alive connection of the origin's pool

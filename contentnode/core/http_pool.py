@@ -58,7 +58,8 @@ def transport_error(exc: BaseException) -> OriginError:
     if isinstance(exc, (TimeoutError, socket.timeout)):
         return OriginError("timeout", "the origin sent nothing within the read timeout")
     if isinstance(exc, ssl.SSLError):
-        return OriginError("tls", f"TLS failed: {exc.reason or exc}")
+        hint = " (the port answers plain HTTP: is the url http://?)" if exc.reason == "WRONG_VERSION_NUMBER" else ""
+        return OriginError("tls", f"TLS failed: {exc.reason or exc}{hint}")
     if isinstance(exc, http.client.HTTPException):
         return OriginError("protocol", f"the origin's answer is not valid HTTP/1.1 ({type(exc).__name__})")
     return OriginError("connect", f"the connection to the origin failed: {exc.strerror or exc}"

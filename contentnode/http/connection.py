@@ -144,6 +144,8 @@ class RequestHandler(BaseHTTPRequestHandler):
             if not self.raw_requestline or not self.parse_request():
                 return
             self.close_connection = self.close_connection or server.closing
+            if "content-length" not in self.headers and "transfer-encoding" not in self.headers:
+                self.body_read()   # no body: the request is read whole; a long answer is not cut
             server.serve_request(self)
         except OSError:
             self.close_connection = True

@@ -75,14 +75,15 @@ class Origins:
     """One origin per bucket, made once and again only when the bucket's record or the outbound rules
     change, so an S3 bucket's kept-alive connections (core/keepalive.py) serve one miss after another."""
 
-    def __init__(self, folder_roots, outbound, clock) -> None:
+    def __init__(self, folder_roots, outbound, clock, http_pools=None, own_ports=frozenset) -> None:
         self._folder_roots, self._outbound, self._clock = folder_roots, outbound, clock
+        self._http_pools, self._own_ports = http_pools, own_ports   # http buckets: the App's pools, a loop refused
         self._made: dict = {}   # bucket id -> (record as made from, outbound policy, origin, pool)
         self._lock = threading.Lock()
 
     def get(self, bucket_id, record, live):
         """The origin of `record` (bucket `bucket_id`); `live` holds the ids still stored, the others go."""
-        policy = self._outbound()
+        policy = (self._outbound(), self._own_ports())
         made = self._made.get(bucket_id)
         if made is not None and made[0] == record and made[1] == policy:
             return made[2]
@@ -91,7 +92,8 @@ class Origins:
             if made is not None and made[0] == record and made[1] == policy:
                 return made[2]
             pool = ConnectionPool()
-            origin = buckets.origin_for(record, self._folder_roots, policy, self._clock.now, ORIGIN_TIMEOUT, pool)
+            origin = buckets.origin_for(record, self._folder_roots, policy[0], self._clock.now, ORIGIN_TIMEOUT, pool,
+                                        self._http_pools, policy[1])
             gone = [self._made.pop(bid) for bid in list(self._made) if bid == bucket_id or bid not in live]
             self._made[bucket_id] = (copy.deepcopy(record), policy, origin, pool)
         for old in gone:
@@ -109,12 +111,12 @@ class Delivery:
     """The content path's long-lived parts: cache, traffic series, rule index, image slots, origins."""
 
     def __init__(self, store, clock, data_dir: str, processes: int, worker_slot: int | None, folder_roots,
-                 outbound):
+                 outbound, origin_pools=None, own_ports=frozenset):
         self.store, self.clock = store, clock
         self.cache = Cache(f"{data_dir}/cache", effective(store.data)["cache_max_bytes"], clock.now,
                            processes=processes, worker_slot=worker_slot)
         self.traffic = Traffic(f"{data_dir}/traffic.json", clock.now)
-        self.origins = Origins(folder_roots, outbound, clock)
+        self.origins = Origins(folder_roots, outbound, clock, origin_pools, own_ports)
         self.image_budget = images.Budget(IMAGE_PIXELS_AT_ONCE, IMAGE_TRANSFORMS_AT_ONCE)
         # sources read into memory for transforms, waiting ones included: at most two of the largest
         self.image_sources = images.Budget(2 * MAX_IMAGE_SOURCE, IMAGE_SOURCES_AT_ONCE)
