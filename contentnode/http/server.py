@@ -303,7 +303,7 @@ class Server(ThreadingHTTPServer):
         finally:
             if not isinstance(body, bytes):
                 body.close()
-        handler.bytes_sent = len(head) + (response.length if send_body else 0)
+        handler.bytes_sent = len(head) + ((response.length or 0) if send_body else 0)
 
     def _head(self, handler, response: Response) -> bytes:
         status = response.status
@@ -312,7 +312,10 @@ class Server(ThreadingHTTPServer):
                  f"Date: {http_date()}"]
         lines += [header_line(name, value) for name, value in response.headers]
         if not (status in (204, 304) or 100 <= status < 200):
-            lines.append(f"Content-Length: {response.length}")
+            if response.length is None:
+                handler.close_connection = True   # no length to announce: the close ends the body
+            else:
+                lines.append(f"Content-Length: {response.length}")
         if handler.close_connection or self.closing or self.draining:
             handler.close_connection = True
             lines.append("Connection: close")
@@ -349,7 +352,7 @@ class Server(ThreadingHTTPServer):
         sent = 0
         try:
             for chunk in body.chunks:
-                chunk = chunk[: body.length - sent]
+                chunk = chunk[: body.length - sent] if body.length is not None else chunk
                 if chunk:
                     handler.wfile.write(chunk)
                     sent += len(chunk)
@@ -357,5 +360,5 @@ class Server(ThreadingHTTPServer):
             log.debug("%s: streaming a response ended early: %s", self.name, exc)
         except Exception:
             log.exception("%s: streaming a response failed", self.name)
-        if sent != body.length:
+        if sent != body.length:   # (always, for a length never announced)
             handler.close_connection = True

@@ -15,6 +15,8 @@ from contentnode.core import encodings
 from contentnode.core.text import http_date
 from contentnode.http.errors import ApiError, error_response
 from contentnode.http.response import Response
+from contentnode.public import shared_answer
+from contentnode.services import origin_mode
 from contentnode.services.delivery import Refused, Target, content_path, fetch, resolve
 
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
@@ -139,6 +141,7 @@ def object_response(req, result, target: Target) -> Response:
 
 
 def serve(req, delivery, host) -> tuple[Response, str]:
+
     """The answer and whether it came from the cache ("hit") or the origin ("miss")."""
     if req.method not in ("GET", "HEAD"):
         raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
@@ -146,6 +149,8 @@ def serve(req, delivery, host) -> tuple[Response, str]:
     try:
         path = content_path(req.raw_path, req.visit.path)
         target = resolve(delivery, host, path, req.query_list, req.client_ip)
+        if origin_mode.applies(target):
+            return shared_answer.respond(req, delivery, target)
         result = fetch(delivery, target,
                        encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None)
     except Refused as refused:
@@ -165,7 +170,7 @@ def answer(req) -> Response:
     except Exception:
         delivery.traffic.record(host if known else None, 500, 0)
         raise
-    sent = 0 if req.method == "HEAD" or response.status == 304 else response.length
+    sent = 0 if req.method == "HEAD" or response.status == 304 else response.length or 0
     delivery.traffic.record(host if known else None, response.status, sent, cached)
     return response
 

@@ -1,0 +1,69 @@
+"""Rules in cache_mode "origin" on an http bucket: the shared cache for GET and HEAD.
+
+The content stage hands over the visit (method, fields, query, who asked) as
+a Visitor; this module keeps the query the rule's `query` policy keeps (a
+signed link's parameters never reach the origin), builds the fields the
+origin gets (core/forwarding.py) and runs the request through the shared
+cache (core/shared_cache.py). The answer is an Exchange: the origin's status,
+the fields to send, the body as a cache Result.
+"""
+
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from contentnode.core import buckets, cache_policy
+from contentnode.core import http_cache as hc
+from contentnode.core.forwarding import request_fields
+from contentnode.core.shared_cache import CLIENT_CONDITIONALS, Exchange, Request
+from contentnode.core.signing import LINK_PARAMS
+
+
+@dataclass(frozen=True)
+class Visitor:
+    """One request as the origin mode needs it: method, fields as sent (pairs), the decoded query
+    pairs, the peer's address and whether it is a trusted proxy, the scheme and Host it came on."""
+
+    method: str
+    fields: list
+    query: list
+    peer_ip: str
+    peer_trusted: bool
+    proto: str
+    host: str
+
+
+def applies(target) -> bool:
+    """Whether the target is served by the shared cache: an http bucket's rule in cache_mode
+    "origin" (an image variant is made from the original through the fixed-TTL cache)."""
+    return (target.rule["cache_mode"] == "origin" and target.variant is None and target.bucket is not None
+            and buckets.kind(target.bucket) == "http")
+
+
+def kept_query(target, visitor: Visitor) -> str:
+    """The query string the cache key and the origin request keep (the rule's `query` policy)."""
+    return urlencode(cache_policy.kept_query(target.rule["query"], visitor.query, LINK_PARAMS))
+
+
+def cache_key(target, query: str) -> tuple:
+    """The shared cache's key: host and path first (a URL purge matches them), then the query."""
+    return (target.host, target.path, "", "?" + query)
+
+
+def request(target, visitor: Visitor, query: str) -> Request:
+    return Request(cache_key(target, query), hc.fields(visitor.fields), target.rule["cache_ttl"],
+                   cache_policy.stale_defaults(target.rule))
+
+
+def exchange(delivery, target, visitor: Visitor) -> Exchange:
+    """A GET or HEAD through the shared cache (OriginError, GatewayTimeout as the cache raises them)."""
+    origin = delivery.origin(target)
+    query = kept_query(target, visitor)
+    sent = visitor_fields(visitor, drop=CLIENT_CONDITIONALS)
+
+    def forward(extra: dict):
+        return origin.forward("GET", target.key, query, sent + list(extra.items()), client_host=visitor.host)
+    return delivery.shared.serve(request(target, visitor, query), forward)
+
+
+def visitor_fields(visitor: Visitor, drop=()) -> list:
+    return request_fields(visitor.fields, visitor.peer_ip, visitor.peer_trusted, visitor.proto, visitor.host, drop)
