@@ -148,3 +148,54 @@ def test_two_public_workers_share_one_origin_request(tmp_path, origin):
         assert sum("hit" in headers["cache-status"] for _, headers, _ in answers) == 19
     finally:
         node.close()
+
+
+def send(port, method, path, body=b"", headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request(method, path, body=body, headers={"Host": HOST, **(headers or {})},
+                     encode_chunked=not isinstance(body, bytes))
+        answer = conn.getresponse()
+        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
+    finally:
+        conn.close()
+
+
+def test_a_100_kb_post_is_forwarded_intact(node, admin, origin):
+    shared_site(admin, origin)
+    origin.script("/form", b"thanks", status=201, headers={"Content-Type": "text/plain", "Connection": "X-Hop",
+                                                          "X-Hop": "1"})
+    body = bytes(range(256)) * 400
+    status, headers, answer = send(node.public_port, "POST", "/form?a=1", body,
+                                   {"Content-Type": "application/octet-stream", "Connection": "X-Secret",
+                                    "X-Secret": "hop", "X-Forwarded-For": "6.6.6.6"})
+    assert status == 201 and answer == b"thanks"
+    assert headers["cache-status"] == "contentnode; fwd=method; fwd-status=201" and "x-hop" not in headers
+    assert headers["via"] == "1.1 contentnode"
+    [seen] = origin.requests_for("/form")
+    assert seen.method == "POST" and seen.target == "/form?a=1" and seen.body_length == len(body)
+    assert seen.headers["content-type"] == "application/octet-stream" and "x-secret" not in seen.headers
+    assert seen.headers["x-forwarded-for"] == "127.0.0.1"        # an untrusted client's value is replaced
+    chunked = send(node.public_port, "POST", "/form", iter([body[:1000], body[1000:]]),
+                   {"Transfer-Encoding": "chunked"})
+    assert chunked[0] == 201 and origin.requests_for("/form")[1].body_length == len(body)
+
+
+def test_a_put_invalidates_the_cached_url(node, admin, origin):
+    shared_site(admin, origin, max_body=1000)
+    origin.script("/doc", b"v1", headers={"Cache-Control": "max-age=300"})
+    assert fetch(node.public_port, "/doc")[2] == b"v1"
+    assert "hit" in fetch(node.public_port, "/doc")[1]["cache-status"]
+    origin.script("/doc", b"v2", headers={"Cache-Control": "max-age=300"})
+    assert send(node.public_port, "PUT", "/doc", b"new text")[0] == 200
+    assert fetch(node.public_port, "/doc")[2] == b"v2"
+    assert len([s for s in origin.requests_for("/doc") if s.method == "GET"]) == 2
+    too_big = send(node.public_port, "PUT", "/doc", b"x" * 1001)
+    assert too_big[0] == 413 and b"payload_too_large" in too_big[2]
+    assert [s.method for s in origin.requests_for("/doc")] == ["GET", "PUT", "GET"]
+
+
+def test_methods_read_answers_405(node, admin, origin):
+    shared_site(admin, origin, methods="read")
+    status, headers, _ = send(node.public_port, "DELETE", "/x")
+    assert status == 405 and headers["allow"] == "GET, HEAD" and origin.requests_for("/x") == []

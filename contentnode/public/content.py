@@ -144,8 +144,7 @@ def serve(req, delivery, host) -> tuple[Response, str]:
 
     """The answer and whether it came from the cache ("hit") or the origin ("miss")."""
     if req.method not in ("GET", "HEAD"):
-        raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
-                       headers={"Allow": "GET, HEAD"})
+        return _other_method(req, delivery, host)
     try:
         path = content_path(req.raw_path, req.visit.path)
         target = resolve(delivery, host, path, req.query_list, req.client_ip)
@@ -156,6 +155,18 @@ def serve(req, delivery, host) -> tuple[Response, str]:
     except Refused as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
     return object_response(req, result, target), "hit" if result.hit else "miss"
+
+
+def _other_method(req, delivery, host) -> tuple[Response, str]:
+    """A rule with methods "all" on an http bucket forwards it; anywhere else it is 405."""
+    try:
+        target = resolve(delivery, host, content_path(req.raw_path, req.visit.path), req.query_list, req.client_ip)
+    except Refused:
+        target = None
+    if target is None or not origin_mode.forwards(target):
+        raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
+                       headers={"Allow": "GET, HEAD"})
+    return shared_answer.forwarded(req, delivery, target)
 
 
 def answer(req) -> Response:

@@ -1,7 +1,10 @@
-"""The HTTP answer of a rule in cache_mode "origin" (services/origin_mode.py): the origin's status
-and fields as the shared cache answers them, the client's conditionals and ranges on a 200."""
+"""The HTTP answers of services/origin_mode.py: a rule in cache_mode "origin" (the origin's status
+and fields as the shared cache answers them, the client's conditionals and ranges on a 200), and
+another method forwarded by a rule with methods "all"."""
 
+from contentnode.core import http_cache as hc
 from contentnode.core.bodies import StreamBody
+from contentnode.core.forwarding import response_fields
 from contentnode.core.cache_fill import FillStalled, FillTruncated
 from contentnode.core.origin import OriginError
 from contentnode.core.shared_cache import GatewayTimeout
@@ -51,3 +54,23 @@ def respond(req, delivery, target) -> tuple[Response, str]:
     start, end = span
     headers = headers + [("Content-Range", f"bytes {start}-{end - 1}/{result.size}")]
     return Response(206, headers, result.sendable(start, end), head_only=head), cached
+
+
+def forwarded(req, delivery, target) -> tuple[Response, str]:
+    """Another method passed on to the origin, its body streamed both ways; 413 past max_body."""
+    length = req.content_length if not req.chunked else None
+    try:
+        answer = origin_mode.forward(delivery, target, visitor(req), req.body_chunks(), length)
+    except origin_mode.TooLarge:
+        raise ApiError(413, "payload_too_large",
+                       f"the body is larger than this path accepts ({target.rule['max_body']} bytes)") from None
+    except OriginError as exc:
+        if isinstance(exc.__cause__ or exc.__context__, origin_mode.TooLarge):
+            raise ApiError(413, "payload_too_large",
+                           f"the body is larger than this path accepts ({target.rule['max_body']} bytes)") from None
+        refused = origin_error(exc)
+        raise ApiError(refused.status, refused.code, refused.message) from None
+    headers = response_fields(answer.headers) + [
+        ("Cache-Status", hc.cache_status(fwd="method", fwd_status=answer.status))]
+    body = StreamBody(answer.chunks(), answer.length, answer.close)
+    return Response(answer.status, headers, body, head_only=req.method == "HEAD"), "miss"

@@ -1,15 +1,19 @@
-"""Rules in cache_mode "origin" on an http bucket: the shared cache for GET and HEAD.
+"""Rules on an http bucket in cache_mode "origin" (the shared cache for GET and HEAD) or with
+methods "all" (every other method forwarded, uncached).
 
 The content stage hands over the visit (method, fields, query, who asked) as
 a Visitor; this module keeps the query the rule's `query` policy keeps (a
 signed link's parameters never reach the origin), builds the fields the
 origin gets (core/forwarding.py) and runs the request through the shared
 cache (core/shared_cache.py). The answer is an Exchange: the origin's status,
-the fields to send, the body as a cache Result.
+the fields to send, the body as a cache Result. Other methods go to the
+origin with their bodies streamed as they arrive (`max_body` bytes at most);
+a successful unsafe one purges what is stored for its URL and for the
+Location/Content-Location URLs of its answer on the same host (RFC 9111 §4.4).
 """
 
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from contentnode.core import buckets, cache_policy
 from contentnode.core import http_cache as hc
@@ -67,3 +71,38 @@ def exchange(delivery, target, visitor: Visitor) -> Exchange:
 
 def visitor_fields(visitor: Visitor, drop=()) -> list:
     return request_fields(visitor.fields, visitor.peer_ip, visitor.peer_trusted, visitor.proto, visitor.host, drop)
+
+
+class TooLarge(Exception):
+    """A forwarded body longer than the rule's max_body (the answer is 413)."""
+
+
+def forwards(target) -> bool:
+    """Whether the target's rule forwards methods other than GET and HEAD to its (http) origin."""
+    return target.rule["methods"] == "all" and target.bucket is not None and buckets.kind(target.bucket) == "http"
+
+
+def _capped(chunks, limit: int):
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        if total > limit:
+            raise TooLarge()
+        yield chunk
+
+
+def forward(delivery, target, visitor: Visitor, body, length: int | None):
+    """Pass one request of another method on (its body streamed from `body`, the chunks as they
+    arrive) and return the origin's answer with its body unread; TooLarge past max_body (an
+    announced length is refused before anything is sent). Purges what the answer invalidates."""
+    limit = target.rule["max_body"]
+    if length is not None and length > limit:
+        raise TooLarge()
+    query = kept_query(target, visitor)
+    answer = delivery.origin(target).forward(visitor.method, target.key, query, visitor_fields(visitor),
+                                             body=_capped(body, limit), length=length, client_host=visitor.host)
+    base = f"{visitor.proto}://{visitor.host}{target.path}"
+    stale = hc.invalidation_targets(visitor.method, answer.status, base, hc.fields(answer.headers))
+    if stale:
+        delivery.cache.purge_urls({(target.host, urlsplit(uri).path or "/") for uri in stale})
+    return answer
