@@ -199,3 +199,23 @@ def test_methods_read_answers_405(node, admin, origin):
     shared_site(admin, origin, methods="read")
     status, headers, _ = send(node.public_port, "DELETE", "/x")
     assert status == 405 and headers["allow"] == "GET, HEAD" and origin.requests_for("/x") == []
+
+
+def test_warm_probe_and_diagnose_show_the_cache_decision(node, admin, origin):
+    shared_site(admin, origin)
+    origin.script("/p.css", b"p" * 300, headers={"Cache-Control": "max-age=600", "Content-Type": "text/css"},
+                  etag='"p1"')
+    url = f"https://{HOST}/p.css"
+    before = admin.post("/api/probe", {"url": url})
+    assert before.status == 200 and before.json["cache"]["cached"] is False and before.json["cache"]["mode"] == "origin"
+    warmed = admin.post("/api/warm", {"urls": [url]})
+    assert warmed.json["results"][0]["ok"] and warmed.json["results"][0]["cache"] == "miss"
+    assert [s.method for s in origin.requests_for("/p.css")] == ["HEAD", "GET"]   # the probe's HEAD, warm's GET
+    cache = admin.post("/api/probe", {"url": url}).json["cache"]
+    assert cache["cached"] and cache["freshness"] == "max-age" and cache["lifetime"] == 600
+    assert 590 <= cache["expires_in"] <= 600 and cache["etag"] == '"p1"' and cache["size"] == 300
+    steps = admin.post("/api/diagnose", {"url": url}).json["steps"]
+    last = steps[-1]
+    assert last["name"] == "cache" and "freshness 600 s from max-age" in last["detail"]
+    assert 'ETag "p1"' in last["detail"]
+    assert "hit" in fetch(node.public_port, "/p.css")[1]["cache-status"]   # what warm stored serves

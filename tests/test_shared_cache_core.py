@@ -187,8 +187,9 @@ def test_a_trickling_origin_is_not_cut(shared, client, origin):
 def test_state_shows_the_decision(shared, client, origin, clock):
     origin.script("/d", b"d", headers={"Cache-Control": "max-age=60"}, etag='"d1"')
     req = Request(("site.test", "/d", "", ""), {}, 3600, hc.StaleDefaults())
-    assert shared.state(req) == {"stored": False}
+    assert shared.state(req)["cached"] is False
     get(shared, client, "/d")
     clock.t += 5
     state = shared.state(req)
-    assert state["stored"] and state["ttl"] == 55 and state["etag"] == '"d1"' and state["freshness"] == "max-age"
+    assert state["cached"] and state["expires_in"] == 55 and state["etag"] == '"d1"' and state["freshness"] == "max-age"
+    assert (state["status"], state["size"], state["lifetime"], state["vary"]) == (200, 1, 60, [])

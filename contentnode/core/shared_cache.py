@@ -121,17 +121,18 @@ class SharedCache:
         return key, (self.cache.peek(key) if vkey is not None else None), "vary-miss"
 
     def state(self, req: Request) -> dict:
-        """The cache decision for probe and diagnose: stored or not, freshness left, validators."""
+        """The cache decision for probe and diagnose: stored or not, its status, where its freshness
+        comes from, the freshness left (`expires_in`, negative when stale), validators, Vary."""
         _key, entry, _kind = self.find(req)
         if entry is None:
-            return {"stored": False}
+            return {"cached": False, "age": None, "size": None, "expires_in": None, "mode": "origin"}
         meta = entry.meta
         fields = _stored(entry)
         age = hc.current_age(fields, meta["request_time"], meta["response_time"], self.clock())
-        return {"stored": True, "status": meta["status"], "age": int(age),
-                "ttl": int(meta["lifetime"] - age), "freshness": meta["source"],
-                "etag": fields.get("etag"), "last_modified": fields.get("last-modified"),
-                "vary": meta.get("vary") or []}
+        return {"cached": True, "age": int(age), "size": entry.size, "expires_in": int(meta["lifetime"] - age),
+                "mode": "origin", "status": meta["status"], "freshness": meta["source"],
+                "lifetime": int(meta["lifetime"]), "etag": fields.get("etag"),
+                "last_modified": fields.get("last-modified"), "vary": meta.get("vary") or []}
 
     # ---------------------------------------------------------------- serving
 

@@ -106,3 +106,24 @@ def forward(delivery, target, visitor: Visitor, body, length: int | None):
     if stale:
         delivery.cache.purge_urls({(target.host, urlsplit(uri).path or "/") for uri in stale})
     return answer
+
+
+def cache_state(delivery, target, query: list) -> dict:
+    """What probe and diagnose show of the shared cache for a URL (no request fields: the URL's
+    first stored variant)."""
+    kept = urlencode(cache_policy.kept_query(target.rule["query"], query, LINK_PARAMS))
+    return delivery.shared.state(Request(cache_key(target, kept), {}, target.rule["cache_ttl"],
+                                         cache_policy.stale_defaults(target.rule)))
+
+
+def describe(state: dict) -> str:
+    """The diagnose line of a shared-cache state."""
+    if not state["cached"]:
+        return "not stored: the next request asks the origin"
+    left = state["expires_in"]
+    fresh = f"fresh for {left} s more" if left > 0 else f"stale for {-left} s (revalidated on the next request)"
+    validators = ", ".join(f"{name} {state[key]}" for name, key in (("ETag", "etag"), ("Last-Modified",
+                                                                                        "last_modified"))
+                           if state[key]) or "no validators"
+    return (f"stored {state['age']} s ago (status {state['status']}, {state['size']} bytes), freshness "
+            f"{state['lifetime']} s from {state['freshness']}, {fresh}; {validators}")
