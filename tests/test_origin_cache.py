@@ -32,14 +32,19 @@ def shared_site(admin, origin, **rule):
     return made.json
 
 
-def fetch(port, path, headers=None):
+def send(port, method, path, body=None, headers=None):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
-        conn.request("GET", path, headers={"Host": HOST, **(headers or {})})
+        conn.request(method, path, body=body, headers={"Host": HOST, **(headers or {})},
+                     encode_chunked=body is not None and not isinstance(body, bytes))
         answer = conn.getresponse()
         return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
     finally:
         conn.close()
+
+
+def fetch(port, path, headers=None):
+    return send(port, "GET", path, headers=headers)
 
 
 def test_fifty_concurrent_requests_make_one_origin_request(node, admin, origin):
@@ -148,17 +153,6 @@ def test_two_public_workers_share_one_origin_request(tmp_path, origin):
         assert sum("hit" in headers["cache-status"] for _, headers, _ in answers) == 19
     finally:
         node.close()
-
-
-def send(port, method, path, body=b"", headers=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        conn.request(method, path, body=body, headers={"Host": HOST, **(headers or {})},
-                     encode_chunked=not isinstance(body, bytes))
-        answer = conn.getresponse()
-        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
-    finally:
-        conn.close()
 
 
 def test_a_100_kb_post_is_forwarded_intact(node, admin, origin):
