@@ -37,8 +37,12 @@ def test_http_date_reads_all_three_forms():
     assert hc.http_date("Sun, 06 Nov 1994 08:49:37 GMT") == want
     assert hc.http_date("Sunday, 06-Nov-94 08:49:37 GMT") == want
     assert hc.http_date("Sun Nov  6 08:49:37 1994") == want
-    for bad in ("0", "-1", "yesterday", "Sun, 06 Nov 1994 25:49:37 GMT", "", None):
-        assert hc.http_date(bad) is None
+    for bad in ("0", "-1", "yesterday", "Sun, 06 Nov 1994 25:49:37 GMT", "", None,
+                "Sun, 06 Nov 1994 8:49:37 GMT",         # one-digit hour
+                "Sun, 06-Nov-1994 08:49:37 GMT",        # dashes in an IMF-fixdate
+                "Sun, 06 Nov  1994 08:49:37 GMT",       # two spaces
+                "Sun 06 Nov 1994 08:49:37 GMT"):        # no comma
+        assert hc.http_date(bad) is None, bad
     assert hc.http_date(hc.format_date(NOW)) == NOW
 
 
@@ -105,8 +109,12 @@ def test_cdn_cache_control_comes_before_cache_control():
     assert hc.freshness_lifetime(200, resp, NOW, 3600) == hc.Freshness(600, "max-age")
     assert hc.storable("GET", 200, {}, {"cdn-cache-control": "no-store", "cache-control": "max-age=60"}).reason \
         == "no-store"
-    # an empty or unparseable CDN-Cache-Control leaves Cache-Control in charge
-    assert hc.response_directives({"cdn-cache-control": "", "cache-control": "max-age=5"}) == {"max-age": "5"}
+    # an empty CDN-Cache-Control, or one that is not a valid Structured Field Dictionary (RFC 9213 §2.1),
+    # leaves Cache-Control in charge
+    for bad in ("", "max-age=10000, &&&&&", 'max-age="10000"', "Max-Age=5"):
+        assert hc.response_directives({"cdn-cache-control": bad, "cache-control": "max-age=5"}) == {"max-age": "5"}
+    assert hc.response_directives({"cdn-cache-control": 'no-store, x="y", private'}) == {
+        "no-store": None, "x": '"y"', "private": None}
 
 
 def test_stored_fields_drop_hop_by_hop_and_what_connection_names():

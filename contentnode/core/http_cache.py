@@ -78,29 +78,35 @@ def delta_seconds(arg: str | None) -> int | None:
     return min(int(arg), DELTA_MAX)
 
 
+_WEEKDAY = r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+_MONTH = r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_CLOCK = r"(\d\d):(\d\d):(\d\d)"
+_IMF_FIXDATE = re.compile(rf"{_WEEKDAY}, (\d\d) {_MONTH} (\d{{4}}) {_CLOCK} GMT")
+_RFC850 = re.compile(rf"(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\d\d)-{_MONTH}-(\d\d) "
+                     rf"{_CLOCK} GMT")
+_ASCTIME = re.compile(rf"{_WEEKDAY} {_MONTH} ([ \d]\d) {_CLOCK} (\d{{4}})")
+
+
 def http_date(value: str | None) -> float | None:
-    """An HTTP-date (IMF-fixdate, obsolete RFC 850 or asctime form, RFC 9110 §5.6.7), or None."""
+    """An HTTP-date in exactly one of its three forms (IMF-fixdate, obsolete RFC 850, asctime:
+    RFC 9110 §5.6.7), or None: a date written any other way is invalid (an invalid Expires
+    means already expired)."""
     if not value:
         return None
-    parts = value.replace(",", " ").split()
-    try:
-        if len(parts) == 6 and parts[5].upper() == "GMT":          # Sun, 06 Nov 1994 08:49:37 GMT
-            day, month, year, clock = parts[1], parts[2], parts[3], parts[4]
-        elif len(parts) == 4 and parts[3].upper() == "GMT":        # Sunday, 06-Nov-94 08:49:37 GMT
-            day, month, year = parts[1].split("-")
-            year = str(int(year) + (1900 if int(year) >= 70 else 2000)) if len(year) == 2 else year
-            clock = parts[2]
-        elif len(parts) == 5:                                       # Sun Nov  6 08:49:37 1994
-            month, day, clock, year = parts[1], parts[2], parts[3], parts[4]
-        else:
-            return None
-        hour, minute, second = (int(x) for x in clock.split(":"))
-        stamp = (int(year), _MONTHS[month.lower()], int(day), hour, minute, second)
-        if not (1 <= stamp[2] <= 31 and hour < 24 and minute < 60 and second < 61):
-            return None
-        return float(calendar.timegm(stamp + (0, 0, 0)))
-    except (KeyError, ValueError):
+    value = value.strip()
+    if found := _IMF_FIXDATE.fullmatch(value):
+        _, day, month, year, hour, minute, second = found.groups()
+    elif found := _RFC850.fullmatch(value):
+        _, day, month, short, hour, minute, second = found.groups()
+        year = str(int(short) + (1900 if int(short) >= 70 else 2000))
+    elif found := _ASCTIME.fullmatch(value):
+        _, month, day, hour, minute, second, year = found.groups()
+    else:
         return None
+    stamp = (int(year), _MONTHS[month.lower()], int(day), int(hour), int(minute), int(second))
+    if not (1 <= stamp[2] <= 31 and stamp[3] < 24 and stamp[4] < 60 and stamp[5] < 61):
+        return None
+    return float(calendar.timegm(stamp + (0, 0, 0)))
 
 
 def format_date(when: float) -> str:
@@ -108,9 +114,29 @@ def format_date(when: float) -> str:
     return time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(when))
 
 
+_SF_KEY = re.compile(r"[a-z*][a-z0-9_\-.*]*")
+_SF_ITEM = re.compile(r'-?\d{1,15}(\.\d{1,3})?|"(?:[^"\\]|\\.)*"|[A-Za-z*][!#$%&\'*+.^_`|~0-9A-Za-z:/-]*|\?[01]')
+_NUMERIC = frozenset({"max-age", "s-maxage", "stale-while-revalidate", "stale-if-error"})
+
+
+def targeted_directives(value: str | None) -> dict[str, str | None]:
+    """CDN-Cache-Control (RFC 9213 §2.1) read as the Structured Field Dictionary it is; {} when it
+    is not one (the field is then ignored): keys lower case, the time directives integers."""
+    out: dict[str, str | None] = {}
+    for member in (value or "").split(","):
+        key, eq, item = member.strip().partition("=")
+        if not _SF_KEY.fullmatch(key) or eq and not _SF_ITEM.fullmatch(item):
+            return {}
+        if key in _NUMERIC and not (eq and item.isdigit()):
+            return {}
+        out.setdefault(key, item if eq else None)
+    return out
+
+
 def response_directives(resp: Mapping[str, str]) -> dict[str, str | None]:
-    """The directives this cache obeys: CDN-Cache-Control when it holds any (RFC 9213 §2), else Cache-Control."""
-    targeted = directives(resp.get("cdn-cache-control"))
+    """The directives this cache obeys: CDN-Cache-Control when it is a valid dictionary holding any
+    (RFC 9213 §2), else Cache-Control."""
+    targeted = targeted_directives(resp.get("cdn-cache-control"))
     return targeted if targeted else directives(resp.get("cache-control"))
 
 

@@ -307,9 +307,9 @@ class Server(ThreadingHTTPServer):
 
     def _head(self, handler, response: Response) -> bytes:
         status = response.status
-        lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}",
-                 "Server: contentnode",
-                 f"Date: {http_date()}"]
+        lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "Server: contentnode"]
+        if response.header("Date") is None:   # a cache answers with its stored answer's own Date
+            lines.append(f"Date: {http_date()}")
         lines += [header_line(name, value) for name, value in response.headers]
         if not (status in (204, 304) or 100 <= status < 200):
             if response.length is None:
