@@ -37,6 +37,7 @@ def test_http_date_reads_all_three_forms():
     assert hc.http_date("Sun, 06 Nov 1994 08:49:37 GMT") == want
     assert hc.http_date("Sunday, 06-Nov-94 08:49:37 GMT") == want
     assert hc.http_date("Sun Nov  6 08:49:37 1994") == want
+    assert hc.http_date("SUN, 06 nov 1994 08:49:37 gmt") == want      # names in any case
     for bad in ("0", "-1", "yesterday", "Sun, 06 Nov 1994 25:49:37 GMT", "", None,
                 "Sun, 06 Nov 1994 8:49:37 GMT",         # one-digit hour
                 "Sun, 06-Nov-1994 08:49:37 GMT",        # dashes in an IMF-fixdate

@@ -81,16 +81,16 @@ def delta_seconds(arg: str | None) -> int | None:
 _WEEKDAY = r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _MONTH = r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _CLOCK = r"(\d\d):(\d\d):(\d\d)"
-_IMF_FIXDATE = re.compile(rf"{_WEEKDAY}, (\d\d) {_MONTH} (\d{{4}}) {_CLOCK} GMT")
+_IMF_FIXDATE = re.compile(rf"{_WEEKDAY}, (\d\d) {_MONTH} (\d{{4}}) {_CLOCK} GMT", re.IGNORECASE)
 _RFC850 = re.compile(rf"(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\d\d)-{_MONTH}-(\d\d) "
-                     rf"{_CLOCK} GMT")
-_ASCTIME = re.compile(rf"{_WEEKDAY} {_MONTH} ([ \d]\d) {_CLOCK} (\d{{4}})")
+                     rf"{_CLOCK} GMT", re.IGNORECASE)
+_ASCTIME = re.compile(rf"{_WEEKDAY} {_MONTH} ([ \d]\d) {_CLOCK} (\d{{4}})", re.IGNORECASE)
 
 
 def http_date(value: str | None) -> float | None:
     """An HTTP-date in exactly one of its three forms (IMF-fixdate, obsolete RFC 850, asctime:
     RFC 9110 §5.6.7), or None: a date written any other way is invalid (an invalid Expires
-    means already expired)."""
+    means already expired). Names are read in any case, as most caches do."""
     if not value:
         return None
     value = value.strip()
