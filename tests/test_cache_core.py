@@ -492,8 +492,8 @@ def test_an_entry_that_vanishes_at_every_look_is_answered_from_the_origin(cache,
     turn): after its looks the request streams from the origin instead of failing (a 502 before)."""
     join = cache._join
 
-    def dropped(fill, fd, fetch):
-        result = join(fill, fd, fetch)
+    def dropped(fill, fd, fetch, owner):
+        result = join(fill, fd, fetch, owner)
         if result is not None:
             result.close()
         return None

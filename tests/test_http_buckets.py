@@ -36,7 +36,10 @@ def add_bucket(admin, url, **fields):
 
 
 def serve(admin, bucket_id, **rule):
+    """A rule on the bucket in cache_mode "override" (the fixed-TTL cache these cases are about; a
+    rule in "origin" mode, the http default, is tests/test_origin_cache.py's)."""
     assert admin.post("/api/domains", {"host": HOST}).status == 201
+    rule.setdefault("cache_mode", "override")
     answer = admin.post("/api/rules", {"domain": HOST, "path": "/", "bucket": bucket_id, **rule})
     assert answer.status == 201, answer.body
 
@@ -202,7 +205,8 @@ def test_a_hanging_origin_holds_only_its_share(node, admin, origin):
         serve(admin, slow["id"])
         origin.script("/ok.txt", b"fine")
         fine = add_bucket(admin, origin.url, name="fine")
-        assert admin.post("/api/rules", {"domain": HOST, "path": "/fine/", "bucket": fine["id"]}).status == 201
+        assert admin.post("/api/rules", {"domain": HOST, "path": "/fine/", "bucket": fine["id"],
+                                                 "cache_mode": "override"}).status == 201
         results: list = []
         threads = [threading.Thread(target=_fetch, args=(node.public_port, f"/h{n}", results)) for n in range(80)]
         for t in threads:

@@ -30,6 +30,11 @@ def test_create_with_defaults_and_read_back(setup):
                                  "enabled")} == {
         "domain": DOMAIN, "path": "/static/v1", "bucket": bucket, "prefix": "", "cache_ttl": 3600,
         "signed": False, "images": False, "enabled": True}
+    # on an S3 bucket the cache members keep today's meaning: a fixed TTL, no query, GET and HEAD
+    assert {k: rule[k] for k in ("cache_mode", "query", "methods", "max_body", "stale_while_revalidate",
+                                 "stale_if_error")} == {
+        "cache_mode": "override", "query": "ignore", "methods": "read", "max_body": 10 << 20,
+        "stale_while_revalidate": 0, "stale_if_error": 0}
     assert rule["created_at"].endswith("Z") and len(rule["id"]) == 12
     assert admin.get(f"/api/rules/{rule['id']}").json == rule
     assert admin.get("/api/rules").json == {"rules": [rule]}
@@ -57,7 +62,11 @@ def test_all_fields_and_domain_filter(setup):
     ({"prefix": "/abs"}, "prefix"), ({"prefix": 1}, "prefix"),
     ({"cache_ttl": -1}, "cache_ttl"), ({"cache_ttl": 31536001}, "cache_ttl"), ({"cache_ttl": "60"}, "cache_ttl"),
     ({"cache_ttl": True}, "cache_ttl"), ({"signed": "yes"}, "signed"), ({"images": 1}, "images"),
-    ({"enabled": None}, "enabled"), ({"weight": 2}, "weight")])
+    ({"enabled": None}, "enabled"), ({"weight": 2}, "weight"),
+    ({"cache_mode": "vary"}, "cache_mode"), ({"cache_mode": None}, "cache_mode"), ({"query": "all"}, "query"),
+    ({"query": {"only": []}}, "query"), ({"query": {"only": ["a&b"]}}, "query"), ({"query": ["a"]}, "query"),
+    ({"methods": "GET"}, "methods"), ({"max_body": -1}, "max_body"), ({"max_body": (1 << 30) + 1}, "max_body"),
+    ({"stale_while_revalidate": 31536001}, "stale_while_revalidate"), ({"stale_if_error": "5"}, "stale_if_error")])
 def test_invalid_rules_are_refused_and_change_nothing(setup, change, field):
     admin, bucket = setup
     body = dict({"domain": DOMAIN, "path": "/x", "bucket": bucket}, **change)
@@ -65,6 +74,25 @@ def test_invalid_rules_are_refused_and_change_nothing(setup, change, field):
     assert answer.status == 400 and answer.error_code == "invalid", answer.body
     assert answer.json["error"]["field"] == field
     assert admin.get("/api/rules").json == {"rules": []}
+
+
+def test_cache_members_are_stored_and_updated(setup):
+    admin, bucket = setup
+    body = {"domain": DOMAIN, "path": "/app", "bucket": bucket, "cache_mode": "origin",
+            "query": {"only": ["v", "page", "v"]}, "methods": "all", "max_body": 1024,
+            "stale_while_revalidate": 30, "stale_if_error": 600}
+    rule = admin.post("/api/rules", body)
+    assert rule.status == 201, rule.body
+    assert rule.json["query"] == {"only": ["page", "v"]}          # names unique and sorted
+    assert {k: rule.json[k] for k in ("cache_mode", "methods", "max_body", "stale_while_revalidate",
+                                      "stale_if_error")} == {
+        "cache_mode": "origin", "methods": "all", "max_body": 1024, "stale_while_revalidate": 30,
+        "stale_if_error": 600}
+    path = f"/api/rules/{rule.json['id']}"
+    updated = admin.put(path, {"query": "include", "cache_mode": "override"})
+    assert updated.status == 200, updated.body
+    assert updated.json["query"] == "include" and updated.json["cache_mode"] == "override"
+    assert updated.json["stale_if_error"] == 600
 
 
 def test_missing_fields_are_named(setup):

@@ -13,6 +13,9 @@ from tests.content_setup import Site
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 
 PAGE = b"<!doctype html><title>t</title>" + b"".join(b"<p>line %d of the page</p>\n" % i for i in range(80))
+# version 3's rule members, filled in with an S3 or folder rule's meaning (a fixed TTL, no query, GET/HEAD)
+CACHE_MEMBERS = {"cache_mode": "override", "query": "ignore", "methods": "read", "max_body": 10 << 20,
+                 "stale_while_revalidate": 0, "stale_if_error": 0}
 SAME = ("content-type", "content-encoding", "content-length", "cache-control", "etag", "vary", "last-modified")
 
 
@@ -70,7 +73,17 @@ def test_the_store_fills_every_declared_default_of_a_version_1_document(tmp_path
     assert store.data["schema"] == migrations.SCHEMA_VERSION
     assert store.data["rules"]["r1"] == {"id": "r1", "domain": "a.example", "path": "/", "bucket": "b",
                                          "prefix": "", "cache_ttl": 3600, "signed": False, "images": False,
-                                         "compress": True, "enabled": True}
+                                         "compress": True, "enabled": True, **CACHE_MEMBERS}
+
+
+def test_a_version_2_rule_gets_the_cache_members_of_version_3_and_keeps_its_meaning(tmp_path):
+    record = {"id": "r1", "domain": "a.example", "path": "/", "bucket": "b", "prefix": "", "cache_ttl": 60,
+              "signed": False, "images": False, "compress": False, "enabled": True}
+    with open(tmp_path / "state.json", "w") as f:
+        json.dump({"schema": 2, "rules": {"r1": dict(record)}}, f)
+    store = Store(str(tmp_path), {"rules": dict})
+    store.load()
+    assert store.data["rules"]["r1"] == {**record, **CACHE_MEMBERS}
 
 
 def test_a_bucket_from_before_types_is_an_s3_bucket_and_a_domain_gets_its_empty_members(tmp_path):

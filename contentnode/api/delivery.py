@@ -22,6 +22,7 @@ from contentnode.http.errors import ApiError, invalid
 from contentnode.http.router import Route
 from contentnode.http.schema import answer, array, obj, one_of, text
 from contentnode.services import delivery as content
+from contentnode.services import origin_mode
 from contentnode.services.delivery import NotServed
 
 WARM_MAX_URLS = 100
@@ -105,6 +106,8 @@ def _warm_one(delivery, url: str, parsed) -> dict:
     _, host, path, query = parsed
     try:
         target = content.resolve(delivery, host, path, query, None, check_signature=False)
+        if origin_mode.applies(target):
+            return _warm_shared(delivery, url, parsed, target, started)
         result = content.fetch(delivery, target)
     except NotServed as exc:
         return {"url": url, "ok": False, "status": exc.status, "bytes": 0, "ms": elapsed_ms(started),
@@ -121,6 +124,21 @@ def _warm_one(delivery, url: str, parsed) -> dict:
         result.close()
     return {"url": url, "ok": True, "status": 200, "bytes": result.size, "ms": elapsed_ms(started),
             "cache": "hit" if result.hit else "miss"}
+
+
+def _warm_shared(delivery, url: str, parsed, target, started) -> dict:
+    """Warm a URL of a rule in cache_mode "origin": one GET through the shared cache, as a client
+    without request fields would ask (the origin decides whether it is stored)."""
+    scheme, host, _, query = parsed
+    visitor = origin_mode.Visitor("GET", [("Host", host)], query, "127.0.0.1", False, scheme, host)
+    try:
+        exchange = origin_mode.exchange(delivery, target, visitor)
+        size = len(exchange.result.read_all())
+    except Exception as exc:  # the origin's cause stays in the log
+        return {"url": url, "ok": False, "status": content.origin_error(exc).status, "bytes": 0,
+                "ms": elapsed_ms(started)}
+    return {"url": url, "ok": 200 <= exchange.status < 300, "status": exchange.status, "bytes": size,
+            "ms": elapsed_ms(started), "cache": "hit" if exchange.hit else "miss"}
 
 
 def warm(req):
@@ -181,7 +199,8 @@ def probe(req):
         answer["origin"] = failure
         return answer
     answer["origin"] = _origin(delivery, target)
-    answer["cache"] = delivery.cache.state(target.cache_key)
+    answer["cache"] = (origin_mode.cache_state(delivery, target, query) if origin_mode.applies(target)
+                       else delivery.cache.state(target.cache_key))
     return answer
 
 
@@ -249,6 +268,9 @@ def diagnose(req):
               else f"the origin failed: {origin['error']}")
     steps.items.append({"name": "origin", "ok": origin["ok"], "detail": detail, "ms": origin["ms"]})
     started = time.monotonic()
+    if origin_mode.applies(target):
+        steps.add("cache", True, origin_mode.describe(origin_mode.cache_state(delivery, target, query)), started)
+        return steps.report()
     state = delivery.cache.state(target.cache_key)
     steps.add("cache", True, f"cached {state['age']} s ago, {state['size']} bytes" if state["cached"]
               else "not cached: the next request fetches from the origin", started)

@@ -51,7 +51,8 @@ def create_rule(req):
     with req.app.store.transaction() as doc:
         if len(doc["rules"]) >= MAX_RULES:
             raise conflict("conflict", f"a node holds at most {MAX_RULES} rules")
-        record = {"id": secrets.token_hex(6), **rules.RULE.defaults(), **rules.record_fields(body, doc, partial=False),
+        fields = rules.record_fields(body, doc, partial=False)
+        record = {"id": secrets.token_hex(6), **rules.create_defaults(doc, fields["bucket"]), **fields,
                   "created_at": stamp, "updated_at": stamp}
         _unique_path(doc, record)
         doc["rules"][record["id"]] = record

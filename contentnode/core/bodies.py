@@ -27,5 +27,5 @@ class StreamBody:
     """
 
     chunks: Iterable[bytes]
-    length: int
+    length: int | None   # None: the origin announced none; the answer ends when the connection closes
     close: Callable[[], None] = lambda: None

@@ -36,7 +36,7 @@ from contentnode.core.cache_books import CacheBooks
 from contentnode.core.cache_entries import (Entry, LruOrder, file_size, header_bytes, header_uid, key_name, new_uid,
                                             read_entry, remove_if_present)
 from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, FillTruncated, OriginAnswer,
-                                         Result, SharedFile, StreamedResult)
+                                         Result, SharedFile, streamed)
 from contentnode.core.cache_ledger import CacheLedger
 from contentnode.core.cache_memory import HOT_MAX_OBJECT, HotBodies, OpenFiles
 from contentnode.core.cache_purge import CachePurges
@@ -248,18 +248,30 @@ class Cache(CacheBooks, CachePurges):
             entry = self._fresh(key)
         return self._open_hit(entry) if entry is not None else None
 
-    def get(self, key: tuple, fetch: Callable[[], OriginAnswer], ttl: int) -> Result:
+    def peek(self, key: tuple) -> Entry | None:
+        """The entry kept for key (not yet expired), without opening it: its meta and times."""
+        with self._lock:
+            return self._fresh(key)
+
+    def get(self, key: tuple, fetch: Callable[[], OriginAnswer], ttl: int,
+            usable: Callable[[Entry], bool] | None = None) -> Result:
         """A hit, or a share of the one fill for this key, started here if needed.
 
-        Raises what `fetch` raised when the origin could not be reached at all. An entry that
-        vanishes at every look (purges landing on each fill in turn) is answered from the
-        origin, not cached, rather than failed.
+        `usable` (the shared cache's revalidation) says whether a kept entry may answer: when
+        it says no, the request joins or starts the key's fill as on a miss, and the entry
+        stays until that fill replaces it. Raises what `fetch` raised when the origin could not
+        be reached at all. An entry that vanishes at every look (purges landing on each fill in
+        turn) is answered from the origin, not cached, rather than failed.
         """
         for _ in range(3):
             with self._lock:
                 entry = self._fresh(key)
+                if entry is not None and usable is not None and not usable(entry):
+                    entry = None
                 if entry is None:
-                    fill = self._fills.get(key) or self._start_fill(key, fetch, ttl)
+                    running = self._fills.get(key)
+                    owner = running is None
+                    fill = self._start_fill(key, fetch, ttl, usable) if running is None else running
                     # opened under the lock: the fill cannot be renamed or removed yet
                     fd = os.open(fill.tmp_path, os.O_RDONLY)
                     fill.readers += 1
@@ -268,38 +280,40 @@ class Cache(CacheBooks, CachePurges):
                     self._hits += 1
                 self.ledger.count(self._hits, self._misses)
             if entry is None:
-                result = self._join(fill, fd, fetch)
+                result = self._join(fill, fd, fetch, owner)
             else:
                 result = self._open_hit(entry)
             if result is not None:
                 return result
         return self._stream(fetch)
 
-    def _join(self, fill, fd, fetch):
+    def _join(self, fill, fd, fetch, owner: bool):
+        """This request's share of a fill. The owner (who started it) also gets an answer the
+        cache does not keep: one too large, handed over whole, or one that is its own."""
         try:
             answer = fill.wait_ready()
         except BaseException:
             os.close(fd)
             self._leave(fill)
+            handed = fill.take_handed() if owner else None
+            if handed is not None:
+                handed.close()
             raise
-        if fill.adopted:
+        if fill.adopted or fill.streamed or answer.status != 200:
             os.close(fd)
             self._leave(fill)
-            return None
-        if fill.streamed or answer.status != 200:
-            os.close(fd)
-            self._leave(fill)
-            return self._stream(fetch) if fill.streamed else Result(answer.status, answer.meta, 0, False)
+            if fill.adopted:
+                return None
+            if fill.streamed:
+                handed = fill.take_handed() if owner else None
+                return streamed(handed) if handed is not None else self._stream(fetch)
+            return Result(answer.status, answer.meta, 0, False)
         return Result(200, answer.meta, answer.length, False, fill=fill, fd=fd,
                       on_close=lambda: self._leave(fill))
 
     @staticmethod
     def _stream(fetch) -> Result:
-        answer = fetch()
-        if answer.status != 200:
-            answer.close()
-            return Result(answer.status, answer.meta, 0, False)
-        return StreamedResult(answer)
+        return streamed(fetch())
 
     def _leave(self, fill: Fill) -> None:
         """One reader is done with the fill; the last one to leave before the end stops it. Its
@@ -311,10 +325,11 @@ class Cache(CacheBooks, CachePurges):
                 if self._fills.get(fill.key) is fill:
                     del self._fills[fill.key]
 
-    def _start_fill(self, key, fetch, ttl):
+    def _start_fill(self, key, fetch, ttl, usable=None):
         tmp_path = os.path.join(self._tmp, f"{self.ledger.pid}-{key_name(key)}.{os.urandom(6).hex()}")
         os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         fill = Fill(key, tmp_path)
+        fill.usable = usable
         self._temps.add(os.path.basename(tmp_path))
         fill.generation = self._seen[0]
         self._fills[key] = fill
@@ -333,6 +348,8 @@ class Cache(CacheBooks, CachePurges):
             with self._lock:
                 discarded = fill.discard
                 entry = None if discarded else self._fresh(fill.key)
+                if entry is not None and fill.usable is not None and not fill.usable(entry):
+                    entry = None
             if discarded or entry is not None:
                 # purged while it waited for the lock, it stops before fetching what it would not
                 # keep; either way its readers look the key up again (and fill it anew if need be)
@@ -349,6 +366,10 @@ class Cache(CacheBooks, CachePurges):
             if answer.status != 200:
                 self._end_fill(fill, answer=answer, done=True)
                 return
+            if not answer.shared:   # the owner's own: it streams it, the others ask on their own
+                answer, handed = None, answer
+                self._end_fill(fill, streamed=True, handed=handed)
+                return
             now, uid = self.clock(), new_uid()
             expires = now + ttl if answer.expires_at is None else min(now + ttl, answer.expires_at)
             header = header_bytes({"key": list(fill.key), "size": answer.length, "id": uid,
@@ -360,7 +381,9 @@ class Cache(CacheBooks, CachePurges):
                     self._order.rebuild(self._known_by_name(), int(now * 1e9), walked)
                 room = not fill.abandoned and self._reserve(fill, size)
             if not room:
-                self._end_fill(fill, streamed=True)
+                # too large or no room: the owner gets this very answer, the others their own
+                answer, handed = None, answer
+                self._end_fill(fill, streamed=True, handed=handed)
                 return
             fd = os.open(fill.tmp_path, os.O_WRONLY)
             try:

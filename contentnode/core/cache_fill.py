@@ -38,15 +38,20 @@ class OriginAnswer:
     meta holds what is served back (content_type, etag, last_modified). Only a
     200 is cached; any other status is handed to the waiting requests as is.
     `expires_at` (cache clock) ends the entry sooner than its ttl: an object
-    derived from another entry must not outlive it.
+    derived from another entry must not outlive it. `shared` False: the answer
+    is the requester's own (a shared cache may not store it nor hand it to
+    anyone else): the request that started the fill streams it straight from
+    the origin, the others ask the origin on their own; `length` may then be
+    None (the origin announced none).
     """
 
     status: int
     meta: dict = field(default_factory=dict)
-    length: int = 0
+    length: int | None = 0
     chunks: Iterable[bytes] = ()
     close: Callable[[], None] = lambda: None
     expires_at: float | None = None
+    shared: bool = True
 
 
 class SharedFile:
@@ -151,6 +156,9 @@ class StreamedResult(Result):
 
     def chunks(self, start: int = 0, end: int | None = None):
         end = self.size if end is None else end
+        if end is None:   # a length the origin never announced: all it sends
+            yield from self._answer.chunks
+            return
         pos = 0
         for chunk in self._answer.chunks:
             if pos >= end:
@@ -169,6 +177,14 @@ class StreamedResult(Result):
         self._answer.close()
 
 
+def streamed(answer: OriginAnswer) -> Result:
+    """A request's own origin answer as its Result: the body streams through, or none for a status."""
+    if answer.status != 200:
+        answer.close()
+        return Result(answer.status, answer.meta, 0, False)
+    return StreamedResult(answer)
+
+
 class Fill:
     """One origin fetch in progress; readers wait on its condition."""
 
@@ -182,7 +198,9 @@ class Fill:
         self.done = False
         self.error = None
         self.discard = False     # set by a purge during the fill: do not commit
-        self.streamed = False    # not cached: each reader fetches its own stream
+        self.streamed = False    # not cached: each reader but the owner fetches its own stream
+        self.handed = None       # a streamed fill's answer, handed whole to the owner (take_handed)
+        self.usable = None       # (entry) -> bool: whether an entry found meanwhile serves this fill's readers
         self.readers = 0         # requests holding a share of this fill (cache lock)
         self.abandoned = False   # readers fell to 0 before the end: stop downloading
         self.reserved = 0        # bytes counted against the cap while in flight
@@ -199,6 +217,12 @@ class Fill:
             if self.error is not None and self.answer is None:
                 raise self.error
             return self.answer
+
+    def take_handed(self):
+        """The answer a streamed fill handed over (once), or None."""
+        with self.cond:
+            answer, self.handed = self.handed, None
+            return answer
 
     def wait_for(self, pos: int) -> int:
         """Block until body bytes past `pos` are on disk; return how many are."""

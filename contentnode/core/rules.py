@@ -14,11 +14,12 @@ the request path, not on how many rules exist.
 
 from dataclasses import dataclass
 
+from contentnode.core import cache_policy as cp
 from contentnode.core import fields as v
 from contentnode.core import images
 from contentnode.core.fields import FieldError
 from contentnode.core.records import Field, Record
-from contentnode.core.shapes import BOOLEAN, integer, text
+from contentnode.core.shapes import BOOLEAN, integer, one_of, text
 from contentnode.core.text import encodable
 
 MAX_PATH = 1024
@@ -78,7 +79,22 @@ RULE = Record("rule", {
     "images": Field(BOOLEAN, False),
     "compress": Field(BOOLEAN, True),
     "enabled": Field(BOOLEAN, True),
+    # the cache members (core/cache_policy.py); their defaults here are an S3 or folder rule's, a
+    # rule created on an http bucket gets cache_policy.HTTP_DEFAULTS (create_defaults)
+    "cache_mode": Field(one_of(*cp.CACHE_MODES), "override", since=3),
+    "query": Field({"type": ["string", "object"], "description": '"ignore", "include" or {"only": [names]}'},
+                   "ignore", rule=cp.query_policy, since=3),
+    "methods": Field(one_of(*cp.METHOD_POLICIES), "read", since=3),
+    "max_body": Field(integer(0, cp.MAX_MAX_BODY), cp.DEFAULT_MAX_BODY, since=3),
+    "stale_while_revalidate": Field(integer(0, cp.MAX_STALE), 0, since=3),
+    "stale_if_error": Field(integer(0, cp.MAX_STALE), 0, since=3),
 }, unique=lambda rule: (rule["domain"], rule["path"]), shared=True)
+
+
+def create_defaults(doc: dict, bucket_id: str | None) -> dict:
+    """The defaults of a new rule on that bucket: the table's, and a shared cache's on an http bucket."""
+    bucket = doc.get("buckets", {}).get(bucket_id)
+    return {**RULE.defaults(), **(cp.defaults_for(bucket["type"]) if bucket else {})}
 
 
 def record_fields(body: dict, doc: dict, partial: bool) -> dict:

@@ -109,6 +109,25 @@ class Request:
         self.raw_body = data
         return data
 
+    def body_chunks(self, size: int = 65536):
+        """The body in pieces as they arrive (Content-Length or chunked), for a handler that passes it
+        on without holding it; ConnectionError when the client stops short. The connection closes
+        after the answer (the public dispatcher sets that for any request with a body)."""
+        if (self.headers.get("Expect") or "").lower() == "100-continue":
+            self._handler.send_continue()
+        rfile = self._handler.rfile
+        if self.chunked:
+            yield from _dechunked(rfile, size)
+        else:
+            left = self.content_length or 0
+            while left > 0:
+                data = rfile.read1(min(left, size)) if hasattr(rfile, "read1") else rfile.read(min(left, size))
+                if not data:
+                    raise ConnectionError("client closed before sending the whole body")
+                left -= len(data)
+                yield data
+        self._handler.body_read()
+
     def close_after(self) -> None:
         """Close the connection after this response (e.g. when the body was left unread)."""
         self._handler.close_connection = True
@@ -124,3 +143,26 @@ class Request:
             detail = {**(detail or {}), "token_id": self.api_token["id"]}
         self.app.audit.record(action, target=target, ok=ok, detail=detail, user=self.user,
                               ip=self.client_ip, user_agent=self.user_agent)
+
+
+def _dechunked(rfile, size: int):
+    """A chunked body's data (RFC 9112 §7.1), trailers read and dropped."""
+    while True:
+        line = rfile.readline(1024)
+        if not line.endswith(b"\n"):
+            raise ConnectionError("client sent a malformed chunk")
+        try:
+            left = int(line.split(b";")[0].strip(), 16)
+        except ValueError:
+            raise ConnectionError("client sent a malformed chunk") from None
+        if left == 0:
+            while rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                pass
+            return
+        while left > 0:
+            data = rfile.read(min(left, size))
+            if not data:
+                raise ConnectionError("client closed before sending the whole body")
+            left -= len(data)
+            yield data
+        rfile.readline(1024)

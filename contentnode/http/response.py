@@ -22,7 +22,8 @@ class Response:
     head_only: bool = False  # a HEAD answer: headers describe a body that is not sent
 
     @property
-    def length(self) -> int:
+    def length(self) -> int | None:
+        """The body's length; None for a stream of unannounced length (sent until the connection closes)."""
         return len(self.body) if isinstance(self.body, bytes) else self.body.length
 
     def header(self, name: str) -> str | None:

@@ -314,16 +314,19 @@ class Server(ThreadingHTTPServer):
         finally:
             if not isinstance(body, bytes):
                 body.close()
-        handler.bytes_sent = len(head) + (response.length if send_body else 0)
+        handler.bytes_sent = len(head) + ((response.length or 0) if send_body else 0)
 
     def _head(self, handler, response: Response) -> bytes:
         status = response.status
-        lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}",
-                 "Server: contentnode",
-                 f"Date: {http_date()}"]
+        lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "Server: contentnode"]
+        if response.header("Date") is None:   # a cache answers with its stored answer's own Date
+            lines.append(f"Date: {http_date()}")
         lines += [header_line(name, value) for name, value in response.headers]
         if not (status in (204, 304) or 100 <= status < 200):
-            lines.append(f"Content-Length: {response.length}")
+            if response.length is None:
+                handler.close_connection = True   # no length to announce: the close ends the body
+            else:
+                lines.append(f"Content-Length: {response.length}")
         if handler.close_connection or self.closing or self.draining:
             handler.close_connection = True
             lines.append("Connection: close")
@@ -360,7 +363,7 @@ class Server(ThreadingHTTPServer):
         sent = 0
         try:
             for chunk in body.chunks:
-                chunk = chunk[: body.length - sent]
+                chunk = chunk[: body.length - sent] if body.length is not None else chunk
                 if chunk:
                     handler.wfile.write(chunk)
                     sent += len(chunk)
@@ -368,5 +371,5 @@ class Server(ThreadingHTTPServer):
             log.debug("%s: streaming a response ended early: %s", self.name, exc)
         except Exception:
             log.exception("%s: streaming a response failed", self.name)
-        if sent != body.length:
+        if sent != body.length:   # (always, for a length never announced)
             handler.close_connection = True

@@ -15,6 +15,8 @@ from contentnode.core import encodings
 from contentnode.core.text import http_date
 from contentnode.http.errors import ApiError, error_response
 from contentnode.http.response import Response
+from contentnode.public import shared_answer
+from contentnode.services import origin_mode
 from contentnode.services.delivery import NotServed, Target, content_path, fetch, resolve
 
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
@@ -139,18 +141,32 @@ def object_response(req, result, target: Target) -> Response:
 
 
 def serve(req, delivery, host) -> tuple[Response, str]:
+
     """The answer and whether it came from the cache ("hit") or the origin ("miss")."""
     if req.method not in ("GET", "HEAD"):
-        raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
-                       headers={"Allow": "GET, HEAD"})
+        return _other_method(req, delivery, host)
     try:
         path = content_path(req.raw_path, req.visit.path)
         target = resolve(delivery, host, path, req.query_list, req.client_ip)
+        if origin_mode.applies(target):
+            return shared_answer.respond(req, delivery, target)
         result = fetch(delivery, target,
                        encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None)
     except NotServed as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
     return object_response(req, result, target), "hit" if result.hit else "miss"
+
+
+def _other_method(req, delivery, host) -> tuple[Response, str]:
+    """A rule with methods "all" on an http bucket forwards it; anywhere else it is 405."""
+    try:
+        target = resolve(delivery, host, content_path(req.raw_path, req.visit.path), req.query_list, req.client_ip)
+    except NotServed:
+        target = None
+    if target is None or not origin_mode.forwards(target):
+        raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
+                       headers={"Allow": "GET, HEAD"})
+    return shared_answer.forwarded(req, delivery, target)
 
 
 def answer(req) -> Response:
@@ -165,7 +181,7 @@ def answer(req) -> Response:
     except Exception:
         delivery.traffic.record(host if known else None, 500, 0)
         raise
-    sent = 0 if req.method == "HEAD" or response.status == 304 else response.length
+    sent = 0 if req.method == "HEAD" or response.status == 304 else response.length or 0
     delivery.traffic.record(host if known else None, response.status, sent, cached)
     return response
 

@@ -25,6 +25,7 @@ from contentnode.core.keepalive import ConnectionPool
 from contentnode.core.origin import OriginError
 from contentnode.core.paths import CONTROL, MAX_PATH_BYTES, PathError, decode_path
 from contentnode.core.settings import effective
+from contentnode.core.shared_cache import SharedCache
 from contentnode.core.traffic import Traffic
 from contentnode.services.jobs import Every
 
@@ -119,6 +120,7 @@ class Delivery:
                            processes=processes, worker_slot=worker_slot)
         self.traffic = Traffic(f"{data_dir}/traffic.json", clock.now)
         self.origins = Origins(folder_roots, outbound, clock, origin_pools, own_ports)
+        self.shared = SharedCache(self.cache)   # rules in cache_mode "origin" (services/origin_mode.py)
         self.image_budget = images.Budget(IMAGE_PIXELS_AT_ONCE, IMAGE_TRANSFORMS_AT_ONCE)
         # sources read into memory for transforms, waiting ones included: at most two of the largest
         self.image_sources = images.Budget(2 * MAX_IMAGE_SOURCE, IMAGE_SOURCES_AT_ONCE)

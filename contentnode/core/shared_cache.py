@@ -1,0 +1,315 @@
+"""One GET or HEAD through the shared cache: a rule in cache_mode "origin".
+
+The node's disk cache (core/cache.py) keeps the origin's answers: status,
+the fields a shared cache may store, the times they were asked for and
+received, their freshness lifetime and the Vary names with the request's
+values for them. core/http_cache.py decides; this module runs a request
+through those decisions: a fresh hit, a revalidation with the stored
+validators through the key's one fill (a 304 copies the stored body under
+refreshed fields; nothing moves from the origin), a stale answer while a
+background refresh runs or while the origin fails, a miss filled by one
+origin request that every waiter shares when it may. Vary variants live
+beside the URL's first answer under keys of their own, so a purge of the URL
+(host and path) removes them all.
+"""
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from contentnode.core import http_cache as hc
+from contentnode.core.cache import Cache
+from contentnode.core.cache_entries import Entry
+from contentnode.core.cache_fill import OriginAnswer, Result, streamed
+from contentnode.core.forwarding import response_fields
+
+log = logging.getLogger("contentnode.shared_cache")
+
+KEEP_FOR = 31_536_000          # the cache's own ttl cap: an entry's expiry is its retention below
+REVALIDATE_KEEP = 86_400       # a stale entry with validators is kept this long for a cheap revalidation
+REFRESHES_AT_ONCE = 16         # background (stale-while-revalidate) refreshes running at once, per process
+# fields sent to the origin by the cache itself (revalidation) or never sent on a fill: the cache
+# needs the whole body, and answers the client's conditionals and ranges itself
+CLIENT_CONDITIONALS = frozenset({"if-none-match", "if-modified-since", "if-match", "if-unmodified-since",
+                                 "if-range", "range"})
+# what the node computes or frames itself when it answers
+NOT_SENT = frozenset({"content-length", "age", "cache-status", "x-cache"}) | hc.HOP_BY_HOP
+
+
+class OriginResponse(Protocol):
+    status: int
+    headers: list
+    length: int | None
+
+    def chunks(self): ...
+
+    def close(self) -> None: ...
+
+
+# forward(extra request fields) -> the origin's answer with its body unread (OriginError when unreachable)
+Forward = Callable[[dict], OriginResponse]
+
+
+@dataclass
+class Exchange:
+    """What the shared cache answers one request: the origin's status and the fields to send
+    (Age and Cache-Status included), the body as a cache Result, and whether it was a hit."""
+
+    status: int
+    headers: list
+    result: Result
+    hit: bool
+    cache_status: str
+
+    def field(self, name: str) -> str | None:
+        name = name.lower()
+        for key, value in self.headers:
+            if key.lower() == name:
+                return value
+        return None
+
+
+class GatewayTimeout(Exception):
+    """only-if-cached and nothing usable is stored (RFC 9111 §5.2.1.7): the answer is 504."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as the shared cache sees it: the cache key of its URL (host and path first),
+    its fields (lower-case names), the rule's heuristic cap and stale windows."""
+
+    key: tuple
+    fields: Mapping[str, str]
+    heuristic_cap: int
+    defaults: hc.StaleDefaults
+
+
+def _stored(entry: Entry) -> dict:
+    return dict(entry.meta["fields"])
+
+
+def _variant_key(key: tuple, names: list, vkey: str | None) -> tuple:
+    return key + ("vary\0" + "\0".join(names) + "\0" + (vkey or ""),)
+
+
+class SharedCache:
+    """The shared cache over the node's disk cache; `clock` is the cache's clock."""
+
+    def __init__(self, cache: Cache):
+        self.cache = cache
+        self._refreshing: set[tuple] = set()
+        self._refresh_lock = threading.Lock()
+
+    @property
+    def clock(self):
+        return self.cache.clock
+
+    # ---------------------------------------------------------------- looking up
+
+    def find(self, req: Request) -> tuple[tuple, Entry | None, str]:
+        """(key, entry or None, "uri-miss"|"vary-miss"): where this request's answer is kept."""
+        entry = self.cache.peek(req.key)
+        if entry is None or not entry.meta.get("vary"):
+            return req.key, entry, "uri-miss"
+        names = entry.meta["vary"]
+        vkey = hc.secondary_key(tuple(names), req.fields)
+        if vkey is not None and vkey == entry.meta.get("vkey"):
+            return req.key, entry, "uri-miss"
+        key = _variant_key(req.key, names, vkey)
+        return key, (self.cache.peek(key) if vkey is not None else None), "vary-miss"
+
+    def state(self, req: Request) -> dict:
+        """The cache decision for probe and diagnose: stored or not, its status, where its freshness
+        comes from, the freshness left (`expires_in`, negative when stale), validators, Vary."""
+        _key, entry, _kind = self.find(req)
+        if entry is None:
+            return {"cached": False, "age": None, "size": None, "expires_in": None, "mode": "origin"}
+        meta = entry.meta
+        fields = _stored(entry)
+        age = hc.current_age(fields, meta["request_time"], meta["response_time"], self.clock())
+        return {"cached": True, "age": int(age), "size": entry.size, "expires_in": int(meta["lifetime"] - age),
+                "mode": "origin", "status": meta["status"], "freshness": meta["source"],
+                "lifetime": int(meta["lifetime"]), "etag": fields.get("etag"),
+                "last_modified": fields.get("last-modified"), "vary": meta.get("vary") or []}
+
+    # ---------------------------------------------------------------- serving
+
+    def serve(self, req: Request, forward: Forward) -> Exchange:
+        """The answer to one GET (HEAD is served as a GET without its body) through the cache."""
+        key, entry, miss = self.find(req)
+        if entry is None:
+            if "only-if-cached" in hc.directives(req.fields.get("cache-control")):
+                raise GatewayTimeout()
+            return self._fill(req, key, forward, None, miss)
+        fields = _stored(entry)
+        now = self.clock()
+        age = hc.current_age(fields, entry.meta["request_time"], entry.meta["response_time"], now)
+        decision = hc.reuse(fields, entry.meta["lifetime"], age, req.fields, req.defaults)
+        if decision.action in ("fresh", "stale", "stale-while-revalidate"):
+            result = self.cache.lookup(key)
+            if result is not None and result.entry is not None and result.entry.uid == entry.uid:
+                if decision.action == "stale-while-revalidate":
+                    self._refresh_later(req, key, entry, forward)
+                detail = None if decision.action == "fresh" else decision.action
+                return self._exchange(result, True, hc.cache_status(hit=True, ttl=decision.ttl, detail=detail))
+            if result is not None:
+                result.close()
+            return self._fill(req, key, forward, None, miss)
+        if decision.action == "gateway-timeout":
+            raise GatewayTimeout()
+        return self._fill(req, key, forward, entry, decision.fwd or "stale")
+
+    def _exchange(self, result: Result, hit: bool, status_field: str, age: float | None = None) -> Exchange:
+        meta = result.meta
+        fields = meta["fields"] if not hit else list(hc.unvalidated_fields(dict(meta["fields"])).items())
+        if age is None:
+            age = hc.current_age(dict(meta["fields"]), meta["request_time"], meta["response_time"], self.clock())
+        headers = response_fields((name, value) for name, value in fields if name.lower() not in NOT_SENT)
+        headers += [("age", str(int(age))), ("cache-status", status_field), ("x-cache", "HIT" if hit else "MISS")]
+        return Exchange(meta["status"], headers, result, hit, status_field)
+
+    def _fill(self, req: Request, key: tuple, forward: Forward, stale: Entry | None, fwd: str) -> Exchange:
+        """Ask the origin through the key's one fill (a revalidation when `stale` is given); a
+        waiter whose Vary values differ from the answer's goes on under its variant's key."""
+        usable = (lambda e: e.uid != stale.uid) if stale is not None else None
+        try:
+            result = self.cache.get(key, self._fetcher(req, forward, stale), KEEP_FOR, usable)
+        except Exception:
+            fallback = self._stale_if_error(req, key, stale, None)
+            if fallback is None:
+                raise
+            return fallback
+        meta = result.meta
+        if meta.get("vary") and key == req.key:
+            vkey = hc.secondary_key(tuple(meta["vary"]), req.fields)
+            if vkey != meta.get("vkey"):
+                result.close()
+                if vkey is None:       # Vary: * is never served from the cache: this request's own answer
+                    return self._own(req, forward)
+                return self._fill(req, _variant_key(key, meta["vary"], vkey), forward, None, "vary-miss")
+        if meta["status"] >= 500 and stale is not None:
+            fallback = self._stale_if_error(req, key, stale, meta["status"])
+            if fallback is not None:
+                result.close()
+                return fallback
+        age = hc.current_age(dict(meta["fields"]), meta["request_time"], meta["response_time"], self.clock())
+        ttl = meta["lifetime"] - age if meta.get("stored") else None
+        if result.hit:
+            return self._exchange(result, True, hc.cache_status(hit=True, ttl=ttl), age)
+        return self._exchange(result, False, hc.cache_status(
+            fwd=meta.get("fwd") or fwd, fwd_status=meta["origin_status"], stored=bool(meta.get("stored")), ttl=ttl,
+            detail=meta.get("why")), age)
+
+    def _own(self, req: Request, forward: Forward) -> Exchange:
+        """This request's own answer, neither stored nor shared."""
+        answer = self._fetcher(req, forward, None, store=False)()
+        result = streamed(answer)
+        return self._exchange(result, False, hc.cache_status(fwd="uri-miss", fwd_status=answer.meta["origin_status"],
+                                                             detail=answer.meta.get("why")))
+
+    def _stale_if_error(self, req: Request, key: tuple, stale: Entry | None, status: int | None) -> Exchange | None:
+        """The stale entry in place of a failed origin, when stale-if-error allows (RFC 5861 §4)."""
+        if stale is None:
+            return None
+        fields = _stored(stale)
+        age = hc.current_age(fields, stale.meta["request_time"], stale.meta["response_time"], self.clock())
+        ttl = stale.meta["lifetime"] - age
+        if not hc.stale_if_error(fields, ttl, req.fields, req.defaults):
+            return None
+        result = self.cache.lookup(key)
+        if result is None:
+            return None
+        return self._exchange(result, True, hc.cache_status(fwd="stale", fwd_status=status, ttl=ttl,
+                                                            detail="stale-if-error"), age)
+
+    def _refresh_later(self, req: Request, key: tuple, entry: Entry, forward: Forward) -> None:
+        """Revalidate `entry` in the background (stale-while-revalidate), once per key at a time."""
+        with self._refresh_lock:
+            if key in self._refreshing or len(self._refreshing) >= REFRESHES_AT_ONCE:
+                return
+            self._refreshing.add(key)
+
+        def run():
+            try:
+                self.cache.get(key, self._fetcher(req, forward, entry), KEEP_FOR,
+                               lambda e: e.uid != entry.uid).read_all()
+            except Exception as exc:  # noqa: BLE001 - a failed refresh leaves the stale entry; the next request retries
+                log.info("background refresh failed: %s", exc)
+            finally:
+                with self._refresh_lock:
+                    self._refreshing.discard(key)
+        threading.Thread(target=run, name="cache-refresh", daemon=True).start()
+
+    # ---------------------------------------------------------------- the origin request
+
+    def _fetcher(self, req: Request, forward: Forward, stale: Entry | None, store: bool = True):
+        """The fill's fetch: one origin request; a 304 to a revalidation copies the stored body."""
+        clock = self.clock
+
+        def fetch() -> OriginAnswer:
+            extra = hc.conditional_fields(_stored(stale)) if stale is not None else {}
+            request_time = clock()
+            response = forward(extra)
+            response_time = clock()
+            fields = hc.fields(response.headers)
+            if response.status == 304 and stale is not None and hc.refreshable(_stored(stale), fields):
+                response.close()
+                return self._refreshed(stale, fields, request_time, response_time)
+            if response.status == 304:
+                response.close()
+                response = forward({})
+                fields = hc.fields(response.headers)
+            return self._answer(req, response, fields, request_time, response_time, store)
+        return fetch
+
+    def _refreshed(self, stale: Entry, fields: dict, request_time: float, response_time: float) -> OriginAnswer:
+        """The stored answer under the fields a 304 refreshed (RFC 9111 §3.2, §4.3.4)."""
+        old = self.cache.lookup(stale.key)
+        if old is None or old.entry is None or old.entry.uid != stale.uid:
+            if old is not None:
+                old.close()
+            raise FileNotFoundError("the stored answer went away while it was revalidated")
+        merged = hc.refreshed_fields(_stored(stale), fields)
+        lifetime = hc.freshness_lifetime(stale.meta["status"], merged, response_time,
+                                         stale.meta.get("heuristic_cap", 0))
+        meta = dict(stale.meta, fields=list(merged.items()), request_time=request_time,
+                    response_time=response_time, lifetime=lifetime.lifetime, source=lifetime.source,
+                    origin_status=304, fwd="stale")
+        return OriginAnswer(200, meta, old.size, old.chunks(), old.close,
+                            expires_at=response_time + _retention(merged, lifetime.lifetime, stale.meta["defaults"]))
+
+    def _answer(self, req: Request, response, fields: dict, request_time: float, response_time: float,
+                store: bool) -> OriginAnswer:
+        decision = hc.storable("GET", response.status, req.fields, fields)
+        lifetime = hc.freshness_lifetime(response.status, fields, response_time, req.heuristic_cap)
+        names = list(hc.vary_names(fields))
+        keep = _retention(fields, lifetime.lifetime, [req.defaults.while_revalidate, req.defaults.if_error])
+        why = decision.reason if not decision.ok else None
+        if decision.ok and keep <= 0:
+            why = "no freshness and no validators"
+        if decision.ok and response.length is None:
+            why = "no content-length"
+        shared = store and why is None
+        kept = hc.stored_fields(fields) if shared else {k: v for k, v in fields.items() if k not in hc.HOP_BY_HOP}
+        meta = {"status": response.status, "origin_status": response.status, "fields": list(kept.items()),
+                "request_time": request_time, "response_time": response_time, "lifetime": lifetime.lifetime,
+                "source": lifetime.source, "vary": names if names != ["*"] else [],
+                "vkey": hc.secondary_key(tuple(names), req.fields), "heuristic_cap": req.heuristic_cap,
+                "defaults": [req.defaults.while_revalidate, req.defaults.if_error], "stored": shared, "why": why,
+                "etag": fields.get("etag"), "last_modified": fields.get("last-modified"),
+                "content_type": fields.get("content-type")}
+        if names == ["*"]:
+            meta["vary"] = ["*"]
+        return OriginAnswer(200, meta, response.length,
+                            response.chunks(), response.close, expires_at=response_time + keep, shared=shared)
+
+
+def _retention(fields: Mapping[str, str], lifetime: float, defaults) -> float:
+    """How long an entry is kept: its freshness, then as long as it may still serve stale or be
+    revalidated cheaply (its validators)."""
+    cc = hc.response_directives(fields)
+    windows = [hc.delta_seconds(cc.get(name)) or 0 for name in ("stale-while-revalidate", "stale-if-error")]
+    validators = "etag" in fields or "last-modified" in fields
+    return lifetime + max(windows + list(defaults) + [REVALIDATE_KEEP if validators else 0])

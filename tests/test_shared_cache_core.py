@@ -1,0 +1,195 @@
+"""The shared cache (core/shared_cache.py) over the real disk cache and a real scripted origin:
+each case counts the origin's requests and reads what it was sent."""
+
+import threading
+import time
+
+import pytest
+
+from contentnode.core import http_cache as hc
+from contentnode.core import netguard
+from contentnode.core.cache import Cache
+from contentnode.core.http_origin import HttpOrigin, HttpOriginConfig
+from contentnode.core.http_pool import OriginPools
+from contentnode.core.origin import OriginError
+from contentnode.core.shared_cache import GatewayTimeout, Request, SharedCache
+from tests.origin_server import OriginServer
+
+
+class Clock:
+    def __init__(self):
+        self.t = float(int(time.time()))   # whole seconds, as Date is
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.fixture
+def origin():
+    with OriginServer() as server:
+        yield server
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def shared(tmp_path, clock):
+    return SharedCache(Cache(str(tmp_path / "cache"), 64 << 20, clock))
+
+
+@pytest.fixture
+def client(origin):
+    return HttpOrigin(HttpOriginConfig.from_record({"url": origin.url}), OriginPools(), netguard.OutboundPolicy())
+
+
+NO_STALE = hc.StaleDefaults()
+
+
+def get(shared, client, path, fields=None, cap=3600, defaults=NO_STALE):
+    fields = {k.lower(): v for k, v in (fields or {}).items()}
+    req = Request(("site.test", path, "", ""), fields, cap, defaults)
+    sent = {k: v for k, v in fields.items() if k not in ("cache-control",)}
+    exchange = shared.serve(req, lambda extra: client.forward("GET", path.lstrip("/"), headers={**sent, **extra}))
+    body = exchange.result.read_all()
+    return exchange, body
+
+
+def test_fresh_answer_is_stored_and_hit_with_age(shared, client, origin, clock):
+    origin.script("/a", b"hello", headers={"Cache-Control": "max-age=60"})
+    first, body = get(shared, client, "/a")
+    assert body == b"hello" and not first.hit
+    assert first.cache_status == "contentnode; fwd=uri-miss; fwd-status=200; stored; ttl=60"
+    clock.t += 10
+    second, body = get(shared, client, "/a")
+    assert body == b"hello" and second.hit and second.field("age") == "10" and second.field("via") == "1.1 contentnode"
+    assert second.cache_status == "contentnode; hit; ttl=50"
+    assert len(origin.requests_for("/a")) == 1
+
+
+def test_no_store_and_private_are_asked_each_time(shared, client, origin):
+    origin.script("/n", b"x", headers={"Cache-Control": "no-store"})
+    origin.script("/p", b"x", headers={"Cache-Control": "private, max-age=60"})
+    for path, why in (("/n", "no-store"), ("/p", "private")):
+        for _ in range(2):
+            exchange, body = get(shared, client, path)
+            assert body == b"x" and not exchange.hit
+            assert exchange.cache_status == f'contentnode; fwd=uri-miss; fwd-status=200; detail="{why}"'
+        assert len(origin.requests_for(path)) == 2
+
+
+def test_fifty_concurrent_requests_make_one_origin_request(shared, client, origin):
+    origin.script("/slow", b"z" * 100_000, headers={"Cache-Control": "max-age=60"}, delay=0.5)
+    bodies, errors = [], []
+
+    def one():
+        try:
+            bodies.append(get(shared, client, "/slow")[1])
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+    threads = [threading.Thread(target=one) for _ in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == [] and bodies == [b"z" * 100_000] * 50
+    assert len(origin.requests_for("/slow")) == 1
+
+
+def test_a_304_refreshes_the_stored_fields_and_no_body_moves(shared, client, origin, clock):
+    origin.script("/v", b"v" * 1000, headers={"Cache-Control": "max-age=10", "X-Version": "1"}, etag='"e1"')
+    get(shared, client, "/v")
+    clock.t += 20
+    origin.script("/v", b"v" * 1000, headers={"Cache-Control": "max-age=100", "X-Version": "2"}, etag='"e1"')
+    again, body = get(shared, client, "/v")
+    seen = origin.requests_for("/v")
+    assert len(seen) == 2 and seen[1].headers.get("if-none-match") == '"e1"'
+    assert body == b"v" * 1000 and again.field("x-version") == "2"
+    # the 304's Date is 20 s behind this test's cache clock: its apparent age is 20 (RFC 9111 §4.2.3)
+    assert again.cache_status == "contentnode; fwd=stale; fwd-status=304; stored; ttl=80"
+    clock.t += 50
+    third, _ = get(shared, client, "/v")
+    assert third.hit and len(origin.requests_for("/v")) == 2      # fresh for 100 s now
+
+
+def test_vary_variants_are_stored_apart_and_purged_together(shared, client, origin):
+    origin.script("/l", b"body", headers={"Cache-Control": "max-age=60", "Vary": "Accept-Language"})
+    en, _ = get(shared, client, "/l", {"Accept-Language": "en"})
+    fr, _ = get(shared, client, "/l", {"Accept-Language": "fr"})
+    assert "fwd=uri-miss" in en.cache_status and "fwd=vary-miss" in fr.cache_status
+    for lang in ("en", "fr"):
+        assert get(shared, client, "/l", {"Accept-Language": lang})[0].hit
+    langs = [s.headers.get("accept-language") for s in origin.requests_for("/l")]
+    assert langs == ["en", "fr"]
+    assert shared.cache.purge_url("site.test", "/l") == 2
+    assert not get(shared, client, "/l", {"Accept-Language": "fr"})[0].hit
+
+
+def test_vary_star_is_never_served_from_the_cache(shared, client, origin):
+    origin.script("/s", b"s", headers={"Cache-Control": "max-age=60", "Vary": "*"})
+    for _ in range(2):
+        assert not get(shared, client, "/s")[0].hit
+    assert len(origin.requests_for("/s")) == 2
+
+
+def test_stale_if_error_serves_the_stored_answer_while_the_origin_is_down(shared, client, origin, clock):
+    origin.script("/e", b"kept", headers={"Cache-Control": "max-age=10, stale-if-error=300"})
+    get(shared, client, "/e")
+    origin.stop()
+    clock.t += 60
+    exchange, body = get(shared, client, "/e")
+    assert body == b"kept" and 'detail="stale-if-error"' in exchange.cache_status
+    clock.t += 600                                      # beyond the window: the failure shows
+    with pytest.raises(OriginError):
+        get(shared, client, "/e")
+
+
+def test_stale_if_error_covers_a_5xx_and_the_rule_default(shared, client, origin, clock):
+    origin.script("/f", b"good", headers={"Cache-Control": "max-age=10"})
+    get(shared, client, "/f", defaults=hc.StaleDefaults(if_error=100))
+    origin.script("/f", b"down", status=503)
+    clock.t += 30
+    exchange, body = get(shared, client, "/f", defaults=hc.StaleDefaults(if_error=100))
+    assert body == b"good" and exchange.cache_status.startswith("contentnode; fwd=stale; fwd-status=503")
+    exchange, body = get(shared, client, "/f")           # no window: the 503 goes through
+    assert exchange.status == 503 and body == b"down"
+
+
+def test_stale_while_revalidate_answers_at_once_and_refreshes_behind(shared, client, origin, clock):
+    origin.script("/w", b"old", headers={"Cache-Control": "max-age=10, stale-while-revalidate=60"})
+    get(shared, client, "/w")
+    origin.script("/w", b"new", headers={"Cache-Control": "max-age=10, stale-while-revalidate=60"})
+    clock.t += 20
+    exchange, body = get(shared, client, "/w")
+    assert body == b"old" and exchange.hit and 'detail="stale-while-revalidate"' in exchange.cache_status
+    deadline = time.monotonic() + 10
+    while len(origin.requests_for("/w")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert get(shared, client, "/w")[1] == b"new"
+
+
+def test_only_if_cached_without_an_entry_is_a_gateway_timeout(shared, client, origin):
+    with pytest.raises(GatewayTimeout):
+        get(shared, client, "/x", {"Cache-Control": "only-if-cached"})
+    assert origin.requests_for("/x") == []
+
+
+def test_a_trickling_origin_is_not_cut(shared, client, origin):
+    origin.script("/t", b"t" * 200_000, headers={"Cache-Control": "max-age=60"}, rate=100_000)
+    started = time.monotonic()
+    exchange, body = get(shared, client, "/t")
+    assert body == b"t" * 200_000 and time.monotonic() - started >= 1.5
+
+
+def test_state_shows_the_decision(shared, client, origin, clock):
+    origin.script("/d", b"d", headers={"Cache-Control": "max-age=60"}, etag='"d1"')
+    req = Request(("site.test", "/d", "", ""), {}, 3600, hc.StaleDefaults())
+    assert shared.state(req)["cached"] is False
+    get(shared, client, "/d")
+    clock.t += 5
+    state = shared.state(req)
+    assert state["cached"] and state["expires_in"] == 55 and state["etag"] == '"d1"' and state["freshness"] == "max-age"
+    assert (state["status"], state["size"], state["lifetime"], state["vary"]) == (200, 1, 60, [])
