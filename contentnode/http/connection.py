@@ -137,8 +137,6 @@ class RequestHandler(BaseHTTPRequestHandler):
                 return
             server.watchdog.disarm(self.connection)
             self.close_connection = self.close_connection or server.closing
-            if "content-length" not in self.headers and "transfer-encoding" not in self.headers:
-                self.body_read()   # no body: the request is read whole; a long answer is not cut
             server.serve_request(self)
         except OSError:
             self.close_connection = True
