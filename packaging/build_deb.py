@@ -34,7 +34,8 @@ EXTRAS = ("images", "zstd", "brotli")
 ARCHES = check_deb.ARCHES
 # Debian 12 has glibc 2.36: any manylinux wheel up to that runs there; pip takes the first it finds.
 GLIBC_MINORS = range(36, 16, -1)
-DEPENDS = "python3 (>= 3.11), python3 (<< 3.12)"
+DEPENDS = check_deb.DEPENDS   # and libc6, as new as the newest manylinux tag the wheels need
+LEGACY_MANYLINUX = {"manylinux1": 5, "manylinux2010": 12, "manylinux2014": 17}   # glibc 2.<n>
 RECOMMENDS = "ca-certificates, systemd"
 # The unit in contrib/ names the paths `make install` uses; the package's are these.
 UNIT_PATHS = {"/usr/local/bin/contentnode": "/usr/bin/contentnode",
@@ -110,6 +111,23 @@ def fill_venv(stage: str, wheel: str, extras: tuple, machine: str, wheelhouse: s
     os.symlink(PREFIX + "/bin/contentnode", stage + "/usr/bin/contentnode")
 
 
+def glibc_needed(stage: str) -> int:
+    """The newest glibc 2.<n> any installed wheel needs: each wheel runs from the oldest
+    manylinux tag it carries, the package from the newest of those (Debian 12 has 2.36)."""
+    site = stage + SITE
+    needed = 17
+    for name in os.listdir(site):
+        if name.endswith(".dist-info") and os.path.exists(os.path.join(site, name, "WHEEL")):
+            with open(os.path.join(site, name, "WHEEL"), encoding="utf-8") as f:
+                tags = re.findall(r"^Tag: \S+-\S+-(\S+)$", f.read(), re.M)
+            minors = [int(m.group(1)) for tag in tags for m in [re.match(r"manylinux_2_(\d+)_", tag)] if m]
+            minors += [minor for tag in tags for legacy, minor in LEGACY_MANYLINUX.items()
+                       if tag.startswith(legacy + "_")]
+            if minors:
+                needed = max(needed, min(minors))
+    return needed
+
+
 def write(path: str, text: str, mode: int = 0o644) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
@@ -146,19 +164,20 @@ def normalize(stage: str) -> int:
             if os.path.islink(path):
                 continue
             mode = os.stat(path).st_mode
-            os.chmod(path, 0o755 if mode & 0o111 else 0o644)
+            library = name.endswith(".so") or ".so." in name   # loaded, never run
+            os.chmod(path, 0o755 if mode & 0o111 and not library else 0o644)
             if not path.startswith(os.path.join(stage, "DEBIAN")):
                 total += os.path.getsize(path)
     return (total + 1023) // 1024
 
 
-def control(version: str, arch: str, size_kib: int) -> str:
+def control(version: str, arch: str, size_kib: int, glibc: int) -> str:
     return f"""Package: contentnode
 Version: {version}
 Architecture: {arch}
 Maintainer: contentnode developers <contentnode@localhost>
 Installed-Size: {size_kib}
-Depends: {DEPENDS}
+Depends: {DEPENDS}, libc6 (>= 2.{glibc})
 Recommends: {RECOMMENDS}
 Section: net
 Priority: optional
@@ -176,7 +195,7 @@ def build(source: str, out: str, arch: str, wheel: str, work: str, wheelhouses: 
     fill_venv(stage, wheel, extras_of(source), ARCHES[arch], os.path.join(wheelhouses, arch))
     add_files(stage, source)
     size_kib = normalize(stage)
-    write(stage + "/DEBIAN/control", control(version, arch, size_kib))
+    write(stage + "/DEBIAN/control", control(version, arch, size_kib, glibc_needed(stage)))
     os.makedirs(out, exist_ok=True)
     package = os.path.join(out, f"contentnode_{version}_{arch}.deb")
     run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", stage, package], stdout=subprocess.DEVNULL)

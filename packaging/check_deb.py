@@ -60,15 +60,20 @@ def field(package: str, name: str) -> str:
 def problems(package: str, arch: str, version: str) -> list:
     """Everything wrong with `package` as contentnode `version` for `arch` (empty: fine)."""
     found = []
-    for name, wanted in (("Package", "contentnode"), ("Version", version), ("Architecture", arch),
-                         ("Depends", DEPENDS)):
+    for name, wanted in (("Package", "contentnode"), ("Version", version), ("Architecture", arch)):
         if field(package, name) != wanted:
             found.append(f"{name}: {field(package, name)!r}, expected {wanted!r}")
+    if not re.fullmatch(re.escape(DEPENDS) + r", libc6 \(>= 2\.(1[7-9]|2\d|3[0-6])\)", field(package, "Depends")):
+        found.append(f"Depends: {field(package, 'Depends')!r}, expected {DEPENDS}, libc6 (>= 2.<n>) of Debian 12")
     with tempfile.TemporaryDirectory(prefix="contentnode-check-") as tree:
         subprocess.run(["dpkg-deb", "--raw-extract", package, tree], check=True)
-        with open(os.path.join(tree, "DEBIAN", "conffiles"), encoding="utf-8") as f:
-            if f.read().split() != ["/etc/contentnode/contentnode.toml"]:
-                found.append("conffiles must list /etc/contentnode/contentnode.toml alone")
+        conffiles = os.path.join(tree, "DEBIAN", "conffiles")
+        listed = []
+        if os.path.exists(conffiles):
+            with open(conffiles, encoding="utf-8") as f:
+                listed = f.read().split()
+        if listed != ["/etc/contentnode/contentnode.toml"]:
+            found.append("conffiles must list /etc/contentnode/contentnode.toml alone")
         newer = tuple(int(part) for part in re.findall(r"\d+", version)[:2]) >= (0, 2)
         for path in PATHS + tuple(f"{SITE}/{m}" for m in MODULES + (MODULES_NEWER if newer else ())):
             if not os.path.lexists(os.path.join(tree, path)):
