@@ -157,7 +157,7 @@ def add_files(stage: str, source: str) -> None:
 def normalize(stage: str) -> int:
     """Modes as Debian wants them (0755 folders and programs, 0644 the rest); the size in KiB."""
     total = 0
-    for dirpath, dirnames, filenames in os.walk(stage):
+    for dirpath, _dirnames, filenames in os.walk(stage):
         os.chmod(dirpath, 0o755)
         for name in filenames:
             path = os.path.join(dirpath, name)

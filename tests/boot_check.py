@@ -3,22 +3,30 @@
 A small Debian 12 root (mmdebstrap: systemd, dbus, python3) is booted with
 systemd-nspawn (its own PID, mount and network namespaces; only loopback inside, so
 its ports 80 and 9090 clash with nothing on the host), and commands run inside through
-nsenter. Inside: `make install` from a copy of this checkout, `systemctl start
-contentnode`, and tests/boot_probe.py drives the node over HTTP from inside the
-container. Run as root (README, "Installing for real"; docs/DEVELOPING.md).
+nsenter. Inside: `apt install ./contentnode_<version>_amd64.deb` (the package `make deb`
+built, packaging/build_deb.py), `systemctl start contentnode`, and tests/boot_probe.py
+drives the node over HTTP from inside the container. Run as root (README, "Installing
+for real"; docs/DEVELOPING.md).
 
 Two boots:
-- two CPUs: `make install` of the previous version (UPGRADE_FROM), data made through the
-  API, `make install` of this checkout over it, everything still there; then every path
-  that touches the OS under the unit's sandbox and filter, an access log file in the
-  unit's LogsDirectory moved and reopened on SIGHUP, folder buckets in the default
-  root and in /srv, restart, kill -9, a
-  configuration error, a state file from a newer version, a denied call (EPERM);
+- two CPUs: the package of the previous version (UPGRADE_FROM, built with this
+  checkout's recipe), data made through the API, the service stopped, this version's
+  package installed over it (every byte of the data unchanged), everything still there;
+  then every path that touches the OS under the unit's sandbox and filter, an access log
+  file in the unit's LogsDirectory moved and reopened on SIGHUP, folder buckets in the
+  default root and in /srv, restart, kill -9, a configuration error, a state file from a
+  newer version, a denied call (EPERM); at the end `apt remove` (program gone, config and
+  data kept byte for byte) and `apt purge` (config gone, data kept);
 - one CPU (`--cpu-affinity=0`): install, start, serve, journal.
+The arm64 package cannot boot here: every compiled file in it must be aarch64
+(packaging/check_deb.py), and `contentnode --version` and the compiled modules' imports
+run under qemu-aarch64-static in an arm64 Debian root (its files extracted, nothing run
+natively).
 
-No network inside: pip installs from a wheelhouse the host fills with its own pip
-(so the host's index and CA configuration apply), cached with the root under
-$XDG_CACHE_HOME/contentnode-boot (a second run skips both builds; CI starts empty).
+No network inside: apt installs the package files alone (Depends: python3 only), the
+probe's venv comes from a wheelhouse the host fills with its own pip. The roots, the
+wheelhouse and the previous version's package are cached under
+$XDG_CACHE_HOME/contentnode-boot (a second run skips those builds; CI starts empty).
 """
 
 import contextlib
@@ -33,13 +41,24 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "packaging"))
 
+import check_deb  # noqa: E402
 from tests.peers.check import CHALLTESTSRV, DEBIAN_BOOT, DEBIAN_PEERS, PEBBLE, missing_debian, weed_path  # noqa: E402
 
 # The last commit of main before the unit was booted for real: state it wrote must load.
 UPGRADE_FROM = "ae929b2"
 SUITE = "bookworm"
-PACKAGES = "systemd,systemd-sysv,dbus,python3,python3-venv,ca-certificates,make,procps"
+PACKAGES = "systemd,systemd-sysv,dbus,python3,python3-venv,ca-certificates,procps"
+# The arm64 root qemu runs the arm64 package in: its files only (mmdebstrap --variant=extract).
+ARM64_PACKAGES = "python3"
+QEMU = "/usr/bin/qemu-aarch64-static"
+BUILD_DEB = os.path.join(ROOT, "packaging", "build_deb.py")
+# What the amd64 package is made of: a file newer than dist/'s package means building it again.
+PACKAGED = ("contentnode", "contrib", "packaging/build_deb.py", "packaging/deb", "setup.cfg", "README.md", "docs/API.md", "LICENSE")
+DEBS = "/srv/debs"   # inside; readable by apt's own user (_apt), unlike /root
+DATA = "/var/lib/private/contentnode"
+APT = {"DEBIAN_FRONTEND": "noninteractive"}
 INSIDE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BOOT_TIMEOUT = 60
 STEP_TIMEOUT = 300
@@ -77,15 +96,57 @@ def build_root(path: str) -> None:
                    check=True, timeout=900)
 
 
+def build_arm64_root(path: str) -> None:
+    subprocess.run(["mmdebstrap", "--quiet", "--variant=extract", "--architectures=arm64",
+                    f"--include={ARM64_PACKAGES}", SUITE, path], check=True, timeout=900)
+
+
+PROBE_WHEELS = ("cryptography", "Pillow", "pytest")
+
+
 def build_wheelhouse(path: str) -> None:
-    """What `make install` (this version and UPGRADE_FROM) and the probe need, as wheels."""
+    """The probe's venv (certificates, images, the S3 peer's imports), as wheels."""
     os.makedirs(path)
-    pip = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "wheel", "--wheel-dir", path, ".[images,zstd,brotli]", "setuptools>=61", "wheel", "pytest"],
-                   check=True, cwd=ROOT, timeout=900)
-    for name in os.listdir(path):
-        if name.startswith("contentnode-"):
-            os.unlink(os.path.join(path, name))   # installed from its source, as a user would
+    subprocess.run([sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check", "wheel",
+                    "--wheel-dir", path, *PROBE_WHEELS], check=True, cwd=ROOT, timeout=900)
+
+
+def newest_source() -> float:
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", *PACKAGED],
+                           cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
+    return max(os.path.getmtime(os.path.join(ROOT, os.fsdecode(name))) for name in filter(None, names)
+               if os.path.isfile(os.path.join(ROOT, os.fsdecode(name))))
+
+
+def this_package(arch: str) -> str:
+    """dist/'s package of this checkout (`make deb`, as CI runs it before this check), built
+    again when missing or older than a file it is made of."""
+    sys.path.insert(0, os.path.dirname(BUILD_DEB))
+    import build_deb
+    path = os.path.join(ROOT, "dist", f"contentnode_{build_deb.version_of(ROOT)}_{arch}.deb")
+    if not os.path.exists(path) or os.path.getmtime(path) < newest_source():
+        log(f"{path}: missing or older than its sources, building it")
+        subprocess.run([sys.executable, BUILD_DEB, "--arch", arch], check=True, timeout=1800)
+    return path
+
+
+def build_previous_package(path: str) -> None:
+    """UPGRADE_FROM's tree packaged with this checkout's recipe (it had none of its own)."""
+    checkout_copy(os.path.join(path, "source"), UPGRADE_FROM)
+    subprocess.run([sys.executable, BUILD_DEB, "--source", os.path.join(path, "source"), "--out", path,
+                    "--arch", "amd64"], check=True, timeout=1800)
+    shutil.rmtree(os.path.join(path, "source"))
+
+
+def packaging_key() -> str:
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(os.path.join(ROOT, "packaging"))):
+        path = os.path.join(ROOT, "packaging", name)
+        for file in sorted(os.path.join(path, n) for n in os.listdir(path)) if os.path.isdir(path) else [path]:
+            if os.path.isfile(file):
+                with open(file, "rb") as f:
+                    digest.update(f.read())
+    return f"{UPGRADE_FROM} {digest.hexdigest()}"
 
 
 def checkout_copy(dest: str, commit: str | None) -> None:
@@ -209,11 +270,18 @@ class Probe:
         self.proc.wait(timeout=30)
 
 
-def install(box: Container, source: str) -> str:
-    """`make install` from `source` inside, from the system's python3; the version it reports."""
-    box.sh(f"cd {source} && make install", env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse",
-                                                "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+def install(box: Container, package: str, timings: dict) -> str:
+    """`apt install ./<package>` inside (no network: nothing to fetch); the version it reports.
+    An upgrade keeps the operator's changed config file (dpkg would ask; the check answers "keep")."""
+    started = time.monotonic()
+    box.sh(f"cd {DEBS} && apt-get install -y -q -o Dpkg::Options::=--force-confold ./{package}", env=APT)
+    timings.setdefault("apt_install", []).append(round(time.monotonic() - started, 1))
     return box.run("contentnode", "--version").stdout.strip()
+
+
+def data_sums(box: Container) -> str:
+    """sha256 of every file of the data (the service stopped: nothing writes meanwhile)."""
+    return box.sh(f"cd {DATA} && find . -type f -print0 | sort -z | xargs -0 sha256sum").stdout
 
 
 def unit_state(box: Container) -> dict:
@@ -269,10 +337,10 @@ public_workers = 2
 """
 
 
-def two_cpus(box: Container, timings: dict) -> None:
+def two_cpus(box: Container, packages: dict, timings: dict) -> None:
     prepare(box)
     started = time.monotonic()
-    old = install(box, "/root/src-old")
+    old = install(box, packages["old"], timings)
     # The old unit kills the old daemon's public workers with SIGSYS (31) when they pin
     # their CPU (the bug this check was written for): that version runs with affinity off.
     set_config(box, CONFIG_TWO_CPUS + 'public_cpu_affinity = "off"\n')
@@ -281,9 +349,13 @@ def two_cpus(box: Container, timings: dict) -> None:
     try:
         probe("origin")
         made = probe("make_data")
-        new = install(box, "/root/src-new")
+        box.run("systemctl", "stop", "contentnode")
+        before = data_sums(box)
+        new = install(box, packages["new"], timings)
         assert new != old, f"contentnode --version did not change on upgrade: {old!r}"
-        log(f"upgrade: {old} -> {new}")
+        assert data_sums(box) == before, "installing the new package changed the data"
+        assert unit_state(box)["ActiveState"] == "inactive", "the upgrade started a stopped service"
+        log(f"upgrade: {old} -> {new} by the package, {len(before.splitlines())} data files unchanged")
         set_config(box, CONFIG_TWO_CPUS)
         start(box)
         probe("data_intact", **made)
@@ -352,8 +424,26 @@ def two_cpus(box: Container, timings: dict) -> None:
         start(box)
         probe("data_intact", **made)
         timings["unit"] = time.monotonic() - started
+        remove_and_purge(box)
     finally:
         probe.close()
+
+
+def remove_and_purge(box: Container) -> None:
+    """`apt remove`: the service stopped, the program gone, config and data byte for byte;
+    `apt purge`: the config folder gone too, the data still byte for byte."""
+    config = box.run("sha256sum", "/etc/contentnode/contentnode.toml").stdout
+    box.run("apt-get", "remove", "-y", "-q", "contentnode", env=APT)
+    assert unit_state(box)["ActiveState"] == "inactive", unit_state(box)
+    data = data_sums(box)
+    assert box.run("test", "-e", "/usr/bin/contentnode", check=False).returncode == 1
+    assert box.run("test", "-e", "/opt/contentnode", check=False).returncode == 1
+    assert box.run("sha256sum", "/etc/contentnode/contentnode.toml").stdout == config
+    box.run("apt-get", "purge", "-y", "-q", "contentnode", env=APT)
+    assert box.run("test", "-e", "/etc/contentnode", check=False).returncode == 1
+    assert data_sums(box) == data and "state.json" in data, "purge touched the data"
+    log(f"apt remove: program gone, config and {len(data.splitlines())} data files kept; "
+        "apt purge: /etc/contentnode gone, data kept")
 
 
 def drop_in(box: Container, text: str | None) -> None:
@@ -478,10 +568,10 @@ with open({path!r}, "w") as f: json.dump(state, f)
     log("state from a newer version: exit 2, file unchanged")
 
 
-def one_cpu(box: Container, timings: dict) -> None:
+def one_cpu(box: Container, packages: dict, timings: dict) -> None:
     prepare(box)
     started = time.monotonic()
-    install(box, "/root/src-new")
+    install(box, packages["new"], timings)
     start(box)
     probe = Probe(box)
     try:
@@ -500,16 +590,19 @@ def one_cpu(box: Container, timings: dict) -> None:
 
 
 @contextlib.contextmanager
-def booted(root: str, wheels: str, cpus: str | None):
+def booted(root: str, wheels: str, packages: dict, cpus: str | None):
+    """The root booted with the packages in DEBS and the probe's sources (this checkout's tests/)."""
     with tempfile.TemporaryDirectory(prefix="boot-check-") as work:
         checkout_copy(os.path.join(work, "src-new"), None)
-        checkout_copy(os.path.join(work, "src-old"), UPGRADE_FROM)
+        debs = os.path.join(work, "debs")
+        os.makedirs(debs)
+        os.chmod(work, 0o755)   # apt's own user (_apt) reads the packages through the bind
+        for path in packages.values():
+            shutil.copy(path, debs)
         binds = {wheels: "/wheelhouse", weed_path(): "/usr/local/bin/weed", PEBBLE: PEBBLE, CHALLTESTSRV: CHALLTESTSRV,
-                 os.path.join(work, "src-new"): "/root/src-new-ro", os.path.join(work, "src-old"): "/root/src-old-ro"}
+                 os.path.join(work, "src-new"): "/root/src-new", debs: DEBS}
         box = Container(root, work, binds, cpus)
         try:
-            # make install writes build files into its source: a writable copy inside
-            box.sh("cp -a /root/src-new-ro /root/src-new && cp -a /root/src-old-ro /root/src-old")
             yield box
         except BaseException:
             print(f"--- journal inside:\n{journal(box)[-4000:]}", file=sys.stderr)
@@ -534,16 +627,52 @@ def main() -> int:
         return 1
     started = time.monotonic()
     root = built_once("root", f"{SUITE} {PACKAGES}", build_root)
-    with open(os.path.join(ROOT, "setup.cfg"), "rb") as f:
-        wheels = built_once("wheels", f"{UPGRADE_FROM} {hashlib.sha256(f.read()).hexdigest()}", build_wheelhouse)
-    timings = {"prepare": time.monotonic() - started}
-    with booted(root, wheels, None) as box:
-        two_cpus(box, timings)
-    with booted(root, wheels, "0") as box:
-        one_cpu(box, timings)
+    wheels = built_once("wheels", " ".join(PROBE_WHEELS), build_wheelhouse)
+    previous = built_once("previous-package", packaging_key(), build_previous_package)
+    packages = {"new": this_package("amd64"), "old": os.path.join(previous, os.listdir(previous)[0])}
+    timings: dict = {"prepare": time.monotonic() - started}
+    arm64(this_package("arm64"), timings)
+    with booted(root, wheels, packages, None) as box:
+        two_cpus(box, {k: os.path.basename(v) for k, v in packages.items()}, timings)
+    with booted(root, wheels, packages, "0") as box:
+        one_cpu(box, {k: os.path.basename(v) for k, v in packages.items()}, timings)
     timings["total"] = time.monotonic() - started
+    sizes = ", ".join(f"{os.path.basename(p)} {os.path.getsize(p) / 1e6:.1f} MB"
+                      for p in (packages["new"], this_package("arm64")))
+    log(f"packages: {sizes}; apt install inside: {timings.pop('apt_install')} s")
     log("passed: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
     return 0
+
+
+def arm64(package: str, timings: dict) -> None:
+    """The arm64 package: every compiled file aarch64; under qemu-aarch64-static, in an arm64
+    Debian root with the package's files extracted into a copy, `contentnode --version` and an
+    import of every compiled dependency. binfmt_misc is not needed: qemu runs the venv's
+    python3 (Debian's arm64 /usr/bin/python3.11) itself, inside a chroot."""
+    started = time.monotonic()
+    version = os.path.basename(package).split("_")[1]
+    problems = check_deb.problems(package, "arm64", version)
+    assert not problems, "\n".join(problems)
+    if not os.access(QEMU, os.X_OK):
+        raise AssertionError(f"{QEMU} is missing: apt-get install -y qemu-user-static")
+    root = built_once("root-arm64", f"{SUITE} {ARM64_PACKAGES}", build_arm64_root)
+    with tempfile.TemporaryDirectory(prefix="boot-check-arm64-") as work:
+        tree = os.path.join(work, "root")
+        subprocess.run(["cp", "-a", root, tree], check=True)
+        subprocess.run(["dpkg-deb", "-x", package, tree], check=True)
+        compiled = check_deb.compiled_files(os.path.join(tree, "opt"))
+        shutil.copy(QEMU, os.path.join(tree, "qemu-aarch64-static"))
+        python = ["chroot", tree, "/qemu-aarch64-static", "/opt/contentnode/bin/python3", "-I"]
+        said = subprocess.run([*python, "/usr/bin/contentnode", "--version"], capture_output=True, text=True,
+                              timeout=300, env={"PATH": INSIDE_PATH, "LANG": "C.UTF-8"})
+        assert said.returncode == 0 and said.stdout.strip() == f"contentnode {version}", said
+        imported = subprocess.run([*python, "-c", "import platform, argon2, _cffi_backend, brotli, backports.zstd, "
+                                   "PIL.Image, cryptography.hazmat.bindings._rust; print(platform.machine())"],
+                                  capture_output=True, text=True, timeout=300, env={"PATH": INSIDE_PATH})
+        assert imported.returncode == 0 and imported.stdout.strip() == "aarch64", imported
+    timings["arm64"] = time.monotonic() - started
+    log(f"arm64 package: {len(compiled)} compiled files, all aarch64; under qemu: {said.stdout.strip()}, "
+        "every compiled dependency imports")
 
 
 if __name__ == "__main__":
