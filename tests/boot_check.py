@@ -139,13 +139,13 @@ def build_previous_package(path: str) -> None:
 
 
 def packaging_key() -> str:
+    """UPGRADE_FROM and the recipe (build_deb.py, the maintainer scripts): what its package is made of."""
     digest = hashlib.sha256()
-    for name in sorted(os.listdir(os.path.join(ROOT, "packaging"))):
-        path = os.path.join(ROOT, "packaging", name)
-        for file in sorted(os.path.join(path, n) for n in os.listdir(path)) if os.path.isdir(path) else [path]:
-            if os.path.isfile(file):
-                with open(file, "rb") as f:
-                    digest.update(f.read())
+    recipe = [BUILD_DEB] + sorted(os.path.join(ROOT, "packaging", "deb", n)
+                                  for n in os.listdir(os.path.join(ROOT, "packaging", "deb")))
+    for path in recipe:
+        with open(path, "rb") as f:
+            digest.update(f.read())
     return f"{UPGRADE_FROM} {digest.hexdigest()}"
 
 
