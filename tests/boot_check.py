@@ -17,7 +17,8 @@ Two boots:
   default root and in /srv, restart, kill -9, a configuration error, a state file from a
   newer version, a denied call (EPERM); at the end `apt remove` (program gone, config and
   data kept byte for byte) and `apt purge` (config gone, data kept);
-- one CPU (`--cpu-affinity=0`): install, start, serve, journal.
+- one CPU (`--cpu-affinity=0`): the previous package running, this one installed over
+  it (the service restarted on it by postinst), start, serve, journal.
 The arm64 package cannot boot here: every compiled file in it must be aarch64
 (packaging/check_deb.py), and `contentnode --version` and the compiled modules' imports
 run under qemu-aarch64-static in an arm64 Debian root (its files extracted, nothing run
@@ -571,7 +572,7 @@ with open({path!r}, "w") as f: json.dump(state, f)
 def one_cpu(box: Container, packages: dict, timings: dict) -> None:
     prepare(box)
     started = time.monotonic()
-    install(box, packages["new"], timings)
+    upgrade_running(box, packages, timings)
     start(box)
     probe = Probe(box)
     try:
@@ -587,6 +588,23 @@ def one_cpu(box: Container, packages: dict, timings: dict) -> None:
     assert cpus == "0", f"the daemon may run on CPUs {cpus}, not on CPU 0 alone"
     log(f"one CPU: the daemon runs on CPU {cpus}")
     timings["one_cpu"] = time.monotonic() - started
+
+
+def upgrade_running(box: Container, packages: dict, timings: dict) -> None:
+    """The new package over the old one while the service runs: postinst restarts it on the
+    new program (a new main process whose start-up line names the new version)."""
+    install(box, packages["old"], timings)
+    shipped = box.run("cat", "/etc/contentnode/contentnode.toml").stdout
+    set_config(box, shipped + 'public_cpu_affinity = "off"\n')   # the old unit's filter kills pinning workers
+    before = start(box)
+    since = box.run("date", "+%s").stdout.strip()
+    new = install(box, packages["new"], timings)
+    after = wait_for(box, "restart by the upgrade", lambda s: s.get("SubState") == "running"
+                     and s.get("MainPID") not in ("0", before["MainPID"]))
+    text = journal_shows(box, lambda text: f"{new}, data dir" in text, since)
+    assert f"{new}, data dir" in text, f"no start-up line of {new} after the upgrade:\n{text[-3000:]}"
+    set_config(box, shipped)   # the example configuration as the package ships it, from here on
+    log(f"upgrade of a running service: restarted on {new} (main PID {before['MainPID']} -> {after['MainPID']})")
 
 
 @contextlib.contextmanager
