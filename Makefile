@@ -12,7 +12,7 @@ BINDIR ?= /usr/local/bin
 UNITDIR ?= /etc/systemd/system
 CONFDIR ?= /etc/contentnode
 
-.PHONY: run test peers bench install uninstall dist-check boot-check clean openapi
+.PHONY: run test peers bench install uninstall dist-check deb boot-check clean openapi
 
 # Debian 12's pip (23) installs the editable package as it is: no pip upgrade. The tests'
 # venv is one install of the package with both extras (it holds everything `run` needs):
@@ -91,6 +91,11 @@ uninstall:
 # sdist + wheel, the wheel installed into a clean venv, `contentnode --version`, serve to /healthz.
 dist-check: $(VENV)/.test-installed
 	$(PY) tests/dist_check.py
+
+# dist/contentnode_<version>_amd64.deb and _arm64.deb: the program, every dependency and extra
+# for that architecture (wheels fetched now), the unit, config, docs; installs with no network.
+deb: | $(PY)
+	$(PY) packaging/build_deb.py
 
 # The installed unit under a real systemd (PID 1 in a container), on two CPUs and on one,
 # with an upgrade from the previous version: tests/boot_check.py. Root only.

@@ -3,26 +3,35 @@
 A small Debian 12 root (mmdebstrap: systemd, dbus, python3) is booted with
 systemd-nspawn (its own PID, mount and network namespaces; only loopback inside, so
 its ports 80 and 9090 clash with nothing on the host), and commands run inside through
-nsenter. Inside: `make install` from a copy of this checkout, `systemctl start
-contentnode`, and tests/boot_probe.py drives the node over HTTP from inside the
-container. Run as root (README, "Installing for real"; docs/DEVELOPING.md).
+nsenter. Inside: `apt install ./contentnode_<version>_amd64.deb` (the package `make deb`
+built, packaging/build_deb.py), `systemctl start contentnode`, and tests/boot_probe.py
+drives the node over HTTP from inside the container. Run as root (README, "Installing
+for real"; docs/DEVELOPING.md).
 
 Two boots:
-- two CPUs: `make install` of the previous version (UPGRADE_FROM), data made through the
-  API, `make install` of this checkout over it, everything still there; then every path
-  that touches the OS under the unit's sandbox and filter, an access log file in the
-  unit's LogsDirectory moved and reopened on SIGHUP, folder buckets in the default
-  root and in /srv, restart, kill -9, a
-  configuration error, a state file from a newer version, a denied call (EPERM);
-- one CPU (`--cpu-affinity=0`): install, start, serve, journal.
+- two CPUs: the package of the previous version (UPGRADE_FROM, built with this
+  checkout's recipe), data made through the API, the service stopped, this version's
+  package installed over it (every byte of the data unchanged), everything still there;
+  then every path that touches the OS under the unit's sandbox and filter, an access log
+  file in the unit's LogsDirectory moved and reopened on SIGHUP, folder buckets in the
+  default root and in /srv, restart, kill -9, a configuration error, a state file from a
+  newer version, a denied call (EPERM); at the end `apt remove` (program gone, config and
+  data kept byte for byte) and `apt purge` (config gone, data kept);
+- one CPU (`--cpu-affinity=0`): the previous package running, this one installed over
+  it (the service restarted on it by postinst), start, serve, journal.
+The arm64 package cannot boot here: every compiled file in it must be aarch64
+(packaging/check_deb.py), and `contentnode --version` and the compiled modules' imports
+run under qemu-aarch64-static in an arm64 Debian root (its files extracted, nothing run
+natively).
 
-No network inside: pip installs from a wheelhouse the host fills with its own pip
-(so the host's index and CA configuration apply), cached with the root under
-$XDG_CACHE_HOME/contentnode-boot (a second run skips both builds; CI starts empty).
+tests/boot_packages.py finds or builds the packages and checks the arm64 one.
+No network inside: apt installs the package files alone (Depends: python3 only), the
+probe's venv comes from a wheelhouse the host fills with its own pip. The roots, the
+wheelhouse and the previous version's package are cached under
+$XDG_CACHE_HOME/contentnode-boot (a second run skips those builds; CI starts empty).
 """
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -34,42 +43,16 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from tests.boot_packages import (  # noqa: E402
+    INSIDE_PATH, SUITE, arm64, build_previous_package, built_once, checkout_copy, log, packaging_key, this_package)
 from tests.peers.check import CHALLTESTSRV, DEBIAN_BOOT, DEBIAN_PEERS, PEBBLE, missing_debian, weed_path  # noqa: E402
 
-# The last commit of main before the unit was booted for real: state it wrote must load.
-UPGRADE_FROM = "ae929b2"
-SUITE = "bookworm"
-PACKAGES = "systemd,systemd-sysv,dbus,python3,python3-venv,ca-certificates,make,procps"
-INSIDE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PACKAGES = "systemd,systemd-sysv,dbus,python3,python3-venv,ca-certificates,procps"
+DEBS = "/srv/debs"   # inside; readable by apt's own user (_apt), unlike /root
+DATA = "/var/lib/private/contentnode"
+APT = {"DEBIAN_FRONTEND": "noninteractive"}
 BOOT_TIMEOUT = 60
 STEP_TIMEOUT = 300
-
-
-def log(message: str) -> None:
-    print(f"boot-check: {message}", flush=True)
-
-
-def cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "contentnode-boot")
-
-
-def built_once(name: str, key: str, build) -> str:
-    """`build(tmp_dir)` once per key; the result is renamed into place only when complete."""
-    final = os.path.join(cache_dir(), f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
-    if os.path.isdir(final):
-        log(f"{name}: cached at {final}")
-        return final
-    os.makedirs(cache_dir(), exist_ok=True)
-    for stale in os.listdir(cache_dir()):   # an earlier key's build, or one cut short
-        if stale.startswith(f"{name}-"):
-            shutil.rmtree(os.path.join(cache_dir(), stale), ignore_errors=True)
-    work = final + ".partial"
-    started = time.monotonic()
-    build(work)
-    os.rename(work, final)
-    log(f"{name}: built in {time.monotonic() - started:.0f} s")
-    return final
 
 
 def build_root(path: str) -> None:
@@ -77,32 +60,14 @@ def build_root(path: str) -> None:
                    check=True, timeout=900)
 
 
+PROBE_WHEELS = ("cryptography", "Pillow", "pytest")
+
+
 def build_wheelhouse(path: str) -> None:
-    """What `make install` (this version and UPGRADE_FROM) and the probe need, as wheels."""
+    """The probe's venv (certificates, images, the S3 peer's imports), as wheels."""
     os.makedirs(path)
-    pip = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "wheel", "--wheel-dir", path, ".[images,zstd,brotli]", "setuptools>=61", "wheel", "pytest"],
-                   check=True, cwd=ROOT, timeout=900)
-    for name in os.listdir(path):
-        if name.startswith("contentnode-"):
-            os.unlink(os.path.join(path, name))   # installed from its source, as a user would
-
-
-def checkout_copy(dest: str, commit: str | None) -> None:
-    """The working tree (tracked and untracked, not ignored) or one commit, as plain files."""
-    os.makedirs(dest)
-    if commit:
-        archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
-        return
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
-    for name in filter(None, names):
-        source = os.path.join(ROOT, os.fsdecode(name))
-        if os.path.isfile(source):
-            target = os.path.join(dest, os.fsdecode(name))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            shutil.copy2(source, target)
+    subprocess.run([sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check", "wheel",
+                    "--wheel-dir", path, *PROBE_WHEELS], check=True, cwd=ROOT, timeout=900)
 
 
 class Container:
@@ -209,11 +174,18 @@ class Probe:
         self.proc.wait(timeout=30)
 
 
-def install(box: Container, source: str) -> str:
-    """`make install` from `source` inside, from the system's python3; the version it reports."""
-    box.sh(f"cd {source} && make install", env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse",
-                                                "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+def install(box: Container, package: str, timings: dict) -> str:
+    """`apt install ./<package>` inside (no network: nothing to fetch); the version it reports.
+    An upgrade keeps the operator's changed config file (dpkg would ask; the check answers "keep")."""
+    started = time.monotonic()
+    box.sh(f"cd {DEBS} && apt-get install -y -q -o Dpkg::Options::=--force-confold ./{package}", env=APT)
+    timings.setdefault("apt_install", []).append(round(time.monotonic() - started, 1))
     return box.run("contentnode", "--version").stdout.strip()
+
+
+def data_sums(box: Container) -> str:
+    """sha256 of every file of the data (the service stopped: nothing writes meanwhile)."""
+    return box.sh(f"cd {DATA} && find . -type f -print0 | sort -z | xargs -0 sha256sum").stdout
 
 
 def unit_state(box: Container) -> dict:
@@ -269,10 +241,10 @@ public_workers = 2
 """
 
 
-def two_cpus(box: Container, timings: dict) -> None:
+def two_cpus(box: Container, packages: dict, timings: dict) -> None:
     prepare(box)
     started = time.monotonic()
-    old = install(box, "/root/src-old")
+    old = install(box, packages["old"], timings)
     # The old unit kills the old daemon's public workers with SIGSYS (31) when they pin
     # their CPU (the bug this check was written for): that version runs with affinity off.
     set_config(box, CONFIG_TWO_CPUS + 'public_cpu_affinity = "off"\n')
@@ -281,9 +253,13 @@ def two_cpus(box: Container, timings: dict) -> None:
     try:
         probe("origin")
         made = probe("make_data")
-        new = install(box, "/root/src-new")
+        box.run("systemctl", "stop", "contentnode")
+        before = data_sums(box)
+        new = install(box, packages["new"], timings)
         assert new != old, f"contentnode --version did not change on upgrade: {old!r}"
-        log(f"upgrade: {old} -> {new}")
+        assert data_sums(box) == before, "installing the new package changed the data"
+        assert unit_state(box)["ActiveState"] == "inactive", "the upgrade started a stopped service"
+        log(f"upgrade: {old} -> {new} by the package, {len(before.splitlines())} data files unchanged")
         set_config(box, CONFIG_TWO_CPUS)
         start(box)
         probe("data_intact", **made)
@@ -352,8 +328,26 @@ def two_cpus(box: Container, timings: dict) -> None:
         start(box)
         probe("data_intact", **made)
         timings["unit"] = time.monotonic() - started
+        remove_and_purge(box)
     finally:
         probe.close()
+
+
+def remove_and_purge(box: Container) -> None:
+    """`apt remove`: the service stopped, the program gone, config and data byte for byte;
+    `apt purge`: the config folder gone too, the data still byte for byte."""
+    config = box.run("sha256sum", "/etc/contentnode/contentnode.toml").stdout
+    box.run("apt-get", "remove", "-y", "-q", "contentnode", env=APT)
+    assert unit_state(box)["ActiveState"] == "inactive", unit_state(box)
+    data = data_sums(box)
+    assert box.run("test", "-e", "/usr/bin/contentnode", check=False).returncode == 1
+    assert box.run("test", "-e", "/opt/contentnode", check=False).returncode == 1
+    assert box.run("sha256sum", "/etc/contentnode/contentnode.toml").stdout == config
+    box.run("apt-get", "purge", "-y", "-q", "contentnode", env=APT)
+    assert box.run("test", "-e", "/etc/contentnode", check=False).returncode == 1
+    assert data_sums(box) == data and "state.json" in data, "purge touched the data"
+    log(f"apt remove: program gone, config and {len(data.splitlines())} data files kept; "
+        "apt purge: /etc/contentnode gone, data kept")
 
 
 def drop_in(box: Container, text: str | None) -> None:
@@ -478,10 +472,10 @@ with open({path!r}, "w") as f: json.dump(state, f)
     log("state from a newer version: exit 2, file unchanged")
 
 
-def one_cpu(box: Container, timings: dict) -> None:
+def one_cpu(box: Container, packages: dict, timings: dict) -> None:
     prepare(box)
     started = time.monotonic()
-    install(box, "/root/src-new")
+    upgrade_running(box, packages, timings)
     start(box)
     probe = Probe(box)
     try:
@@ -499,17 +493,37 @@ def one_cpu(box: Container, timings: dict) -> None:
     timings["one_cpu"] = time.monotonic() - started
 
 
+def upgrade_running(box: Container, packages: dict, timings: dict) -> None:
+    """The new package over the old one while the service runs: postinst restarts it on the
+    new program (a new main process whose start-up line names the new version)."""
+    install(box, packages["old"], timings)
+    shipped = box.run("cat", "/etc/contentnode/contentnode.toml").stdout
+    set_config(box, shipped + 'public_cpu_affinity = "off"\n')   # the old unit's filter kills pinning workers
+    before = start(box)
+    since = box.run("date", "+%s").stdout.strip()
+    new = install(box, packages["new"], timings)
+    after = wait_for(box, "restart by the upgrade", lambda s: s.get("SubState") == "running"
+                     and s.get("MainPID") not in ("0", before["MainPID"]))
+    text = journal_shows(box, lambda text: f"{new}, data dir" in text, since)
+    assert f"{new}, data dir" in text, f"no start-up line of {new} after the upgrade:\n{text[-3000:]}"
+    set_config(box, shipped)   # the example configuration as the package ships it, from here on
+    log(f"upgrade of a running service: restarted on {new} (main PID {before['MainPID']} -> {after['MainPID']})")
+
+
 @contextlib.contextmanager
-def booted(root: str, wheels: str, cpus: str | None):
+def booted(root: str, wheels: str, packages: dict, cpus: str | None):
+    """The root booted with the packages in DEBS and the probe's sources (this checkout's tests/)."""
     with tempfile.TemporaryDirectory(prefix="boot-check-") as work:
         checkout_copy(os.path.join(work, "src-new"), None)
-        checkout_copy(os.path.join(work, "src-old"), UPGRADE_FROM)
+        debs = os.path.join(work, "debs")
+        os.makedirs(debs)
+        os.chmod(work, 0o755)   # apt's own user (_apt) reads the packages through the bind
+        for path in packages.values():
+            shutil.copy(path, debs)
         binds = {wheels: "/wheelhouse", weed_path(): "/usr/local/bin/weed", PEBBLE: PEBBLE, CHALLTESTSRV: CHALLTESTSRV,
-                 os.path.join(work, "src-new"): "/root/src-new-ro", os.path.join(work, "src-old"): "/root/src-old-ro"}
+                 os.path.join(work, "src-new"): "/root/src-new", debs: DEBS}
         box = Container(root, work, binds, cpus)
         try:
-            # make install writes build files into its source: a writable copy inside
-            box.sh("cp -a /root/src-new-ro /root/src-new && cp -a /root/src-old-ro /root/src-old")
             yield box
         except BaseException:
             print(f"--- journal inside:\n{journal(box)[-4000:]}", file=sys.stderr)
@@ -534,14 +548,20 @@ def main() -> int:
         return 1
     started = time.monotonic()
     root = built_once("root", f"{SUITE} {PACKAGES}", build_root)
-    with open(os.path.join(ROOT, "setup.cfg"), "rb") as f:
-        wheels = built_once("wheels", f"{UPGRADE_FROM} {hashlib.sha256(f.read()).hexdigest()}", build_wheelhouse)
-    timings = {"prepare": time.monotonic() - started}
-    with booted(root, wheels, None) as box:
-        two_cpus(box, timings)
-    with booted(root, wheels, "0") as box:
-        one_cpu(box, timings)
+    wheels = built_once("wheels", " ".join(PROBE_WHEELS), build_wheelhouse)
+    previous = built_once("previous-package", packaging_key(), build_previous_package)
+    packages = {"new": this_package("amd64"), "old": os.path.join(previous, os.listdir(previous)[0])}
+    arm64_package = this_package("arm64")
+    timings: dict = {"prepare": time.monotonic() - started}
+    arm64(arm64_package, timings)
+    with booted(root, wheels, packages, None) as box:
+        two_cpus(box, {k: os.path.basename(v) for k, v in packages.items()}, timings)
+    with booted(root, wheels, packages, "0") as box:
+        one_cpu(box, {k: os.path.basename(v) for k, v in packages.items()}, timings)
     timings["total"] = time.monotonic() - started
+    sizes = ", ".join(f"{os.path.basename(p)} {os.path.getsize(p) / 1e6:.1f} MB"
+                      for p in (packages["new"], arm64_package))
+    log(f"packages: {sizes}; apt install inside: {timings.pop('apt_install')} s")
     log("passed: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
     return 0
 

@@ -33,10 +33,11 @@ def source_files(folder: str) -> set:
 
 
 def sdist_problems(sdist: str) -> list:
-    """What the sdist lacks: the license, contrib/, docs/, and the whole test suite with its helpers."""
+    """What the sdist lacks: the license, contrib/, docs/, packaging/ (`make deb`), and the whole
+    test suite with its helpers."""
     with tarfile.open(sdist) as tar:
         members = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
-    wanted = set(ALWAYS) | source_files("tests") | source_files("contrib") | source_files("docs")
+    wanted = set(ALWAYS) | source_files("tests") | source_files("contrib") | source_files("docs") | source_files("packaging")
     return sorted(f"missing from the sdist: {name}" for name in wanted - members)
 
 

@@ -9,9 +9,9 @@ from tests.node import ROOT
 
 DOCS = ["README.md", "docs/API.md", "docs/ARCHITECTURE.md", "docs/DEVELOPING.md", "bench/README.md",
         "contrib/contentnode.service", "contrib/contentnode.toml"]
-TOP = ("contentnode", "contrib", "docs", "tests", "bench", ".ci")
+TOP = ("contentnode", "contrib", "docs", "tests", "bench", ".ci", "packaging")
 OUTSIDE_DOCUMENTS = re.compile(r"\b(DESIGN|SPEC)\b")  # the project's notes outside the repository
-CODE = ("contentnode", "tests", "bench", "contrib", ".ci")
+CODE = ("contentnode", "tests", "bench", "contrib", ".ci", "packaging")
 CODE_FILES = re.compile(r"(\.(py|js|css|html|toml|cfg|service|md|sh)|/Makefile|/run)$")
 # `docs/API.md, "Conventions"`, `docs/ARCHITECTURE.md ("Health and drain")`: a file and one of its sections
 CITATION = re.compile(r'(docs/[\w-]+\.md),? \(?"([^"\n]{2,80})"')

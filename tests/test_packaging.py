@@ -52,3 +52,41 @@ def test_make_install_refuses_an_interpreter_in_a_home_folder(tmp_path):
     assert (f"make install: {link} ({interpreter}) is not a system interpreter the unit can run "
             "(ProtectHome=yes hides home folders)") in result.stderr, result.stderr
     assert not ran.exists() and not any(path.exists() for path in target.values())
+
+
+def test_check_deb_refuses_a_compiled_file_of_another_architecture(tmp_path):
+    """packaging/check_deb.py reads every ELF header in a package: an x86_64 extension module in
+    an arm64 package (a wheel of the wrong platform) is named, and so is a missing dependency."""
+    sys.path.insert(0, os.path.join(ROOT, "packaging"))
+    import check_deb
+
+    stage = tmp_path / "stage"
+    site = stage / check_deb.SITE
+    module = site / "cryptography" / "hazmat" / "bindings" / "_rust.abi3.so"
+    module.parent.mkdir(parents=True)
+    shutil.copy(os.path.realpath(sys.executable), module)   # this machine's own ELF: x86_64 or aarch64
+    (stage / "DEBIAN").mkdir()
+    (stage / "DEBIAN" / "control").write_text(
+        "Package: contentnode\nVersion: 0.2.0\nArchitecture: arm64\nMaintainer: t <t@localhost>\n"
+        f"Depends: {check_deb.DEPENDS}, libc6 (>= 2.34)\nDescription: test\n")
+    for script in ("postinst", "prerm", "postrm"):
+        (stage / "DEBIAN" / script).write_text("#!/bin/sh\nset -e\nexit 0\n")
+        (stage / "DEBIAN" / script).chmod(0o755)
+    (stage / "usr" / "bin").mkdir(parents=True)
+    (stage / "usr" / "bin" / "contentnode").symlink_to("/opt/contentnode/bin/contentnode")
+    unit = stage / "lib" / "systemd" / "system" / "contentnode.service"
+    unit.parent.mkdir(parents=True)
+    unit.write_text("[Service]\nExecStart=/usr/bin/contentnode serve\n")
+    package = tmp_path / "contentnode_0.2.0_arm64.deb"
+    built = subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(stage), str(package)],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    machine = check_deb.elf_machine(str(module))
+    assert machine in ("x86_64", "aarch64")
+    problems = check_deb.problems(str(package), "arm64", "0.2.0")
+    wrong = f"built for another architecture: /opt/contentnode/lib/python3.11/site-packages/cryptography/hazmat/bindings/_rust.abi3.so: {machine}"
+    assert (wrong in problems) == (machine != "aarch64"), problems
+    assert f"missing: /{check_deb.SITE}/PIL/__init__.py" in problems
+    assert "missing: /etc/contentnode/contentnode.toml" in problems
+    assert "conffiles must list /etc/contentnode/contentnode.toml alone" in problems
+    assert check_deb.problems(str(package), "amd64", "0.2.0")[0] == "Architecture: 'arm64', expected 'amd64'"

@@ -37,6 +37,7 @@ DEBIAN_BOOT = {
     "mmdebstrap": ("/usr/bin/mmdebstrap",),
     "systemd-container": ("/usr/bin/systemd-nspawn",),
     "util-linux": ("/usr/bin/nsenter",),
+    "qemu-user-static": ("/usr/bin/qemu-aarch64-static",),   # the arm64 package's --version
 }
 PYPI_MODULES = {"aiosmtpd": "aiosmtpd", "playwright": "playwright", "xdist": "pytest-xdist", "redbot": "redbot",
                 "brotli": "brotli"}
