@@ -131,11 +131,11 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
         payload = joincode.redeem(code, fleet.outbound(), now)
         bucket, made, pin = _payload(payload)
         client = fleet.client(bucket, made)
-        found = _bucket_call("the fleet's bundle cannot be read", lambda: client.get_bytes(
-            bucket["prefix"] + publisher.BUNDLE, max_bytes=bundle.MAX_BYTES))
+        found = _bucket_call("the fleet's bundle cannot be read", lambda: bundle.fetch(
+            client, bucket["prefix"] + publisher.BUNDLE, payload["fleet_id"]))
         if found is None:
             raise Refused("no_bundle", "the bucket holds no bundle for this fleet yet")
-        opened = bundle.open_bundle(bundle.parse(found.body), fleet_id=payload["fleet_id"], pin=pin,
+        opened = bundle.open_bundle(bundle.parse(found.body, payload["fleet_id"], pin), fleet_id=payload["fleet_id"], pin=pin,
                                     fleet_key=made.fleet_key, applied_seq=0, now=now, names=shared.PARTS,
                                     sealed=shared.SEALED)
         if opened is None:  # seq 0 is never published: a bundle always opens against it

@@ -63,10 +63,10 @@ def _look_again(fleet, host: str, before: str | None) -> dict | None:
     local = fleet.store.data["domains"].get(host) or {}
     if _fingerprint(fleet.store.data["domains"], host) != before:
         return local.get("certificate")
-    found = fleet.client().get_bytes(state["bucket"]["prefix"] + publisher.BUNDLE, max_bytes=bundle.MAX_BYTES)
+    found = bundle.fetch(fleet.client(), state["bucket"]["prefix"] + publisher.BUNDLE, state["fleet_id"])
     if found is None or found.body is None:
         return None
-    doc = bundle.parse(found.body)
+    doc = bundle.parse(found.body, state["fleet_id"], keys.Pin(**state["pin"]))
     if bundle.key_epoch(doc) > state["pin"]["epoch"]:
         raise Refused("not_primary", "the bucket holds a bundle at a higher key epoch: another node is the "
                                      "primary now, so this one orders nothing")

@@ -2,8 +2,10 @@
 poll and read by the primary, which turns them into lag, version skew and
 "not seen" (three polls without a status).
 
-A status is plain JSON (nothing secret in it), capped in size when read, and
-one unreadable or missing status never hides the others.
+A status is plain JSON (nothing secret in it), capped in size when read and
+checked member by member against the shape this version writes (a status
+of another shape is listed as unreadable, its content dropped), and one
+unreadable or missing status never hides the others.
 """
 
 import json
@@ -14,7 +16,7 @@ from contentnode.core.s3 import S3Client, S3Error
 from contentnode.fleet.wire import loads
 
 NODES = "nodes/"
-STATUS_MAX_BYTES = 64 << 10
+STATUS_MAX_BYTES = 32 << 10   # a real status is a few kilobytes (100 certificates: about 8)
 MAX_NODES = 1000          # statuses the primary reads at most (one LIST page)
 UNSEEN_POLLS = 3
 _NODE_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -31,12 +33,42 @@ def write(client: S3Client, prefix: str, status: dict) -> None:
                       "application/json")
 
 
+def _text(limit: int, pattern: str = r"[ -~]*"):
+    rule = re.compile(pattern)
+    return lambda v: v is None or (isinstance(v, str) and len(v) <= limit and rule.fullmatch(v) is not None)
+
+
+def _number(v) -> bool:
+    return v is None or (type(v) is int and 0 <= v < 1 << 62)
+
+
+def _mapping(limit: int, key, value):
+    return lambda v: v is None or (isinstance(v, dict) and len(v) <= limit
+                                   and all(key(k) and value(x) for k, x in v.items()))
+
+
+_PRINTABLE = r"[^\x00-\x1f\x7f]*"
+_STAMP = _text(40, r"[0-9TZ:.+-]*")
+# the shape of every member of a status as this version writes it: anything else is refused whole
+# (a status may hold no more than a few kilobytes the primary keeps and shows)
+_SHAPE = {
+    "node_id": _text(16), "name": _text(64, _PRINTABLE), "role": _text(16, r"[a-z]*"),
+    "version": _text(40), "seq": _number, "applied_at": _STAMP, "seen_at": _STAMP, "poll_seconds": _number,
+    "last_error": _mapping(3, _text(16, r"code|message|at"), lambda v: _text(2000, _PRINTABLE)(v)),
+    "health": _mapping(2, _text(16, r"ready|bundle_seen_at"), lambda v: v in (True, False) or _STAMP(v)),
+    "traffic": _mapping(32, _text(64), _number),
+    "certificates": _mapping(100, _text(253), _STAMP),
+}
+
+
 def _clean(raw: bytes, node_id: str) -> dict | None:
     try:
         doc = loads(raw)
     except ValueError:  # not JSON, NaN, nested too deeply: listed as unreadable
         return None
     if not isinstance(doc, dict) or doc.get("node_id") != node_id:
+        return None
+    if not all(check(doc.get(name)) for name, check in _SHAPE.items()):
         return None
     return {name: doc.get(name) for name in FIELDS}
 

@@ -1,0 +1,100 @@
+"""A bucket writer without the fleet's keys cannot exhaust a node (issue 32): forged node statuses
+and a 16 MiB junk bundle.json grow neither the primary's nor a replica's memory by more than
+20 MB, GET /api/fleet stays small, and no attacker-written text reaches an answer. Real daemons,
+SeaweedFS as the bucket; memory is the daemons' RSS, sampled while they read the junk."""
+
+import json
+import threading
+import time
+
+import pytest
+
+from tests.fleet_setup import Fleet, wait_for
+from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+
+GROWTH_BOUND_KIB = 20 * 1024
+FORGED_STATUSES = 200
+EVIL = "Log in at http://evil.example/fix"
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+class Peak:
+    """The highest RSS of some processes, sampled every 50 ms while the block runs."""
+
+    def __init__(self, nodes):
+        self.pids = [n.proc.pid for n in nodes]
+        self.before = {pid: rss_kib(pid) for pid in self.pids}
+        self.peak = dict(self.before)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self._stop.wait(0.05):
+            for pid in self.pids:
+                self.peak[pid] = max(self.peak[pid], rss_kib(pid))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def growth(self, node) -> int:
+        return self.peak[node.proc.pid] - self.before[node.proc.pid]
+
+
+@pytest.fixture
+def fleet(tmp_path_factory, seaweed):  # noqa: F811
+    instance = Fleet(tmp_path_factory, seaweed, replicas=1, host="caps.example.test")
+    yield instance
+    instance.close()
+
+
+def forged_status(node_id: str) -> bytes:
+    """About 60 KB of many small JSON values (what costs a parser the most memory) and a lure."""
+    doc = {"node_id": node_id, "name": EVIL, "role": "replica", "version": "0", "seq": 1,
+           "last_error": {"code": "x", "message": EVIL}, "seen_at": "2020-01-01T00:00:00Z",
+           "traffic": {f"k{i}": [i, {"a": 1}] for i in range(3500)}}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def junk_bundle() -> bytes:
+    """16 MiB of valid JSON that is two million small objects."""
+    item = b'{"a":1},'
+    body = b'{"junk":[' + item * ((16 << 20) // len(item) - 4)
+    return body.rstrip(b",") + b"]}"
+
+
+def test_forged_statuses_and_a_junk_bundle_hold_little_memory(fleet):
+    client = fleet.bucket_client()
+    replica = fleet.replica_admins[0]
+    time.sleep(4)   # a few polls and status rounds first: the baseline is a node at work
+    with Peak([fleet.primary, *fleet.replicas]) as peak:
+        for i in range(FORGED_STATUSES):
+            client.put_object(f"contentnode/nodes/{i:016x}.json", forged_status(f"{i:016x}"), "application/json")
+        junk = junk_bundle()
+        assert len(junk) <= 16 << 20
+        for _ in range(2):   # each rewrite is a new ETag: read again
+            client.put_object("contentnode/bundle.json", junk, "application/json")
+            wait_for(lambda: (replica.get("/api/fleet").json["last_error"] or {}).get("code") == "malformed",
+                     20, what="the replica refusing the junk bundle")
+            time.sleep(3)
+        before = fleet.seq()
+        fleet.site.add_rule("/after/", prefix="site/")   # the primary reads bundle.json before it publishes
+        fleet.wait_synced(30, after=before)
+        time.sleep(4)   # the primary reads the statuses every third poll
+        answer = fleet.admin.get("/api/fleet")
+    assert answer.status == 200
+    assert len(answer.body) < 64 << 10, len(answer.body)
+    assert EVIL.encode() not in answer.body
+    for node in (fleet.primary, fleet.replicas[0]):
+        assert peak.growth(node) <= GROWTH_BOUND_KIB, (node.workdir, peak.growth(node), peak.before)
