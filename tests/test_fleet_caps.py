@@ -93,8 +93,28 @@ def test_forged_statuses_and_a_junk_bundle_hold_little_memory(fleet):
         fleet.wait_synced(30, after=before)
         time.sleep(4)   # the primary reads the statuses every third poll
         answer = fleet.admin.get("/api/fleet")
-    assert answer.status == 200
+    assert answer.status == 200 and answer.json["unknown_statuses"] == FORGED_STATUSES
+    assert [row["node_id"] for row in answer.json["nodes"]] == [fleet.state(fleet.replicas[0])["node"]["id"]]
     assert len(answer.body) < 64 << 10, len(answer.body)
     assert EVIL.encode() not in answer.body
     for node in (fleet.primary, fleet.replicas[0]):
         assert peak.growth(node) <= GROWTH_BOUND_KIB, (node.workdir, peak.growth(node), peak.before)
+
+
+def test_statuses_without_the_fleets_mac_are_counted_never_listed_or_told(fleet):
+    """Statuses of the right shape, written by a bucket writer without the fleet key: the primary
+    lists only the real replica, counts the others, and no notification carries their text."""
+    client = fleet.bucket_client()
+    replica_id = fleet.state(fleet.replicas[0])["node"]["id"]
+    logged = len(fleet.primary.log())
+    for i in range(20):
+        node_id = f"{i:016x}"
+        doc = {"node_id": node_id, "name": EVIL, "role": "replica", "version": "0", "seq": 1,
+               "last_error": {"code": "x", "message": EVIL, "at": "2020-01-01T00:00:00Z"},
+               "seen_at": "2020-01-01T00:00:00Z", "poll_seconds": 1, "mac": "AAAA"}
+        client.put_object(f"contentnode/nodes/{node_id}.json", json.dumps(doc).encode(), "application/json")
+    answer = wait_for(lambda: (a := fleet.admin.get("/api/fleet").json)["unknown_statuses"] == 20 and a, 20,
+                      what="the primary counting 20 unknown statuses")
+    assert [row["node_id"] for row in answer["nodes"]] == [replica_id]
+    time.sleep(4)   # a few more status rounds: any notification would be out by now
+    assert EVIL not in fleet.primary.log()[logged:] and EVIL not in json.dumps(answer)

@@ -162,8 +162,8 @@ def test_what_nodes_read_from_the_bucket_refuses_nan_and_deep_nesting_without_ra
     with pytest.raises(Refused) as refused:
         bundle.parse(raw, FLEET, _chain()[2])
     assert refused.value.code == "malformed"
-    assert status._clean(raw, "0011223344556677") is None
-    assert lease._parse(raw) == {}
+    assert status._clean(raw, "0011223344556677", bytes(32)) is None
+    assert lease._parse(raw, bytes(32)) == {}
     assert challenges.decode(raw, FLEET, "t", lambda data, signature: True, time.time()) is None
     with pytest.raises(Refused) as refused:
         joincode.redeem(joincode.PREFIX + joincode._urlsafe(raw), None, time.time())

@@ -20,7 +20,7 @@ from contentnode.core.certs import CertStore
 from contentnode.core.folders import FolderRoots
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
-from contentnode.fleet import alerts, follower, issuer, keys, promotion, publisher, shared, status
+from contentnode.fleet import alerts, follower, issuer, keys, promotion, publisher, shared, status, wire
 from contentnode.fleet.wire import Refused
 from contentnode.public import health
 
@@ -44,7 +44,7 @@ def state_of(doc: dict) -> dict:
     return doc.get(SECTION) or {"role": "standalone"}
 
 
-def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | None) -> dict:
+def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | None, unknown: int = 0) -> dict:
     """GET /api/fleet's answer (and `contentnode fleet status`'s): the role and what this node
     knows of the fleet, never a key."""
     state = state_of(doc)
@@ -54,6 +54,7 @@ def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | Non
            "last_error": state.get("last_error"), "poll_seconds": poll_seconds,
            "key_epoch": (state.get("pin") or {}).get("epoch"), "expires_at": state.get("expires_at"),
            "nodes": nodes if role == "primary" else [], "primary": None,
+           "unknown_statuses": unknown if role == "primary" else 0,
            "probe": state.get("probe"), "issuer": issuer.mode(state)}
     if role == "replica":
         out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": bundle_seen_at}
@@ -74,6 +75,7 @@ class Fleet:
         self.purger, self.events = purger, events
         self.certs = CertStore(os.path.join(data_dir, "certs"))  # the files the bundle carries (fleet/certfiles.py)
         self.nodes: list = []            # the primary's latest view of the other nodes
+        self.unknown_statuses = 0        # ... and how many statuses it ignored (no valid mac, too large, ...)
         self.bundle_seen_at: str | None = None
         self._secrets_cache: keys.Secrets | None = None
         self._wake, self._stop = threading.Event(), threading.Event()
@@ -90,7 +92,7 @@ class Fleet:
         return state_of(self.store.data)
 
     def view(self) -> dict:
-        return view_of(self.store.data, self.poll_seconds, self.nodes, self.bundle_seen_at)
+        return view_of(self.store.data, self.poll_seconds, self.nodes, self.bundle_seen_at, self.unknown_statuses)
 
     def node_id(self) -> str:
         return self.store.data["node"]["id"]
@@ -280,10 +282,16 @@ class Fleet:
 
     def _status_round(self, role: str, polls: int) -> None:
         client = self.client()
-        status.write(client, self.state()["bucket"]["prefix"], self.status_doc())
+        status.write(client, self.state()["bucket"]["prefix"], self.status_doc(), self._status_key())
         if role == "primary" and polls % STATUS_READ_EVERY == 1:
             self._read_nodes(client)
             publisher.delete_expired_joins(self, client)
+
+    def _status_key(self) -> bytes:
+        secrets_ = self.secrets()
+        if secrets_ is None:
+            raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")
+        return wire.object_key(secrets_.fleet_key, "status")
 
     def status_doc(self) -> dict:
         state = self.state()
@@ -297,9 +305,11 @@ class Fleet:
 
     def _read_nodes(self, client) -> None:
         state = self.state()
-        found, error = status.read_all(client, state["bucket"]["prefix"], self.node_id())
+        found, unknown, error = status.read_all(client, state["bucket"]["prefix"], self.node_id(),
+                                                self._status_key())
         if error is not None:
             raise S3Error(BUCKET_ERROR, error)
+        self.unknown_statuses = unknown
         now = self.clock.now()
         nodes = status.view(found, int(state.get("seq") or 0), self.version, self.poll_seconds, now)
         alerts.annotate(nodes, self.store.data["domains"], state.get("issued_at"), self.poll_seconds, now)

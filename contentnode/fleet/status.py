@@ -2,18 +2,20 @@
 poll and read by the primary, which turns them into lag, version skew and
 "not seen" (three polls without a status).
 
-A status is plain JSON (nothing secret in it), capped in size when read and
-checked member by member against the shape this version writes (a status
-of another shape is listed as unreadable, its content dropped), and one
-unreadable or missing status never hides the others.
+A status is plain JSON (nothing secret in it) with a "mac": HMAC-SHA256
+under a key derived from the fleet key (wire.object_key "status"), so only
+a node holding the fleet key writes one the primary accepts. It is capped
+in size when read, its mac checked, then each member against the shape this
+version writes; one failing any of that is not listed, only counted
+("unknown_statuses": a bucket writer cannot put text or load on the
+primary through it), and one missing status never hides the others.
 """
 
-import json
 import re
 
 from contentnode.clock import parse_rfc3339
 from contentnode.core.s3 import S3Client, S3Error
-from contentnode.fleet.wire import loads
+from contentnode.fleet.wire import loads, mac_ok, with_mac
 
 NODES = "nodes/"
 STATUS_MAX_BYTES = 32 << 10   # a real status is a few kilobytes (100 certificates: about 8)
@@ -28,9 +30,8 @@ def key(prefix: str, node_id: str) -> str:
     return f"{prefix}{NODES}{node_id}.json"
 
 
-def write(client: S3Client, prefix: str, status: dict) -> None:
-    client.put_object(key(prefix, status["node_id"]), json.dumps(status, sort_keys=True).encode(),
-                      "application/json")
+def write(client: S3Client, prefix: str, status: dict, mac_key: bytes) -> None:
+    client.put_object(key(prefix, status["node_id"]), with_mac(mac_key, status), "application/json")
 
 
 def _text(limit: int, pattern: str = r"[ -~]*"):
@@ -61,41 +62,52 @@ _SHAPE = {
 }
 
 
-def _clean(raw: bytes, node_id: str) -> dict | None:
+def _clean(raw: bytes, node_id: str, mac_key: bytes) -> dict | None:
+    """The status's members, or None: not JSON (NaN, nested too deeply), another node's, not
+    written by a holder of the fleet key, or not of this version's shape."""
     try:
         doc = loads(raw)
-    except ValueError:  # not JSON, NaN, nested too deeply: listed as unreadable
+    except ValueError:
         return None
-    if not isinstance(doc, dict) or doc.get("node_id") != node_id:
+    if not isinstance(doc, dict) or doc.get("node_id") != node_id or not mac_ok(mac_key, doc):
         return None
     if not all(check(doc.get(name)) for name, check in _SHAPE.items()):
         return None
     return {name: doc.get(name) for name in FIELDS}
 
 
-def read_all(client: S3Client, prefix: str, skip: str) -> tuple[list, str | None]:
-    """(statuses of every other node, error text or None): one LIST and one GET per node.
+def read_all(client: S3Client, prefix: str, skip: str, mac_key: bytes) -> tuple[list, int, str | None]:
+    """(statuses of every other node, how many were ignored as unknown, error text or None):
+    one LIST and one GET per node.
 
-    A status that cannot be read is listed with its error; only a failed LIST fails it all.
+    A status the bucket fails to give is listed with its error; one too large, of another
+    shape or without a valid mac is not listed, only counted; a failed LIST fails it all.
     """
     try:
         page = client.list_objects(prefix=prefix + NODES, max_keys=MAX_NODES)
     except S3Error as exc:
-        return [], exc.message
-    out = []
+        return [], 0, exc.message
+    out, unknown = [], 0
     for item in page.keys:
         name = item["key"][len(prefix + NODES):]
         node_id = name[:-5] if name.endswith(".json") else ""
         if not _NODE_ID.match(node_id) or node_id == skip:
+            unknown += node_id != skip
             continue
         try:
             fetched = client.get_bytes(item["key"], max_bytes=STATUS_MAX_BYTES)
         except S3Error as exc:
-            out.append({"node_id": node_id, "unreadable": exc.message})
+            if exc.code == "too_large":
+                unknown += 1
+            else:
+                out.append({"node_id": node_id, "unreadable": exc.message})
             continue
-        doc = _clean(fetched.body, node_id) if fetched is not None and fetched.body is not None else None
-        out.append(doc if doc is not None else {"node_id": node_id, "unreadable": "the status is not valid"})
-    return out, None
+        doc = _clean(fetched.body, node_id, mac_key) if fetched is not None and fetched.body is not None else None
+        if doc is None:
+            unknown += fetched is not None
+            continue
+        out.append(doc)
+    return out, unknown, None
 
 
 def _seconds_ago(stamp, now: float) -> float | None:
