@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from contentnode.clock import rfc3339
+from contentnode.fleet import keys, wire
 from tests.fleet_setup import Fleet, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
@@ -118,3 +120,31 @@ def test_statuses_without_the_fleets_mac_are_counted_never_listed_or_told(fleet)
     assert [row["node_id"] for row in answer["nodes"]] == [replica_id]
     time.sleep(4)   # a few more status rounds: any notification would be out by now
     assert EVIL not in fleet.primary.log()[logged:] and EVIL not in json.dumps(answer)
+
+
+def test_many_nodes_with_problems_are_one_message_without_their_text(fleet):
+    """30 members' statuses (a valid mac: written with the fleet key) reporting errors, with a lure as
+    name and message: one fleet_node_problem per status round (the writes may straddle two rounds; it was
+    one a node) naming each of the 30 once by id, none of their text."""
+    client = fleet.bucket_client()
+    mac_key = wire.object_key(keys.load(fleet.primary.data_dir).fleet_key, "status")
+    logged = len(fleet.primary.log())
+    ids = [f"{i:016x}" for i in range(100, 130)]
+    now = rfc3339(time.time())
+    for node_id in ids:
+        doc = {"node_id": node_id, "name": EVIL, "role": "replica", "version": "0", "seq": 1, "applied_at": now,
+               "last_error": {"code": "restore_checks", "message": EVIL, "at": now}, "seen_at": now,
+               "poll_seconds": 3600, "health": {"ready": True, "bundle_seen_at": now}, "traffic": {},
+               "certificates": {}}
+        client.put_object(f"contentnode/nodes/{node_id}.json", wire.with_mac(mac_key, doc), "application/json")
+
+    def told():
+        return [x for x in fleet.primary.log()[logged:].splitlines() if "event fleet_node_problem" in x]
+
+    wait_for(lambda: sum(line.count(f"{i}: error") for line in told() for i in ids) == 30, 20,
+             what="the primary notifying every node")
+    time.sleep(4)   # more status rounds: no more messages
+    lines = told()
+    assert len(lines) <= 2, lines
+    assert all(sum(line.count(f"{i}: error: it reports restore_checks") for line in lines) == 1 for i in ids)
+    assert EVIL not in fleet.primary.log()[logged:]

@@ -315,9 +315,7 @@ class Fleet:
         alerts.annotate(nodes, self.store.data["domains"], state.get("issued_at"), self.poll_seconds, now)
         self.nodes = nodes
         current = {(row["node_id"], problem) for row in self.nodes for problem in alerts.problems(row)}
-        for node_id, problem in sorted(current - self._incidents):
-            row = next(r for r in self.nodes if r["node_id"] == node_id)
-            if self.events is not None:
-                self.events.emit("fleet_node_problem", node_id=node_id, name=row.get("name"), problem=problem,
-                                 detail=alerts.detail(row, problem))
+        started = sorted(current - self._incidents)
+        if started and self.events is not None:   # one message for every incident this round started
+            self.events.emit("fleet_node_problem", **alerts.summary(self.nodes, started))
         self._incidents = current

@@ -58,7 +58,7 @@ _SHAPE = {
     "last_error": _mapping(3, _text(16, r"code|message|at"), lambda v: _text(2000, _PRINTABLE)(v)),
     "health": _mapping(2, _text(16, r"ready|bundle_seen_at"), lambda v: v in (True, False) or _STAMP(v)),
     "traffic": _mapping(32, _text(64), _number),
-    "certificates": _mapping(100, _text(253), _STAMP),
+    "certificates": _mapping(100, _text(253, r"[A-Za-z0-9.*-]+"), _STAMP),
 }
 
 
