@@ -13,18 +13,11 @@ from contentnode.clock import rfc3339
 from contentnode.fleet import keys, wire
 from tests.fleet_setup import Fleet, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+from tests.test_wire_limits import _rss_kib
 
 GROWTH_BOUND_KIB = 20 * 1024
 FORGED_STATUSES = 200
 EVIL = "Log in at http://evil.example/fix"
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 class Peak:
@@ -32,7 +25,7 @@ class Peak:
 
     def __init__(self, nodes):
         self.pids = [n.proc.pid for n in nodes]
-        self.before = {pid: rss_kib(pid) for pid in self.pids}
+        self.before = {pid: _rss_kib(pid) for pid in self.pids}
         self.peak = dict(self.before)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -40,7 +33,7 @@ class Peak:
     def _sample(self):
         while not self._stop.wait(0.05):
             for pid in self.pids:
-                self.peak[pid] = max(self.peak[pid], rss_kib(pid))
+                self.peak[pid] = max(self.peak[pid], _rss_kib(pid))
 
     def __enter__(self):
         self._thread.start()
