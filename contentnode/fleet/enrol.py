@@ -6,6 +6,7 @@ operation leaves a standalone node (files without a role are ignored and
 overwritten next time).
 """
 
+import hashlib
 import re
 import secrets
 
@@ -104,7 +105,8 @@ def mint_join_code(fleet: Fleet, expires_in: int) -> tuple[str, str, str]:
             raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")
         payload = {"fleet_id": state["fleet_id"], "primary": fleet.node_id(), "pin": state["pin"],
                    "bucket": dict(state["bucket"], access_key=secrets_.access_key, secret_key=secrets_.secret_key),
-                   "fleet_key": b64(secrets_.fleet_key)}
+                   "fleet_key": b64(secrets_.fleet_key),
+                   "seq": int(state.get("seq") or 0), "bundle_sha256": state.get("bundle_sha256")}
         code, join_id, expires_at = _bucket_call(
             "the join object cannot be written",
             lambda: joincode.mint(fleet.client(), state["bucket"]["prefix"], payload, expires_in, now))
@@ -121,6 +123,19 @@ def _payload(payload: dict) -> tuple[dict, keys.Secrets, keys.Pin]:
     except (KeyError, TypeError):
         raise Refused("bad_join_code", "the join code's payload is malformed") from None
     return bucket, made, pin
+
+
+def _not_older(payload: dict, seq: int, sha256: str) -> int:
+    """The seq the primary had published when the code was minted (0 for a code minted before
+    codes carried it); Refused "older_seq" when the bucket's bundle is older, or is another one
+    at that seq: a bucket writer put an older bundle back."""
+    floor, expected = payload.get("seq"), payload.get("bundle_sha256")
+    if type(floor) is not int:
+        return 0
+    if seq < floor or (seq == floor and isinstance(expected, str) and sha256 != expected):
+        raise Refused("older_seq", f"the bucket's bundle (seq {seq}) is older than the one the primary had "
+                                   f"published when this code was made (seq {floor}): not joining a rolled-back fleet")
+    return floor
 
 
 def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
@@ -140,6 +155,7 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
                                     sealed=shared.SEALED)
         if opened is None:  # seq 0 is never published: a bundle always opens against it
             raise Refused("malformed", "the fleet's bundle has no seq")
+        floor = _not_older(payload, opened.seq, hashlib.sha256(found.body).hexdigest())
         answer = {"fleet_id": payload["fleet_id"], "primary": opened.primary, "seq": opened.seq,
                   "dry_run": dry_run, "replaces": shared.counts(fleet.store.data),
                   "with": shared.counts(shared.applied(fleet.store.data, opened.parts))}
@@ -147,7 +163,8 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
             return answer
         keys.save(fleet.data_dir, made)
         fleet.forget_secrets()
-        fleet.record(role="replica", fleet_id=payload["fleet_id"], bucket=bucket, seq=0, applied_at=None,
+        fleet.record(role="replica", fleet_id=payload["fleet_id"], bucket=bucket, seq=0, join_seq=floor,
+                     applied_at=None,
                      primary=opened.primary, last_error=None, last_purge_id=None, joined_at=rfc3339(now),
                      pin={"epoch": pin.epoch, "public_key": pin.public_key,
                           "recovery_public_key": pin.recovery_public_key})

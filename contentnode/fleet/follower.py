@@ -56,6 +56,9 @@ def poll(fleet, etag: str | None) -> tuple[str, str | None]:
         if opened is None:
             _seen(fleet, state)
             return "unchanged", found.etag
+        if opened.seq < int(state.get("join_seq") or 0):
+            raise Refused("older_seq", f"the bundle's seq {opened.seq} is below seq {state['join_seq']}, the "
+                                       "primary's when this node's join code was made (an older bundle put back)")
         apply(fleet, opened)
     except Refused as exc:
         fleet.refused(exc)

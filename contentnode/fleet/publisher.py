@@ -95,7 +95,7 @@ def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
                        fleet_key=secrets_.fleet_key, parts=parts, sealed=shared.SEALED)
     etag = client.put_object(key, raw, "application/json", {"if-match": expect_etag} if expect_etag else None)
     fleet.record(seq=seq, bundle_etag=etag, issued_at=rfc3339(now), expires_at=rfc3339(now + LIFETIME_SECONDS),
-                 parts_digest=digest, last_error=None)
+                 parts_digest=digest, last_error=None, bundle_sha256=hashlib.sha256(raw).hexdigest())
     log.info("fleet: published bundle seq %d (%d bytes)", seq, len(raw))
     return "published"
 
