@@ -158,16 +158,12 @@ class ReadThrough:
         """The tokens in the bucket's folder, listed again when the listing is older than LIST_SECONDS
         (one LIST at a time: the others use the listing they have)."""
         with self._lock:
-            fresh = time.monotonic() - self._listed_at < LIST_SECONDS
+            if time.monotonic() - self._listed_at < LIST_SECONDS:
+                return self._listed
             running = self._listing
-            if not fresh and running is None:
-                running = self._listing = threading.Event()
-                mine = True
-            else:
-                mine = False
-        if fresh:
-            return self._listed
-        if not mine:
+            if running is None:
+                mine = self._listing = threading.Event()
+        if running is not None:   # another request is listing: use what it finds
             running.wait(target[0].timeout + 1)
             return self._listed
         client, prefix = target[0], target[1]
@@ -179,7 +175,7 @@ class ReadThrough:
             listed = self._listed
         with self._lock:
             self._listed, self._listed_at, self._listing = listed, time.monotonic(), None
-        running.set()
+        mine.set()
         return listed
 
     def _read(self, target, token: str) -> str | None:
