@@ -340,3 +340,16 @@ def test_a_backup_restored_by_hand_keeps_the_nodes_schedule(node, admin, seaweed
         kept = schedule(admin)
         assert kept["bucket"] == bucket and kept["endpoint"] == seaweed.endpoint and kept["passphrase_set"]
         assert kept["revision"] == made.json["revision"]
+
+
+@pytest.mark.parametrize("endpoint, expected", [(None, True), ("https://s3.example.net", False)])
+def test_a_target_without_path_style_gets_the_bucket_default(admin, seaweed, endpoint, expected):
+    """path_style left out defaults as for POST /api/buckets: true for an address or localhost, false for a
+    host name (it answered 500, a KeyError, before)."""
+    body = target(seaweed, new_bucket(seaweed))
+    del body["path_style"]
+    if endpoint:
+        body["endpoint"] = endpoint
+    answer = admin.put("/api/backup/schedule", body)
+    assert answer.status == 200 and answer.json["path_style"] is expected, answer.body
+    assert schedule(admin)["path_style"] is expected

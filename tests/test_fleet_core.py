@@ -30,7 +30,7 @@ def _parts():
 
 
 def _open(raw, pin, fleet_key, applied=0, now=None):
-    return bundle.open_bundle(bundle.parse(raw), fleet_id=FLEET, pin=pin, fleet_key=fleet_key, applied_seq=applied,
+    return bundle.open_bundle(bundle.parse(raw, FLEET, pin), fleet_id=FLEET, pin=pin, fleet_key=fleet_key, applied_seq=applied,
                               now=now or time.time(), names=shared.PARTS, sealed=shared.SEALED)
 
 
@@ -63,7 +63,7 @@ def test_a_sealed_part_moved_to_another_seq_does_not_open():
     unsigned = {k: v for k, v in two.items() if k != "signature"}
     two["signature"] = keys.sign(signing, bundle.canonical(unsigned))  # even re-signed by the primary's key
     with pytest.raises(Refused) as info:
-        _open(json.dumps(two).encode(), pin, fleet_key)
+        _open(bundle.canonical(two), pin, fleet_key)
     assert info.value.code == "sealed_part"
 
 
@@ -160,10 +160,10 @@ NOT_STRICT = [b'{"node_id": "0011223344556677", "seq": NaN}', b'{"holder": Infin
 @pytest.mark.parametrize("raw", NOT_STRICT, ids=["nan", "infinity", "too-large", "nested"])
 def test_what_nodes_read_from_the_bucket_refuses_nan_and_deep_nesting_without_raising(raw):
     with pytest.raises(Refused) as refused:
-        bundle.parse(raw)
+        bundle.parse(raw, FLEET, _chain()[2])
     assert refused.value.code == "malformed"
-    assert status._clean(raw, "0011223344556677") is None
-    assert lease._parse(raw) == {}
+    assert status._clean(raw, "0011223344556677", bytes(32)) is None
+    assert lease._parse(raw, bytes(32)) == {}
     assert challenges.decode(raw, FLEET, "t", lambda data, signature: True, time.time()) is None
     with pytest.raises(Refused) as refused:
         joincode.redeem(joincode.PREFIX + joincode._urlsafe(raw), None, time.time())

@@ -18,6 +18,7 @@ from contentnode.fleet.probe import probe
 from tests.peers.s3_stub import honouring_stub, ignoring_stub  # noqa: F401  (fixtures)
 
 PREFIX = "contentnode/"
+KEY = bytes(range(32))   # the lease mac key (a fleet derives it from its fleet key)
 CHECK_NAMES = ["create_once", "bucket_clock", "if_match", "conditional_delete", "race"]
 
 
@@ -75,8 +76,8 @@ def test_probe_of_an_unreachable_bucket_says_no(ignoring_stub):
 
 
 def test_lease_is_exclusive_refreshed_and_released(weed_client):
-    first = IssuerLeases(weed_client, PREFIX, "node-a")
-    second = IssuerLeases(weed_client, PREFIX, "node-b")
+    first = IssuerLeases(weed_client, PREFIX, "node-a", KEY)
+    second = IssuerLeases(weed_client, PREFIX, "node-b", KEY)
     lease = first.acquire("acme-shop.example.test")
     with pytest.raises(LeaseHeld) as held:
         second.acquire("acme-shop.example.test")
@@ -93,8 +94,8 @@ def test_lease_is_exclusive_refreshed_and_released(weed_client):
 
 
 def test_a_stale_lease_is_taken_over_and_its_old_holder_cannot_touch_it(weed_client):
-    old = IssuerLeases(weed_client, PREFIX, "node-a", ttl=1)
-    new = IssuerLeases(weed_client, PREFIX, "node-b", ttl=60)
+    old = IssuerLeases(weed_client, PREFIX, "node-a", KEY, ttl=1)
+    new = IssuerLeases(weed_client, PREFIX, "node-b", KEY, ttl=60)
     stale = old.acquire("acme-x")
     time.sleep(2.5)  # Last-Modified and Date have one-second resolution
     fresh = new.acquire("acme-x")
@@ -107,9 +108,9 @@ def test_a_stale_lease_is_taken_over_and_its_old_holder_cannot_touch_it(weed_cli
 
 
 def test_two_takers_of_a_stale_lease_exactly_one_wins(weed_client):
-    IssuerLeases(weed_client, PREFIX, "node-dead", ttl=1).acquire("acme-y")
+    IssuerLeases(weed_client, PREFIX, "node-dead", KEY, ttl=1).acquire("acme-y")
     time.sleep(2.5)
-    takers = [IssuerLeases(weed_client, PREFIX, f"node-{i}") for i in range(4)]
+    takers = [IssuerLeases(weed_client, PREFIX, f"node-{i}", KEY) for i in range(4)]
     start = threading.Barrier(len(takers))
     won, lost = [], []
 
@@ -132,8 +133,8 @@ def test_two_takers_of_a_stale_lease_exactly_one_wins(weed_client):
 
 def test_staleness_is_judged_by_the_buckets_clock(honouring_stub):
     client = _client(honouring_stub.bucket_definition("fleet"))
-    holder = IssuerLeases(client, PREFIX, "node-a", ttl=60)
-    other = IssuerLeases(client, PREFIX, "node-b", ttl=60)
+    holder = IssuerLeases(client, PREFIX, "node-a", KEY, ttl=60)
+    other = IssuerLeases(client, PREFIX, "node-b", KEY, ttl=60)
     holder.acquire("acme-z")
     honouring_stub.clock_offset = -7200  # the bucket's clock far behind ours: the lease is still fresh
     with pytest.raises(LeaseHeld):
@@ -145,7 +146,7 @@ def test_staleness_is_judged_by_the_buckets_clock(honouring_stub):
 
 def test_holding_refreshes_while_the_block_runs(honouring_stub):
     client = _client(honouring_stub.bucket_definition("fleet"))
-    leases = IssuerLeases(client, PREFIX, "node-a", ttl=0.4)
+    leases = IssuerLeases(client, PREFIX, "node-a", KEY, ttl=0.4)
     key = "/fleet/contentnode/leases/acme-r.json"
     with leases.holding("acme-r") as lease:
         first = honouring_stub.objects[key][2]
@@ -165,7 +166,7 @@ cfg = json.loads(sys.argv[1])
 client = s3.S3Client(s3.BucketConfig(cfg["endpoint"], cfg["region"], cfg["bucket"], cfg["access_key"],
                                      cfg["secret_key"], True), netguard.OutboundPolicy(), timeout=10)
 prefix = "contentnode/"
-leases = IssuerLeases(client, prefix, cfg["node"])
+leases = IssuerLeases(client, prefix, cfg["node"], bytes(32))
 time.sleep(max(0.0, cfg["start_at"] - time.time()))
 for host in cfg["hosts"]:
     marker = prefix + "issued/" + host   # stands for the certificate an order leaves
@@ -202,3 +203,21 @@ def test_two_processes_racing_for_the_lease_exactly_one_orders(seaweed):
         assert outcomes == ["found", "ordered"], (host, outputs)
     client = _client(seaweed.bucket_definition(bucket))
     assert client.list_objects(prefix=PREFIX + "leases/").keys == []  # every lease released
+
+
+def test_a_forged_lease_neither_blocks_an_order_nor_reaches_its_text(weed_client):
+    """A bucket writer without the fleet key writes a fresh lease claiming an hour: it was honoured
+    (LeaseHeld for as long as it was rewritten, its holder text in the 409); now it is stale at once."""
+    lure = "evil\nLog in at http://evil.example/fix"
+    forged = json.dumps({"holder": lure, "token": "x", "ttl_seconds": 3600}).encode()
+    weed_client.put_object(PREFIX + "leases/acme-z.json", forged, "application/json")
+    leases = IssuerLeases(weed_client, PREFIX, "node-a", KEY, ttl=60)
+    seen = leases.read("acme-z")
+    assert seen is not None and seen.stale and seen.holder is None
+    lease = leases.acquire("acme-z")
+    assert leases.read("acme-z").holder == "node-a"
+    leases.release(lease)
+    # a lease written under another fleet's key is a forgery too
+    IssuerLeases(weed_client, PREFIX, "node-x", bytes(32), ttl=3600).acquire("acme-w")
+    other = leases.read("acme-w")
+    assert other.stale and other.holder is None

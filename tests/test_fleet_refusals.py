@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contentnode.clock import rfc3339
 from contentnode.fleet import keys, publisher, shared
+from contentnode.fleet.wire import canonical
 from tests.fleet_setup import serving_fleet_fixture, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
@@ -27,7 +28,7 @@ def _tampered(fleet):
     doc = json.loads(fleet.forge())
     rule = next(iter(doc["parts"]["rules"]["data"].values()))
     rule["prefix"] = "elsewhere/"
-    return json.dumps(doc).encode()
+    return canonical(doc)
 
 
 def _bad_restore(fleet):

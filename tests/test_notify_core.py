@@ -96,7 +96,7 @@ def test_every_event_the_daemon_emits_formats_without_gaps(event):
               "user_created": dict(username="u", role="viewer", by="root"),
               "user_deleted": dict(username="u", by="root"),
               "fleet_sync_failed": dict(node="n1", code="bucket_error", message="m", seq=3),
-              "fleet_node_problem": dict(node_id="n2", name="edge", problem="behind", detail="d"),
+              "fleet_node_problem": dict(count=1, node_ids="n2", problems="behind", summary="n2: behind: d"),
               "fleet_probe_failed": dict(node="n1", check="create_once", detail="d")}[event]
     subject, text = notify.format_message(event, fields, "n")
     assert "?" not in subject and "?" not in text.split("\n\n")[0]

@@ -125,3 +125,12 @@ def test_every_folder_the_node_creates_is_0700(node, admin):
         for name in [root] + [os.path.join(root, d) for d in dirs]:
             mode = stat.S_IMODE(os.stat(name).st_mode)
             assert mode == 0o700, (name, oct(mode))
+
+
+@pytest.mark.parametrize("port", ["admin", "public"])
+@pytest.mark.parametrize("value", [b"a\rb", b"a\r", b"\rInjected: yes"])
+def test_a_bare_cr_in_a_header_value_is_400(node, port, value):
+    """RFC 9112 section 2.2: a CR not followed by LF inside a header line is refused, never passed on."""
+    reply = raw_request(_port(node, port), b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Note: " + value
+                        + b"\r\n\r\n")
+    assert _status(reply) == 400 and b'"bad_request"' in reply

@@ -89,7 +89,7 @@ FLEET = answer({"role": _ROLE, "node_id": STRING,
                 "bucket": _OBJECT_OR_NULL, "applied_at": nullable(STRING), "last_error": _OBJECT_OR_NULL,
                 "poll_seconds": {"type": "integer"}, "key_epoch": {"type": ["integer", "null"]},
                 "expires_at": nullable(STRING), "nodes": {"type": "array", "items": {"type": "object"}},
-                "primary": _OBJECT_OR_NULL, "probe": _OBJECT_OR_NULL,
+                "primary": _OBJECT_OR_NULL, "probe": _OBJECT_OR_NULL, "unknown_statuses": {"type": "integer"},
                 "issuer": {"enum": ["lease", "primary_only", None]}, "demoted": _OBJECT_OR_NULL})
 COUNTS = {"type": "object"}
 JOINED = answer({"fleet_id": STRING, "primary": STRING, "seq": {"type": "integer"}, "dry_run": BOOLEAN,

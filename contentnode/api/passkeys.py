@@ -175,12 +175,25 @@ def _request_options(challenge: passkeys.Challenge, allowed: list, user_verifica
             "allowCredentials": allowed, "userVerification": user_verification}
 
 
+# What real passkeys look like, for the stand-in to look like one: credential id lengths (bytes) and
+# transports that common authenticators report (phones, laptops, security keys).
+_STAND_IN_ID_BYTES = (16, 16, 20, 32, 32, 64)
+_STAND_IN_TRANSPORTS = (["internal"], ["hybrid", "internal"], ["internal"], ["usb"], ["nfc", "usb"],
+                        ["hybrid", "internal"])
+
+
 def _stand_in_descriptors(req, username: str) -> list:
-    """For a name without passkeys: one made-up credential id, the same each time for the same name,
-    so the answer does not tell which accounts exist or have passkeys."""
+    """For a name without passkeys: made-up descriptors of the shape real ones have (one or two
+    entries, an id length and transports of a common authenticator), the same each time for the
+    same name, so the answer does not tell which accounts exist or have passkeys."""
     secret = req.app.store.data["node"]["secret"].encode()
-    fake = hmac.new(secret, b"passkey-stand-in:" + username.strip().lower().encode(), hashlib.sha256).digest()
-    return [{"type": "public-key", "id": webauthn.b64url(fake)}]
+    seed = hmac.new(secret, b"passkey-stand-in:" + username.strip().lower().encode(), hashlib.sha256).digest()
+    out = []
+    for index in range(1 + (seed[0] % 4 == 0)):   # two entries for one name in four, as with a spare key
+        fake = hmac.new(seed, bytes([index]), hashlib.sha512).digest()
+        out.append({"type": "public-key", "id": webauthn.b64url(fake[:_STAND_IN_ID_BYTES[fake[0] % 6]]),
+                    "transports": list(_STAND_IN_TRANSPORTS[fake[1] % 6])})
+    return out
 
 
 def _require_passwordless(req) -> None:

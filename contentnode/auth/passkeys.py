@@ -9,12 +9,13 @@ Challenges live in memory only (a restart inside the five minutes just means
 trying again). Each is single-use and bound to its ceremony and to a session
 (registration, second factor) or, for a passwordless sign-in, to nobody yet:
 those are the ones an anonymous client can make the node hold, so they are
-capped in all and per client address (an IPv6 address counts by its /64).
+capped per client address (an IPv6 address counts by its /64) and in all,
+where the busiest address group's oldest challenge makes room for a new one.
 """
 
 import secrets
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 from contentnode.auth.policy import effective
@@ -92,11 +93,19 @@ class Challenges:
             self._waiting.popitem(last=False)
 
     def _make_room(self, address: str, now: float) -> None:
+        """Refuse a client holding its own cap; when all of them together hold MAX_ANONYMOUS,
+        drop the oldest challenge of the address group holding the most (a flood from many
+        addresses pays for itself instead of locking every other sign-in out)."""
         anonymous = [c for c in self._waiting.values() if c.bound_to is None]
         mine = [c for c in anonymous if c.address == address]
-        for crowd, cap in ((mine, MAX_ANONYMOUS_PER_ADDRESS), (anonymous, MAX_ANONYMOUS)):
-            if len(crowd) >= cap:
-                raise ChallengesFull(max(1.0, crowd[0].expires - now))
+        if len(mine) >= MAX_ANONYMOUS_PER_ADDRESS:
+            raise ChallengesFull(max(1.0, mine[0].expires - now))
+        if len(anonymous) < MAX_ANONYMOUS:
+            return
+        held = Counter(c.address for c in anonymous)
+        busiest = max(held.values())
+        victim = next(c for c in anonymous if held[c.address] == busiest)  # oldest first
+        del self._waiting[victim.value]
 
 
 # --------------------------------------------------------------- user records

@@ -80,6 +80,7 @@ def merge(current: dict, body: dict, bucket_record=None) -> dict:
     if new["weekday"] not in WEEKDAYS:
         raise FieldError("weekday must be one of " + ", ".join(WEEKDAYS), "weekday")
     if new.get("endpoint") is not None:
+        new.setdefault("path_style", buckets.default_path_style(new["endpoint"]))  # as a new bucket record's
         buckets.check_record(dict(new, type="s3"))
     return new
 

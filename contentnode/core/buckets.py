@@ -110,6 +110,11 @@ def record_fields(body: dict, partial: bool, roots: folders.FolderRoots | None =
     return out
 
 
+def default_path_style(endpoint: str) -> bool:
+    """path_style when a record leaves it out: true for an endpoint given by address or localhost."""
+    return _endpoint({"endpoint": endpoint})[1]
+
+
 def check_record(record: dict) -> None:
     """Cross-field rules of a complete record."""
     if kind(record) == "s3" and not record["path_style"] and _by_address(record["endpoint"]):

@@ -38,8 +38,8 @@ EVENTS = {
     "fleet_probe_failed": ("Fleet: node {node}'s bucket ignores conditional writes",
                            "Node {node}: the capability probe failed at {check}: {detail}. No issuer lease is "
                            "used: the primary stays the fleet's only issuer."),
-    "fleet_node_problem": ("Fleet: node {node_id} needs attention",
-                           "Node {node_id} ({name}): {problem}: {detail}"),
+    "fleet_node_problem": ("Fleet: {count} node(s) need attention ({problems})",
+                           "Nodes {node_ids}:\n{summary}\nGET /api/fleet (or the Fleet page) shows each node."),
     "user_created": ("User created: {username}", "User {username} (role {role}) was created by {by}."),
     "user_deleted": ("User deleted: {username}", "User {username} was deleted by {by}."),
 }

@@ -409,8 +409,14 @@ def split_url(url: str) -> tuple[str, str, int, str]:
     return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), safe_target(path)
 
 
-def read_capped(response, max_bytes: int, deadline: float) -> bytes:
-    """Read a response body, refusing more than max_bytes or reading past the deadline."""
+HEAD_CHECK_BYTES = 4096
+
+
+def read_capped(response, max_bytes: int, deadline: float, head_check=None) -> bytes:
+    """Read a response body, refusing more than max_bytes or reading past the deadline.
+
+    `head_check(first bytes)` (at most HEAD_CHECK_BYTES) may raise to stop reading as soon as
+    the start shows the body is not what the caller expects (junk is never read whole)."""
     length = response.getheader("Content-Length")
     declared = whole_number(length) if length and length.isascii() and length.isdigit() else None
     if length and length.isascii() and length.isdigit() and (declared is None or declared > max_bytes):
@@ -421,6 +427,9 @@ def read_capped(response, max_bytes: int, deadline: float) -> bytes:
         if time.monotonic() > deadline:
             raise OutboundError("timeout", "the response did not complete in time")
         chunk = response.read(min(65536, max_bytes + 1 - total))
+        if head_check is not None and (not chunk or total + len(chunk) >= HEAD_CHECK_BYTES):
+            head_check((b"".join(chunks) + chunk)[:HEAD_CHECK_BYTES])
+            head_check = None
         if not chunk:
             return b"".join(chunks)
         total += len(chunk)

@@ -376,9 +376,9 @@ class S3Client:
         else:
             conn.close()
 
-    def _read_body(self, conn, response, limit: int, deadline: float) -> bytes:
+    def _read_body(self, conn, response, limit: int, deadline: float, head_check=None) -> bytes:
         try:
-            body = netguard.read_capped(response, limit, deadline)
+            body = netguard.read_capped(response, limit, deadline, head_check)
             if conn.deadline_passed():  # a cut connection ends a close-delimited body early
                 raise S3Error("timeout", f"the answer did not complete within {self.timeout:g} s")
             return body
@@ -427,9 +427,10 @@ class S3Client:
                             self.timeout, self._done)
 
     def get_bytes(self, key: str, if_none_match: str | None = None,
-                  max_bytes: int = SMALL_OBJECT_MAX_BYTES) -> Fetched | None:
+                  max_bytes: int = SMALL_OBJECT_MAX_BYTES, head_check=None) -> Fetched | None:
         """A whole small object: Fetched(body, etag); with `if_none_match` (an ETag the
-        caller holds) a 304 is Fetched(None, etag); a missing object is None."""
+        caller holds) a 304 is Fetched(None, etag); a missing object is None. `head_check`:
+        see netguard.read_capped (what it raises ends the read and reaches the caller)."""
         deadline = time.monotonic() + self.timeout
         extra = {"if-none-match": if_none_match} if if_none_match else None
         conn, response, headers = self._send("GET", key, extra=extra, deadline=deadline)
@@ -443,7 +444,7 @@ class S3Client:
             raise error
         if response.status >= 300:
             raise self._fail(conn, response, headers, "object", deadline)
-        body = self._read_body(conn, response, max_bytes, deadline)
+        body = self._read_body(conn, response, max_bytes, deadline, head_check)
         return Fetched(body, headers.get("etag"))
 
     def put_object(self, key: str, body: bytes, content_type: str, headers: dict | None = None) -> str | None:

@@ -1,8 +1,10 @@
 """What the primary tells the operator about the other nodes, and its /metrics gauges.
 
 Each node's status (fleet/status.py) is turned into incidents; the primary
-notifies once when an incident starts (`fleet_node_problem`, naming the node)
-and again only after it ended and came back:
+notifies once when an incident starts and again only after it ended and came
+back, with one `fleet_node_problem` for all the incidents a status round
+found starting (a hundred nodes going unseen at once is one message, naming
+them by id, in words of this node's own: no text a status carries):
 
 - unseen: no status for three polls; error: the node reports a last_error;
 - behind: the node did not apply the latest bundle for three polls after
@@ -16,12 +18,15 @@ Replicas report the certificates they serve that expire within that window
 (at most CERTIFICATES_REPORTED, soonest first), so a status stays small.
 """
 
+import re
+
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core.renewal import DAY, WARN_DAYS
 from contentnode.fleet import status
 
 CERT_WARN_SECONDS = max(WARN_DAYS) * DAY
 CERTIFICATES_REPORTED = 100
+_CODE = re.compile(r"[a-z_]{1,40}")
 
 
 def _not_after(record) -> float | None:
@@ -70,8 +75,13 @@ def problems(row: dict) -> set:
 
 
 def detail(row: dict, problem: str) -> str:
+    """One incident in words of this node's own making: numbers, node ids, error codes and host
+    names of the status's checked shape, never a text a status carries (its messages, its name)."""
     if problem == "error":
-        return (row.get("last_error") or {}).get("message") or row.get("unreadable") or "an error"
+        code = (row.get("last_error") or {}).get("code")
+        if row.get("unreadable"):
+            return "its status cannot be read from the bucket"
+        return f"it reports {code}" if isinstance(code, str) and _CODE.fullmatch(code) else "it reports an error"
     if problem == "unseen":
         return f"no status for {status.UNSEEN_POLLS} polls (last {row.get('seen_at')})"
     if problem == "behind":
@@ -79,6 +89,16 @@ def detail(row: dict, problem: str) -> str:
     certificates = row.get("certificates") or {}
     return "serves certificates expiring soon that the primary has replaced: " + ", ".join(
         f"{host} (until {certificates.get(host)})" for host in row.get("expiring_certificates", []))
+
+
+def summary(rows: list, started: list) -> dict:
+    """The fields of the one fleet_node_problem notification for the (node_id, problem) pairs
+    that started this round: how many nodes, their ids, one line each (see GET /api/fleet)."""
+    by_id = {row["node_id"]: row for row in rows}
+    lines = [f"{node_id}: {problem}: {detail(by_id[node_id], problem)}" for node_id, problem in started]
+    nodes = sorted({node_id for node_id, _ in started})
+    return {"count": len(nodes), "node_ids": ", ".join(nodes), "problems": "; ".join(sorted({p for _, p in started})),
+            "summary": "\n".join(lines)}
 
 
 def gauges(fleet, now: float) -> dict:

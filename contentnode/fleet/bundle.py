@@ -14,6 +14,7 @@ the sealed bytes (a hash of a secret is never published).
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
@@ -77,11 +78,57 @@ class Opened:
     parts: dict
 
 
-def parse(raw: bytes) -> dict:
-    """The bundle's JSON object; Refused "malformed" for anything else (a truncated object,
-    NaN or Infinity, nesting too deep: what canonical() could not write again to verify)."""
+# The bundle is canonical JSON (sorted keys), so its head and tail sit at known places: the key
+# chain and the signature are read and checked on the raw bytes before the whole object is parsed.
+_HEAD = re.compile(rb'\{"expires_at":"[^"\\]{1,64}","fleet_id":"([^"\\]{1,128})","format":"' + FORMAT.encode()
+                   + rb'","issued_at":"[^"\\]{1,64}","keys":')
+_TAIL = re.compile(rb',"primary":"[^"\\]{1,128}","seq":[0-9]{1,18}(,"signature":"([A-Za-z0-9+/=]{1,128})")'
+                   rb',"version":[0-9]{1,6}\}\Z')
+_PARTS = b'],"parts":{'
+KEYS_MAX_BYTES = 1 << 20   # MAX_KEY_CERTS certificates of a few hundred bytes each
+
+
+def _head_of(fleet_id: str):
+    """A check of the first bytes of bundle.json (the S3 read stops at once when it fails)."""
+    def check(first: bytes) -> None:
+        head = _HEAD.match(first)
+        if head is None:
+            raise Refused("malformed", "bundle.json is not a contentnode fleet bundle")
+        if head.group(1).decode("ascii") != fleet_id:
+            raise Refused("other_fleet", "the bundle belongs to another fleet")
+    return check
+
+
+def fetch(client, key: str, fleet_id: str, if_none_match: str | None = None):
+    """bundle.json's bytes (S3Client.get_bytes' Fetched, or None when there is none), read only
+    while its first bytes look like a bundle of this fleet and at most MAX_BYTES."""
+    return client.get_bytes(key, if_none_match=if_none_match, max_bytes=MAX_BYTES, head_check=_head_of(fleet_id))
+
+
+def _signed_by_pin(raw: bytes, fleet_id: str, pin: keys.Pin) -> None:
+    """Refused unless the raw bytes carry a key chain from `pin` and a signature by its last key
+    over the rest: a bucket writer without the keys cannot make a node parse megabytes of JSON."""
+    head, tail = _HEAD.match(raw), _TAIL.search(raw, max(0, len(raw) - 512))
+    end = raw.find(_PARTS, head.end(), head.end() + KEYS_MAX_BYTES) if head else -1
+    _head_of(fleet_id)(raw[:4096])
+    if head is None or tail is None or end < 0:
+        raise Refused("malformed", "bundle.json is not a contentnode fleet bundle")
+    try:
+        chain = loads(raw[head.end():end + 1])
+    except ValueError:
+        raise Refused("malformed", "the bundle's key certificates are not JSON") from None
+    signer = keys.signing_key_of(chain, fleet_id, pin)
+    keys.verify(signer.public_key, tail.group(2).decode("ascii"),
+                raw[:tail.start(1)] + raw[tail.end(1):], "bundle")
+
+
+def parse(raw: bytes, fleet_id: str, pin: keys.Pin) -> dict:
+    """The bundle's JSON object, parsed only once its key chain from `pin` and its signature
+    verify on the raw bytes; Refused "malformed" for anything else (a truncated object, NaN or
+    Infinity, nesting too deep: what canonical() could not write again to verify)."""
     if len(raw) > MAX_BYTES:
         raise Refused("malformed", f"the bundle is larger than {MAX_BYTES} bytes")
+    _signed_by_pin(raw, fleet_id, pin)
     try:
         doc = loads(raw)
     except ValueError as exc:

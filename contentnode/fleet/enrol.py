@@ -6,6 +6,7 @@ operation leaves a standalone node (files without a role are ignored and
 overwritten next time).
 """
 
+import hashlib
 import re
 import secrets
 
@@ -105,7 +106,8 @@ def mint_join_code(fleet: Fleet, expires_in: int) -> tuple[str, str, str]:
             raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")
         payload = {"fleet_id": state["fleet_id"], "primary": fleet.node_id(), "pin": state["pin"],
                    "bucket": dict(state["bucket"], access_key=secrets_.access_key, secret_key=secrets_.secret_key),
-                   "fleet_key": b64(secrets_.fleet_key)}
+                   "fleet_key": b64(secrets_.fleet_key),
+                   "seq": int(state.get("seq") or 0), "bundle_sha256": state.get("bundle_sha256")}
         code, join_id, expires_at = _bucket_call(
             "the join object cannot be written",
             lambda: joincode.mint(fleet.client(), state["bucket"]["prefix"], payload, expires_in, now))
@@ -134,6 +136,19 @@ def _cannot_take(fleet: Fleet, sections: dict) -> str | None:
     return None
 
 
+def _not_older(payload: dict, seq: int, sha256: str) -> int:
+    """The seq the primary had published when the code was minted (0 for a code minted before
+    codes carried it); Refused "older_seq" when the bucket's bundle is older, or is another one
+    at that seq: a bucket writer put an older bundle back."""
+    floor, expected = payload.get("seq"), payload.get("bundle_sha256")
+    if type(floor) is not int:
+        return 0
+    if seq < floor or (seq == floor and isinstance(expected, str) and sha256 != expected):
+        raise Refused("older_seq", f"the bucket's bundle (seq {seq}) is older than the one the primary had "
+                                   f"published when this code was made (seq {floor}): not joining a rolled-back fleet")
+    return floor
+
+
 def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
     """Check the code and the fleet's current bundle; unless dry_run, become a replica."""
     with fleet.lock:
@@ -142,16 +157,17 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
         payload = joincode.redeem(code, fleet.outbound(), now)
         bucket, made, pin = _payload(payload)
         client = fleet.client(bucket, made)
-        found = _bucket_call("the fleet's bundle cannot be read", lambda: client.get_bytes(
-            bucket["prefix"] + publisher.BUNDLE, max_bytes=bundle.MAX_BYTES))
+        found = _bucket_call("the fleet's bundle cannot be read", lambda: bundle.fetch(
+            client, bucket["prefix"] + publisher.BUNDLE, payload["fleet_id"]))
         if found is None:
             raise Refused("no_bundle", "the bucket holds no bundle for this fleet yet")
-        opened = bundle.open_bundle(bundle.parse(found.body), fleet_id=payload["fleet_id"], pin=pin,
+        opened = bundle.open_bundle(bundle.parse(found.body, payload["fleet_id"], pin), fleet_id=payload["fleet_id"], pin=pin,
                                     fleet_key=made.fleet_key, applied_seq=0, now=now, names=shared.PARTS,
                                     sealed=shared.SEALED)
         if opened is None:  # seq 0 is never published: a bundle always opens against it
             raise Refused("malformed", "the fleet's bundle has no seq")
         sections = shared.applied(fleet.store.data, opened.parts)
+        floor = _not_older(payload, opened.seq, hashlib.sha256(found.body).hexdigest())
         answer = {"fleet_id": payload["fleet_id"], "primary": opened.primary, "seq": opened.seq,
                   "dry_run": dry_run, "replaces": shared.counts(fleet.store.data),
                   "with": shared.counts(sections), "cannot_take": _cannot_take(fleet, sections)}
@@ -159,7 +175,8 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
             return answer
         keys.save(fleet.data_dir, made)
         fleet.forget_secrets()
-        fleet.record(role="replica", fleet_id=payload["fleet_id"], bucket=bucket, seq=0, applied_at=None,
+        fleet.record(role="replica", fleet_id=payload["fleet_id"], bucket=bucket, seq=0, join_seq=floor,
+                     applied_at=None,
                      primary=opened.primary, last_error=None, last_purge_id=None, joined_at=rfc3339(now),
                      membership=secrets.token_hex(8),  # new at each join: the poll's ETag is for one
                      pin={"epoch": pin.epoch, "public_key": pin.public_key,

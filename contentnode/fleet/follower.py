@@ -43,20 +43,27 @@ def poll(fleet, etag: str | None) -> tuple[str, str | None]:
     secrets_ = fleet.secrets()
     if state.get("role") != "replica" or secrets_ is None:
         return "unchanged", etag
-    found = fleet.client().get_bytes(state["bucket"]["prefix"] + BUNDLE, if_none_match=etag,
-                                     max_bytes=bundle.MAX_BYTES)
+    try:
+        found = bundle.fetch(fleet.client(), state["bucket"]["prefix"] + BUNDLE, state["fleet_id"], etag)
+    except Refused as exc:   # junk: refused from its first bytes, re-read every poll (no ETag kept)
+        fleet.refused(exc)
+        return "refused", etag
     if found is None:
         raise Refused("no_bundle", "the bucket holds no bundle.json under the fleet's prefix")
     if found.not_modified:
         _seen(fleet, state)
         return "unchanged", etag
     try:
-        opened = bundle.open_bundle(bundle.parse(found.body), fleet_id=state["fleet_id"], pin=pin_of(state),
+        opened = bundle.open_bundle(bundle.parse(found.body, state["fleet_id"], pin_of(state)),
+                                    fleet_id=state["fleet_id"], pin=pin_of(state),
                                     fleet_key=secrets_.fleet_key, applied_seq=int(state.get("seq") or 0),
                                     now=fleet.clock.now(), names=shared.PARTS, sealed=shared.SEALED)
         if opened is None:
             _seen(fleet, state)
             return "unchanged", found.etag
+        if opened.seq < int(state.get("join_seq") or 0):
+            raise Refused("older_seq", f"the bundle's seq {opened.seq} is below seq {state['join_seq']}, the "
+                                       "primary's when this node's join code was made (an older bundle put back)")
         apply(fleet, opened)
     except Refused as exc:
         fleet.refused(exc)

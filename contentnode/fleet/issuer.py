@@ -22,6 +22,7 @@ from contentnode.core.s3 import S3Error
 from contentnode.fleet import bundle, challenges, keys, publisher
 from contentnode.fleet.lease import IssuerLeases
 from contentnode.fleet.probe import probe
+from contentnode.fleet import wire
 from contentnode.fleet.wire import Refused
 
 MEMBER_ROLES = ("primary", "replica")
@@ -63,10 +64,10 @@ def _look_again(fleet, host: str, before: str | None) -> dict | None:
     local = fleet.store.data["domains"].get(host) or {}
     if _fingerprint(fleet.store.data["domains"], host) != before:
         return local.get("certificate")
-    found = fleet.client().get_bytes(state["bucket"]["prefix"] + publisher.BUNDLE, max_bytes=bundle.MAX_BYTES)
+    found = bundle.fetch(fleet.client(), state["bucket"]["prefix"] + publisher.BUNDLE, state["fleet_id"])
     if found is None or found.body is None:
         return None
-    doc = bundle.parse(found.body)
+    doc = bundle.parse(found.body, state["fleet_id"], keys.Pin(**state["pin"]))
     if bundle.key_epoch(doc) > state["pin"]["epoch"]:
         raise Refused("not_primary", "the bucket holds a bundle at a higher key epoch: another node is the "
                                      "primary now, so this one orders nothing")
@@ -85,7 +86,11 @@ def ordering(fleet, host: str, before: str | None):
     if mode(state) != "lease":
         yield None
         return
-    leases = IssuerLeases(fleet.client(), state["bucket"]["prefix"], fleet.node_id())
+    secrets_ = fleet.secrets()
+    if secrets_ is None:
+        raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")
+    leases = IssuerLeases(fleet.client(), state["bucket"]["prefix"], fleet.node_id(),
+                          wire.object_key(secrets_.fleet_key, "lease"))
     with ExitStack() as held:
         try:
             held.enter_context(leases.holding(f"acme-{host}"))

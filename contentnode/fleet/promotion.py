@@ -44,12 +44,12 @@ def _current_bundle(fleet, state: dict):
     """(parsed bundle, its ETag, the pin it verifies to) of the bucket's bundle.json."""
     client = fleet.client()
     try:
-        found = client.get_bytes(state["bucket"]["prefix"] + publisher.BUNDLE, max_bytes=bundle.MAX_BYTES)
+        found = bundle.fetch(client, state["bucket"]["prefix"] + publisher.BUNDLE, state["fleet_id"])
     except S3Error as exc:
         raise Refused("bucket_unreachable", f"the fleet's bundle cannot be read: {exc.message}") from None
     if found is None:
         raise Refused("no_bundle", "the bucket holds no bundle for this fleet")
-    doc = bundle.parse(found.body)
+    doc = bundle.parse(found.body, state["fleet_id"], pin_of(state))
     return doc, found.etag, bundle.verify(doc, state["fleet_id"], pin_of(state))
 
 

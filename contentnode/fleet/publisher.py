@@ -42,28 +42,19 @@ def resign_due(state: dict, now: float) -> bool:
         return True
 
 
-def _found_bundle(client, key: str, etag: str | None):
+def _found_bundle(client, key: str, etag: str | None, state: dict):
     """(whether bundle.json is still the object this node wrote last, the parsed object
-    when it is another one and parses, else None)."""
-    found = client.get_bytes(key, if_none_match=etag)
-    if found is not None and found.not_modified:
-        return True, None
-    if found is None:
-        return False, None  # deleted: the next PUT writes it again
+    when it is another one signed by a key chaining to this node's pin, else None)."""
     try:
-        return False, bundle.parse(found.body)
-    except Refused:
-        return False, None  # a damaged object: the next PUT replaces it
-
-
-def _verified(found: dict, state: dict) -> keys.Pin | None:
-    """The signer of a bundle someone else wrote, when it chains to this node's own key or the
-    recovery key; None for anything else (a forgery, a damaged object), which is overwritten."""
-    try:
-        return bundle.verify(found, state["fleet_id"], keys.Pin(**state["pin"]))
+        found = bundle.fetch(client, key, state["fleet_id"], etag)
+        if found is not None and found.not_modified:
+            return True, None
+        if found is None:
+            return False, None  # deleted: the next PUT writes it again
+        return False, bundle.parse(found.body, state["fleet_id"], keys.Pin(**state["pin"]))
     except Refused as exc:
         log.warning("fleet: overwriting a bundle.json this node did not write: %s", exc.message)
-        return None
+        return False, None  # a damaged or forged object: the next PUT replaces it
 
 
 def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
@@ -88,10 +79,10 @@ def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
     key = state["bucket"]["prefix"] + BUNDLE
     seq = int(state.get("seq") or 0)
     # a bundle.json replaced behind this node's back is written over even without a change
-    ours, found = _found_bundle(client, key, state.get("bundle_etag"))
+    ours, found = _found_bundle(client, key, state.get("bundle_etag"), state)
     if ours and not changed:
         return "unchanged"
-    signer = _verified(found, state) if found is not None else None
+    signer = bundle.verify(found, state["fleet_id"], keys.Pin(**state["pin"])) if found is not None else None
     if signer is not None and signer.epoch > state["pin"]["epoch"]:
         fleet.demote(f"the bucket holds a bundle signed at key epoch {signer.epoch}, above this node's "
                      f"{state['pin']['epoch']}: another node was promoted; this one stopped publishing")
@@ -104,7 +95,7 @@ def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
                        fleet_key=secrets_.fleet_key, parts=parts, sealed=shared.SEALED)
     etag = client.put_object(key, raw, "application/json", {"if-match": expect_etag} if expect_etag else None)
     fleet.record(seq=seq, bundle_etag=etag, issued_at=rfc3339(now), expires_at=rfc3339(now + LIFETIME_SECONDS),
-                 parts_digest=digest, last_error=None)
+                 parts_digest=digest, last_error=None, bundle_sha256=hashlib.sha256(raw).hexdigest())
     log.info("fleet: published bundle seq %d (%d bytes)", seq, len(raw))
     return "published"
 

@@ -23,7 +23,7 @@ from contentnode.core.fleet_section import FLEET, SECTION, state_of
 from contentnode.core.folders import FolderRoots
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
-from contentnode.fleet import alerts, folders, follower, issuer, joincode, keys, promotion, publisher, shared, status
+from contentnode.fleet import alerts, folders, follower, issuer, joincode, keys, promotion, publisher, shared, status, wire
 from contentnode.fleet.wire import Refused
 
 log = logging.getLogger("contentnode.fleet")
@@ -41,7 +41,7 @@ def ready(doc: dict) -> bool:
     return not readiness.not_ready(doc)
 
 
-def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | None) -> dict:
+def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | None, unknown: int = 0) -> dict:
     """GET /api/fleet's answer (and `contentnode fleet status`'s): the role and what this node
     knows of the fleet, never a key."""
     state = state_of(doc)
@@ -51,6 +51,7 @@ def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | Non
            "last_error": state.get("last_error"), "poll_seconds": poll_seconds,
            "key_epoch": (state.get("pin") or {}).get("epoch"), "expires_at": state.get("expires_at"),
            "nodes": nodes if role == "primary" else [], "primary": None,
+           "unknown_statuses": unknown if role == "primary" else 0,
            "probe": state.get("probe"), "issuer": issuer.mode(state), "demoted": state.get("demoted")}
     if role == "replica":
         out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": bundle_seen_at,
@@ -85,6 +86,7 @@ class Fleet:
         self.primary_seen: dict | None = None   # a replica's last read of its primary's status
         self.certs = CertStore(os.path.join(data_dir, "certs"))  # the files the bundle carries (fleet/certfiles.py)
         self.nodes: list = []            # the primary's latest view of the other nodes
+        self.unknown_statuses = 0        # ... and how many statuses it ignored (no valid mac, too large, ...)
         self.bundle_seen_at: str | None = None
         self._secrets_cache: keys.Secrets | None = None
         self._wake, self._stop = threading.Event(), threading.Event()
@@ -103,7 +105,7 @@ class Fleet:
     def view(self) -> dict:
         buckets = self.store.data["buckets"]
         nodes = [dict(row, cannot_take=folders.refusals(buckets, row)) for row in self.nodes]
-        out = view_of(self.store.data, self.poll_seconds, nodes, self.bundle_seen_at)
+        out = view_of(self.store.data, self.poll_seconds, nodes, self.bundle_seen_at, self.unknown_statuses)
         seen = self.primary_seen
         if out["primary"] is not None and seen is not None and seen.get("node_id") == out["primary"]["node_id"]:
             out["primary"].update(name=seen.get("name"), address=seen.get("address"))
@@ -310,9 +312,10 @@ class Fleet:
     def _status_round(self, role: str, polls: int) -> None:
         client = self.client()
         state = self.state()
-        status.write(client, state["bucket"]["prefix"], self.status_doc())
+        key = self._status_key()
+        status.write(client, state["bucket"]["prefix"], self.status_doc(), key)
         if role == "replica" and state.get("primary"):
-            self.primary_seen = status.read_one(client, state["bucket"]["prefix"], state["primary"])
+            self.primary_seen = status.read_one(client, state["bucket"]["prefix"], state["primary"], key)
         if role == "primary" and (polls % STATUS_READ_EVERY == 1 or self._joins_open()):
             self._read_nodes(client)
             publisher.delete_expired_joins(self, client)
@@ -322,6 +325,12 @@ class Fleet:
         at the primary's first poll after it (not up to STATUS_READ_EVERY polls later)."""
         codes = self.state().get("join_codes") or []
         return len(joincode.expired_ids(codes, self.clock.now())) < len(codes)
+
+    def _status_key(self) -> bytes:
+        secrets_ = self.secrets()
+        if secrets_ is None:
+            raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")
+        return wire.object_key(secrets_.fleet_key, "status")
 
     def status_doc(self) -> dict:
         state = self.state()
@@ -337,17 +346,17 @@ class Fleet:
 
     def _read_nodes(self, client) -> None:
         state = self.state()
-        found, error = status.read_all(client, state["bucket"]["prefix"], self.node_id())
+        found, unknown, error = status.read_all(client, state["bucket"]["prefix"], self.node_id(),
+                                                self._status_key())
         if error is not None:
             raise S3Error(BUCKET_ERROR, error)
+        self.unknown_statuses = unknown
         now = self.clock.now()
         nodes = status.view(found, int(state.get("seq") or 0), self.version, self.poll_seconds, now)
         alerts.annotate(nodes, self.store.data["domains"], state.get("issued_at"), self.poll_seconds, now)
         self.nodes = nodes
         current = {(row["node_id"], problem) for row in self.nodes for problem in alerts.problems(row)}
-        for node_id, problem in sorted(current - self._incidents):
-            row = next(r for r in self.nodes if r["node_id"] == node_id)
-            if self.events is not None:
-                self.events.emit("fleet_node_problem", node_id=node_id, name=row.get("name"), problem=problem,
-                                 detail=alerts.detail(row, problem))
+        started = sorted(current - self._incidents)
+        if started and self.events is not None:   # one message for every incident this round started
+            self.events.emit("fleet_node_problem", **alerts.summary(self.nodes, started))
         self._incidents = current

@@ -2,19 +2,23 @@
 poll and read by the primary, which turns them into lag, version skew and
 "not seen" (three polls without a status).
 
-A status is plain JSON (nothing secret in it), capped in size when read, and
-one unreadable or missing status never hides the others.
+A status is plain JSON (nothing secret in it) with a "mac": HMAC-SHA256
+under a key derived from the fleet key (wire.object_key "status"), so only
+a node holding the fleet key writes one the primary accepts. It is capped
+in size when read, its mac checked, then each member against the shape this
+version writes; one failing any of that is not listed, only counted
+("unknown_statuses": a bucket writer cannot put text or load on the
+primary through it), and one missing status never hides the others.
 """
 
-import json
 import re
 
 from contentnode.clock import parse_rfc3339
 from contentnode.core.s3 import S3Client, S3Error
-from contentnode.fleet.wire import loads
+from contentnode.fleet.wire import loads, mac_ok, with_mac
 
 NODES = "nodes/"
-STATUS_MAX_BYTES = 64 << 10
+STATUS_MAX_BYTES = 32 << 10   # a real status is a few kilobytes (100 certificates: about 8)
 MAX_NODES = 1000          # statuses the primary reads at most (one LIST page)
 UNSEEN_POLLS = 3
 _NODE_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -26,51 +30,94 @@ def key(prefix: str, node_id: str) -> str:
     return f"{prefix}{NODES}{node_id}.json"
 
 
-def write(client: S3Client, prefix: str, status: dict) -> None:
-    client.put_object(key(prefix, status["node_id"]), json.dumps(status, sort_keys=True).encode(),
-                      "application/json")
+def write(client: S3Client, prefix: str, status: dict, mac_key: bytes) -> None:
+    client.put_object(key(prefix, status["node_id"]), with_mac(mac_key, status), "application/json")
 
 
-def _clean(raw: bytes, node_id: str) -> dict | None:
+def _text(limit: int, pattern: str = r"[ -~]*"):
+    rule = re.compile(pattern)
+    return lambda v: v is None or (isinstance(v, str) and len(v) <= limit and rule.fullmatch(v) is not None)
+
+
+def _number(v) -> bool:
+    return v is None or (type(v) is int and 0 <= v < 1 << 62)
+
+
+def _mapping(limit: int, key, value):
+    return lambda v: v is None or (isinstance(v, dict) and len(v) <= limit
+                                   and all(key(k) and value(x) for k, x in v.items()))
+
+
+_PRINTABLE = r"[^\x00-\x1f\x7f]*"
+_STAMP = _text(40, r"[0-9TZ:.+-]*")
+# the shape of every member of a status as this version writes it: anything else is refused whole
+# (a status may hold no more than a few kilobytes the primary keeps and shows)
+_SHAPE = {
+    "node_id": _text(16), "name": _text(64, _PRINTABLE), "role": _text(16, r"[a-z]*"),
+    "version": _text(40), "seq": _number, "applied_at": _STAMP, "seen_at": _STAMP, "poll_seconds": _number,
+    "last_error": _mapping(3, _text(16, r"code|message|at"), lambda v: _text(2000, _PRINTABLE)(v)),
+    "health": _mapping(2, _text(16, r"ready|bundle_seen_at"), lambda v: v in (True, False) or _STAMP(v)),
+    "traffic": _mapping(32, _text(64), _number),
+    "certificates": _mapping(100, _text(253, r"[A-Za-z0-9.*-]+"), _STAMP),
+    "folder_roots": lambda v: v is None or (isinstance(v, list) and len(v) <= 16
+                                            and all(v_ is not None and _text(1024, _PRINTABLE)(v_) for v_ in v)),
+    "address": _text(300, _PRINTABLE),
+}
+
+
+def _clean(raw: bytes, node_id: str, mac_key: bytes) -> dict | None:
+    """The status's members, or None: not JSON (NaN, nested too deeply), another node's, not
+    written by a holder of the fleet key, or not of this version's shape."""
     try:
         doc = loads(raw)
-    except ValueError:  # not JSON, NaN, nested too deeply: listed as unreadable
+    except ValueError:
         return None
-    if not isinstance(doc, dict) or doc.get("node_id") != node_id:
+    if not isinstance(doc, dict) or doc.get("node_id") != node_id or not mac_ok(mac_key, doc):
+        return None
+    if not all(check(doc.get(name)) for name, check in _SHAPE.items()):
         return None
     return {name: doc.get(name) for name in FIELDS}
 
 
-def read_one(client: S3Client, prefix: str, node_id: str) -> dict | None:
+def read_one(client: S3Client, prefix: str, node_id: str, mac_key: bytes) -> dict | None:
     """One node's status (a replica reads its primary's, to name it by name and address); None when
     it is missing or not valid. S3Error when the bucket fails."""
     fetched = client.get_bytes(key(prefix, node_id), max_bytes=STATUS_MAX_BYTES)
-    return _clean(fetched.body, node_id) if fetched is not None and fetched.body is not None else None
+    return _clean(fetched.body, node_id, mac_key) if fetched is not None and fetched.body is not None else None
 
 
-def read_all(client: S3Client, prefix: str, skip: str) -> tuple[list, str | None]:
-    """(statuses of every other node, error text or None): one LIST and one GET per node.
+def read_all(client: S3Client, prefix: str, skip: str, mac_key: bytes) -> tuple[list, int, str | None]:
+    """(statuses of every other node, how many were ignored as unknown, error text or None):
+    one LIST and one GET per node.
 
-    A status that cannot be read is listed with its error; only a failed LIST fails it all.
+    A status the bucket fails to give is listed with its error; one too large, of another
+    shape or without a valid mac is not listed, only counted; a failed LIST fails it all.
     """
     try:
         page = client.list_objects(prefix=prefix + NODES, max_keys=MAX_NODES)
     except S3Error as exc:
-        return [], exc.message
-    out = []
+        return [], 0, exc.message
+    out, unknown = [], 0
     for item in page.keys:
         name = item["key"][len(prefix + NODES):]
         node_id = name[:-5] if name.endswith(".json") else ""
         if not _NODE_ID.match(node_id) or node_id == skip:
+            unknown += node_id != skip
             continue
         try:
             fetched = client.get_bytes(item["key"], max_bytes=STATUS_MAX_BYTES)
         except S3Error as exc:
-            out.append({"node_id": node_id, "unreadable": exc.message})
+            if exc.code == "too_large":
+                unknown += 1
+            else:
+                out.append({"node_id": node_id, "unreadable": exc.message})
             continue
-        doc = _clean(fetched.body, node_id) if fetched is not None and fetched.body is not None else None
-        out.append(doc if doc is not None else {"node_id": node_id, "unreadable": "the status is not valid"})
-    return out, None
+        doc = _clean(fetched.body, node_id, mac_key) if fetched is not None and fetched.body is not None else None
+        if doc is None:
+            unknown += fetched is not None
+            continue
+        out.append(doc)
+    return out, unknown, None
 
 
 def _seconds_ago(stamp, now: float) -> float | None:

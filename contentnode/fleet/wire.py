@@ -6,8 +6,13 @@ primary and a replica hash the same bytes whatever JSON library wrote them.
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import math
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from contentnode.core.text import json_loads
 
@@ -63,3 +68,31 @@ def unb64(text, what: str, size: int | None = None) -> bytes:
     if size is not None and len(data) != size:
         raise Refused("malformed", f"{what} must be {size} bytes")
     return data
+
+
+MAC = "mac"
+
+
+def object_key(fleet_key: bytes, purpose: str) -> bytes:
+    """The key that authenticates one kind of object nodes write to the bucket (statuses, leases):
+    derived from the fleet key, so only a node holding it can write one a reader accepts."""
+    return HKDF(hashes.SHA256(), 32, salt=None, info=f"contentnode-fleet/{purpose}".encode()).derive(fleet_key)
+
+
+def _mac_of(key: bytes, doc: dict) -> str:
+    return b64(hmac.new(key, canonical({k: v for k, v in doc.items() if k != MAC}), hashlib.sha256).digest())
+
+
+def with_mac(key: bytes, doc: dict) -> bytes:
+    """`doc` with its "mac" member (HMAC-SHA256 over its canonical bytes), as bytes to write."""
+    return canonical(dict(doc, **{MAC: _mac_of(key, doc)}))
+
+
+def mac_ok(key: bytes, doc) -> bool:
+    """Whether a parsed object carries a valid "mac" under `key` (a bucket writer without it: no)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get(MAC), str):
+        return False
+    try:
+        return hmac.compare_digest(doc[MAC], _mac_of(key, doc))
+    except (ValueError, RecursionError):
+        return False

@@ -149,8 +149,8 @@ class RequestHandler(BaseHTTPRequestHandler):
     def parse_request(self):
         """Request line and headers, strictly: http.server's email-based parser is slow and lenient.
 
-        Obsolete line folding, malformed names, duplicate Host and conflicting
-        Content-Length are refused (request smuggling defence).
+        Obsolete line folding, malformed names, a bare CR in a value, duplicate Host and
+        conflicting Content-Length are refused (request smuggling defence).
         """
         self.command, self.request_version = None, "HTTP/1.1"
         self.close_connection = True
@@ -177,7 +177,8 @@ class RequestHandler(BaseHTTPRequestHandler):
             if not line:
                 return False
             name, colon, value = line.partition(b":")
-            if not colon or not TOKEN.fullmatch(name.decode("latin-1")):
+            bare_cr = b"\r" in value.removesuffix(b"\n").removesuffix(b"\r")  # RFC 9112 section 2.2
+            if not colon or not TOKEN.fullmatch(name.decode("latin-1")) or bare_cr:
                 self.send_error(400, "malformed header line")
                 return False
             if not headers.add(name.decode("ascii").lower(), value.strip().decode("latin-1")):

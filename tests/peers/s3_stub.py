@@ -14,9 +14,11 @@ HEAD, DELETE; `log` lists every request.
 """
 
 import email.utils
+import html
 import hashlib
 import threading
 import time
+import urllib.parse
 
 import pytest
 
@@ -94,7 +96,22 @@ class S3Stub:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
+            def list_objects(self, query: dict):
+                """ListObjectsV2 of one page (what fleet/challenges reads), keys in name order."""
+                bucket = urllib.parse.urlsplit(self.path).path.rstrip("/")
+                prefix = query.get("prefix", [""])[0]
+                with stub.lock:
+                    found = sorted((path[len(bucket) + 1:], item) for path, item in stub.objects.items()
+                                   if path.startswith(f"{bucket}/{prefix}"))
+                contents = "".join(f"<Contents><Key>{html.escape(key)}</Key><Size>{len(item[0])}</Size>"
+                                   f"<ETag>{html.escape(item[1])}</ETag></Contents>" for key, item in found)
+                self.reply(200, f"<ListBucketResult><IsTruncated>false</IsTruncated>{contents}"
+                                f"</ListBucketResult>".encode(), "application/xml")
+
             def do_GET(self, head=False):
+                query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                if query.get("list-type") == ["2"]:
+                    return self.list_objects(query)
                 with stub.lock:
                     item = stub.objects.get(self.path)
                 if item is None and head:
