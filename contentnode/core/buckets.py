@@ -63,7 +63,7 @@ def kind(record: dict) -> str:
     return record["type"]
 
 
-def _by_address(endpoint: str) -> bool:
+def default_path_style(endpoint: str) -> bool:
     """Whether an endpoint's host is an address or localhost: its bucket name cannot go in front."""
     host = urlsplit(endpoint).hostname or ""
     return host == "localhost" or _is_address(host)
@@ -104,20 +104,15 @@ def record_fields(body: dict, partial: bool, roots: folders.FolderRoots | None =
     if "path" in out and roots is not None:
         out["path"] = roots.check_path(out["path"])
     if "endpoint" in out and "path_style" not in out and not partial:
-        out["path_style"] = _by_address(out["endpoint"])
+        out["path_style"] = default_path_style(out["endpoint"])
     if not partial:   # the members of its kind a create leaves out (an http bucket's host_header...)
         out.update({name: f.default for name, f in own.items() if f.filled and name not in out})
     return out
 
 
-def default_path_style(endpoint: str) -> bool:
-    """path_style when a record leaves it out: true for an endpoint given by address or localhost."""
-    return _endpoint({"endpoint": endpoint})[1]
-
-
 def check_record(record: dict) -> None:
     """Cross-field rules of a complete record."""
-    if kind(record) == "s3" and not record["path_style"] and _by_address(record["endpoint"]):
+    if kind(record) == "s3" and not record["path_style"] and default_path_style(record["endpoint"]):
         raise FieldError("an endpoint given by address or localhost needs path_style: true "
                          "(the bucket name cannot be put in front of it)", "path_style")
 
