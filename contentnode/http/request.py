@@ -126,7 +126,6 @@ class Request:
                     raise ConnectionError("client closed before sending the whole body")
                 left -= len(data)
                 yield data
-        self._handler.body_read()
 
     def close_after(self) -> None:
         """Close the connection after this response (e.g. when the body was left unread)."""
