@@ -1,7 +1,8 @@
 """A rule's cache settings in the panel, in a real browser, against an http bucket: the dialog's default
 choices name what an http bucket gives a new rule, the query policy {"only": [...]} with its names field,
 the stale windows; the edit of a stored rule; then the shared cache's decision on the Troubleshoot page
-(stored, freshness left, validators) after the site's answer was stored."""
+(stored, freshness left, validators) after the site's answer was stored, and why a warmed answer was not
+stored (its Cache-Status on the Cache page)."""
 
 import re
 
@@ -75,4 +76,11 @@ def test_rule_cache_settings_and_the_shared_cache_decision(browser, node):
         page.get_by_role("button", name="Diagnose").click()
         page.get_by_text("not stored: the next request asks the origin").wait_for()
         check_page(page, "troubleshoot-shared-cache")
+
+        origin.script("/site/secret.html", b"<h1>mine</h1>", headers={"Content-Type": "text/html", "Cache-Control": "no-store"})
+        page.goto("/#/cache")
+        labelled(page, "URLs to warm").fill("http://localhost/secret.html")
+        page.get_by_role("button", name="Warm", exact=True).click()
+        page.get_by_text('contentnode; fwd=uri-miss; fwd-status=200; detail="no-store"').wait_for()   # why: not stored
+        check_page(page, "cache-warm-not-stored")
         assert [s.method for s in origin.requests_for("/site/page.html?lang=en") if s.method == "GET"] == ["GET"]
