@@ -204,6 +204,7 @@ def test_warm_probe_and_diagnose_show_the_cache_decision(node, admin, origin):
     assert before.status == 200 and before.json["cache"]["cached"] is False and before.json["cache"]["mode"] == "origin"
     warmed = admin.post("/api/warm", {"urls": [url]})
     assert warmed.json["results"][0]["ok"] and warmed.json["results"][0]["cache"] == "miss"
+    assert warmed.json["results"][0]["cache_status"].startswith("contentnode; fwd=uri-miss; fwd-status=200; stored")
     assert [s.method for s in origin.requests_for("/p.css")] == ["HEAD", "GET"]   # the probe's HEAD, warm's GET
     cache = admin.post("/api/probe", {"url": url}).json["cache"]
     assert cache["cached"] and cache["freshness"] == "max-age" and cache["lifetime"] == 600

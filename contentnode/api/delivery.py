@@ -138,7 +138,8 @@ def _warm_shared(delivery, url: str, parsed, target, started) -> dict:
         return {"url": url, "ok": False, "status": content.origin_error(exc).status, "bytes": 0,
                 "ms": elapsed_ms(started)}
     return {"url": url, "ok": 200 <= exchange.status < 300, "status": exchange.status, "bytes": size,
-            "ms": elapsed_ms(started), "cache": "hit" if exchange.hit else "miss"}
+            "ms": elapsed_ms(started), "cache": "hit" if exchange.hit else "miss",
+            "cache_status": exchange.field("cache-status")}
 
 
 def warm(req):

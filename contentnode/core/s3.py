@@ -408,14 +408,18 @@ class S3Client:
         return _object_info(response.status, headers)
 
     def get_object(self, key: str, byte_range: tuple[int, int | None] | None = None,
-                   max_bytes: int = DEFAULT_OBJECT_MAX_BYTES) -> ObjectStream:
-        """Start a GET (optionally `byte_range` = (first, last or None)); the caller reads it."""
+                   max_bytes: int = DEFAULT_OBJECT_MAX_BYTES, conditions: dict | None = None) -> ObjectStream:
+        """Start a GET (optionally `byte_range` = (first, last or None)); the caller reads it.
+        With `conditions` (lower-case if-none-match, if-modified-since) a 304 is a stream without
+        a body whose info carries the fields S3 sent with it."""
         deadline = time.monotonic() + self.timeout
-        extra = None
+        extra = dict(conditions or {})
         if byte_range is not None:
             first, last = byte_range
-            extra = {"range": f"bytes={first}-{'' if last is None else last}"}
-        conn, response, headers = self._send("GET", key, extra=extra, deadline=deadline)
+            extra["range"] = f"bytes={first}-{'' if last is None else last}"
+        conn, response, headers = self._send("GET", key, extra=extra or None, deadline=deadline)
+        if response.status == 304 and conditions:
+            return ObjectStream(conn, response, _object_info(304, headers), deadline, 0, self.timeout, self._done)
         if response.status >= 300:
             raise self._fail(conn, response, headers, "object", deadline)
         length = headers.get("content-length", "")

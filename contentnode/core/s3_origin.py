@@ -3,7 +3,9 @@
 The client (core/s3.py) makes the calls; this module turns them into what the
 content path and the bucket API read an origin through (core/origin.py): a
 streamed answer, metadata, a check report stopped at the first failing step,
-and an object's first bytes.
+and an object's first bytes; for a rule in cache_mode "origin", a GET answered
+the way the shared cache (core/shared_cache.py) reads an HTTP origin's answer,
+so the object's own Cache-Control and Expires metadata count.
 """
 
 import base64
@@ -11,10 +13,16 @@ import ssl
 import time
 
 from contentnode.core.cache_fill import CHUNK, OriginAnswer
+from contentnode.core.origin import OriginError
 from contentnode.core.s3 import ListPage, S3Client, S3Error
 from contentnode.core.steps import Steps, elapsed_ms
 
 PREVIEW_BYTES = 64
+# the fields of an S3 GET answer a shared cache reads or a client gets: the object's own
+# metadata (Cache-Control, Expires, the Content-* it was stored with) and its validators
+ANSWER_FIELDS = frozenset({"cache-control", "expires", "content-type", "content-encoding", "content-language",
+                           "content-disposition", "etag", "last-modified", "date"})
+CONDITIONALS = frozenset({"if-none-match", "if-modified-since"})
 
 
 def _step(steps: Steps, name: str, action, describe):
@@ -96,6 +104,18 @@ def probe_object(client: S3Client, key: str) -> dict:
             "ms": elapsed_ms(started)}
 
 
+class S3Answer:
+    """An S3 GET as the shared cache reads an origin's answer (the shape of core/http_origin.py's
+    OriginResponse): `status`, `headers` (pairs), `length`, the body's chunks, close()."""
+
+    def __init__(self, status: int, headers: list, length: int | None, chunks, close):
+        self.status, self.headers, self.length = status, headers, length
+        self._chunks, self.close = chunks, close
+
+    def chunks(self):
+        return self._chunks
+
+
 class S3Origin:
     """A bucket as the content path and the bucket API see an origin (core/origin.py)."""
 
@@ -118,6 +138,26 @@ class S3Origin:
         if info.headers.get("content-encoding"):   # stored encoded: sent as it is, never compressed again
             meta["content_encoding"] = info.headers["content-encoding"]
         return OriginAnswer(200, meta, info.size, stream.chunks(CHUNK), stream.close)
+
+    def forward(self, method: str, key: str, query: str = "", headers=(), client_host: str | None = None) -> S3Answer:
+        """A GET for the shared cache. Only the cache's conditional fields go to S3 (which answers
+        them 304); an S3 key takes no query and no client Host. A missing object is a 404
+        without a body; other failures raise."""
+        if method != "GET":
+            raise OriginError("method", "an S3 bucket is only read (GET and HEAD)", 405)
+        conditions = {k.lower(): v for k, v in headers if k.lower() in CONDITIONALS}
+        try:
+            stream = self.client.get_object(key, conditions=conditions)
+        except S3Error as exc:
+            if exc.code == "no_such_key":
+                return S3Answer(404, [], 0, iter(()), lambda: None)
+            raise
+        info = stream.info
+        fields = [(k, v) for k, v in info.headers.items() if k in ANSWER_FIELDS]
+        if info.status != 304 and info.size is None:
+            stream.close()
+            raise S3Error("protocol", "the origin sent no length")
+        return S3Answer(info.status, fields, 0 if info.status == 304 else info.size, stream.chunks(CHUNK), stream.close)
 
     def head(self, key: str) -> dict:
         info = self.client.head_object(key)

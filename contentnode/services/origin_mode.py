@@ -1,5 +1,5 @@
-"""Rules on an http bucket in cache_mode "origin" (the shared cache for GET and HEAD) or with
-methods "all" (every other method forwarded, uncached).
+"""Rules on an http or S3 bucket in cache_mode "origin" (the shared cache for GET and HEAD), and
+rules on an http bucket with methods "all" (every other method forwarded, uncached).
 
 The content stage hands over the visit (method, fields, query, who asked) as
 a Visitor; this module keeps the query the rule's `query` policy keeps (a
@@ -36,11 +36,15 @@ class Visitor:
     host: str
 
 
+# the bucket types the shared cache reads (a folder has no caching metadata: its rules keep the fixed TTL)
+SHARED_KINDS = frozenset({"http", "s3"})
+
+
 def applies(target) -> bool:
-    """Whether the target is served by the shared cache: an http bucket's rule in cache_mode
+    """Whether the target is served by the shared cache: an http or S3 bucket's rule in cache_mode
     "origin" (an image variant is made from the original through the fixed-TTL cache)."""
     return (target.rule["cache_mode"] == "origin" and target.variant is None and target.bucket is not None
-            and buckets.kind(target.bucket) == "http")
+            and buckets.kind(target.bucket) in SHARED_KINDS)
 
 
 def kept_query(target, visitor: Visitor) -> str:

@@ -56,7 +56,8 @@ function warmCard() {
     toast(`${good} of ${r.results.length} URLs warmed`, good === r.results.length ? 'ok' : 'error');
     mount(out, table([
       { label: 'URL', cell: (x) => h('code', {}, x.url) },
-      { label: 'Result', cell: (x) => (x.ok ? badge(`${x.status} ${x.cache}`, 'ok') : h('div', {}, badge(String(x.status || x.error.code), 'bad'), x.error ? h('p', { class: 'cell-sub' }, x.error.message) : null)) },
+      { label: 'Result', cell: (x) => (x.ok ? h('div', {}, badge(`${x.status} ${x.cache}`, 'ok'), x.cache_status ? h('p', { class: 'cell-sub' }, h('code', { class: 'wrap' }, x.cache_status)) : null)
+        : h('div', {}, badge(String(x.status || x.error.code), 'bad'), x.error ? h('p', { class: 'cell-sub' }, x.error.message) : null)) },
       { label: 'Size', cls: 'num', cell: (x) => bytes(x.bytes) },
       { label: 'Time', cls: 'num', cell: (x) => ms(x.ms) },
     ], r.results, { caption: 'Warm results' }));

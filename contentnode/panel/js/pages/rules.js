@@ -9,6 +9,7 @@ import { confirm, dialogForm } from '../dialog.js';
 import { toast, toastError } from '../toast.js';
 import { duration } from '../format.js';
 import { pageHeader, card, table, badge } from '../ui.js';
+import { cacheControls, cacheBody } from '../rule-cache.js';
 
 const FLAGS = ['signed', 'images', 'compress', 'enabled'];
 
@@ -19,12 +20,14 @@ function ruleForm(r, domains, buckets, presetDomain) {
   const bucketField = buckets
     ? field({ label: 'Bucket', name: 'bucket', value: r && r.bucket, options: buckets.map((b) => [b.id, b.name]), required: true })
     : field({ label: 'Bucket id', name: 'bucket', value: r && r.bucket, required: true });
+  const kindOf = (id) => (buckets ? (buckets.find((b) => b.id === id) || {}).type || null : null);
   return h('div', { class: 'stack' },
     h('div', { class: 'form-grid' }, domainField,
       field({ label: 'Path', name: 'path', value: r ? r.path : '/', required: true, spellcheck: 'false', hint: 'A directory: /static matches /static and everything below it.' }),
       bucketField,
       field({ label: 'Key prefix', name: 'prefix', value: r ? r.prefix : '', spellcheck: 'false', placeholder: 'site/', hint: '/static/a.png becomes key prefix + a.png.' }),
-      field({ label: 'Cache TTL (seconds)', name: 'cache_ttl', type: 'number', min: 0, max: 31536000, value: r ? r.cache_ttl : 3600, hint: '0 turns caching off for this rule.' })),
+      field({ label: 'Cache TTL (seconds)', name: 'cache_ttl', type: 'number', min: 0, max: 31536000, value: r ? r.cache_ttl : 3600, hint: 'Override mode: how long every 200 is kept (0 turns caching off). Origin mode: the longest heuristic freshness.' })),
+    cacheControls(r, kindOf, bucketField.querySelector('select')),
     h('div', { class: 'checks' },
       checkbox({ label: 'Enabled', name: 'enabled', checked: r ? r.enabled : true, hint: 'A disabled rule still claims its path (404).' }),
       checkbox({ label: 'Signed links only', name: 'signed', checked: r && r.signed, hint: 'Requests need a valid signed link.' }),
@@ -38,6 +41,7 @@ function openRule(ctx, r, domains, buckets, presetDomain) {
       const body = {};
       for (const k of ['domain', 'path', 'bucket', 'prefix', 'cache_ttl', ...FLAGS]) if (!r || v[k] !== r[k]) body[k] = v[k];
       if (body.cache_ttl === null) delete body.cache_ttl;
+      Object.assign(body, cacheBody(v, r));
       if (r) { if (Object.keys(body).length) await put(`/api/rules/${enc(r.id)}`, body, { revision: r.revision }); } else await post('/api/rules', body);
       close();
       toast(r ? 'Rule saved' : 'Rule added');
@@ -64,8 +68,9 @@ export async function render(ctx) {
   const columns = [
     { label: 'Path', cell: (r) => h('span', { class: 'rule-path' }, h('span', { class: 'muted' }, r.domain), h('code', {}, r.path)) },
     { label: 'Bucket', cell: (r) => h('div', {}, h('span', { class: 'cell-main' }, bucketName(r.bucket)), r.prefix ? h('p', { class: 'cell-sub' }, `prefix ${r.prefix}`) : null) },
-    { label: 'Cache', cell: (r) => (r.cache_ttl ? duration(r.cache_ttl) : 'off') },
-    { label: 'Options', cell: (r) => h('div', { class: 'row' }, r.enabled ? badge('enabled', 'ok') : badge('disabled', 'neutral'), r.signed ? badge('signed', 'info') : null, r.images ? badge('images', 'info') : null, r.compress === false ? badge('uncompressed', 'neutral') : null) },
+    { label: 'Cache', cell: (r) => (r.cache_mode === 'origin' ? h('div', {}, h('span', { class: 'cell-main' }, 'origin\'s headers'), h('p', { class: 'cell-sub' }, `heuristic at most ${duration(r.cache_ttl)}`))
+      : (r.cache_ttl ? duration(r.cache_ttl) : 'off')) },
+    { label: 'Options', cell: (r) => h('div', { class: 'row' }, r.enabled ? badge('enabled', 'ok') : badge('disabled', 'neutral'), r.signed ? badge('signed', 'info') : null, r.images ? badge('images', 'info') : null, r.compress === false ? badge('uncompressed', 'neutral') : null, r.methods === 'all' ? badge('all methods', 'info') : null) },
     write ? { label: 'Actions', cls: 'actions', cell: (r) => h('div', { class: 'row' },
       button('Edit', { kind: 'secondary', class: 'btn btn-secondary btn-sm', 'aria-label': `Edit rule ${r.domain}${r.path}`, onclick: () => openRule(ctx, r, domainList, bucketList) }),
       button('Delete', { class: 'btn btn-danger-soft btn-sm', 'aria-label': `Delete rule ${r.domain}${r.path}`, onclick: async () => {

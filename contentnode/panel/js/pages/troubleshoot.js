@@ -7,8 +7,29 @@ import { field, form, button, onSubmit } from '../forms.js';
 import { bytes, duration } from '../format.js';
 import { pageHeader, card, facts, steps, resultBanner, badge } from '../ui.js';
 
+/** The shared cache's decision for a rule in cache_mode "origin": stored or not, freshness left, validators, Vary. */
+function sharedCacheFacts(c) {
+  if (!c.cached) return [['Cache', 'shared cache (origin mode): nothing stored, the next request asks the origin']];
+  const left = c.expires_in > 0 ? `fresh for ${duration(c.expires_in)} more` : `stale for ${duration(-c.expires_in)} (revalidated on the next request)`;
+  const validators = [c.etag ? h('span', {}, 'ETag ', h('code', {}, c.etag)) : null,
+    c.last_modified ? h('span', {}, 'Last-Modified ', h('code', {}, c.last_modified)) : null].filter(Boolean);
+  return [
+    ['Cache', `shared cache (origin mode): stored ${duration(c.age)} ago, status ${c.status}, ${bytes(c.size)}`],
+    ['Freshness', h('span', {}, `${duration(c.lifetime)} from ${c.freshness} · `, badge(left, c.expires_in > 0 ? 'ok' : 'warn'))],
+    ['Validators', validators.length ? h('span', { class: 'row' }, ...validators) : 'none: a stale answer is fetched again in full'],
+    ['Vary', c.vary.length ? c.vary.join(', ') : 'none (one stored answer for the URL)'],
+  ];
+}
+
+function cacheFacts(c) {
+  if (!c) return [['Cache', '—']];
+  if (c.mode === 'origin') return sharedCacheFacts(c);
+  return [['Cache', c.cached ? `cached ${c.age} s ago, ${bytes(c.size)}, expires in ${c.expires_in} s` : 'not cached']];
+}
+
 function probeView(r) {
   const o = r.origin; const c = r.cache;
+  const shared = c && c.mode === 'origin';
   return h('div', { class: 'stack' }, facts([
     ['Domain', r.domain ? h('span', {}, r.domain.host, ' ', badge(r.domain.status, r.domain.status === 'verified' ? 'ok' : 'warn')) : 'not a domain of this node'],
     ['Redirect', r.redirect ? `${r.redirect.code} → ${r.redirect.to}` : 'none'],
@@ -17,8 +38,10 @@ function probeView(r) {
     ['Object key', r.key !== null && r.key !== undefined ? h('code', {}, r.key) : '—'],
     ['Signature', r.signature_required ? 'required' : 'not required'],
     ['Origin', o ? (o.ok ? `${o.status} · ${bytes(o.size)} · ${o.content_type || '?'} · ${o.ms} ms` : h('span', { class: 'result-bad' }, `${o.status || ''} ${o.code || ''}: ${o.error || ''}`)) : '—'],
-    ['Cache', c ? (c.cached ? `cached ${c.age} s ago, ${bytes(c.size)}, expires in ${c.expires_in} s` : 'not cached') : '—'],
-  ]));
+    ...cacheFacts(c),
+  ]), shared ? h('p', { class: 'hint' }, 'Why an answer was not stored is in the Cache-Status header of the answer that fetched it ',
+    '(for example ', h('code', {}, 'contentnode; fwd=uri-miss; fwd-status=200; detail="no-store"'), '); a stored one is answered ',
+    h('code', {}, 'contentnode; hit; ttl=…'), ' with its Age.') : null);
 }
 
 function urlForm(label, submitLabel, run) {
