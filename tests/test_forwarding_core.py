@@ -25,6 +25,7 @@ def test_a_trusted_proxys_chain_is_kept_and_the_peer_appended():
     assert out["Via"] == "1.1 edge, " + VIA
 
 
-def test_answer_fields_lose_framing_and_gain_via():
-    pairs = [("Content-Length", "5"), ("Transfer-Encoding", "chunked"), ("ETag", '"e"'), ("Via", "1.0 app")]
+def test_answer_fields_lose_framing_and_the_origins_server_and_gain_via():
+    pairs = [("Content-Length", "5"), ("Transfer-Encoding", "chunked"), ("ETag", '"e"'), ("Via", "1.0 app"),
+             ("server", "SimpleHTTP/0.6 Python/3.11.7")]
     assert response_fields(pairs) == [("ETag", '"e"'), ("Via", "1.0 app, " + VIA)]

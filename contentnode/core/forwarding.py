@@ -50,8 +50,9 @@ def request_fields(pairs: Iterable[tuple[str, str]], peer_ip: str, peer_trusted:
 
 def response_fields(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """The origin's answer fields as the client gets them: end to end, without the length (the
-    node frames the body itself), the node added to Via."""
+    node frames the body itself) or the origin's Server (the node's write path sends its own, as
+    nginx hides an upstream's), the node added to Via."""
     pairs = end_to_end(pairs)
     via = _joined(pairs, "via")
-    out = [(key, value) for key, value in pairs if key.lower() not in ("content-length", "via")]
+    out = [(key, value) for key, value in pairs if key.lower() not in ("content-length", "via", "server")]
     return out + [("Via", f"{via}, {VIA}" if via else VIA)]
