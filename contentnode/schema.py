@@ -7,7 +7,7 @@ schema and a `backup restore` run offline never imports the admin API.
 
 from contentnode.auth.policy import ACCOUNT_SECTIONS
 from contentnode.auth.tokens import SECTIONS as TOKEN_SECTIONS
-from contentnode.core import signing
+from contentnode.core import config_doc, signing
 from contentnode.core.fleet_section import FLEET
 from contentnode.store import Revisioned
 
@@ -33,4 +33,5 @@ SECTIONS = {
 # The updatable objects (docs/API.md, "Revisions, ETag and If-Match"): each record of these sections, and each of
 # these whole sections, carries a revision the store raises with every change.
 REVISIONED = Revisioned(records=frozenset({"users", "domains", "buckets", "rules"}),
-                        whole=frozenset({"settings", "policy", "notifications", "backup_schedule"}))
+                        whole=frozenset({"settings", "policy", "notifications", "backup_schedule"}),
+                        views={"config": (frozenset(config_doc.SECTIONS), config_doc.fingerprint)})

@@ -23,7 +23,7 @@ import struct
 import threading
 from collections.abc import Callable, Mapping, MutableMapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from contentnode.core import revisions
 from contentnode.core.migrations import SCHEMA_VERSION, StoreError, migrate
@@ -77,10 +77,14 @@ def claim_data_dir(path: str) -> None:
 @dataclass(frozen=True)
 class Revisioned:
     """Which sections carry revisions: each record of `records` is one object with its own
-    "revision"; each of `whole` is one object whose revision lives in the "revisions" section."""
+    "revision"; each of `whole` is one object whose revision lives in the "revisions" section.
+    Each of `views` ({name: (sections, fn)}) is a revision over several sections, in the "revisions"
+    section too: it moves when a commit touching those sections changes fn(document) (the config
+    revision, core/config_doc.py: what `fn` leaves out, a check's outcome, moves it not)."""
 
     records: frozenset
     whole: frozenset
+    views: Mapping = field(default_factory=dict)
 
 
 def _own(value) -> int:
@@ -478,6 +482,8 @@ class Store:
                             if isinstance(record, dict) and _changed_record(record, base.get(key))]
         whole = sorted(name for name in revisioned.whole
                        if name in tx.copies and _content_changed(tx.copies[name], self._data.get(name)))
+        whole += sorted(name for name, (sections, fn) in revisioned.views.items()
+                        if any(s in tx.copies or s in tx.deleted for s in sections) and fn(tx) != fn(self._data))
         if not records and not whole and "revisions" not in tx.copies:
             return
         given = tx.copies.get("revisions")
@@ -489,7 +495,7 @@ class Store:
         for record in records:
             record["revision"] = counter
         stamped = {name: counter if name in whole else revisions.of_section(self._data, name)
-                   for name in sorted(revisioned.whole)}
+                   for name in sorted(revisioned.whole | revisioned.views.keys())}
         tx["revisions"] = dict(stamped, **{revisions.COUNTER: counter})
 
 
