@@ -27,7 +27,8 @@ LIMITS = {"domains": MAX_DOMAINS, "buckets": MAX_BUCKETS, "rules": MAX_RULES}
 
 
 class _DryRun(Exception):
-    """Rolls a dry run's transaction back once the document passed every check."""
+    """Rolls a dry run's transaction back once the document passed every check; carries the document
+    the node would then hold (what `contentnode config plan` compares with the current one)."""
 
 
 def _need(req, wanted) -> None:
@@ -55,15 +56,16 @@ def apply_config(req):
                                          LIMITS)
             applier.apply(document)
             if dry_run:
-                raise _DryRun
-    except _DryRun:
-        pass
+                raise _DryRun(config_doc.current(doc))
+    except _DryRun as outcome:
+        result = outcome.args[0]
     if not dry_run:
         for host in applier.deleted_hosts:
             req.app.tls.certs.delete(host)
         req.audit("config.apply", detail=applier.counts)
+        result = config_doc.current(req.app.store.data)
     return {"revision": revisions.of_section(req.app.store.data, REVISION), "dry_run": dry_run,
-            "changes": applier.counts}
+            "changes": applier.counts, "document": result}
 
 
 COUNTS = answer({"created": integer(0, 1_000_000), "changed": integer(0, 1_000_000), "deleted": integer(0, 1_000_000)})
@@ -76,5 +78,6 @@ ROUTES = [
           answer=answer({"revision": integer(1, 2**53), "document": {"type": "object"}})),
     Route("POST", "/api/config/apply", "login", apply_config, body=APPLY_BODY, if_match=True, fleet_shared=True,
           answer=answer({"revision": integer(1, 2**53), "dry_run": BOOLEAN,
-                         "changes": answer({name: COUNTS for name in config_doc.SECTIONS})})),
+                         "changes": answer({name: COUNTS for name in config_doc.SECTIONS}),
+                         "document": {"type": "object"}})),
 ]
