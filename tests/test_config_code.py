@@ -149,7 +149,7 @@ def test_a_literal_secret_is_refused_by_the_cli(node, admin, tmp_path):
 def test_a_bad_record_changes_nothing(admin):
     document = {"domains": {"example.com": {}},
                 "buckets": {"media": dict(BUCKET, endpoint="ftp://x")}}
-    refused = admin.post("/api/config/apply", {"document": document}, headers={"If-Match": '"*"'})
+    refused = admin.post("/api/config/apply", {"document": document}, headers={"If-Match": "*"})
     assert refused.status == 400 and refused.json["error"]["field"] == "buckets.media.endpoint"
     assert admin.get("/api/domains").json["domains"] == []
     unknown = admin.post("/api/config/apply", {"document": {"rules": [{"domain": "example.com", "path": "/",
