@@ -23,7 +23,7 @@ SECTIONS = {
     "links": signing.empty_ring,
     "https": dict,
     **TOKEN_SECTIONS,                  # api_tokens: hashes only
-    "revisions": dict,                 # the revision of each object in REVISIONED.whole, and the counter
+    "revisions": dict,                 # the revision of each object in REVISIONED.named, and the counter
     "fleet": FLEET.defaults,           # this node's fleet role and what it knows of the fleet, no key
     "fleet_purges": dict,              # a fleet primary's purge history (carried by its bundle)
     "backup_schedule": dict,           # the scheduled backup: when, which bucket, passphrase (in no backup)

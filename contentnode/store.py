@@ -86,6 +86,11 @@ class Revisioned:
     whole: frozenset
     views: Mapping = field(default_factory=dict)
 
+    @property
+    def named(self) -> frozenset:
+        """The revisions kept by name in the "revisions" section (besides the counter)."""
+        return self.whole | frozenset(self.views)
+
 
 def _own(value) -> int:
     """A revision brought along by a write (a restore's), 0 when it is none."""
@@ -495,7 +500,7 @@ class Store:
         for record in records:
             record["revision"] = counter
         stamped = {name: counter if name in whole else revisions.of_section(self._data, name)
-                   for name in sorted(revisioned.whole | revisioned.views.keys())}
+                   for name in sorted(revisioned.named)}
         tx["revisions"] = dict(stamped, **{revisions.COUNTER: counter})
 
 
