@@ -19,6 +19,7 @@ from contentnode.core.fields import FieldError
 SECTIONS = ("domains", "buckets", "rules")
 _NODE_WRITTEN = frozenset({"id", "revision", "created_at", "updated_at", "last_check"})
 SECRET_SET = "secret_key_set"
+_CHECKED = _NODE_WRITTEN | {"status", "certificate"}   # a domain's check outcome and certificate
 
 
 def _bucket_view(record: Mapping, secrets: bool) -> dict:
@@ -46,8 +47,12 @@ def current(doc: Mapping, secrets: bool = False) -> dict:
 
 
 def fingerprint(doc: Mapping) -> dict:
-    """What moves the node-wide config revision when it changes: the document with its secrets."""
-    return current(doc, secrets=True)
+    """What moves the node-wide config revision when it changes: the records of the sections with
+    their secrets, without what the node writes itself (a check's outcome, a certificate, times).
+    Any record shape goes: the store calls it on every commit to these sections."""
+    return {name: {key: ({k: v for k, v in record.items() if k not in _CHECKED} if isinstance(record, dict)
+                         else record) for key, record in (doc.get(name) or {}).items()}
+            for name in SECTIONS}
 
 
 def _at(prefix: str, exc: FieldError) -> FieldError:
