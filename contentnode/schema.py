@@ -34,4 +34,4 @@ SECTIONS = {
 # these whole sections, carries a revision the store raises with every change.
 REVISIONED = Revisioned(records=frozenset({"users", "domains", "buckets", "rules"}),
                         whole=frozenset({"settings", "policy", "notifications", "backup_schedule"}),
-                        views={"config": (frozenset(config_doc.SECTIONS), config_doc.fingerprint)})
+                        views={"config": (frozenset(config_doc.SECTIONS), config_doc.project)})

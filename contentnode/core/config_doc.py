@@ -22,15 +22,15 @@ SECRET_SET = "secret_key_set"
 _CHECKED = _NODE_WRITTEN | {"status", "certificate"}   # a domain's check outcome and certificate
 
 
-def _bucket_view(record: Mapping, secrets: bool) -> dict:
+def _bucket_view(record: Mapping) -> dict:
     out = {k: v for k, v in record.items() if k not in _NODE_WRITTEN and k != "name"}
-    if out.get("type") == "s3" and not secrets:
+    if out.get("type") == "s3":
         out[SECRET_SET] = bool(out.pop("secret_key"))
     return out
 
 
-def current(doc: Mapping, secrets: bool = False) -> dict:
-    """The document of a state: secrets as "secret_key_set": true unless `secrets` (the fingerprint's)."""
+def current(doc: Mapping) -> dict:
+    """The document of a state, secrets as "secret_key_set": true."""
     names = {key: record["name"] for key, record in doc.get("buckets", {}).items()}
     out_rules = []
     for record in sorted(doc.get("rules", {}).values(), key=lambda r: (r["domain"], r["path"])):
@@ -40,19 +40,19 @@ def current(doc: Mapping, secrets: bool = False) -> dict:
     return {
         "domains": {host: ({"redirect": record["redirect"]} if record["redirect"] else {})
                     for host, record in sorted(doc.get("domains", {}).items())},
-        "buckets": {record["name"]: _bucket_view(record, secrets)
+        "buckets": {record["name"]: _bucket_view(record)
                     for record in sorted(doc.get("buckets", {}).values(), key=lambda b: b["name"].lower())},
         "rules": out_rules,
     }
 
 
-def fingerprint(doc: Mapping) -> dict:
-    """What moves the node-wide config revision when it changes: the records of the sections with
-    their secrets, without what the node writes itself (a check's outcome, a certificate, times).
-    Any record shape goes: the store calls it on every commit to these sections."""
-    return {name: {key: ({k: v for k, v in record.items() if k not in _CHECKED} if isinstance(record, dict)
-                         else record) for key, record in (doc.get(name) or {}).items()}
-            for name in SECTIONS}
+def project(section: str, record) -> object:
+    """What of a record moves the node-wide config revision when it changes: the record with its
+    secrets, without what the node writes itself (a check's outcome, a certificate, times). Any
+    record shape goes: the store calls it on every record a commit to these sections touched."""
+    if not isinstance(record, dict):
+        return record
+    return {k: v for k, v in record.items() if k not in _CHECKED}
 
 
 def _at(prefix: str, exc: FieldError) -> FieldError:
