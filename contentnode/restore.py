@@ -264,8 +264,8 @@ def _revisions(doc):
                 _require(revisions.valid(record["revision"]),
                          f"{name} {key!r}: revision must be a whole number from 1 up")
     for name, value in (doc.get("revisions") or {}).items():
-        _require((name in REVISIONED.whole or name == revisions.COUNTER) and revisions.valid(value),
-                 f"revisions.{name} must be the whole-number revision of {', '.join(sorted(REVISIONED.whole))}, "
+        _require((name in REVISIONED.named or name == revisions.COUNTER) and revisions.valid(value),
+                 f"revisions.{name} must be the whole-number revision of {', '.join(sorted(REVISIONED.named))}, "
                  f"or the node's {revisions.COUNTER}")
 
 

@@ -23,7 +23,7 @@ import struct
 import threading
 from collections.abc import Callable, Mapping, MutableMapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from contentnode.core import revisions
 from contentnode.core.migrations import SCHEMA_VERSION, StoreError, migrate
@@ -77,10 +77,20 @@ def claim_data_dir(path: str) -> None:
 @dataclass(frozen=True)
 class Revisioned:
     """Which sections carry revisions: each record of `records` is one object with its own
-    "revision"; each of `whole` is one object whose revision lives in the "revisions" section."""
+    "revision"; each of `whole` is one object whose revision lives in the "revisions" section.
+    Each of `views` ({name: (sections, project)}) is a revision over several sections, in the
+    "revisions" section too: it moves when a commit adds or deletes a record of those sections or
+    changes project(section, record) of one (the config revision, core/config_doc.py: what `project`
+    leaves out, a check's outcome, moves it not). Only the records a commit touched are projected."""
 
     records: frozenset
     whole: frozenset
+    views: Mapping = field(default_factory=dict)
+
+    @property
+    def named(self) -> frozenset:
+        """The revisions kept by name in the "revisions" section (besides the counter)."""
+        return self.whole | frozenset(self.views)
 
 
 def _own(value) -> int:
@@ -461,6 +471,25 @@ class Store:
             except Exception:  # a listener's bug must not fail a write that is already durable
                 log.exception("commit listener failed")
 
+    def _view_changed(self, tx: Transaction, name: str, project) -> bool:
+        """Whether the transaction added or deleted a record of section `name`, or changed one's projection."""
+        old = self._data.get(name)
+        if name not in tx.copies:
+            return name in tx.deleted and bool(old)
+        value = tx.copies[name]
+        if not isinstance(value, Mapping) or not isinstance(old, Mapping):
+            return value != old
+        if isinstance(value, Section):
+            if value.deleted - value.copies.keys():
+                return True
+            touched: Mapping = value.copies
+        elif value.keys() != old.keys():
+            return True
+        else:
+            touched = value
+        return any(key not in old or project(name, record) != project(name, old[key])
+                   for key, record in touched.items())
+
     def _stamp_revisions(self, tx: Transaction) -> None:
         """Give every updatable object this transaction changed (and only those) the next
         revision of the node-wide counter: above every revision the node gave out and any
@@ -478,6 +507,8 @@ class Store:
                             if isinstance(record, dict) and _changed_record(record, base.get(key))]
         whole = sorted(name for name in revisioned.whole
                        if name in tx.copies and _content_changed(tx.copies[name], self._data.get(name)))
+        whole += sorted(name for name, (sections, project) in revisioned.views.items()
+                        if any(self._view_changed(tx, section, project) for section in sections))
         if not records and not whole and "revisions" not in tx.copies:
             return
         given = tx.copies.get("revisions")
@@ -489,7 +520,7 @@ class Store:
         for record in records:
             record["revision"] = counter
         stamped = {name: counter if name in whole else revisions.of_section(self._data, name)
-                   for name in sorted(revisioned.whole)}
+                   for name in sorted(revisioned.named)}
         tx["revisions"] = dict(stamped, **{revisions.COUNTER: counter})
 
 

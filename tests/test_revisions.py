@@ -367,9 +367,10 @@ def test_the_store_raises_a_revision_only_when_a_record_changes(tmp_path):
     assert store.data["rules"]["a"]["revision"] == 10
     with store.transaction() as doc:
         del doc["rules"]["a"]
+    assert store.data["revisions"]["config"] == store.data["revisions"]["counter"] == 11  # a delete moves the config
     with store.transaction() as doc:
         doc["rules"]["a"] = {"id": "a", "ttl": 3, "revision": 2}  # back after a delete: never a number seen before
-    assert store.data["rules"]["a"]["revision"] == 11
+    assert store.data["rules"]["a"]["revision"] == 12
 
 
 def test_a_replaced_section_and_whole_objects_get_revisions_past_both(tmp_path):
@@ -380,14 +381,14 @@ def test_a_replaced_section_and_whole_objects_get_revisions_past_both(tmp_path):
             doc["settings"]["node_name"] = value
     # one number per commit, shared by everything it changed; the untouched objects stay at 1
     assert store.data["rules"]["a"]["revision"] == 4 and store.data["revisions"] == {
-        "notifications": 1, "policy": 1, "settings": 4, "backup_schedule": 1, "counter": 4}
+        "notifications": 1, "policy": 1, "settings": 4, "backup_schedule": 1, "config": 4, "counter": 4}
     with store.transaction() as doc:  # as a restore does: every section replaced by the backup's
         doc.clear()
         doc.update({"rules": {"a": {"id": "a", "name": "one", "revision": 9}}, "settings": {"node_name": "one"},
                     "revisions": {"settings": 1, "policy": "bogus", "counter": 6}})
     assert store.data["rules"]["a"]["revision"] == 10  # past the node's 4 and the backup's 9 and 6
     assert store.data["revisions"] == {"notifications": 1, "policy": 1, "settings": 10, "backup_schedule": 1,
-                                      "counter": 10}
+                                      "config": 10, "counter": 10}
     with store.transaction() as doc:
         doc["settings"]["node_name"] = "one"  # the same value again
     assert store.data["revisions"]["settings"] == 10

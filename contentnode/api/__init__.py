@@ -13,7 +13,7 @@ import json
 from contentnode import __version__
 from contentnode.auth.sessions import COOKIE
 from contentnode.http import openapi
-from contentnode.api import (audit, backup, backup_schedule, buckets, cache, certs, delivery, domains, fleet,
+from contentnode.api import (audit, backup, backup_schedule, buckets, cache, certs, config, delivery, domains, fleet,
                              fleet_keys, https, links, login, me, my_sessions, notifications, panel, panel_assets,
                              passkeys, policy, rules, settings, system, tokens, twofactor, updates, users)
 
@@ -37,6 +37,7 @@ MODULES = [
     domains,
     buckets,
     rules,
+    config,
     links,
     certs,
     https,

@@ -55,7 +55,7 @@ def get_bucket(req):
     return public_view(existing(req.app.store.data, req.params["id"]))
 
 
-def _guard(app, record: dict) -> None:
+def guard(app, record: dict) -> None:
     """An http bucket's origin may not be the node itself nor a link-local/metadata address."""
     if record["type"] == "http":
         http_bucket.guard(record["url"], buckets.origin_policy(app.outbound, app.own_ports))
@@ -65,7 +65,7 @@ def create_bucket(req):
     body = req.body
     record = buckets.record_fields(body, partial=False, roots=req.app.folder_roots)
     buckets.check_record(record)
-    _guard(req.app, record)
+    guard(req.app, record)
     stamp = rfc3339(req.app.clock.now())
     record = {"id": secrets.token_hex(6), **buckets.BUCKET.defaults(), **record, "created_at": stamp,
               "updated_at": stamp}
@@ -91,7 +91,7 @@ def update_bucket(req):
         record.update(changes)
         buckets.check_record(record)
         if "url" in changes:
-            _guard(req.app, record)
+            guard(req.app, record)
         if "name" in changes:
             _unique_name(doc, record, bucket_id)
         if any(before.get(key) != value for key, value in changes.items() if key != "name"):

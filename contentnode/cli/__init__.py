@@ -9,12 +9,13 @@ open the data dir through cli/context.py.
 import argparse
 import sys
 
-from contentnode import __version__, config as config_module
-from contentnode.cli import audit, backup, fleet, serve, tokens, users
+from contentnode import __version__
+from contentnode import config as config_module
+from contentnode.cli import audit, backup, config, fleet, serve, tokens, users
 from contentnode.fileio import permission_problem
 from contentnode.store import DataDirRefused
 
-COMMANDS = [serve, users, backup, audit, tokens, fleet]
+COMMANDS = [serve, users, backup, audit, tokens, fleet, config]
 
 
 def load_config(args):

@@ -1,0 +1,191 @@
+"""Configuration as code (docs/API.md, "Configuration as code"): `contentnode config export | plan |
+apply` and GET /api/config, POST /api/config/apply, against real daemons."""
+
+import os
+import secrets
+import subprocess
+import sys
+import tomllib
+
+from contentnode.api import ROUTES
+from tests.node import ADMIN_PASSWORD, ADMIN_USER, ROOT, Node
+
+SECRET = "media-secret-value-0123456789"
+REDIRECT = {"to": "https://example.com/new", "code": 308, "keep_path": False}
+BUCKET = {"type": "s3", "endpoint": "http://127.0.0.1:9", "region": "eu-west-1", "bucket": "media",
+          "access_key": "AKIDEXAMPLE", "secret_key": SECRET}
+SITE = {"type": "http", "url": "http://127.0.0.1:9/site", "host_header": "client", "read_timeout": 7}
+
+
+def _token(client, scopes=("domains:write", "buckets:write", "routes:write")) -> str:
+    made = client.post("/api/me/tokens", {"name": f"config-{secrets.token_hex(4)}", "scopes": list(scopes), "password": ADMIN_PASSWORD})
+    assert made.status == 201, made.body
+    return made.json["secret"]
+
+
+def _cli(node, token, *args, env=None):
+    return subprocess.run([sys.executable, "-m", "contentnode", "config", *args, "--url",
+                           f"http://127.0.0.1:{node.admin_port}", "--token", token],
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=ROOT, **(env or {})))
+
+
+def _populate(admin) -> None:
+    assert admin.post("/api/domains", {"host": "example.com"}).status == 201
+    assert admin.post("/api/domains", {"host": "old.example.com"}).status == 201
+    assert admin.post("/api/domains/redirect", {"host": "old.example.com", **REDIRECT}).status == 200
+    media = admin.post("/api/buckets", dict(BUCKET, name="Media")).json["id"]
+    site = admin.post("/api/buckets", dict(SITE, name="site")).json["id"]
+    for body in ({"domain": "example.com", "path": "/static", "bucket": media, "prefix": "s/", "cache_ttl": 60,
+                  "signed": True, "query": {"only": ["v", "w"]}},
+                 {"domain": "example.com", "path": "/", "bucket": site, "enabled": False}):
+        assert admin.post("/api/rules", body).status == 201
+
+
+def _answers(client) -> dict:
+    """What the API answers of domains, buckets and rules, ids, times and revisions aside."""
+    drop = {"id", "created_at", "updated_at", "revision"}
+    names = {b["id"]: b["name"] for b in client.get("/api/buckets").json["buckets"]}
+    clean = lambda record: {k: v for k, v in record.items() if k not in drop}  # noqa: E731
+    return {"domains": [clean(d) for d in client.get("/api/domains").json["domains"]],
+            "buckets": [clean(b) for b in client.get("/api/buckets").json["buckets"]],
+            "rules": [dict(clean(r), bucket=names[r["bucket"]]) for r in client.get("/api/rules").json["rules"]]}
+
+
+def _revision(client) -> int:
+    return client.get("/api/config").json["revision"]
+
+
+def _second(tmp_path, name):
+    os.makedirs(tmp_path / name)
+    node = Node(str(tmp_path / name)).start()
+    client = node.client()
+    assert client.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
+    return node, client
+
+
+def test_export_apply_to_a_fresh_node_then_plan_is_empty(node, admin, tmp_path):
+    _populate(admin)
+    exported = _cli(node, _token(admin), "export")
+    assert exported.returncode == 0, exported.stderr
+    assert SECRET not in exported.stdout and "secret_key_set = true" in exported.stdout
+    document = tomllib.loads(exported.stdout)
+    assert document["domains"]["old.example.com"]["redirect"] == REDIRECT
+    assert document["rules"][1]["query"] == {"only": ["v", "w"]} and document["rules"][1]["bucket"] == "Media"
+    path = tmp_path / "node.toml"
+    path.write_text(exported.stdout.replace("secret_key_set = true", 'secret_key = {env = "MEDIA_SECRET"}'))
+
+    fresh, client = _second(tmp_path, "fresh")
+    try:
+        token = _token(client)
+        planned = _cli(fresh, token, "plan", str(path), env={"MEDIA_SECRET": SECRET})
+        assert planned.returncode == 0, planned.stderr
+        assert "+ domains.old.example.com" in planned.stdout and "+ rules.example.com/static" in planned.stdout
+        assert _answers(client)["domains"] == []   # a plan changes nothing
+        applied = _cli(fresh, token, "apply", str(path), env={"MEDIA_SECRET": SECRET})
+        assert applied.returncode == 0, applied.stderr
+        assert _answers(client) == _answers(admin)
+        media = [b for b in client.get("/api/buckets").json["buckets"] if b["name"] == "Media"][0]
+        assert media["secret_key_set"] is True and SECRET not in str(client.get("/api/config").json)
+
+        revision = _revision(client)
+        again = _cli(fresh, token, "plan", str(path), env={"MEDIA_SECRET": SECRET})
+        assert again.returncode == 0 and again.stdout.startswith("no changes"), again.stdout
+        second = _cli(fresh, token, "apply", str(path), env={"MEDIA_SECRET": SECRET})
+        assert second.returncode == 0 and second.stdout.startswith("no changes"), second.stdout
+        same = client.post("/api/config/apply", {"document": tomllib.loads(path.read_text().replace(
+            '{env = "MEDIA_SECRET"}', f'"{SECRET}"'))}, headers={"If-Match": f'"{revision}"'})
+        assert same.status == 200 and same.json["changes"]["rules"] == {"created": 0, "changed": 0, "deleted": 0}
+        assert _revision(client) == revision   # a second apply of the same document moves nothing
+    finally:
+        fresh.close()
+
+
+def test_an_edit_between_plan_and_apply_is_refused_and_nothing_applied(node, admin, tmp_path):
+    _populate(admin)
+    token = _token(admin)
+    path = tmp_path / "node.toml"
+    path.write_text(_cli(node, token, "export").stdout.replace('region = "eu-west-1"', 'region = "us-east-1"')
+                    .replace("[domains.\"example.com\"]", "[domains.\"example.com\"]\n\n[domains.\"new.example\"]"))
+    planned = _cli(node, token, "plan", str(path))
+    assert planned.returncode == 0, planned.stderr
+    assert '~ buckets.Media.region: "eu-west-1" → "us-east-1"' in planned.stdout
+    assert "+ domains.new.example" in planned.stdout
+    revision = _revision(admin)
+    assert f"--revision {revision}" in planned.stdout
+    before = _answers(admin)
+    assert admin.post("/api/domains", {"host": "between.example"}).status == 201   # the concurrent edit
+    applied = _cli(node, token, "apply", str(path), "--revision", str(revision))
+    assert applied.returncode == 1 and "412" in applied.stderr and "nothing changed" in applied.stderr
+    after = _answers(admin)
+    assert [d["host"] for d in after["domains"]] == ["between.example", "example.com", "old.example.com"]
+    assert after["buckets"] == before["buckets"]   # nothing of the document half-applied
+    stale = admin.post("/api/config/apply", {"document": {"domains": {}}}, headers={"If-Match": f'"{revision}"'})
+    assert stale.status == 412 and stale.headers["etag"] == f'"{_revision(admin)}"'
+
+
+def test_a_check_outcome_moves_no_config_revision_but_a_delete_does(admin):
+    _populate(admin)
+    revision = _revision(admin)
+    rule = admin.get("/api/rules").json["rules"][0]
+    admin.post("/api/buckets/check", {"id": rule["bucket"]})   # writes last_check, not the document
+    assert _revision(admin) == revision
+    assert admin.delete(f"/api/rules/{rule['id']}").status == 204
+    assert _revision(admin) > revision
+
+
+def test_a_literal_secret_is_refused_by_the_cli(node, admin, tmp_path):
+    path = tmp_path / "node.toml"
+    path.write_text('[buckets.media]\ntype = "s3"\nendpoint = "http://127.0.0.1:9"\nregion = "r"\n'
+                    f'bucket = "media"\naccess_key = "AK"\nsecret_key = "{SECRET}"\n')
+    result = _cli(node, _token(admin), "apply", str(path))
+    assert result.returncode == 1
+    assert "buckets.media.secret_key must be a reference" in result.stderr and SECRET not in result.stderr
+    assert admin.get("/api/buckets").json["buckets"] == []
+    missing = _cli(node, _token(admin), "plan", str(path).replace("node.toml", "none.toml"))
+    assert missing.returncode == 1 and "cannot read" in missing.stderr
+
+
+def test_a_bad_record_changes_nothing(admin):
+    document = {"domains": {"example.com": {}},
+                "buckets": {"media": dict(BUCKET, endpoint="ftp://x")}}
+    refused = admin.post("/api/config/apply", {"document": document}, headers={"If-Match": "*"})
+    assert refused.status == 400 and refused.json["error"]["field"] == "buckets.media.endpoint"
+    assert admin.get("/api/domains").json["domains"] == []
+    unknown = admin.post("/api/config/apply", {"document": {"rules": [{"domain": "example.com", "path": "/",
+                                                                        "bucket": "nope"}]}})
+    assert unknown.status == 400 and unknown.json["error"]["field"] == "rules[0].domain"
+    dry = admin.post("/api/config/apply", {"document": document | {"buckets": {"media": BUCKET}}, "dry_run": True})
+    assert dry.status == 200 and list(dry.json["document"]["domains"]) == ["example.com"]
+    assert dry.json["document"]["buckets"]["media"]["secret_key_set"] is True
+    assert admin.get("/api/domains").json["domains"] == []   # a dry run changes nothing
+
+
+def test_a_bucket_left_without_a_secret_keeps_the_nodes(admin):
+    _populate(admin)
+    document = admin.get("/api/config").json["document"]
+    document["buckets"]["Media"]["region"] = "us-east-1"   # still "secret_key_set": true, no secret_key
+    changed = admin.post("/api/config/apply", {"document": document})
+    assert changed.status == 200 and changed.json["changes"]["buckets"]["changed"] == 1
+    media = [b for b in admin.get("/api/buckets").json["buckets"] if b["name"] == "Media"][0]
+    assert media["region"] == "us-east-1" and media["secret_key_set"] is True
+    check = admin.post("/api/buckets/test", {"id": media["id"], "key": "k"})
+    assert check.status == 200   # the stored secret still signs (the endpoint itself is closed)
+
+
+def test_each_section_needs_its_scope(node, admin):
+    from tests.test_tokens import _token_client
+    _populate(admin)
+    reader, _ = _token_client(node, _token(admin, scopes=("domains:write", "buckets:read")))
+    assert reader.get("/api/config").error_code == "forbidden"   # routes:read missing
+    writer, _ = _token_client(node, _token(admin, scopes=("domains:write", "buckets:read", "routes:read")))
+    document = writer.get("/api/config").json["document"]
+    refused = writer.post("/api/config/apply", {"document": document})
+    assert refused.status == 403 and "buckets:write, routes:write" in refused.json["error"]["message"]
+    only = writer.post("/api/config/apply", {"document": {"domains": {**document["domains"], "x.example": {}}}})
+    assert only.status == 200 and only.json["changes"]["domains"]["created"] == 1
+
+
+def test_a_fleet_replica_refuses_apply_as_every_shared_write():
+    route = next(r for r in ROUTES if (r.method, r.pattern) == ("POST", "/api/config/apply"))
+    assert route.fleet_shared and route.if_match
