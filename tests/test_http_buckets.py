@@ -21,6 +21,9 @@ from tests.origin_server import OriginServer, free_port
 from tests.peers.pebble import ChallTestSrv
 
 HOST = "site.example.test"
+# `node` is the App in the test process (no interpreter start per test); the tests that time many
+# concurrent requests keep a daemon process, as do the public workers (a process of their own).
+pytestmark = pytest.mark.in_process
 
 
 @pytest.fixture
@@ -183,6 +186,7 @@ def _fetch(port, path, results, source="127.0.0.1"):
         results.append((str(exc), time.monotonic() - started))
 
 
+@pytest.mark.daemon_process
 def test_a_dead_origin_answers_502_quickly(node, admin):
     serve(admin, add_bucket(admin, f"http://127.0.0.1:{free_port()}")["id"])
     results: list = []
@@ -195,6 +199,7 @@ def test_a_dead_origin_answers_502_quickly(node, admin):
     assert max(took for _, took in results) < 5, results
 
 
+@pytest.mark.daemon_process
 def test_a_hanging_origin_holds_only_its_share(node, admin, origin):
     """An origin that accepts and never answers: 32 requests wait their read timeout, 32 more wait for a
     connection, the rest are refused at once; another origin is served meanwhile."""
@@ -274,12 +279,12 @@ def test_a_name_re_pointed_at_the_node_or_metadata_is_refused_at_connect(dns_nod
     assert "link-local" in node.log()
 
 
-def test_a_backup_carries_http_buckets_onto_another_node(admin, origin, tmp_path):
+def test_a_backup_carries_http_buckets_onto_another_node(request, admin, origin, tmp_path):
     """Backups and fleet bundles pass the same restore checks: an http bucket (no secret) restores whole."""
     made = add_bucket(admin, origin.url + "/app", host_header="client", tls_verify=False, read_timeout=120)
     plain = admin.post("/api/backup/export", {}).json
     (tmp_path / "other").mkdir()
-    other = Node(str(tmp_path / "other")).start()
+    other = node_class(request)(str(tmp_path / "other")).start()
     try:
         client = other.client()
         assert client.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
