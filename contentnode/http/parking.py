@@ -14,10 +14,14 @@ the connection again (EPOLLONESHOT: re-armed by the thread that parks it).
   under the watchdog, once the ClientHello is there.
 - When the listener runs short of slots (max_connections) it closes the
   longest-idle parked connection instead of refusing the new client.
+- One client address holds at most max_requests_per_client pool threads: its
+  other connections with a request to serve wait, parked and unarmed, and are
+  handed on in arrival order as its served ones end (slow readers from a few
+  addresses cannot hold every thread).
 - One client address holds at most max_connections_per_client connections;
   more are refused at accept (503 on plain HTTP, a close on TLS). A peer that
   is a trusted proxy (`uncapped`) is not counted: its clients only differ in
-  X-Forwarded-For, which comes with each request.
+  X-Forwarded-For, which comes with each request. IPv6 clients count per /64.
 - A connection is never parked with bytes it already read: the SocketReader's
   buffer and, on TLS, what OpenSSL has decrypted (pending()) are served first.
 """
@@ -25,6 +29,7 @@ the connection again (EPOLLONESHOT: re-armed by the thread that parks it).
 import collections
 import errno
 import heapq
+import ipaddress
 import itertools
 import logging
 import queue
@@ -49,10 +54,11 @@ _OWN_FDS = 64              # descriptors a process needs besides its connections
 class Connection:
     """A connection the listener keeps: parked, or served by one pool thread."""
 
-    __slots__ = ("sock", "address", "since", "rfile", "wfile", "fresh", "head_due")
+    __slots__ = ("sock", "address", "client", "since", "rfile", "wfile", "fresh", "head_due")
 
     def __init__(self, sock, address, now: float):
         self.sock, self.address, self.since = sock, address, now
+        self.client = client_key(address[0])   # what the per-client caps count
         self.rfile: SocketReader | None = None   # set by the pool thread that first serves it
         self.wfile: SocketWriter | None = None
         self.fresh = True                # no request yet: parked under header_timeout
@@ -108,20 +114,22 @@ class ParkingServer(Server):
 
     def __init__(self, address, dispatch, name: str, max_connections: int = 16384,
                  header_timeout: float = 10.0, idle_timeout: float = 60.0, send_timeout: float = 60.0,
-                 threads: int = 128, per_client: int = 64, uncapped=None,
+                 threads: int = 128, per_client: int = 64, requests_per_client: int = 8, uncapped=None,
                  tls_context=None, on_request=None, sock=None, headers=()):
         super().__init__(address, dispatch, name, max_connections=max_connections,
                          header_timeout=header_timeout, idle_timeout=idle_timeout, send_timeout=send_timeout,
                          on_request=on_request, sock=sock, headers=headers)
         self.tls_context = tls_context
-        self.per_client = per_client
+        self.per_client, self.requests_per_client = per_client, requests_per_client
         self._uncapped = uncapped or (lambda ip: False)
         self._fresh: collections.OrderedDict[int, Connection] = collections.OrderedDict()
         self._idle: collections.OrderedDict[int, Connection] = collections.OrderedDict()
         self._heads: collections.OrderedDict[int, Connection] = collections.OrderedDict()   # waiting for the rest of a head
         self._head_deadlines: list = []   # heap of (head_due, sequence, connection); stale ones skipped
         self._sequence = itertools.count()
-        self._clients: dict[str, int] = {}   # address -> open connections
+        self._clients: dict[str, int] = {}   # client -> open connections
+        self._in_service: dict[str, int] = {}   # client -> connections a pool thread holds
+        self._waiting: dict[str, collections.deque[Connection]] = {}   # client -> woken, over its share
         self._open = self._busy = 0
         self._epoll = select.epoll()
         self._pool = Pool(threads, self._serve, name)
@@ -165,8 +173,36 @@ class ParkingServer(Server):
             conn = self._idle.pop(fd, None) or self._fresh.pop(fd, None) or self._heads.pop(fd, None)
             if conn is None:   # closed meanwhile (evicted, expired)
                 return
-            self._busy += 1
+            if not self._take_thread_locked(conn):
+                self._waiting.setdefault(conn.client, collections.deque()).append(conn)
+                return
         self._pool.submit(conn)
+
+    def _take_thread_locked(self, conn: Connection) -> bool:
+        """Count `conn` as served unless its client already holds its share of the pool."""
+        serving = self._in_service.get(conn.client, 0)
+        if serving >= self.requests_per_client and not self._uncapped(conn.address[0]):
+            return False
+        self._in_service[conn.client] = serving + 1
+        self._busy += 1
+        return True
+
+    def _release_thread_locked(self, conn: Connection) -> Connection | None:
+        """`conn` leaves its thread: the next waiting connection of its client, to submit."""
+        self._busy -= 1
+        left = self._in_service.get(conn.client, 1) - 1
+        if left:
+            self._in_service[conn.client] = left
+        else:
+            self._in_service.pop(conn.client, None)
+        waiting = self._waiting.get(conn.client)
+        if not waiting:
+            return None
+        following = waiting.popleft()
+        if not waiting:
+            del self._waiting[conn.client]
+        self._take_thread_locked(following)
+        return following
 
     def _accept(self) -> None:
         for _ in range(ACCEPT_BATCH):
@@ -183,9 +219,9 @@ class ParkingServer(Server):
             self._admit(sock, address)
 
     def _admit(self, sock, address) -> None:
-        ip = address[0]
+        ip, client = address[0], client_key(address[0])
         with self._lock:
-            count = self._clients.get(ip, 0)
+            count = self._clients.get(client, 0)
             if self.closing:
                 refusal = "closing"
             elif count >= self.per_client and not self._uncapped(ip):
@@ -195,7 +231,7 @@ class ParkingServer(Server):
             else:
                 refusal = None
                 self._open += 1
-                self._clients[ip] = count + 1
+                self._clients[client] = count + 1
                 conn = Connection(sock, address, time.monotonic())
                 self._fresh[sock.fileno()] = conn
                 self._epoll.register(sock.fileno(), _ARMED)
@@ -247,12 +283,11 @@ class ParkingServer(Server):
     def _close_locked(self, conn: Connection) -> None:
         """Forget and close a connection; the caller holds the lock."""
         self._open -= 1
-        ip = conn.address[0]
-        left = self._clients.get(ip, 1) - 1
+        left = self._clients.get(conn.client, 1) - 1
         if left:
-            self._clients[ip] = left
+            self._clients[conn.client] = left
         else:
-            self._clients.pop(ip, None)
+            self._clients.pop(conn.client, None)
         try:
             conn.sock.close()
         except OSError:
@@ -327,18 +362,23 @@ class ParkingServer(Server):
 
     def _finish(self, conn: Connection, park: bool) -> None:
         with self._lock:
-            self._busy -= 1
-            if not park or self.closing:
-                _shutdown(conn.sock)
-                self._close_locked(conn)
-                return
-            conn.since = time.monotonic()
-            if conn.head_due is not None and conn.head_due <= conn.since:
-                self._close_locked(conn)   # its head is late
-                return
-            fd = conn.sock.fileno()
-            (self._heads if conn.head_due is not None else self._fresh if conn.fresh else self._idle)[fd] = conn
-            self._epoll.modify(fd, _ARMED)
+            following = self._release_thread_locked(conn)
+            self._park_or_close_locked(conn, park)
+        if following is not None:
+            self._pool.submit(following)
+
+    def _park_or_close_locked(self, conn: Connection, park: bool) -> None:
+        if not park or self.closing:
+            _shutdown(conn.sock)
+            self._close_locked(conn)
+            return
+        conn.since = time.monotonic()
+        if conn.head_due is not None and conn.head_due <= conn.since:
+            self._close_locked(conn)   # its head is late
+            return
+        fd = conn.sock.fileno()
+        (self._heads if conn.head_due is not None else self._fresh if conn.fresh else self._idle)[fd] = conn
+        self._epoll.modify(fd, _ARMED)
 
     # --- what the node asks ---------------------------------------------------------
 
@@ -360,12 +400,29 @@ class ParkingServer(Server):
             for table in (self._fresh, self._idle, self._heads):
                 while table:
                     self._close_locked(table.popitem()[1])
+            for waiting in self._waiting.values():
+                while waiting:
+                    self._close_locked(waiting.popleft())
+            self._waiting.clear()
         deadline = time.monotonic() + grace
         while self.active_requests() and time.monotonic() < deadline:
             time.sleep(0.05)
         self.watchdog.stop()
         self._pool.stop()
         self._epoll.close()
+
+
+def client_key(ip: str) -> str:
+    """What the per-client caps count: the address, or its /64 for IPv6 (one host's usual share)."""
+    if ":" not in ip:
+        return ip
+    try:
+        address = ipaddress.IPv6Address(ip.split("%", 1)[0])
+    except ValueError:
+        return ip
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.IPv6Network((address, 64), strict=False))
 
 
 def ensure_open_files(wanted: int) -> None:
