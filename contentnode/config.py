@@ -183,6 +183,8 @@ OPTIONS = (
            "/64) on a public listener (a trusted proxy is not capped); more are refused"),
     Option("max_requests_per_client", _positive_int, 8, "requests of one client address (IPv6: its /64) "
            "served at once per public listener and process; its others wait, parked, for one to end"),
+    Option("max_unfinished_head_bytes", _positive_int, 32 << 20, "bytes of unfinished request heads a "
+           "public listener holds per process; past it, the connections with the oldest are closed"),
     Option("public_threads", _positive_int, 128, "threads per public listener and process that serve requests "
            "(idle connections hold none)"),
     Option("header_timeout", _seconds, 10.0, "seconds a client has to send a whole request head from its first "

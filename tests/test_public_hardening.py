@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from tests.test_public_connections import HOST, BigSite, healthz_from
+from tests.node import Node
+from tests.test_public_connections import HOST, BigSite, connect_from, healthz_from
 
 pytestmark = pytest.mark.daemon_process
 
@@ -68,3 +69,47 @@ def socket_has_bytes(sock: socket.socket) -> bool:
     """The answer has begun to arrive (looked at without waiting)."""
     return bool(select.select([sock], [], [], 0)[0]) and sock.recv(16, socket.MSG_PEEK).startswith(b"HTTP/1.1 200")
 
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line.split()[1] for line in f if line.startswith("VmRSS:")))
+
+
+def test_unfinished_heads_are_held_within_the_process_budget(tmp_path):
+    """480 connections from 8 addresses each send 60 KB of a head without its blank line: with a
+    4 MiB budget the oldest are closed, RSS grows by the budget (not 480 x 60 KB = 28 MB), and
+    another client is served."""
+    node = Node(str(tmp_path), env={"CONTENTNODE_HEADER_TIMEOUT": "30",
+                                    "CONTENTNODE_MAX_UNFINISHED_HEAD_BYTES": str(4 << 20)}).start()
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Filler: " + b"a" * 60000
+    socks = []
+    try:
+        before = rss_kib(node.proc.pid)
+        for n in range(480):
+            sock = connect_from(f"127.0.0.{2 + n % 8}", node.public_port)
+            socks.append(sock)
+            try:
+                sock.sendall(head)
+            except OSError:
+                pass   # closed by the node meanwhile: the point
+        time.sleep(1.5)
+        grown = rss_kib(node.proc.pid) - before
+        closed = sum(1 for sock in socks if was_closed(sock))
+        print(f"RSS grown by {grown} KiB with 480 unfinished 60 KB heads; {closed} closed")
+        assert grown < 12 * 1024, grown
+        assert closed >= 480 - (4 << 20) // 60000 - 8, closed
+        assert not was_closed(socks[-1])   # the newest are kept
+        assert healthz_seconds("127.0.0.1", node.public_port) < 1.0
+    finally:
+        for sock in socks:
+            sock.close()
+        node.close()
+
+
+def was_closed(sock: socket.socket) -> bool:
+    if not select.select([sock], [], [], 0)[0]:
+        return False
+    try:
+        return sock.recv(1) == b""
+    except OSError:
+        return True

@@ -22,6 +22,9 @@ the connection again (EPOLLONESHOT: re-armed by the thread that parks it).
   more are refused at accept (503 on plain HTTP, a close on TLS). A peer that
   is a trusted proxy (`uncapped`) is not counted: its clients only differ in
   X-Forwarded-For, which comes with each request. IPv6 clients count per /64.
+- Bytes buffered in unfinished heads (parked in _heads) have one budget per
+  listener and process (head_budget; only the plain listener parks heads):
+  past it, the connections with the oldest unfinished heads are closed.
 - A connection is never parked with bytes it already read: the SocketReader's
   buffer and, on TLS, what OpenSSL has decrypted (pending()) are served first.
 """
@@ -54,7 +57,7 @@ _OWN_FDS = 64              # descriptors a process needs besides its connections
 class Connection:
     """A connection the listener keeps: parked, or served by one pool thread."""
 
-    __slots__ = ("sock", "address", "client", "since", "rfile", "wfile", "fresh", "head_due")
+    __slots__ = ("sock", "address", "client", "since", "rfile", "wfile", "fresh", "head_due", "held")
 
     def __init__(self, sock, address, now: float):
         self.sock, self.address, self.since = sock, address, now
@@ -63,6 +66,7 @@ class Connection:
         self.wfile: SocketWriter | None = None
         self.fresh = True                # no request yet: parked under header_timeout
         self.head_due: float | None = None   # a head begun and not yet whole must be by then
+        self.held = 0                    # bytes of an unfinished head counted in the budget while parked
 
     def holds_bytes(self) -> bool:
         """Bytes already read from the socket: parking would leave them unseen by epoll."""
@@ -114,13 +118,16 @@ class ParkingServer(Server):
 
     def __init__(self, address, dispatch, name: str, max_connections: int = 16384,
                  header_timeout: float = 10.0, idle_timeout: float = 60.0, send_timeout: float = 60.0,
-                 threads: int = 128, per_client: int = 64, requests_per_client: int = 8, uncapped=None,
+                 threads: int = 128, per_client: int = 64, requests_per_client: int = 8, head_budget: int = 32 << 20,
+                 uncapped=None,
                  tls_context=None, on_request=None, sock=None, headers=()):
         super().__init__(address, dispatch, name, max_connections=max_connections,
                          header_timeout=header_timeout, idle_timeout=idle_timeout, send_timeout=send_timeout,
                          on_request=on_request, sock=sock, headers=headers)
         self.tls_context = tls_context
         self.per_client, self.requests_per_client = per_client, requests_per_client
+        self.head_budget = head_budget
+        self._head_bytes = 0   # buffered by the connections in _heads
         self._uncapped = uncapped or (lambda ip: False)
         self._fresh: collections.OrderedDict[int, Connection] = collections.OrderedDict()
         self._idle: collections.OrderedDict[int, Connection] = collections.OrderedDict()
@@ -173,6 +180,7 @@ class ParkingServer(Server):
             conn = self._idle.pop(fd, None) or self._fresh.pop(fd, None) or self._heads.pop(fd, None)
             if conn is None:   # closed meanwhile (evicted, expired)
                 return
+            self._unhold_locked(conn)
             if not self._take_thread_locked(conn):
                 self._waiting.setdefault(conn.client, collections.deque()).append(conn)
                 return
@@ -280,8 +288,14 @@ class ParkingServer(Server):
                 if conn.head_due == due and self._heads.get(fd) is conn:   # else: done, or being served
                     self._close_locked(self._heads.pop(fd))
 
+    def _unhold_locked(self, conn: Connection) -> None:
+        self._head_bytes -= conn.held
+        conn.held = 0
+
     def _close_locked(self, conn: Connection) -> None:
         """Forget and close a connection; the caller holds the lock."""
+        self._unhold_locked(conn)
+        conn.rfile = conn.wfile = None   # the heap of head deadlines may keep `conn` a while, not its buffer
         self._open -= 1
         left = self._clients.get(conn.client, 1) - 1
         if left:
@@ -379,6 +393,11 @@ class ParkingServer(Server):
         fd = conn.sock.fileno()
         (self._heads if conn.head_due is not None else self._fresh if conn.fresh else self._idle)[fd] = conn
         self._epoll.modify(fd, _ARMED)
+        if conn.head_due is not None and conn.rfile is not None:
+            conn.held = conn.rfile.buffered()
+            self._head_bytes += conn.held
+            while self._head_bytes > self.head_budget and self._heads:   # the oldest heads go first
+                self._close_locked(self._heads.popitem(last=False)[1])
 
     # --- what the node asks ---------------------------------------------------------
 
