@@ -113,3 +113,26 @@ def was_closed(sock: socket.socket) -> bool:
         return sock.recv(1) == b""
     except OSError:
         return True
+
+
+def test_partial_client_hellos_hold_no_thread(tmp_path):
+    """40 HTTPS connections from 8 addresses send 11 bytes of a ClientHello and stop, on a node with
+    4 threads and a 10 s header_timeout: another HTTPS client is served at once."""
+    site = BigSite(str(tmp_path), env={"CONTENTNODE_PUBLIC_THREADS": "4", "CONTENTNODE_HEADER_TIMEOUT": "10"})
+    stuck = []
+    try:
+        for n in range(40):
+            sock = connect_from(f"127.0.0.{2 + n % 8}", site.https_port)
+            sock.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")   # a record of 512 bytes, begun
+            stuck.append(sock)
+        time.sleep(0.5)
+        started = time.monotonic()
+        with connect_from("127.0.0.1", site.https_port) as raw:
+            with site.tls.wrap_socket(raw, server_hostname=HOST) as sock:
+                sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+                assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        assert time.monotonic() - started < 1.0
+    finally:
+        for sock in stuck:
+            sock.close()
+        site.node.close()

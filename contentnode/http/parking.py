@@ -11,7 +11,10 @@ the connection again (EPOLLONESHOT: re-armed by the thread that parks it).
 
 - A new connection that sends nothing is closed after header_timeout, a
   parked keep-alive one after idle_timeout. TLS handshakes run in the pool,
-  under the watchdog, once the ClientHello is there.
+  under the watchdog, once the first TLS record (the ClientHello) is whole in
+  the kernel's buffer (peeked): until then the connection waits unarmed in
+  _hellos and the loop's sweep peeks again, so a client sending a few bytes of
+  a ClientHello holds no thread.
 - When the listener runs short of slots (max_connections) it closes the
   longest-idle parked connection instead of refusing the new client.
 - One client address holds at most max_requests_per_client pool threads: its
@@ -38,6 +41,7 @@ import logging
 import queue
 import resource
 import select
+import socket
 import threading
 import time
 
@@ -51,6 +55,7 @@ log = logging.getLogger("contentnode.http")
 ACCEPT_BATCH = 64          # connections accepted per loop turn, so parked ones are not starved
 SWEEP_SECONDS = 0.25       # deadlines of parked connections are kept this closely
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT
+TLS_RECORD_MAX = 5 + (1 << 14) + 2048   # header and the largest record a peer may send (RFC 8446 5.2)
 _OWN_FDS = 64              # descriptors a process needs besides its connections (files, pipes, the ledger)
 
 
@@ -132,6 +137,7 @@ class ParkingServer(Server):
         self._fresh: collections.OrderedDict[int, Connection] = collections.OrderedDict()
         self._idle: collections.OrderedDict[int, Connection] = collections.OrderedDict()
         self._heads: collections.OrderedDict[int, Connection] = collections.OrderedDict()   # waiting for the rest of a head
+        self._hellos: collections.OrderedDict[int, Connection] = collections.OrderedDict()  # first TLS record not whole
         self._head_deadlines: list = []   # heap of (head_due, sequence, connection); stale ones skipped
         self._sequence = itertools.count()
         self._clients: dict[str, int] = {}   # client -> open connections
@@ -181,10 +187,29 @@ class ParkingServer(Server):
             if conn is None:   # closed meanwhile (evicted, expired)
                 return
             self._unhold_locked(conn)
+            if self.tls_context is not None and conn.rfile is None and first_record(conn.sock) == "partial":
+                self._hellos[fd] = conn   # unarmed: the sweep looks again
+                return
             if not self._take_thread_locked(conn):
                 self._waiting.setdefault(conn.client, collections.deque()).append(conn)
                 return
         self._pool.submit(conn)
+
+    def _sweep_hellos_locked(self, now: float) -> list[Connection]:
+        """Close first records late or abandoned; the ones now whole, to hand to the pool."""
+        ready = []
+        for fd, conn in list(self._hellos.items()):
+            state = first_record(conn.sock)
+            if state == "partial" and conn.since + self.header_timeout > now:
+                continue
+            del self._hellos[fd]
+            if state != "whole":
+                self._close_locked(conn)
+            elif self._take_thread_locked(conn):
+                ready.append(conn)
+            else:
+                self._waiting.setdefault(conn.client, collections.deque()).append(conn)
+        return ready
 
     def _take_thread_locked(self, conn: Connection) -> bool:
         """Count `conn` as served unless its client already holds its share of the pool."""
@@ -259,7 +284,7 @@ class ParkingServer(Server):
 
     def _evict_locked(self) -> bool:
         """Close the longest-idle parked connection (kept-alive first, then silent new ones)."""
-        for table in (self._idle, self._fresh, self._heads):
+        for table in (self._idle, self._fresh, self._hellos, self._heads):
             if table:
                 _, conn = table.popitem(last=False)
                 self._close_locked(conn)
@@ -275,6 +300,7 @@ class ParkingServer(Server):
 
     def _expire(self, now: float) -> None:
         with self._lock:
+            ready = self._sweep_hellos_locked(now) if self._hellos else []
             for table, wait in ((self._fresh, self.header_timeout), (self._idle, self.idle_timeout)):
                 while table:
                     fd = next(iter(table))
@@ -287,6 +313,8 @@ class ParkingServer(Server):
                 fd = conn.sock.fileno()
                 if conn.head_due == due and self._heads.get(fd) is conn:   # else: done, or being served
                     self._close_locked(self._heads.pop(fd))
+        for conn in ready:
+            self._pool.submit(conn)
 
     def _unhold_locked(self, conn: Connection) -> None:
         self._head_bytes -= conn.held
@@ -404,7 +432,8 @@ class ParkingServer(Server):
     def counts(self) -> dict:
         """Connections open, parked and being served, and the pool's threads (bench/, tests)."""
         with self._lock:
-            return {"open": self._open, "parked": len(self._fresh) + len(self._idle) + len(self._heads),
+            return {"open": self._open,
+                    "parked": len(self._fresh) + len(self._idle) + len(self._heads) + len(self._hellos),
                     "busy": self._busy,
                     "threads": self._pool.threads}
 
@@ -416,7 +445,7 @@ class ParkingServer(Server):
         """Stop accepting, close parked connections, wait for the ones being served."""
         self.stop_accepting()
         with self._lock:
-            for table in (self._fresh, self._idle, self._heads):
+            for table in (self._fresh, self._idle, self._hellos, self._heads):
                 while table:
                     self._close_locked(table.popitem()[1])
             for waiting in self._waiting.values():
@@ -429,6 +458,22 @@ class ParkingServer(Server):
         self.watchdog.stop()
         self._pool.stop()
         self._epoll.close()
+
+
+def first_record(sock) -> str:
+    """'whole' when the first TLS record is in the kernel's buffer (or the bytes are no TLS record:
+    the handshake refuses them at once), 'partial' while it is coming, 'gone' at end of stream."""
+    try:
+        data = sock.recv(TLS_RECORD_MAX, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return "partial"
+    except OSError:
+        return "gone"
+    if not data:
+        return "gone"
+    if len(data) < 5:
+        return "partial"
+    return "whole" if data[0] != 0x16 or len(data) >= 5 + int.from_bytes(data[3:5], "big") else "partial"
 
 
 def client_key(ip: str) -> str:
