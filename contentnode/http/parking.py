@@ -223,11 +223,7 @@ class ParkingServer(Server):
     def _release_thread_locked(self, conn: Connection) -> Connection | None:
         """`conn` leaves its thread: the next waiting connection of its client, to submit."""
         self._busy -= 1
-        left = self._in_service.get(conn.client, 1) - 1
-        if left:
-            self._in_service[conn.client] = left
-        else:
-            self._in_service.pop(conn.client, None)
+        _count_down(self._in_service, conn.client)
         waiting = self._waiting.get(conn.client)
         if not waiting:
             return None
@@ -325,11 +321,7 @@ class ParkingServer(Server):
         self._unhold_locked(conn)
         conn.rfile = conn.wfile = None   # the heap of head deadlines may keep `conn` a while, not its buffer
         self._open -= 1
-        left = self._clients.get(conn.client, 1) - 1
-        if left:
-            self._clients[conn.client] = left
-        else:
-            self._clients.pop(conn.client, None)
+        _count_down(self._clients, conn.client)
         try:
             conn.sock.close()
         except OSError:
@@ -458,6 +450,15 @@ class ParkingServer(Server):
         self.watchdog.stop()
         self._pool.stop()
         self._epoll.close()
+
+
+def _count_down(counts: dict[str, int], client: str) -> None:
+    """One fewer for `client`; a client at zero leaves the table (it stays as small as the clients)."""
+    left = counts.get(client, 1) - 1
+    if left:
+        counts[client] = left
+    else:
+        counts.pop(client, None)
 
 
 def first_record(sock) -> str:
