@@ -220,8 +220,8 @@ def test_a_hanging_origin_holds_only_its_share(node, admin, origin):
         assert admin.post("/api/rules", {"domain": HOST, "path": "/fine/", "bucket": fine["id"],
                                                  "cache_mode": "override"}).status == 201
         results: list = []
-        threads = [threading.Thread(target=_fetch, args=(node.public_port, f"/h{n}", results, f"127.0.0.{2 + n % 2}"))
-                   for n in range(80)]   # 40 from each of two addresses: under the per-client cap
+        threads = [threading.Thread(target=_fetch, args=(node.public_port, f"/h{n}", results, f"127.0.1.{1 + n % 10}"))
+                   for n in range(80)]   # 8 from each of ten addresses: all served at once (max_requests_per_client)
         for t in threads:
             t.start()
         time.sleep(1)
