@@ -199,6 +199,8 @@ class App:
             else:   # the public listeners park idle connections (docs/ARCHITECTURE.md, "Connection handling")
                 server = ParkingServer((bind, port), entry, name, **limits, max_connections=config.max_connections,
                                        threads=config.public_threads, per_client=config.max_connections_per_client,
+                                       requests_per_client=config.max_requests_per_client,
+                                       head_budget=config.max_unfinished_head_bytes,
                                        uncapped=self.addresses.trusted_proxy, tls_context=tls_context)
         except OSError as exc:
             raise BindError(name, bind, port, exc) from exc

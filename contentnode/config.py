@@ -179,8 +179,12 @@ OPTIONS = (
            "(each worker its own), off: the scheduler moves them", CPU_AFFINITY),
     Option("max_connections", _positive_int, 16384, "open connections per public listener and process (the "
            f"admin listener: at most {ADMIN_MAX_CONNECTIONS}); when full, the longest-idle one is closed"),
-    Option("max_connections_per_client", _positive_int, 64, "open connections per client address on a public "
-           "listener (a trusted proxy is not capped); more are refused"),
+    Option("max_connections_per_client", _positive_int, 64, "open connections per client address (IPv6: its "
+           "/64) on a public listener (a trusted proxy is not capped); more are refused"),
+    Option("max_requests_per_client", _positive_int, 8, "requests of one client address (IPv6: its /64) "
+           "served at once per public listener and process; its others wait, parked, for one to end"),
+    Option("max_unfinished_head_bytes", _positive_int, 32 << 20, "bytes of unfinished request heads a "
+           "public listener holds per process; past it, the connections with the oldest are closed"),
     Option("public_threads", _positive_int, 128, "threads per public listener and process that serve requests "
            "(idle connections hold none)"),
     Option("header_timeout", _seconds, 10.0, "seconds a client has to send a whole request head from its first "

@@ -161,6 +161,16 @@ def test_serving_reuses_one_origin_connection(node, admin, origin):
     assert public.get("/broken.css").status == 502
 
 
+def test_host_header_client_reaches_the_origin_on_the_content_path(node, admin, origin):
+    """host_header "client" on a rule in cache_mode "override": the origin sees the visitor's Host,
+    not the url's."""
+    origin.script("/files/*", b"z" * 100)
+    serve(admin, add_bucket(admin, origin.url + "/files", host_header="client")["id"])
+    got = node.client("public", host=HOST).get("/a.txt")
+    assert got.status == 200 and got.body == b"z" * 100
+    assert [(s.target, s.headers["host"]) for s in origin.seen] == [("/files/a.txt", HOST)]
+
+
 def test_a_trickling_origin_is_served_whole(node, admin, origin):
     size = 5 * 1024 * 1024
     origin.script("/big.bin", bytes(range(256)) * (size // 256), rate=size / 12)
@@ -215,8 +225,8 @@ def test_a_hanging_origin_holds_only_its_share(node, admin, origin):
         assert admin.post("/api/rules", {"domain": HOST, "path": "/fine/", "bucket": fine["id"],
                                                  "cache_mode": "override"}).status == 201
         results: list = []
-        threads = [threading.Thread(target=_fetch, args=(node.public_port, f"/h{n}", results, f"127.0.0.{2 + n % 2}"))
-                   for n in range(80)]   # 40 from each of two addresses: under the per-client cap
+        threads = [threading.Thread(target=_fetch, args=(node.public_port, f"/h{n}", results, f"127.0.1.{1 + n % 10}"))
+                   for n in range(80)]   # 8 from each of ten addresses: all served at once (max_requests_per_client)
         for t in threads:
             t.start()
         time.sleep(1)

@@ -134,3 +134,12 @@ def test_a_bare_cr_in_a_header_value_is_400(node, port, value):
     reply = raw_request(_port(node, port), b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Note: " + value
                         + b"\r\n\r\n")
     assert _status(reply) == 400 and b'"bad_request"' in reply
+
+
+@pytest.mark.parametrize("port", ["admin", "public"])
+@pytest.mark.parametrize("value", [b"a\x00b", b"\x00", b"a\x00"])
+def test_a_nul_in_a_header_value_is_400(node, port, value):
+    """RFC 9110 section 5.5: NUL is no field-value character; refused like a bare CR, never passed on."""
+    reply = raw_request(_port(node, port), b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Note: " + value
+                        + b"\r\n\r\n")
+    assert _status(reply) == 400 and b'"bad_request"' in reply

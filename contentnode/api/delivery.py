@@ -163,7 +163,7 @@ def _origin(delivery, target) -> dict:
         return {"ok": False, "status": None, "error": "the rule's bucket no longer exists",
                 "ms": elapsed_ms(started)}
     try:
-        info = delivery.origin(target).head(target.key)
+        info = delivery.origin(target).head(target.key, client_host=target.host)
     except OriginError as exc:
         return {"ok": False, "status": exc.status, "error": exc.message, "code": exc.code,
                 "ms": elapsed_ms(started)}

@@ -173,7 +173,7 @@ class FolderOrigin:
                 "etag": f'"{info.st_mtime_ns:x}-{info.st_size:x}"',
                 "last_modified": email.utils.formatdate(info.st_mtime, usegmt=True)}
 
-    def open(self, key: str) -> OriginAnswer:
+    def open(self, key: str, client_host: str | None = None) -> OriginAnswer:
         try:
             fd, info = self._opened(key)
         except OriginError as exc:
@@ -200,7 +200,7 @@ class FolderOrigin:
 
         return OriginAnswer(200, self._meta(key, info), size, chunks(), close)
 
-    def head(self, key: str) -> dict:
+    def head(self, key: str, client_host: str | None = None) -> dict:
         fd, info = self._opened(key)
         os.close(fd)
         return {"status": 200, "size": info.st_size, **self._meta(key, info)}

@@ -185,10 +185,10 @@ class HttpOrigin:
 
     # ---------------------------------------------------------------- core/origin.py
 
-    def open(self, key: str) -> OriginAnswer:
+    def open(self, key: str, client_host: str | None = None) -> OriginAnswer:
         """The object for the fixed-TTL cache: a 200 with a length streams; 404/410 are 404, 401/403
         are 403; any other answer (and a 200 without Content-Length) is an OriginError."""
-        answer = self.forward("GET", key)
+        answer = self.forward("GET", key, client_host=client_host)
         if answer.status == 200 and answer.length is not None:
             meta = {"content_type": answer.header("content-type") or "application/octet-stream",
                     "etag": answer.header("etag"), "last_modified": answer.header("last-modified")}
@@ -205,8 +205,8 @@ class HttpOrigin:
                                            "\"override\" needs", 200)
         raise OriginError("status", f"the origin answered {answer.status} {answer.reason}".rstrip(), answer.status)
 
-    def head(self, key: str) -> dict:
-        answer = self.forward("HEAD", key)
+    def head(self, key: str, client_host: str | None = None) -> dict:
+        answer = self.forward("HEAD", key, client_host=client_host)
         answer.close()
         if answer.status >= 400:
             raise OriginError("status", f"the origin answered {answer.status} {answer.reason}".rstrip(),

@@ -30,11 +30,13 @@ class OriginError(Exception):
 
 
 class Origin(Protocol):
-    def open(self, key: str) -> OriginAnswer:
+    def open(self, key: str, client_host: str | None = None) -> OriginAnswer:
         """The object for the cache: status 200 with its body, or 404 (no such object) or
-        403 (the origin may not read it) without one; OriginError for anything else."""
+        403 (the origin may not read it) without one; OriginError for anything else.
+        `client_host`: the host the visitor asked for, which an http origin may send as its Host
+        (host_header "client"); origins without a Host of their own ignore it."""
 
-    def head(self, key: str) -> dict:
+    def head(self, key: str, client_host: str | None = None) -> dict:
         """{"status","size","content_type","etag","last_modified"} of one object, or OriginError."""
 
     def check(self) -> dict:

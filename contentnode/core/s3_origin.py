@@ -122,7 +122,7 @@ class S3Origin:
     def __init__(self, client: S3Client):
         self.client = client
 
-    def open(self, key: str) -> OriginAnswer:
+    def open(self, key: str, client_host: str | None = None) -> OriginAnswer:
         try:
             stream = self.client.get_object(key)
         except S3Error as exc:
@@ -159,7 +159,7 @@ class S3Origin:
             raise S3Error("protocol", "the origin sent no length")
         return S3Answer(info.status, fields, 0 if info.status == 304 else info.size, stream.chunks(CHUNK), stream.close)
 
-    def head(self, key: str) -> dict:
+    def head(self, key: str, client_host: str | None = None) -> dict:
         info = self.client.head_object(key)
         return {"status": info.status, "size": info.size, "content_type": info.content_type,
                 "etag": info.etag, "last_modified": info.last_modified}

@@ -149,7 +149,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     def parse_request(self):
         """Request line and headers, strictly: http.server's email-based parser is slow and lenient.
 
-        Obsolete line folding, malformed names, a bare CR in a value, duplicate Host and
+        Obsolete line folding, malformed names, a bare CR or a NUL in a value, duplicate Host and
         conflicting Content-Length are refused (request smuggling defence).
         """
         self.command, self.request_version = None, "HTTP/1.1"
@@ -178,7 +178,8 @@ class RequestHandler(BaseHTTPRequestHandler):
                 return False
             name, colon, value = line.partition(b":")
             bare_cr = b"\r" in value.removesuffix(b"\n").removesuffix(b"\r")  # RFC 9112 section 2.2
-            if not colon or not TOKEN.fullmatch(name.decode("latin-1")) or bare_cr:
+            nul = b"\0" in value   # RFC 9110 section 5.5: no field-value character
+            if not colon or not TOKEN.fullmatch(name.decode("latin-1")) or bare_cr or nul:
                 self.send_error(400, "malformed header line")
                 return False
             if not headers.add(name.decode("ascii").lower(), value.strip().decode("latin-1")):

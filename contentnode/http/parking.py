@@ -11,13 +11,23 @@ the connection again (EPOLLONESHOT: re-armed by the thread that parks it).
 
 - A new connection that sends nothing is closed after header_timeout, a
   parked keep-alive one after idle_timeout. TLS handshakes run in the pool,
-  under the watchdog, once the ClientHello is there.
+  under the watchdog, once the first TLS record (the ClientHello) is whole in
+  the kernel's buffer (peeked): until then the connection waits unarmed in
+  _hellos and the loop's sweep peeks again, so a client sending a few bytes of
+  a ClientHello holds no thread.
 - When the listener runs short of slots (max_connections) it closes the
   longest-idle parked connection instead of refusing the new client.
+- One client address holds at most max_requests_per_client pool threads: its
+  other connections with a request to serve wait, parked and unarmed, and are
+  handed on in arrival order as its served ones end (slow readers from a few
+  addresses cannot hold every thread).
 - One client address holds at most max_connections_per_client connections;
   more are refused at accept (503 on plain HTTP, a close on TLS). A peer that
   is a trusted proxy (`uncapped`) is not counted: its clients only differ in
-  X-Forwarded-For, which comes with each request.
+  X-Forwarded-For, which comes with each request. IPv6 clients count per /64.
+- Bytes buffered in unfinished heads (parked in _heads) have one budget per
+  listener and process (head_budget; only the plain listener parks heads):
+  past it, the connections with the oldest unfinished heads are closed.
 - A connection is never parked with bytes it already read: the SocketReader's
   buffer and, on TLS, what OpenSSL has decrypted (pending()) are served first.
 """
@@ -25,11 +35,13 @@ the connection again (EPOLLONESHOT: re-armed by the thread that parks it).
 import collections
 import errno
 import heapq
+import ipaddress
 import itertools
 import logging
 import queue
 import resource
 import select
+import socket
 import threading
 import time
 
@@ -43,20 +55,23 @@ log = logging.getLogger("contentnode.http")
 ACCEPT_BATCH = 64          # connections accepted per loop turn, so parked ones are not starved
 SWEEP_SECONDS = 0.25       # deadlines of parked connections are kept this closely
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT
+TLS_RECORD_MAX = 5 + (1 << 14) + 2048   # header and the largest record a peer may send (RFC 8446 5.2)
 _OWN_FDS = 64              # descriptors a process needs besides its connections (files, pipes, the ledger)
 
 
 class Connection:
     """A connection the listener keeps: parked, or served by one pool thread."""
 
-    __slots__ = ("sock", "address", "since", "rfile", "wfile", "fresh", "head_due")
+    __slots__ = ("sock", "address", "client", "since", "rfile", "wfile", "fresh", "head_due", "held")
 
     def __init__(self, sock, address, now: float):
         self.sock, self.address, self.since = sock, address, now
+        self.client = client_key(address[0])   # what the per-client caps count
         self.rfile: SocketReader | None = None   # set by the pool thread that first serves it
         self.wfile: SocketWriter | None = None
         self.fresh = True                # no request yet: parked under header_timeout
         self.head_due: float | None = None   # a head begun and not yet whole must be by then
+        self.held = 0                    # bytes of an unfinished head counted in the budget while parked
 
     def holds_bytes(self) -> bool:
         """Bytes already read from the socket: parking would leave them unseen by epoll."""
@@ -108,20 +123,26 @@ class ParkingServer(Server):
 
     def __init__(self, address, dispatch, name: str, max_connections: int = 16384,
                  header_timeout: float = 10.0, idle_timeout: float = 60.0, send_timeout: float = 60.0,
-                 threads: int = 128, per_client: int = 64, uncapped=None,
+                 threads: int = 128, per_client: int = 64, requests_per_client: int = 8, head_budget: int = 32 << 20,
+                 uncapped=None,
                  tls_context=None, on_request=None, sock=None, headers=()):
         super().__init__(address, dispatch, name, max_connections=max_connections,
                          header_timeout=header_timeout, idle_timeout=idle_timeout, send_timeout=send_timeout,
                          on_request=on_request, sock=sock, headers=headers)
         self.tls_context = tls_context
-        self.per_client = per_client
+        self.per_client, self.requests_per_client = per_client, requests_per_client
+        self.head_budget = head_budget
+        self._head_bytes = 0   # buffered by the connections in _heads
         self._uncapped = uncapped or (lambda ip: False)
         self._fresh: collections.OrderedDict[int, Connection] = collections.OrderedDict()
         self._idle: collections.OrderedDict[int, Connection] = collections.OrderedDict()
         self._heads: collections.OrderedDict[int, Connection] = collections.OrderedDict()   # waiting for the rest of a head
+        self._hellos: collections.OrderedDict[int, Connection] = collections.OrderedDict()  # first TLS record not whole
         self._head_deadlines: list = []   # heap of (head_due, sequence, connection); stale ones skipped
         self._sequence = itertools.count()
-        self._clients: dict[str, int] = {}   # address -> open connections
+        self._clients: dict[str, int] = {}   # client -> open connections
+        self._in_service: dict[str, int] = {}   # client -> connections a pool thread holds
+        self._waiting: dict[str, collections.deque[Connection]] = {}   # client -> woken, over its share
         self._open = self._busy = 0
         self._epoll = select.epoll()
         self._pool = Pool(threads, self._serve, name)
@@ -165,8 +186,52 @@ class ParkingServer(Server):
             conn = self._idle.pop(fd, None) or self._fresh.pop(fd, None) or self._heads.pop(fd, None)
             if conn is None:   # closed meanwhile (evicted, expired)
                 return
-            self._busy += 1
+            self._unhold_locked(conn)
+            if self.tls_context is not None and conn.rfile is None and first_record(conn.sock) == "partial":
+                self._hellos[fd] = conn   # unarmed: the sweep looks again
+                return
+            if not self._take_thread_locked(conn):
+                self._waiting.setdefault(conn.client, collections.deque()).append(conn)
+                return
         self._pool.submit(conn)
+
+    def _sweep_hellos_locked(self, now: float) -> list[Connection]:
+        """Close first records late or abandoned; the ones now whole, to hand to the pool."""
+        ready = []
+        for fd, conn in list(self._hellos.items()):
+            state = first_record(conn.sock)
+            if state == "partial" and conn.since + self.header_timeout > now:
+                continue
+            del self._hellos[fd]
+            if state != "whole":
+                self._close_locked(conn)
+            elif self._take_thread_locked(conn):
+                ready.append(conn)
+            else:
+                self._waiting.setdefault(conn.client, collections.deque()).append(conn)
+        return ready
+
+    def _take_thread_locked(self, conn: Connection) -> bool:
+        """Count `conn` as served unless its client already holds its share of the pool."""
+        serving = self._in_service.get(conn.client, 0)
+        if serving >= self.requests_per_client and not self._uncapped(conn.address[0]):
+            return False
+        self._in_service[conn.client] = serving + 1
+        self._busy += 1
+        return True
+
+    def _release_thread_locked(self, conn: Connection) -> Connection | None:
+        """`conn` leaves its thread: the next waiting connection of its client, to submit."""
+        self._busy -= 1
+        _count_down(self._in_service, conn.client)
+        waiting = self._waiting.get(conn.client)
+        if not waiting:
+            return None
+        following = waiting.popleft()
+        if not waiting:
+            del self._waiting[conn.client]
+        self._take_thread_locked(following)
+        return following
 
     def _accept(self) -> None:
         for _ in range(ACCEPT_BATCH):
@@ -183,9 +248,9 @@ class ParkingServer(Server):
             self._admit(sock, address)
 
     def _admit(self, sock, address) -> None:
-        ip = address[0]
+        ip, client = address[0], client_key(address[0])
         with self._lock:
-            count = self._clients.get(ip, 0)
+            count = self._clients.get(client, 0)
             if self.closing:
                 refusal = "closing"
             elif count >= self.per_client and not self._uncapped(ip):
@@ -195,7 +260,7 @@ class ParkingServer(Server):
             else:
                 refusal = None
                 self._open += 1
-                self._clients[ip] = count + 1
+                self._clients[client] = count + 1
                 conn = Connection(sock, address, time.monotonic())
                 self._fresh[sock.fileno()] = conn
                 self._epoll.register(sock.fileno(), _ARMED)
@@ -215,7 +280,7 @@ class ParkingServer(Server):
 
     def _evict_locked(self) -> bool:
         """Close the longest-idle parked connection (kept-alive first, then silent new ones)."""
-        for table in (self._idle, self._fresh, self._heads):
+        for table in (self._idle, self._fresh, self._hellos, self._heads):
             if table:
                 _, conn = table.popitem(last=False)
                 self._close_locked(conn)
@@ -231,6 +296,7 @@ class ParkingServer(Server):
 
     def _expire(self, now: float) -> None:
         with self._lock:
+            ready = self._sweep_hellos_locked(now) if self._hellos else []
             for table, wait in ((self._fresh, self.header_timeout), (self._idle, self.idle_timeout)):
                 while table:
                     fd = next(iter(table))
@@ -243,16 +309,19 @@ class ParkingServer(Server):
                 fd = conn.sock.fileno()
                 if conn.head_due == due and self._heads.get(fd) is conn:   # else: done, or being served
                     self._close_locked(self._heads.pop(fd))
+        for conn in ready:
+            self._pool.submit(conn)
+
+    def _unhold_locked(self, conn: Connection) -> None:
+        self._head_bytes -= conn.held
+        conn.held = 0
 
     def _close_locked(self, conn: Connection) -> None:
         """Forget and close a connection; the caller holds the lock."""
+        self._unhold_locked(conn)
+        conn.rfile = conn.wfile = None   # the heap of head deadlines may keep `conn` a while, not its buffer
         self._open -= 1
-        ip = conn.address[0]
-        left = self._clients.get(ip, 1) - 1
-        if left:
-            self._clients[ip] = left
-        else:
-            self._clients.pop(ip, None)
+        _count_down(self._clients, conn.client)
         try:
             conn.sock.close()
         except OSError:
@@ -327,25 +396,36 @@ class ParkingServer(Server):
 
     def _finish(self, conn: Connection, park: bool) -> None:
         with self._lock:
-            self._busy -= 1
-            if not park or self.closing:
-                _shutdown(conn.sock)
-                self._close_locked(conn)
-                return
-            conn.since = time.monotonic()
-            if conn.head_due is not None and conn.head_due <= conn.since:
-                self._close_locked(conn)   # its head is late
-                return
-            fd = conn.sock.fileno()
-            (self._heads if conn.head_due is not None else self._fresh if conn.fresh else self._idle)[fd] = conn
-            self._epoll.modify(fd, _ARMED)
+            following = self._release_thread_locked(conn)
+            self._park_or_close_locked(conn, park)
+        if following is not None:
+            self._pool.submit(following)
+
+    def _park_or_close_locked(self, conn: Connection, park: bool) -> None:
+        if not park or self.closing:
+            _shutdown(conn.sock)
+            self._close_locked(conn)
+            return
+        conn.since = time.monotonic()
+        if conn.head_due is not None and conn.head_due <= conn.since:
+            self._close_locked(conn)   # its head is late
+            return
+        fd = conn.sock.fileno()
+        (self._heads if conn.head_due is not None else self._fresh if conn.fresh else self._idle)[fd] = conn
+        self._epoll.modify(fd, _ARMED)
+        if conn.head_due is not None and conn.rfile is not None:
+            conn.held = conn.rfile.buffered()
+            self._head_bytes += conn.held
+            while self._head_bytes > self.head_budget and self._heads:   # the oldest heads go first
+                self._close_locked(self._heads.popitem(last=False)[1])
 
     # --- what the node asks ---------------------------------------------------------
 
     def counts(self) -> dict:
         """Connections open, parked and being served, and the pool's threads (bench/, tests)."""
         with self._lock:
-            return {"open": self._open, "parked": len(self._fresh) + len(self._idle) + len(self._heads),
+            return {"open": self._open,
+                    "parked": len(self._fresh) + len(self._idle) + len(self._heads) + len(self._hellos),
                     "busy": self._busy,
                     "threads": self._pool.threads}
 
@@ -357,15 +437,57 @@ class ParkingServer(Server):
         """Stop accepting, close parked connections, wait for the ones being served."""
         self.stop_accepting()
         with self._lock:
-            for table in (self._fresh, self._idle, self._heads):
+            for table in (self._fresh, self._idle, self._hellos, self._heads):
                 while table:
                     self._close_locked(table.popitem()[1])
+            for waiting in self._waiting.values():
+                while waiting:
+                    self._close_locked(waiting.popleft())
+            self._waiting.clear()
         deadline = time.monotonic() + grace
         while self.active_requests() and time.monotonic() < deadline:
             time.sleep(0.05)
         self.watchdog.stop()
         self._pool.stop()
         self._epoll.close()
+
+
+def _count_down(counts: dict[str, int], client: str) -> None:
+    """One fewer for `client`; a client at zero leaves the table (it stays as small as the clients)."""
+    left = counts.get(client, 1) - 1
+    if left:
+        counts[client] = left
+    else:
+        counts.pop(client, None)
+
+
+def first_record(sock) -> str:
+    """'whole' when the first TLS record is in the kernel's buffer (or the bytes are no TLS record:
+    the handshake refuses them at once), 'partial' while it is coming, 'gone' at end of stream."""
+    try:
+        data = sock.recv(TLS_RECORD_MAX, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return "partial"
+    except OSError:
+        return "gone"
+    if not data:
+        return "gone"
+    if len(data) < 5:
+        return "partial"
+    return "whole" if data[0] != 0x16 or len(data) >= 5 + int.from_bytes(data[3:5], "big") else "partial"
+
+
+def client_key(ip: str) -> str:
+    """What the per-client caps count: the address, or its /64 for IPv6 (one host's usual share)."""
+    if ":" not in ip:
+        return ip
+    try:
+        address = ipaddress.IPv6Address(ip.split("%", 1)[0])
+    except ValueError:
+        return ip
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.IPv6Network((address, 64), strict=False))
 
 
 def ensure_open_files(wanted: int) -> None:

@@ -330,7 +330,7 @@ def _origin_fetch(delivery, target: Target):
     def fetch():
         if target.bucket is None:
             raise OriginError("no_such_bucket", "the rule's bucket is gone")
-        return delivery.origin(target).open(target.key)
+        return delivery.origin(target).open(target.key, client_host=target.host)   # host_header "client"
     return fetch
 
 
