@@ -1,0 +1,23 @@
+"""A rule's edge controls on the public port: refusals made before any cache or origin work.
+
+The content stage (content.py) resolves the visit to its rule, then asks
+`check` before it reads the cache or asks the origin: a client outside the
+rule's `access` lists gets 403 `forbidden_address`. Each refusal is counted
+in contentnode_public_refusals_total by reason (core/metrics.py) and named
+in the access line's `refused` field (the answer carries its code).
+"""
+
+from contentnode.core import edge_rules
+from contentnode.http.errors import ApiError
+
+
+def check(req, target) -> None:
+    """Refuse the request with an ApiError when the target's rule does not let this client in now."""
+    rule = target.rule
+    if not edge_rules.address_allowed(rule["access"], req.client_ip):
+        raise refused(req, ApiError(403, "forbidden_address", "this address may not fetch from here"))
+
+
+def refused(req, error: ApiError) -> ApiError:
+    req.app.metrics.refusals.inc(error.code)
+    return error
