@@ -91,6 +91,7 @@ RULE = Record("rule", {
     "stale_if_error": Field(integer(0, cp.MAX_STALE), 0, since=3),
     # the edge members (core/edge_rules.py), checked before any cache or origin work
     "access": Field(edge_rules.ACCESS_SHAPE, None, rule=edge_rules.access_rule, since=4),
+    "rate_limit": Field(edge_rules.RATE_LIMIT_SHAPE, None, since=4),
 }, unique=lambda rule: (rule["domain"], rule["path"]), shared=True)
 
 

@@ -2,7 +2,9 @@
 
 The content stage (content.py) resolves the visit to its rule, then asks
 `check` before it reads the cache or asks the origin: a client outside the
-rule's `access` lists gets 403 `forbidden_address`. Each refusal is counted
+rule's `access` lists gets 403 `forbidden_address`; one over the rule's
+`rate_limit` gets 429 `rate_limited` with Retry-After, the buckets being the
+table every public process shares (core/rate_table.py). Each refusal is counted
 in contentnode_public_refusals_total by reason (core/metrics.py) and named
 in the access line's `refused` field (the answer carries its code).
 """
@@ -16,6 +18,13 @@ def check(req, target) -> None:
     rule = target.rule
     if not edge_rules.address_allowed(rule["access"], req.client_ip):
         raise refused(req, ApiError(403, "forbidden_address", "this address may not fetch from here"))
+    limit = rule["rate_limit"]
+    if limit:
+        wait = req.app.delivery.rate_table.take(target.rule_id, edge_rules.client_key(req.client_ip),
+                                                limit["rate"], limit["burst"])
+        if wait:
+            raise refused(req, ApiError(429, "rate_limited", "too many requests from this address; try again later",
+                                        headers={"Retry-After": str(wait)}))
 
 
 def refused(req, error: ApiError) -> ApiError:
