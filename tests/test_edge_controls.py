@@ -164,3 +164,29 @@ def test_the_rate_limit_holds_across_two_public_workers(tmp_path, origin):
         assert wait_until(lambda: refusals(node, "rate_limited") == 60 - len(passed), 10)
     finally:
         node.close()
+
+
+# ---------------------------------------------------------------- headers
+
+
+def test_headers_are_added_or_replace_the_answers_own_and_never_frame_or_validate(node, admin, origin):
+    rule = site(admin, origin, headers={"X-Frame-Options": "DENY", "cache-control": "public, max-age=60"})
+    assert rule["headers"] == {"X-Frame-Options": "DENY", "cache-control": "public, max-age=60"}
+    for expect in ("miss", "hit"):
+        status, headers, body = fetch(node.public_port, "/fz")
+        assert status == 200 and body == b"fresh" and expect in headers["cache-status"]
+        assert headers["x-frame-options"] == "DENY" and headers["cache-control"] == "public, max-age=60"
+    raw = http.client.HTTPConnection("127.0.0.1", node.public_port, timeout=30)
+    raw.request("HEAD", "/fz", headers={"Host": HOST})
+    answer = raw.getresponse()
+    assert [v for k, v in answer.getheaders() if k.lower() == "cache-control"] == ["public, max-age=60"]
+    raw.close()
+    for name, value in (("Content-Length", "1"), ("ETag", '"x"'), ("Connection", "close"),
+                        ("Transfer-Encoding", "chunked"), ("Access-Control-Allow-Origin", "*")):
+        bad = admin.put(f"/api/rules/{rule['id']}", {"headers": {name: value}})
+        assert bad.status == 400 and bad.json["error"]["field"] == f"headers.{name}", (name, bad.body)
+    assert admin.put(f"/api/rules/{rule['id']}", {"headers": {"X-A": "1\r\nX-B: 2"}}).status == 400
+    assert admin.put(f"/api/rules/{rule['id']}", {"headers": {"X A": "1"}}).status == 400
+    assert admin.get(f"/api/rules/{rule['id']}").json["headers"] == rule["headers"]   # nothing changed
+    assert admin.put(f"/api/rules/{rule['id']}", {"headers": None}).json["headers"] is None
+    assert fetch(node.public_port, "/fz")[1]["cache-control"] == "max-age=300"      # the origin's again

@@ -17,7 +17,7 @@ PAGE = b"<!doctype html><title>t</title>" + b"".join(b"<p>line %d of the page</p
 CACHE_MEMBERS = {"cache_mode": "override", "query": "ignore", "methods": "read", "max_body": 10 << 20,
                  "stale_while_revalidate": 0, "stale_if_error": 0}
 # version 4's rule members: no edge control, as before they existed
-EDGE_MEMBERS = {"access": None, "rate_limit": None}
+EDGE_MEMBERS = {"access": None, "rate_limit": None, "headers": None}
 SAME = ("content-type", "content-encoding", "content-length", "cache-control", "etag", "vary", "last-modified")
 
 

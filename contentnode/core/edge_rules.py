@@ -8,11 +8,12 @@ dual-stack listener as ::ffff:a.b.c.d is matched as its IPv4 address.
 """
 
 import ipaddress
+import re
 from functools import lru_cache
 
 from contentnode.core.fields import FieldError
 from contentnode.core.settings import MAX_CIDRS, cidr_list
-from contentnode.core.shapes import STRING, array, integer, nullable, obj
+from contentnode.core.shapes import STRING, array, integer, nullable, obj, text
 
 MAX_RATE = 100_000      # requests a second
 MAX_BURST = 1_000_000
@@ -30,6 +31,44 @@ RATE_LIMIT_SHAPE = nullable(obj({
     "burst": integer(1, MAX_BURST),
 }, required=("rate", "burst"), description="requests a second per client address (IPv6 by /64), "
                                            "and how many may come at once"))
+
+
+MAX_HEADERS = 32
+MAX_HEADER_VALUE = 1024
+# names a rule never sets: framing, hop-by-hop, the node's validators and its own cache fields
+NOT_SETTABLE = frozenset({
+    "content-length", "transfer-encoding", "content-range", "content-encoding", "content-type",
+    "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "upgrade", "etag", "last-modified", "date", "age", "accept-ranges", "vary", "x-cache", "cache-status",
+    "set-cookie", "location", "retry-after", "www-authenticate"})
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
+_VALUE = re.compile(r"[\x20-\x7e]*")
+
+HEADERS_SHAPE = nullable({"type": "object",
+                          "additionalProperties": text(MAX_HEADER_VALUE, min_length=0),
+                          "description": "response headers to add or replace: {name: value}"})
+
+
+def headers_rule(value):
+    """The stored form of `headers`: null, or {name: value} with names that frame, hop or validate refused."""
+    if value is None:
+        return None
+    if len(value) > MAX_HEADERS:
+        raise FieldError(f"headers holds at most {MAX_HEADERS} names", "headers")
+    seen = set()
+    for name, text_value in value.items():
+        lower = name.lower()
+        if not _TOKEN.fullmatch(name):
+            raise FieldError(f"{name[:64]!r} is not a header name", "headers")
+        if lower in NOT_SETTABLE or lower.startswith("access-control-"):
+            raise FieldError(f"headers may not set {name}: the node sets it (framing, hop-by-hop, validators, "
+                             "caching and CORS fields are its own)", f"headers.{name}")
+        if lower in seen:
+            raise FieldError(f"headers names {name} twice", f"headers.{name}")
+        if not _VALUE.fullmatch(text_value):
+            raise FieldError(f"headers.{name} must be printable ASCII on one line", f"headers.{name}")
+        seen.add(lower)
+    return dict(value)
 
 
 def access_rule(value):

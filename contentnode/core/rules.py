@@ -92,6 +92,7 @@ RULE = Record("rule", {
     # the edge members (core/edge_rules.py), checked before any cache or origin work
     "access": Field(edge_rules.ACCESS_SHAPE, None, rule=edge_rules.access_rule, since=4),
     "rate_limit": Field(edge_rules.RATE_LIMIT_SHAPE, None, since=4),
+    "headers": Field(edge_rules.HEADERS_SHAPE, None, rule=edge_rules.headers_rule, since=4),
 }, unique=lambda rule: (rule["domain"], rule["path"]), shared=True)
 
 

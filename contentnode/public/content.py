@@ -151,12 +151,13 @@ def serve(req, delivery, host) -> tuple[Response, str]:
         target = resolve(delivery, host, path, req.query_list, req.client_ip)
         edge_guard.check(req, target)
         if origin_mode.applies(target):
-            return shared_answer.respond(req, delivery, target)
+            response, cached = shared_answer.respond(req, delivery, target)
+            return edge_guard.dressed(target.rule, response), cached
         result = fetch(delivery, target,
                        encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None)
     except NotServed as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
-    return object_response(req, result, target), "hit" if result.hit else "miss"
+    return edge_guard.dressed(target.rule, object_response(req, result, target)), "hit" if result.hit else "miss"
 
 
 def _other_method(req, delivery, host) -> tuple[Response, str]:
@@ -169,7 +170,8 @@ def _other_method(req, delivery, host) -> tuple[Response, str]:
         raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
                        headers={"Allow": "GET, HEAD"})
     edge_guard.check(req, target)
-    return shared_answer.forwarded(req, delivery, target)
+    response, cached = shared_answer.forwarded(req, delivery, target)
+    return edge_guard.dressed(target.rule, response), cached
 
 
 def answer(req) -> Response:

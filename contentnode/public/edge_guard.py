@@ -27,6 +27,16 @@ def check(req, target) -> None:
                                         headers={"Retry-After": str(wait)}))
 
 
+def dressed(rule: dict, response):
+    """The rule's `headers` added to a content answer, replacing the answer's own of the same names
+    (a new list: a hit's headers are shared by the answers of one cache entry)."""
+    extra = rule["headers"]
+    if extra:
+        names = {name.lower() for name in extra}
+        response.headers = [h for h in response.headers if h[0].lower() not in names] + list(extra.items())
+    return response
+
+
 def refused(req, error: ApiError) -> ApiError:
     req.app.metrics.refusals.inc(error.code)
     return error
