@@ -97,12 +97,12 @@ def path_value(target: str) -> str:
 
 
 def access_fields(port: str, host: str, client: str, method: str, target: str, status: int, size: int,
-                  seconds: float, cache: str, agent: str) -> str:
-    """The logfmt fields of one access line."""
+                  seconds: float, cache: str, agent: str, refused: str = "") -> str:
+    """The logfmt fields of one access line; `refused` (an edge refusal's code) only when there is one."""
     return (f"port={port} host={logfmt_value(host, HOST_CAP)} client={logfmt_value(client, HOST_CAP)} "
             f"method={logfmt_value(method, METHOD_CAP)} path={path_value(target)} status={status} "
             f"bytes={size} duration_ms={seconds * 1000:.1f} cache={logfmt_value(cache, 16)} "
-            f"ua={logfmt_value(agent, AGENT_CAP)}")
+            f"ua={logfmt_value(agent, AGENT_CAP)}" + (f" refused={logfmt_value(refused, 32)}" if refused else ""))
 
 
 def access_line(port_name: str, handler, response, seconds: float) -> str:
@@ -111,7 +111,7 @@ def access_line(port_name: str, handler, response, seconds: float) -> str:
     cache = next((value for name, value in response.headers if name == "X-Cache"), "-")
     return access_fields(port_name, headers.get("Host") or "", getattr(handler, "client_ip", handler.client_address[0]),
                          handler.command, handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds,
-                         cache, headers.get("User-Agent") or "")
+                         cache, headers.get("User-Agent") or "", response.refusal)
 
 
 class RequestLog:

@@ -16,6 +16,8 @@ PAGE = b"<!doctype html><title>t</title>" + b"".join(b"<p>line %d of the page</p
 # version 3's rule members, filled in with an S3 or folder rule's meaning (a fixed TTL, no query, GET/HEAD)
 CACHE_MEMBERS = {"cache_mode": "override", "query": "ignore", "methods": "read", "max_body": 10 << 20,
                  "stale_while_revalidate": 0, "stale_if_error": 0}
+# version 4's rule members: no edge control, as before they existed
+EDGE_MEMBERS = {"access": None, "rate_limit": None, "headers": None}
 SAME = ("content-type", "content-encoding", "content-length", "cache-control", "etag", "vary", "last-modified")
 
 
@@ -73,7 +75,8 @@ def test_the_store_fills_every_declared_default_of_a_version_1_document(tmp_path
     assert store.data["schema"] == migrations.SCHEMA_VERSION
     assert store.data["rules"]["r1"] == {"id": "r1", "domain": "a.example", "path": "/", "bucket": "b",
                                          "prefix": "", "cache_ttl": 3600, "signed": False, "images": False,
-                                         "compress": True, "enabled": True, **CACHE_MEMBERS}
+                                         "compress": True, "enabled": True, **CACHE_MEMBERS,
+                                         **EDGE_MEMBERS}
 
 
 def test_a_version_2_rule_gets_the_cache_members_of_version_3_and_keeps_its_meaning(tmp_path):
@@ -83,7 +86,7 @@ def test_a_version_2_rule_gets_the_cache_members_of_version_3_and_keeps_its_mean
         json.dump({"schema": 2, "rules": {"r1": dict(record)}}, f)
     store = Store(str(tmp_path), {"rules": dict})
     store.load()
-    assert store.data["rules"]["r1"] == {**record, **CACHE_MEMBERS}
+    assert store.data["rules"]["r1"] == {**record, **CACHE_MEMBERS, **EDGE_MEMBERS}
 
 
 def test_a_bucket_from_before_types_is_an_s3_bucket_and_a_domain_gets_its_empty_members(tmp_path):

@@ -163,6 +163,7 @@ def _resident_bytes() -> int:
 
 METHODS = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}
 LOGIN_RESULTS = ("success", "failure", "locked")
+REFUSALS = ("forbidden_address", "rate_limited")   # the public port's edge refusals (public/edge_guard.py), by error code
 HOST_LABELS = 50  # hosts with a label of their own, as many as the traffic's domain label
 
 
@@ -205,6 +206,11 @@ class NodeMetrics:
         self.logins = self.registry.counter("contentnode_logins_total", "Login attempts by result", ("result",))
         for result in LOGIN_RESULTS:
             self.logins.inc(result, amount=0)
+        self.refusals = self.registry.counter(
+            "contentnode_public_refusals_total", "Public requests refused by a rule's edge controls, by reason",
+            ("reason",))
+        for reason in REFUSALS:
+            self.refusals.inc(reason, amount=0)
         self.registry.gauge("process_start_time_seconds", "Start time of the process (epoch seconds)",
                             lambda: start_time)
         self.registry.gauge("process_resident_memory_bytes", "Resident memory size in bytes", _resident_bytes)
@@ -215,11 +221,13 @@ class NodeMetrics:
 
     def take_requests(self) -> dict:
         """A public worker's request counts since the last take, for the daemon's merge_requests."""
-        return {"requests": self.requests.take(), "duration": self.duration.take()}
+        return {"requests": self.requests.take(), "duration": self.duration.take(), "refusals": self.refusals.take()}
 
     def merge_requests(self, counts: dict) -> None:
         self.requests.merge(counts.get("requests", ()))
         self.duration.merge(counts.get("duration", ()))
+        self.refusals.merge([[labels, amount] for labels, amount in counts.get("refusals", ())
+                             if labels and labels[0] in REFUSALS])   # a bounded label set
 
     def watch_traffic(self, traffic) -> None:
         """The public port's counters per bounded domain label (core.traffic.Traffic totals)."""

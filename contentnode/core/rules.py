@@ -15,6 +15,7 @@ the request path, not on how many rules exist.
 from dataclasses import dataclass
 
 from contentnode.core import cache_policy as cp
+from contentnode.core import edge_rules
 from contentnode.core import fields as v
 from contentnode.core import images
 from contentnode.core.fields import FieldError
@@ -88,6 +89,10 @@ RULE = Record("rule", {
     "max_body": Field(integer(0, cp.MAX_MAX_BODY), cp.DEFAULT_MAX_BODY, since=3),
     "stale_while_revalidate": Field(integer(0, cp.MAX_STALE), 0, since=3),
     "stale_if_error": Field(integer(0, cp.MAX_STALE), 0, since=3),
+    # the edge members (core/edge_rules.py), checked before any cache or origin work
+    "access": Field(edge_rules.ACCESS_SHAPE, None, rule=edge_rules.access_rule, since=4),
+    "rate_limit": Field(edge_rules.RATE_LIMIT_SHAPE, None, since=4),
+    "headers": Field(edge_rules.HEADERS_SHAPE, None, rule=edge_rules.headers_rule, since=4),
 }, unique=lambda rule: (rule["domain"], rule["path"]), shared=True)
 
 

@@ -20,6 +20,7 @@ class Response:
     headers: list = field(default_factory=list)  # [(name, value)]
     body: bytes | FileBody | StreamBody = b""
     head_only: bool = False  # a HEAD answer: headers describe a body that is not sent
+    refusal: str = ""        # the error code of an edge refusal (public/edge_guard.py), for the access line
 
     @property
     def length(self) -> int | None:

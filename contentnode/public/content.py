@@ -12,10 +12,11 @@ error answer.
 import re
 
 from contentnode.core import encodings
+from contentnode.core.metrics import REFUSALS
 from contentnode.core.text import http_date
 from contentnode.http.errors import ApiError, error_response
 from contentnode.http.response import Response
-from contentnode.public import shared_answer
+from contentnode.public import edge_guard, shared_answer
 from contentnode.services import origin_mode
 from contentnode.services.delivery import NotServed, Target, content_path, fetch, resolve
 
@@ -148,13 +149,15 @@ def serve(req, delivery, host) -> tuple[Response, str]:
     try:
         path = content_path(req.raw_path, req.visit.path)
         target = resolve(delivery, host, path, req.query_list, req.client_ip)
+        edge_guard.check(req, target)
         if origin_mode.applies(target):
-            return shared_answer.respond(req, delivery, target)
+            response, cached = shared_answer.respond(req, delivery, target)
+            return edge_guard.dressed(target.rule, response), cached
         result = fetch(delivery, target,
                        encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None)
     except NotServed as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
-    return object_response(req, result, target), "hit" if result.hit else "miss"
+    return edge_guard.dressed(target.rule, object_response(req, result, target)), "hit" if result.hit else "miss"
 
 
 def _other_method(req, delivery, host) -> tuple[Response, str]:
@@ -166,7 +169,9 @@ def _other_method(req, delivery, host) -> tuple[Response, str]:
     if target is None or not origin_mode.forwards(target):
         raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
                        headers={"Allow": "GET, HEAD"})
-    return shared_answer.forwarded(req, delivery, target)
+    edge_guard.check(req, target)
+    response, cached = shared_answer.forwarded(req, delivery, target)
+    return edge_guard.dressed(target.rule, response), cached
 
 
 def answer(req) -> Response:
@@ -178,6 +183,7 @@ def answer(req) -> Response:
         response, cached = serve(req, delivery, host)
     except ApiError as error:
         response, cached = error_response(error), None
+        response.refusal = error.code if error.code in REFUSALS else ""
     except Exception:
         delivery.traffic.record(host if known else None, 500, 0)
         raise

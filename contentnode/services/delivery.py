@@ -24,6 +24,7 @@ from contentnode.core.cache_fill import FillStalled, FillTruncated, OriginAnswer
 from contentnode.core.keepalive import ConnectionPool
 from contentnode.core.origin import OriginError
 from contentnode.core.paths import CONTROL, MAX_PATH_BYTES, PathError, decode_path
+from contentnode.core.rate_table import RateTable
 from contentnode.core.settings import effective
 from contentnode.core.shared_cache import SharedCache
 from contentnode.core.traffic import Traffic
@@ -37,6 +38,7 @@ IMAGE_PIXELS_AT_ONCE = 24_000_000   # decoded pixels of the transforms running a
 IMAGE_TRANSFORMS_AT_ONCE = 2        # transforms are CPU bound
 IMAGE_SOURCES_AT_ONCE = 8           # sources held in memory, read or waiting for a transform slot
 REMEMBERED_TARGETS = 4096    # resolved (host, path) targets kept per state document
+RATE_TABLE = "ratelimit.table"   # in the data dir (core/rate_table.py)
 FLUSH_SECONDS = 60           # the traffic series is saved (and the cache size followed) this often
 _SLASHES = re.compile(r"//+")
 
@@ -119,6 +121,8 @@ class Delivery:
         self.cache = Cache(f"{data_dir}/cache", effective(store.data)["cache_max_bytes"], clock.now,
                            processes=processes, worker_slot=worker_slot)
         self.traffic = Traffic(f"{data_dir}/traffic.json", clock.now)
+        # the rules' rate limits, shared by every public process: the daemon makes it, its workers map it
+        self.rate_table = RateTable(f"{data_dir}/{RATE_TABLE}", fresh=worker_slot is None)
         self.origins = Origins(folder_roots, outbound, clock, origin_pools, own_ports)
         self.shared = SharedCache(self.cache)   # rules in cache_mode "origin" (services/origin_mode.py)
         self.image_budget = images.Budget(IMAGE_PIXELS_AT_ONCE, IMAGE_TRANSFORMS_AT_ONCE)
@@ -177,6 +181,7 @@ class Delivery:
         self.traffic.save()
         self.cache.close()
         self.origins.close()
+        self.rate_table.close()
 
     def flush_job(self) -> Every:
         """The job that flushes every FLUSH_SECONDS and closes the engine when it stops."""

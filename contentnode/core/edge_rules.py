@@ -1,0 +1,117 @@
+"""The edge members of a rule: who may fetch (`access`) and how often (`rate_limit`).
+
+Both are checked on the public port before any cache or origin work
+(public/edge_guard.py); here are their shapes, their stored forms and the
+address decisions, which know nothing of HTTP. Addresses are the client's
+after trusted_proxies (core/client_address.py); an IPv4 client seen on a
+dual-stack listener as ::ffff:a.b.c.d is matched as its IPv4 address.
+"""
+
+import ipaddress
+import re
+from functools import lru_cache
+
+from contentnode.core.fields import FieldError
+from contentnode.core.settings import MAX_CIDRS, cidr_list
+from contentnode.core.shapes import STRING, array, integer, nullable, obj, text
+
+MAX_RATE = 100_000      # requests a second
+MAX_BURST = 1_000_000
+COUNTRIES_NEED = ("a country database: the geoip_db start-up value naming a country MMDB file, read with "
+                  "the maxminddb package (the geoip extra); this node has neither")
+
+ACCESS_SHAPE = nullable(obj({
+    "allow": array(STRING, MAX_CIDRS),
+    "deny": array(STRING, MAX_CIDRS),
+    "countries": {"type": "object", "description": '{"allow"|"deny": ["DE", ...]}: needs a country database'},
+}, description="who may fetch: client addresses allowed (none listed: all) and denied (deny wins)"))
+
+RATE_LIMIT_SHAPE = nullable(obj({
+    "rate": integer(1, MAX_RATE),
+    "burst": integer(1, MAX_BURST),
+}, required=("rate", "burst"), description="requests a second per client address (IPv6 by /64), "
+                                           "and how many may come at once"))
+
+
+MAX_HEADERS = 32
+MAX_HEADER_VALUE = 1024
+# names a rule never sets: framing, hop-by-hop, the node's validators and its own cache fields
+NOT_SETTABLE = frozenset({
+    "content-length", "transfer-encoding", "content-range", "content-encoding", "content-type",
+    "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "upgrade", "etag", "last-modified", "date", "age", "accept-ranges", "vary", "x-cache", "cache-status",
+    "set-cookie", "location", "retry-after", "www-authenticate"})
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
+_VALUE = re.compile(r"[\x20-\x7e]*")
+
+HEADERS_SHAPE = nullable({"type": "object",
+                          "additionalProperties": text(MAX_HEADER_VALUE, min_length=0),
+                          "description": "response headers to add or replace: {name: value}"})
+
+
+def headers_rule(value):
+    """The stored form of `headers`: null, or {name: value} with names that frame, hop or validate refused."""
+    if value is None:
+        return None
+    if len(value) > MAX_HEADERS:
+        raise FieldError(f"headers holds at most {MAX_HEADERS} names", "headers")
+    seen = set()
+    for name, text_value in value.items():
+        lower = name.lower()
+        if not _TOKEN.fullmatch(name):
+            raise FieldError(f"{name[:64]!r} is not a header name", "headers")
+        if lower in NOT_SETTABLE or lower.startswith("access-control-"):
+            raise FieldError(f"headers may not set {name}: the node sets it (framing, hop-by-hop, validators, "
+                             "caching and CORS fields are its own)", f"headers.{name}")
+        if lower in seen:
+            raise FieldError(f"headers names {name} twice", f"headers.{name}")
+        if not _VALUE.fullmatch(text_value):
+            raise FieldError(f"headers.{name} must be printable ASCII on one line", f"headers.{name}")
+        seen.add(lower)
+    return dict(value)
+
+
+def access_rule(value):
+    """The stored form of `access`: null, or both CIDR lists normalised; a country list is refused here."""
+    if value is None:
+        return None
+    if "countries" in value:
+        raise FieldError(f"access.countries needs {COUNTRIES_NEED}", "access.countries")
+    return {name: cidr_list(f"access.{name}", value.get(name, [])) for name in ("allow", "deny")}
+
+
+def _address(client_ip: str):
+    address = ipaddress.ip_address(client_ip)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        return address.ipv4_mapped
+    return address
+
+
+@lru_cache(maxsize=256)
+def _networks(cidrs: tuple) -> tuple:
+    """Each distinct stored list parsed once (stored lists are already valid)."""
+    return tuple(ipaddress.ip_network(cidr) for cidr in cidrs)
+
+
+def address_allowed(access: dict | None, client_ip: str) -> bool:
+    """Whether `access` lets the client in: not in `deny`, and in `allow` when `allow` lists any."""
+    if not access:
+        return True
+    try:
+        address = _address(client_ip)
+    except ValueError:
+        return False   # not an address (a Unix socket peer): nothing a list can allow
+    if any(address in net for net in _networks(tuple(access["deny"]))):
+        return False
+    allow = access["allow"]
+    return not allow or any(address in net for net in _networks(tuple(allow)))
+
+
+def client_key(client_ip: str) -> bytes:
+    """The bytes a rate limit counts a client by: an IPv4 address whole, an IPv6 address by its /64
+    (one subscriber usually holds a whole /64, so counting single addresses would let it multiply)."""
+    try:
+        address = _address(client_ip)
+    except ValueError:
+        return client_ip.encode("utf-8", "replace")[:64]
+    return address.packed if address.version == 4 else address.packed[:8]

@@ -1,0 +1,94 @@
+"""Token buckets shared by every public process: one fixed-size table in a file, mmap'd by each.
+
+A rule's `rate_limit` must hold however many public workers serve the port,
+so the buckets cannot live in one process's memory. The daemon creates
+<data_dir>/ratelimit.table at start (a new one each start: a client's budget
+does not outlive the node) and every public worker maps the same file.
+
+Layout: a 16-byte random salt, then SETS sets of WAYS slots; a slot is
+(key: 8 bytes, tokens: float64, stamp: float64). A client of a rule is keyed
+by blake2b(salt, rule id, client key) (core/edge_rules.py client_key), so the
+file holds no address and nobody outside can aim collisions at one set. The
+key picks its set; within it the slot with that key is used, else the one
+seen longest ago is taken over (its client starts again with a full bucket:
+an eviction errs towards serving). Memory is SETS * WAYS * 24 bytes whatever
+the number of clients or rules.
+
+An update locks its set's 96 bytes with fcntl.lockf (a POSIX record lock: the
+processes exclude each other per set, not per table) and, inside one process,
+a threading lock (record locks are per process, not per thread). Time is
+CLOCK_MONOTONIC, which is the same for every process of the machine.
+"""
+
+import fcntl
+import hashlib
+import math
+import mmap
+import os
+import secrets
+import struct
+import threading
+import time
+
+SALT_BYTES = 16
+SETS = 16384
+WAYS = 4
+_SLOT = struct.Struct("<8sdd")
+SET_BYTES = WAYS * _SLOT.size
+SIZE = SALT_BYTES + SETS * SET_BYTES      # 1.5 MiB: 65,536 clients tracked at once
+
+
+class RateTable:
+    """take(rule_id, client_key, rate, burst) -> 0 when the request may go, else the seconds to wait."""
+
+    def __init__(self, path: str, fresh: bool, clock=time.monotonic):
+        self.path, self._clock = path, clock
+        if fresh:
+            self._create(path)
+        self._fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        self._map = mmap.mmap(self._fd, SIZE)
+        self._salt = bytes(self._map[:SALT_BYTES])
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _create(path: str) -> None:
+        """A new table, put in place whole (a worker never maps a half-written one)."""
+        temp = f"{path}.new"
+        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.ftruncate(fd, SIZE)
+            os.pwrite(fd, secrets.token_bytes(SALT_BYTES), 0)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+
+    def take(self, rule_id: str, client_key: bytes, rate: int, burst: int) -> int:
+        """Spend one token of this client's bucket for the rule: 0, or whole seconds until one is back."""
+        digest = hashlib.blake2b(rule_id.encode() + b"\0" + client_key, digest_size=8, key=self._salt).digest()
+        start = SALT_BYTES + int.from_bytes(digest[:4], "little") % SETS * SET_BYTES
+        with self._lock:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX, SET_BYTES, start)
+            try:
+                return self._spend(start, digest, rate, burst)
+            finally:
+                fcntl.lockf(self._fd, fcntl.LOCK_UN, SET_BYTES, start)
+
+    def _spend(self, start: int, digest: bytes, rate: int, burst: int) -> int:
+        now = self._clock()
+        slots = [_SLOT.unpack_from(self._map, start + way * _SLOT.size) for way in range(WAYS)]
+        way = next((i for i, slot in enumerate(slots) if slot[0] == digest), None)
+        if way is None:
+            way = min(range(WAYS), key=lambda i: slots[i][2])   # the empty (stamp 0) or the longest unseen
+            tokens = float(burst)
+        else:
+            _, tokens, stamp = slots[way]
+            tokens = min(float(burst), tokens + max(0.0, now - stamp) * rate)
+        wait = 0 if tokens >= 1.0 else max(1, math.ceil((1.0 - tokens) / rate))
+        if not wait:
+            tokens -= 1.0
+        _SLOT.pack_into(self._map, start + way * _SLOT.size, digest, tokens, now)
+        return wait
+
+    def close(self) -> None:
+        self._map.close()
+        os.close(self._fd)
