@@ -19,7 +19,7 @@ import logging
 
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core.s3 import S3Error
-from contentnode.fleet import bundle, certfiles, joincode, keys, shared
+from contentnode.fleet import bundle, certfiles, joinclaims, joincode, keys, shared
 from contentnode.fleet.wire import Refused, canonical
 
 log = logging.getLogger("contentnode.fleet")
@@ -107,15 +107,19 @@ def first_certificate(fleet_id: str, signing, recovery_text: str, now: float) ->
 
 
 def delete_expired_joins(fleet, client) -> None:
-    """Remove the sealed objects of join codes whose time is up, and forget them."""
+    """Remove the sealed objects and claims of join codes whose time is up, and forget them
+    (and the revoked ones whose time is up)."""
     state = fleet.state()
-    codes = state.get("join_codes") or []
+    codes, revoked = state.get("join_codes") or [], state.get("join_revoked") or []
+    prefix, now = state["bucket"]["prefix"], fleet.clock.now()
     gone = set()
-    for join_id in joincode.expired_ids(codes, fleet.clock.now()):
+    for join_id in joincode.expired_ids(codes + revoked, now):
         try:
-            client.delete_object(joincode.object_key(state["bucket"]["prefix"], join_id))
+            client.delete_object(joincode.object_key(prefix, join_id))
+            client.delete_object(joinclaims.claim_key(prefix, join_id))
             gone.add(join_id)
         except S3Error as exc:
             log.warning("fleet: cannot delete expired join object %s: %s", join_id, exc.message)
     if gone:
-        fleet.record(join_codes=[c for c in codes if c.get("id") not in gone])
+        fleet.record(join_codes=[c for c in codes if c.get("id") not in gone],
+                     join_revoked=[c for c in revoked if c.get("id") not in gone])

@@ -7,7 +7,8 @@ into the rest of the node. One thread does everything the role needs, every
 fleet_poll_seconds: on the primary publish (debounced: 0.3 s of quiet, at
 most 2 s after the first change), status, the nodes' statuses every third
 poll and expired join objects; on a replica the conditional GET and status. While a join code is valid the
-primary reads the statuses every poll, so a new node shows at once.
+primary reads the statuses and join claims every poll, so a new node shows at once and its
+code is marked used (fleet/joinclaims.py).
 Bucket failures back off (poll x 2^n, at most 8 polls or 5 minutes).
 """
 
@@ -23,7 +24,7 @@ from contentnode.core.fleet_section import FLEET, SECTION, state_of
 from contentnode.core.folders import FolderRoots
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
-from contentnode.fleet import alerts, folders, follower, issuer, joincode, keys, promotion, publisher, shared, status, wire
+from contentnode.fleet import alerts, folders, follower, issuer, joinclaims, joincode, keys, promotion, publisher, shared, status, wire
 from contentnode.fleet.wire import Refused
 
 log = logging.getLogger("contentnode.fleet")
@@ -318,12 +319,17 @@ class Fleet:
             self.primary_seen = status.read_one(client, state["bucket"]["prefix"], state["primary"], key)
         if role == "primary" and (polls % STATUS_READ_EVERY == 1 or self._joins_open()):
             self._read_nodes(client)
+            used = joinclaims.collect(client, state["bucket"]["prefix"], state.get("join_codes") or [],
+                                      self.clock.now())
+            if used:
+                with self.lock:
+                    joinclaims.mark_used(self, client, used)
             publisher.delete_expired_joins(self, client)
 
     def _joins_open(self) -> bool:
-        """A join code is still valid: read the statuses every poll, so a node that joins shows
-        at the primary's first poll after it (not up to STATUS_READ_EVERY polls later)."""
-        codes = self.state().get("join_codes") or []
+        """An unused join code is still valid: read the statuses and claims every poll, so a node
+        that joins shows, and its code is marked used, at the primary's first poll after it."""
+        codes = [c for c in self.state().get("join_codes") or [] if not c.get("used_at")]
         return len(joincode.expired_ids(codes, self.clock.now())) < len(codes)
 
     def _status_key(self) -> bytes:
