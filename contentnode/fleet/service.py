@@ -4,8 +4,9 @@ rest of the node hears from it (the route guard, readiness, the listeners).
 Built once in the composition root (contentnode/app.py) and handed down; the
 store's commit listener and the cache's purge listener are its only hooks
 into the rest of the node. One thread does everything the role needs, every
-fleet_poll_seconds: on the primary publish (debounced: 0.3 s of quiet, at
-most 2 s after the first change), status, the nodes' statuses every third
+fleet_poll_seconds: on the primary a conditional GET of bundle.json and publish
+(after a change, debounced: 0.3 s of quiet, at most 2 s after the first change,
+or over a bundle.json it did not write), status, the nodes' statuses every third
 poll and expired join objects; on a replica the conditional GET and status. While a join code is valid the
 primary reads the statuses and join claims every poll, so a new node shows at once and its
 code is marked used (fleet/joinclaims.py).
@@ -285,11 +286,14 @@ class Fleet:
             self._wake.clear()
 
     def _publish_if_due(self) -> None:
-        """Publish after a change (debounced) or when re-signing is due; an idle primary does
-        not even hash its configuration."""
+        """Publish after a change (debounced), when re-signing is due, or when bundle.json is no
+        longer the object this node wrote; an idle primary sends one conditional GET (a 304)
+        and does not even hash its configuration."""
         self._settle()
         if not self._unpublished and not publisher.resign_due(self.state(), self.clock.now()):
-            return
+            with self.lock:
+                if publisher.bundle_intact(self):
+                    return
         self._unpublished = False
         try:
             with self.lock:
