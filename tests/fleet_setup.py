@@ -1,8 +1,10 @@
 """A fleet of real daemons for the fleet tests: one primary and replicas on loopback,
 SeaweedFS as the bucket, fleet_poll_seconds 1 (the documented start-up value)."""
 
+import contextlib
 import json
 import os
+import signal
 import time
 import uuid
 
@@ -152,6 +154,18 @@ class Fleet:
                             key_certs=key_certs or state["fleet"]["key_certs"], signing=signing or made.signing,
                             fleet_key=fleet_key or made.fleet_key, parts=parts or shared.parts_of(state),
                             sealed=shared.SEALED)
+
+    @contextlib.contextmanager
+    def primary_paused(self):
+        """The primary process stopped (SIGSTOP) for the block: a bundle a test puts in the bucket stays
+        there, as when the primary is down (a live primary writes over a bundle it did not write at
+        its next poll). Continued after, unless the block killed it."""
+        os.kill(self.primary.proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            if self.primary.proc.poll() is None:
+                os.kill(self.primary.proc.pid, signal.SIGCONT)
 
     def put_bundle(self, raw: bytes) -> None:
         self.bucket_client().put_object("contentnode/bundle.json", raw, "application/json")

@@ -91,7 +91,7 @@ def test_join_refuses_a_damaged_or_expired_code(fleet, tmp_path):
             expired = client.post("/api/fleet/join", {"code": code})
         finally:
             node.set_clock_offset(0)
-        assert expired.status == 400 and expired.error_code == "join_code_expired", expired.body
+        assert expired.status == 403 and expired.error_code == "join_code_expired", expired.body
         client = admin_of(node)
         assert client.get("/api/fleet").json["role"] == "standalone"
         assert not os.path.exists(os.path.join(node.data_dir, "fleet", "fleet.key"))

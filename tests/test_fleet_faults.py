@@ -54,10 +54,11 @@ def test_a_bucket_answering_500_is_reported_once_backed_off_and_recovered_from(f
     wait_for(lambda: _last_error(fleet).get("code") == "bucket_error", 10, what="the replica reporting bucket_error")
     time.sleep(9)
     window = time.monotonic() - started
-    # every poll of 1 s would be `window` GETs of bundle.json; the backoff doubles the wait
-    # (2, 4, 8 s). The idle primary sends no bundle request, so these are the replica's.
+    # every poll of 1 s would be `window` GETs of bundle.json per node; the backoff doubles the
+    # wait (2, 4, 8 s). Two nodes ask: the replica, and the idle primary checking its bundle
+    # (one conditional GET per poll), each backing off the same way.
     gets = proxy.requests(started, "/bundle.json")
-    assert 1 <= gets <= window / 2, (gets, window)
+    assert 2 <= gets <= 2 * (window / 2), (gets, window)
     assert fleet.served(replica, "/hello.txt").body == b"hello"
     assert replica.log()[logged:].count("event fleet_sync_failed") == 1
     assert "500" in _last_error(fleet)["message"] or "InternalError" in _last_error(fleet)["message"]
@@ -72,3 +73,18 @@ def test_a_bucket_slower_than_the_timeout_is_an_error_and_serving_goes_on(fleet,
     assert f"{BUCKET_TIMEOUT:g} s" in error["message"], error
     assert fleet.served(replica, "/hello.txt").body == b"hello"
     _recovers(fleet, proxy, "/after-slow")
+
+
+def test_an_idle_fleet_asks_for_the_bundle_once_per_node_and_poll_answered_304(fleet, proxy):
+    """The primary checks its published bundle every poll (it republishes over a replaced one):
+    while nothing changes that is one conditional GET per poll, answered 304, as the replica's."""
+    proxy.failing, proxy.delay = False, 0.0
+    wait_for(lambda: not _last_error(fleet), 15, what="the replica's bucket_error cleared")
+    time.sleep(2)   # past any publish a previous test started
+    started = time.monotonic()
+    time.sleep(6)
+    window = time.monotonic() - started
+    answers = proxy.answers(started, "/bundle.json")
+    assert answers and all(a == (True, 304) for a in answers), answers
+    # two nodes, poll 1 s: at most one request per node per poll (plus one each at the window's edges)
+    assert len(answers) <= 2 * (window + 1), (len(answers), window)

@@ -1,5 +1,5 @@
 """The panel's Fleet page in Debian's chromium: a standalone node (set up, join), the primary
-(mint a join code, shown once with a copy button; the nodes table) and a replica (where
+(mint a join code, shown once with a copy button; the join codes with revoke; the nodes table) and a replica (where
 edits are made); each checked by check_page (axe, dark mode, 375 px, clean network)."""
 
 from playwright.sync_api import expect
@@ -106,3 +106,26 @@ def test_shared_pages_on_a_replica_say_where_edits_are_made_and_hide_write_contr
     on_primary.get_by_role("heading", level=1, name="Domains").wait_for()
     expect(on_primary.get_by_role("button", name="Add domain")).to_be_visible()
     expect(on_primary.get_by_test_id("replica-banner")).to_have_count(0)
+
+
+def test_primary_lists_join_codes_revokes_one_and_shows_unknown_statuses(browser, fleet):
+    """The join codes table (created, expires, used by) with a revoke button; the count of statuses
+    the primary ignored, shown only when there are some."""
+    used_by = fleet.replica_admins[0].get("/api/fleet").json["node_id"]
+    fleet.bucket_client().put_object("contentnode/nodes/00000000000000ff.json",
+                                     b'{"node_id": "00000000000000ff", "mac": "AAAA"}', "application/json")
+    wait_for(lambda: fleet.admin.get("/api/fleet").json["unknown_statuses"] == 1, 15,
+             what="the primary counting the forged status")
+    minted = fleet.admin.post("/api/fleet/join-codes", {}).json
+    page = open_fleet_page(browser, fleet.primary)
+    codes = page.get_by_role("table", name="Join codes")
+    expect(codes.get_by_text(minted["id"])).to_be_visible()
+    expect(codes.get_by_text(f"by node {used_by}")).to_be_visible()   # the replica's own code, used
+    expect(page.get_by_test_id("unknown-statuses")).to_contain_text("1 unknown status")
+    assert minted["code"] not in page.content()
+    check_page(page, "fleet-join-codes")
+    page.get_by_role("button", name=f"Revoke join code {minted['id']}").click()
+    page.get_by_role("dialog").get_by_role("button", name="Revoke").click()
+    expect(codes.get_by_text(minted["id"])).to_have_count(0)
+    assert minted["id"] not in [c["id"] for c in fleet.admin.get("/api/fleet/join-codes").json["join_codes"]]
+    fleet.bucket_client().delete_object("contentnode/nodes/00000000000000ff.json")

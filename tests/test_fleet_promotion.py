@@ -226,15 +226,18 @@ def test_a_replica_that_never_applied_a_bundle_is_not_promoted(tmp_path_factory,
         parts = shared.parts_of(fleet.state(fleet.primary))
         rules = json.loads(json.dumps(parts["rules"]))
         next(iter(rules.values()))["bucket"] = "no-such-bucket"   # every replica refuses it (restore checks)
-        fleet.put_bundle(fleet.forge(parts=dict(parts, rules=rules)))
-        published = fleet.bucket_client().get_bytes(PREFIX + "bundle.json").body
         node = FleetNode(str(tmp_path_factory.mktemp("unapplied"))).start()
         fleet.replicas.append(node)
         admin = admin_of(node)
-        fleet.join(admin)
-        wait_for(lambda: (admin.get("/api/fleet").json["last_error"] or {}).get("code") == "restore_checks",
-                 what="the new replica refusing the bundle")
-        fleet.primary.kill()
+        code = fleet.admin.post("/api/fleet/join-codes", {}).json["code"]
+        forged = fleet.forge(parts=dict(parts, rules=rules))
+        with fleet.primary_paused():   # a live primary writes over the bundle made here at its next poll
+            fleet.put_bundle(forged)
+            published = fleet.bucket_client().get_bytes(PREFIX + "bundle.json").body
+            assert admin.post("/api/fleet/join", {"code": code}).status == 200
+            wait_for(lambda: (admin.get("/api/fleet").json["last_error"] or {}).get("code") == "restore_checks",
+                     what="the new replica refusing the bundle")
+            fleet.primary.kill()
         refused = admin.post("/api/fleet/promote", {"recovery_secret": fleet.init_answer["recovery_secret"]})
         assert refused.status == 409 and refused.error_code == "never_applied", refused.body
         view = admin.get("/api/fleet").json

@@ -79,9 +79,11 @@ def test_a_bad_bundle_is_refused_reported_and_never_applied(fleet, case):
     make, code = CASES[case]
     before = replica_view(fleet)
     rules_before = fleet.state(fleet.replicas[0])["rules"]
-    fleet.put_bundle(make(fleet))
-    view = wait_for(lambda: (v := replica_view(fleet))["last_error"] and v["last_error"]["code"] == code and v,
-                    10, what=f"the replica reporting {code}")
+    raw = make(fleet)
+    with fleet.primary_paused():   # a live primary writes over it at its next poll
+        fleet.put_bundle(raw)
+        view = wait_for(lambda: (v := replica_view(fleet))["last_error"] and v["last_error"]["code"] == code and v,
+                        10, what=f"the replica reporting {code}")
     assert view["seq"] == before["seq"]
     assert fleet.state(fleet.replicas[0])["rules"] == rules_before
     assert fleet.served(fleet.replicas[0], "/hello.txt").body == b"hello"
@@ -154,21 +156,24 @@ def test_the_offline_restore_is_refused_on_a_replica(fleet, tmp_path):
 def test_kill_9_during_an_apply_leaves_old_or_new_never_a_mix(fleet, delay):
     replica = fleet.replicas[0]
     variant = f"v{int(delay * 10)}x"
+    fleet.wait_synced()   # the primary's bundle over the previous case's is applied before `old` is read
     old = fleet.state(replica)
-    fleet.put_bundle(fleet.forge(seq_delta=1 + int(delay * 10), parts=fleet.big_parts(variant)))
-    time.sleep(delay)
-    replica.kill()
-    state = fleet.state(replica)
-    added = [rule for rule in state["rules"].values() if rule["prefix"] == f"{variant}/"]
-    if state["fleet"]["seq"] == old["fleet"]["seq"]:
-        assert state["rules"] == old["rules"] and not added
-    else:
-        assert len(added) == 10000
-    replica.start()
-    fleet.replica_admins[0] = admin = fleet.replica_admins[0].__class__(replica)
-    assert admin.login("admin", "correct horse battery staple").status == 200
-    wait_for(lambda: sum(r["prefix"] == f"{variant}/" for r in fleet.state(replica)["rules"].values()) == 10000,
-             20, what="the big bundle applied after the restart")
+    big = fleet.forge(seq_delta=1 + int(delay * 10), parts=fleet.big_parts(variant))
+    with fleet.primary_paused():   # the primary would write its own bundle over the one made here
+        fleet.put_bundle(big)
+        time.sleep(delay)
+        replica.kill()
+        state = fleet.state(replica)
+        added = [rule for rule in state["rules"].values() if rule["prefix"] == f"{variant}/"]
+        if state["fleet"]["seq"] == old["fleet"]["seq"]:
+            assert state["rules"] == old["rules"] and not added
+        else:
+            assert len(added) == 10000
+        replica.start()
+        fleet.replica_admins[0] = admin = fleet.replica_admins[0].__class__(replica)
+        assert admin.login("admin", "correct horse battery staple").status == 200
+        wait_for(lambda: sum(r["prefix"] == f"{variant}/" for r in fleet.state(replica)["rules"].values()) == 10000,
+                 20, what="the big bundle applied after the restart")
     assert fleet.served(replica, "/hello.txt").body == b"hello"
 
 
@@ -181,7 +186,7 @@ def test_a_key_epoch_from_the_recovery_key_is_followed_and_the_old_primary_steps
     fleet.put_bundle(fleet.forge(seq_delta=50, signing=successor, key_certs=chain))
     wait_for(lambda: replica_view(fleet)["key_epoch"] == 2, 20, what="the replica at key epoch 2")
     assert replica_view(fleet)["last_error"] is None
-    fleet.site.add_rule("/after-promotion", prefix="site/")  # the old primary tries to publish
+    # the old primary, idle, finds the new key's bundle at its next poll's check of bundle.json
     view = wait_for(lambda: (v := fleet.admin.get("/api/fleet").json)["role"] == "replica" and v, 20,
                     what="the old primary stepping down")
     # it said why (its next apply, of the new key's bundle, may already have cleared last_error)

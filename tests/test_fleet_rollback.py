@@ -2,6 +2,9 @@
 older one back; a node joining with a code minted after the newer one refuses it (the join payload
 carries the primary's seq and bundle hash), dry run or not. Real daemons, SeaweedFS."""
 
+import json
+import time
+
 import pytest
 
 from tests.fleet_setup import Fleet, FleetNode, admin_of, wait_for
@@ -35,3 +38,17 @@ def test_a_joiner_refuses_a_bundle_older_than_its_code(fleet, tmp_path):
         assert admin.get("/api/fleet").json["role"] == "standalone"
     finally:
         joiner.close()
+
+
+def test_an_idle_primary_writes_over_a_bundle_put_back_by_a_bucket_writer(fleet):
+    client = fleet.bucket_client()
+    older = client.get_bytes(BUNDLE).body
+    before = fleet.seq()
+    fleet.site.add_rule("/newer/", prefix="site/")
+    newer = wait_for(lambda: fleet.seq() > before and fleet.seq(), 15, what="the primary publishing the newer bundle")
+    time.sleep(2)   # idle now: nothing shared changes from here on
+    client.put_object(BUNDLE, older, "application/json")
+    # poll 1 s: the primary's next conditional GET finds another object and publishes over it
+    wait_for(lambda: json.loads(client.get_bytes(BUNDLE).body)["seq"] > newer, 5,
+             what="the idle primary republishing over the older bundle")
+    assert fleet.seq() > newer

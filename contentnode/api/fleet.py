@@ -1,5 +1,5 @@
 """The fleet routes (settings:write): GET /api/fleet, POST /api/fleet/init,
-/api/fleet/join-codes, /api/fleet/join, /api/fleet/leave; and GET /api/fleet/role
+/api/fleet/join-codes (mint, list, revoke), /api/fleet/join, /api/fleet/leave; and GET /api/fleet/role
 for any signed-in user (docs/API.md, Fleet).
 
 Answers never carry a key: the bucket shows without its credentials, the
@@ -12,18 +12,19 @@ from contentnode.fleet import enrol, issuer
 from contentnode.fleet.joincode import DEFAULT_SECONDS, MAX_SECONDS, MIN_SECONDS
 from contentnode.fleet.wire import Refused
 from contentnode.http.errors import ApiError
-from contentnode.http.response import created
+from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
 from contentnode.http.schema import BOOLEAN, STRING, answer, integer, nullable, obj, text
 
 # Refusal code -> HTTP status; anything else a bundle or code refusal (400).
 _STATUS = {"fleet_member": 409, "not_in_fleet": 409, "not_primary": 409, "fleet_exists": 409,
-           "too_many_join_codes": 409, "bucket_unreachable": 502, "no_bundle": 502, "no_secrets": 500}
+           "too_many_join_codes": 409, "join_code_expired": 403, "join_code_used": 403, "join_code_revoked": 403,
+           "not_found": 404, "bucket_unreachable": 502, "no_bundle": 502, "no_secrets": 500}
 
 
 def _refusal(exc: Refused) -> ApiError:
     return ApiError(_STATUS.get(exc.code, 400), exc.code, exc.message, "code" if exc.code.endswith("join_code")
-                    or exc.code == "join_code_expired" else None)
+                    or exc.code.startswith("join_code_") else None)
 
 
 def get_fleet(req):
@@ -53,7 +54,20 @@ def join_code(req):
     except Refused as exc:
         raise _refusal(exc) from None
     req.audit("fleet.join_code", target=join_id, detail={"expires_at": expires_at})
-    return created({"code": code, "expires_at": expires_at})
+    return created({"id": join_id, "code": code, "expires_at": expires_at})
+
+
+def list_join_codes(req):
+    return {"join_codes": enrol.join_codes(req.app.fleet)}
+
+
+def revoke_join_code(req):
+    try:
+        enrol.revoke_join_code(req.app.fleet, req.params["id"])
+    except Refused as exc:
+        raise _refusal(exc) from None
+    req.audit("fleet.join_code_revoke", target=req.params["id"])
+    return no_content()
 
 
 def join(req):
@@ -103,7 +117,12 @@ ROUTES = [
           answer=dict(FLEET, properties=dict(FLEET["properties"], recovery_secret=STRING),
                       required=FLEET["required"] + ["recovery_secret"])),
     Route("POST", "/api/fleet/join-codes", "settings:write", join_code, status=201, body=JOIN_CODE_BODY,
-          body_optional=True, token_session=False, answer=answer({"code": STRING, "expires_at": STRING})),
+          body_optional=True, token_session=False,
+          answer=answer({"id": STRING, "code": STRING, "expires_at": STRING})),
+    Route("GET", "/api/fleet/join-codes", "settings:write", list_join_codes, answer=answer({"join_codes": {
+        "type": "array", "items": answer({"id": STRING, "created_at": nullable(STRING), "expires_at": STRING,
+                                          "used_at": nullable(STRING), "used_by": nullable(STRING)})}})),
+    Route("DELETE", "/api/fleet/join-codes/{id}", "settings:write", revoke_join_code, status=204),
     Route("POST", "/api/fleet/join", "settings:write", join, body=JOIN_BODY, answer=JOINED, token_session=False),
     Route("POST", "/api/fleet/leave", "settings:write", leave, body=obj({}), body_optional=True,
           answer=answer({"role": STRING, "left": nullable(STRING), "was": STRING})),

@@ -17,7 +17,7 @@ from contentnode.core import buckets, signing
 from contentnode.core.fields import FieldError
 from contentnode.core.fleet_section import FLEET
 from contentnode.core.s3 import S3Error
-from contentnode.fleet import bundle, follower, joincode, keys, publisher, shared, status
+from contentnode.fleet import bundle, follower, joinclaims, joincode, keys, publisher, shared, status
 from contentnode.fleet.service import SECTION, Fleet
 from contentnode.fleet.wire import Refused, b64, unb64
 
@@ -104,15 +104,47 @@ def mint_join_code(fleet: Fleet, expires_in: int) -> tuple[str, str, str]:
         secrets_ = fleet.secrets()
         if secrets_ is None:
             raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")
+        claim_private, claim_public = joinclaims.new_claim_key()
         payload = {"fleet_id": state["fleet_id"], "primary": fleet.node_id(), "pin": state["pin"],
                    "bucket": dict(state["bucket"], access_key=secrets_.access_key, secret_key=secrets_.secret_key),
-                   "fleet_key": b64(secrets_.fleet_key),
+                   "fleet_key": b64(secrets_.fleet_key), "claim_key": claim_private,
                    "seq": int(state.get("seq") or 0), "bundle_sha256": state.get("bundle_sha256")}
         code, join_id, expires_at = _bucket_call(
             "the join object cannot be written",
             lambda: joincode.mint(fleet.client(), state["bucket"]["prefix"], payload, expires_in, now))
-        fleet.record(join_codes=live + [{"id": join_id, "expires_at": expires_at}])
+        fleet.record(join_codes=live + [{"id": join_id, "created_at": rfc3339(now), "expires_at": expires_at,
+                                         "used_at": None, "used_by": None, "claim_public": claim_public}])
     return code, join_id, expires_at
+
+
+LISTED = ("id", "created_at", "expires_at", "used_at", "used_by")
+
+
+def join_codes(fleet: Fleet) -> list:
+    """The primary's join codes not yet expired and deleted, newest last, never the code itself."""
+    return [{k: c.get(k) for k in LISTED} for c in fleet.state().get("join_codes") or []]
+
+
+def revoke_join_code(fleet: Fleet, join_id: str) -> None:
+    """Tombstone the code's object, list it revoked in joins.json, forget it; Refused not_found."""
+    with fleet.lock:
+        state = fleet.state()
+        if state.get("role") != "primary":
+            raise Refused("not_primary", "join codes are revoked on the fleet's primary")
+        codes = state.get("join_codes") or []
+        found = next((c for c in codes if c.get("id") == join_id), None)
+        if found is None:
+            raise Refused("not_found", f"no join code {join_id!r} on this primary")
+        client, prefix = fleet.client(), state["bucket"]["prefix"]
+        kept = [c for c in codes if c is not found]
+        revoked = (state.get("join_revoked") or []) + [{"id": join_id, "expires_at": found["expires_at"]}]
+
+        def write():
+            client.put_object(joincode.object_key(prefix, join_id), joincode.tombstone("revoked", join_id),
+                              "application/json")
+            joinclaims.publish_list(fleet, client, kept, revoked)
+        _bucket_call("the revocation cannot be written", write)
+        fleet.record(join_codes=kept, join_revoked=revoked)
 
 
 def _payload(payload: dict) -> tuple[dict, keys.Secrets, keys.Pin]:
@@ -149,12 +181,23 @@ def _not_older(payload: dict, seq: int, sha256: str) -> int:
     return floor
 
 
+def _not_used(client, prefix: str, payload: dict, join_id: str, signer_public: str, node_id: str) -> None:
+    """Refused join_code_used or join_code_revoked when the primary's signed list or another
+    node's claim says so (a code minted before codes carried a claim key is not checked)."""
+    if not isinstance(payload.get("claim_key"), str):
+        return
+    _bucket_call("the join codes' state cannot be read", lambda: joinclaims.check_list(
+        client, prefix, payload["fleet_id"], signer_public, join_id, node_id))
+    _bucket_call("the join claim cannot be read", lambda: joinclaims.check_claim(
+        client, prefix, join_id, payload["claim_key"], node_id))
+
+
 def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
     """Check the code and the fleet's current bundle; unless dry_run, become a replica."""
     with fleet.lock:
         _standalone(fleet)
         now = fleet.clock.now()
-        payload = joincode.redeem(code, fleet.outbound(), now)
+        join_id, payload = joincode.redeem(code, fleet.outbound(), now)
         bucket, made, pin = _payload(payload)
         client = fleet.client(bucket, made)
         found = _bucket_call("the fleet's bundle cannot be read", lambda: bundle.fetch(
@@ -168,11 +211,15 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
             raise Refused("malformed", "the fleet's bundle has no seq")
         sections = shared.applied(fleet.store.data, opened.parts)
         floor = _not_older(payload, opened.seq, hashlib.sha256(found.body).hexdigest())
+        _not_used(client, bucket["prefix"], payload, join_id, opened.pin.public_key, fleet.node_id())
         answer = {"fleet_id": payload["fleet_id"], "primary": opened.primary, "seq": opened.seq,
                   "dry_run": dry_run, "replaces": shared.counts(fleet.store.data),
                   "with": shared.counts(sections), "cannot_take": _cannot_take(fleet, sections)}
         if dry_run:
             return answer
+        if isinstance(payload.get("claim_key"), str):
+            _bucket_call("the join claim cannot be written", lambda: joinclaims.write_claim(
+                client, bucket["prefix"], join_id, payload["claim_key"], fleet.node_id(), now))
         keys.save(fleet.data_dir, made)
         fleet.forget_secrets()
         fleet.record(role="replica", fleet_id=payload["fleet_id"], bucket=bucket, seq=0, join_seq=floor,

@@ -30,6 +30,9 @@ MIN_SECONDS = 60
 CODE_MAX_CHARS = 8192
 SEALED_MAX_BYTES = 64 << 10
 _AAD = b"contentnode-fleet-join/"
+TOMBSTONE_MAX_BYTES = 256
+STATES = {"used": ("join_code_used", "this join code was already used by another node; mint a new one"),
+          "revoked": ("join_code_revoked", "this join code was revoked on the primary; mint a new one")}
 
 
 def _urlsafe(data: bytes) -> str:
@@ -70,8 +73,26 @@ def _decode(code) -> dict:
     return inner
 
 
-def redeem(code: str, policy: netguard.OutboundPolicy, now: float, timeout: float = 15.0) -> dict:
-    """The join payload behind `code`; Refused when it is damaged, expired or unreachable."""
+def tombstone(state: str, join_id: str) -> bytes:
+    return canonical({"id": join_id, "state": state})
+
+
+def _refuse_tombstone(body: bytes, join_id: str) -> None:
+    """Refused when the code's object is a tombstone (used or revoked) rather than a sealed payload.
+    Unsigned: a bucket writer who forges one only stops a join, as deleting the object would."""
+    if len(body) > TOMBSTONE_MAX_BYTES or not body.startswith(b"{"):
+        return
+    try:
+        doc = loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return
+    if isinstance(doc, dict) and doc.get("id") == join_id and doc.get("state") in STATES:
+        raise Refused(*STATES[doc["state"]])
+
+
+def redeem(code: str, policy: netguard.OutboundPolicy, now: float, timeout: float = 15.0) -> tuple[str, dict]:
+    """(join id, the join payload behind `code`); Refused when it is damaged, expired, used,
+    revoked or unreachable."""
     inner = _decode(code)
     try:
         result = netguard.fetch(inner["url"], policy, timeout=timeout, max_bytes=SEALED_MAX_BYTES)
@@ -82,6 +103,7 @@ def redeem(code: str, policy: netguard.OutboundPolicy, now: float, timeout: floa
         raise Refused("join_code_expired", "the join code has expired or was used up; mint a new one on the primary")
     if result.status != 200:
         raise Refused("bucket_unreachable", f"the bucket answered {result.status} for the join code")
+    _refuse_tombstone(result.body, inner["id"])
     try:
         key = _unurlsafe(inner["k"])
         blob = result.body
@@ -94,7 +116,7 @@ def redeem(code: str, policy: netguard.OutboundPolicy, now: float, timeout: floa
         raise Refused("bad_join_code", "the join code's payload is malformed") from None
     if expired:
         raise Refused("join_code_expired", "the join code has expired; mint a new one on the primary")
-    return payload
+    return inner["id"], payload
 
 
 def expired_ids(codes: list, now: float) -> list:

@@ -2,9 +2,8 @@
 the fleet shares, re-sign before half its lifetime has passed, and step down
 when the bucket shows a higher key epoch.
 
-Before it publishes (after a change, when re-signing is due, once at start)
-the primary re-reads bundle.json conditionally on the ETag of its own last
-write: 304 means no one else wrote it; anything else (deleted, damaged,
+Every poll, and before it publishes, the primary re-reads bundle.json
+conditionally on the ETag of its own last write: 304 means no one else wrote it; anything else (deleted, damaged,
 replaced) is written over, even when its own configuration did not change. A bundle whose key chain
 verifies from this node's pin to a higher key epoch means another node was
 promoted: this node stops publishing and becomes a replica pinned to its own
@@ -19,7 +18,7 @@ import logging
 
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core.s3 import S3Error
-from contentnode.fleet import bundle, certfiles, joincode, keys, shared
+from contentnode.fleet import bundle, certfiles, joinclaims, joincode, keys, shared
 from contentnode.fleet.wire import Refused, canonical
 
 log = logging.getLogger("contentnode.fleet")
@@ -55,6 +54,22 @@ def _found_bundle(client, key: str, etag: str | None, state: dict):
     except Refused as exc:
         log.warning("fleet: overwriting a bundle.json this node did not write: %s", exc.message)
         return False, None  # a damaged or forged object: the next PUT replaces it
+
+
+def bundle_intact(fleet) -> bool:
+    """Whether bundle.json is still the object this node wrote last: one conditional GET (ETag),
+    answered 304 while it is (S3Error when the bucket fails)."""
+    state = fleet.state()
+    if state.get("role") != "primary":
+        return False
+    client, key = fleet.client(), state["bucket"]["prefix"] + BUNDLE
+    if state.get("bundle_etag"):
+        return _found_bundle(client, key, state["bundle_etag"], state)[0]
+    try:   # a bucket that gave no ETag: compare the bytes with the hash of the last write
+        found = bundle.fetch(client, key, state["fleet_id"])
+    except Refused:
+        return False
+    return found is not None and hashlib.sha256(found.body).hexdigest() == state.get("bundle_sha256")
 
 
 def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
@@ -107,15 +122,19 @@ def first_certificate(fleet_id: str, signing, recovery_text: str, now: float) ->
 
 
 def delete_expired_joins(fleet, client) -> None:
-    """Remove the sealed objects of join codes whose time is up, and forget them."""
+    """Remove the sealed objects and claims of join codes whose time is up, and forget them
+    (and the revoked ones whose time is up)."""
     state = fleet.state()
-    codes = state.get("join_codes") or []
+    codes, revoked = state.get("join_codes") or [], state.get("join_revoked") or []
+    prefix, now = state["bucket"]["prefix"], fleet.clock.now()
     gone = set()
-    for join_id in joincode.expired_ids(codes, fleet.clock.now()):
+    for join_id in joincode.expired_ids(codes + revoked, now):
         try:
-            client.delete_object(joincode.object_key(state["bucket"]["prefix"], join_id))
+            client.delete_object(joincode.object_key(prefix, join_id))
+            client.delete_object(joinclaims.claim_key(prefix, join_id))
             gone.add(join_id)
         except S3Error as exc:
             log.warning("fleet: cannot delete expired join object %s: %s", join_id, exc.message)
     if gone:
-        fleet.record(join_codes=[c for c in codes if c.get("id") not in gone])
+        fleet.record(join_codes=[c for c in codes if c.get("id") not in gone],
+                     join_revoked=[c for c in revoked if c.get("id") not in gone])

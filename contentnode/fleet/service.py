@@ -4,10 +4,12 @@ rest of the node hears from it (the route guard, readiness, the listeners).
 Built once in the composition root (contentnode/app.py) and handed down; the
 store's commit listener and the cache's purge listener are its only hooks
 into the rest of the node. One thread does everything the role needs, every
-fleet_poll_seconds: on the primary publish (debounced: 0.3 s of quiet, at
-most 2 s after the first change), status, the nodes' statuses every third
+fleet_poll_seconds: on the primary a conditional GET of bundle.json and publish
+(after a change, debounced: 0.3 s of quiet, at most 2 s after the first change,
+or over a bundle.json it did not write), status, the nodes' statuses every third
 poll and expired join objects; on a replica the conditional GET and status. While a join code is valid the
-primary reads the statuses every poll, so a new node shows at once.
+primary reads the statuses and join claims every poll, so a new node shows at once and its
+code is marked used (fleet/joinclaims.py).
 Bucket failures back off (poll x 2^n, at most 8 polls or 5 minutes).
 """
 
@@ -23,7 +25,7 @@ from contentnode.core.fleet_section import FLEET, SECTION, state_of
 from contentnode.core.folders import FolderRoots
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
-from contentnode.fleet import alerts, folders, follower, issuer, joincode, keys, promotion, publisher, shared, status, wire
+from contentnode.fleet import alerts, folders, follower, issuer, joinclaims, joincode, keys, promotion, publisher, shared, status, wire
 from contentnode.fleet.wire import Refused
 
 log = logging.getLogger("contentnode.fleet")
@@ -284,11 +286,14 @@ class Fleet:
             self._wake.clear()
 
     def _publish_if_due(self) -> None:
-        """Publish after a change (debounced) or when re-signing is due; an idle primary does
-        not even hash its configuration."""
+        """Publish after a change (debounced), when re-signing is due, or when bundle.json is no
+        longer the object this node wrote; an idle primary sends one conditional GET (a 304)
+        and does not even hash its configuration."""
         self._settle()
         if not self._unpublished and not publisher.resign_due(self.state(), self.clock.now()):
-            return
+            with self.lock:
+                if publisher.bundle_intact(self):
+                    return
         self._unpublished = False
         try:
             with self.lock:
@@ -318,12 +323,17 @@ class Fleet:
             self.primary_seen = status.read_one(client, state["bucket"]["prefix"], state["primary"], key)
         if role == "primary" and (polls % STATUS_READ_EVERY == 1 or self._joins_open()):
             self._read_nodes(client)
+            used = joinclaims.collect(client, state["bucket"]["prefix"], state.get("join_codes") or [],
+                                      self.clock.now())
+            if used:
+                with self.lock:
+                    joinclaims.mark_used(self, client, used)
             publisher.delete_expired_joins(self, client)
 
     def _joins_open(self) -> bool:
-        """A join code is still valid: read the statuses every poll, so a node that joins shows
-        at the primary's first poll after it (not up to STATUS_READ_EVERY polls later)."""
-        codes = self.state().get("join_codes") or []
+        """An unused join code is still valid: read the statuses and claims every poll, so a node
+        that joins shows, and its code is marked used, at the primary's first poll after it."""
+        codes = [c for c in self.state().get("join_codes") or [] if not c.get("used_at")]
         return len(joincode.expired_ids(codes, self.clock.now())) < len(codes)
 
     def _status_key(self) -> bytes:

@@ -1,8 +1,8 @@
 """A proxy on loopback in front of a real bucket (SeaweedFS) that can be made to fail: answer
 500 to everything (`failing`), or hold each request `delay` seconds before passing it on (a
 slow bucket). The request goes upstream as the node signed it, Host header included, so the
-bucket checks the node's own signature. `log` holds (monotonic time, method, path) of each
-request."""
+bucket checks the node's own signature. `log` holds (monotonic time, method, path, whether it
+carried If-None-Match, the status answered) of each request."""
 
 import http.client
 import threading
@@ -32,7 +32,13 @@ class FaultyProxy:
 
     def requests(self, since: float, path_end: str) -> int:
         with self.lock:
-            return sum(1 for at, _, path in self.log if at >= since and path.split("?")[0].endswith(path_end))
+            return sum(1 for at, _, path, *_ in self.log if at >= since and path.split("?")[0].endswith(path_end))
+
+    def answers(self, since: float, path_end: str) -> list:
+        """(conditional, status) of each request since `since` for a key ending in `path_end`."""
+        with self.lock:
+            return [(conditional, status) for at, _, path, conditional, status in self.log
+                    if at >= since and path.split("?")[0].endswith(path_end)]
 
     def _handler(self):
         proxy = self
@@ -41,12 +47,14 @@ class FaultyProxy:
             protocol_version = "HTTP/1.1"
 
             def _forward(self):
+                entry = [time.monotonic(), self.command, self.path, "if-none-match" in self.headers, None]
                 with proxy.lock:
-                    proxy.log.append((time.monotonic(), self.command, self.path))
+                    proxy.log.append(entry)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if proxy.delay:
                     time.sleep(proxy.delay)
                 if proxy.failing:
+                    entry[4] = 500
                     return self.reply(500, ERROR, "application/xml")
                 conn = http.client.HTTPConnection(*proxy.upstream, timeout=30)
                 try:
@@ -60,6 +68,7 @@ class FaultyProxy:
                     data = answer.read()
                 finally:
                     conn.close()
+                entry[4] = answer.status
                 self.send_response(answer.status)
                 for name, value in answer.getheaders():
                     if name.lower() not in HOP_BY_HOP:

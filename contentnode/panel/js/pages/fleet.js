@@ -1,9 +1,9 @@
 // Fleet: this node's role in a fleet (docs/API.md, Fleet). Standalone: set up a primary
 // or join with a code (a dry run first). Primary: mint join codes (shown once, with a
-// copy button) and the nodes table. Replica: where edits are made. Any member: leave.
+// copy button), the codes minted (who used each, revoke) and the nodes table. Replica: where edits are made. Any member: leave.
 // The issuer, promotion and key rotation parts are in fleet_keys.js.
 
-import { get, post } from '../api.js';
+import { get, post, del, enc } from '../api.js';
 import { h, mount } from '../dom.js';
 import { field, checkbox, form, button, onSubmit, actions } from '../forms.js';
 import { confirm } from '../dialog.js';
@@ -67,13 +67,46 @@ function joinCard(ctx) {
   return card('Join a fleet', { description: 'This node becomes a read-only replica of the fleet\'s primary.' }, f, out);
 }
 
-function mintCard() {
+function codeState(c) {
+  if (c.used_at) return h('span', {}, badge('used', 'neutral'), ' ', h('span', { class: 'cell-sub' }, `by node ${c.used_by}, ${ago(c.used_at)}`));
+  return Date.parse(c.expires_at) <= Date.now() ? badge('expired', 'warn') : badge('unused', 'ok');
+}
+
+function revokeButton(ctx, c) {
+  return button('Revoke', { kind: 'secondary', 'aria-label': `Revoke join code ${c.id}`, onclick: async () => {
+    const ok = await confirm({ title: 'Revoke this join code?', confirmLabel: 'Revoke',
+      message: `A node that has not joined with code ${c.id} yet cannot join with it any more. A node that already joined stays.` });
+    if (!ok) return;
+    await del(`/api/fleet/join-codes/${enc(c.id)}`);
+    toast('Join code revoked');
+    ctx.rerender();
+  } });
+}
+
+function codesCard(ctx, codes) {
+  return card('Join codes', { description: 'Each code joins one node, until it expires or is revoked. The codes themselves are never shown again.' }, table([
+    { label: 'Code id', cell: (c) => h('code', {}, c.id) },
+    { label: 'Created', cell: (c) => (c.created_at ? when(c.created_at) : '—') },
+    { label: 'Expires', cell: (c) => when(c.expires_at) },
+    { label: 'State', cell: (c) => codeState(c) },
+    { label: 'Actions', cell: (c) => revokeButton(ctx, c) },
+  ], codes, { empty: 'No join code is valid now.', caption: 'Join codes' }));
+}
+
+function unknownNote(count) {
+  if (!count) return null;
+  return callout('warn', h('p', { 'data-testid': 'unknown-statuses' }, h('strong', {}, `${count} unknown ${count === 1 ? 'status' : 'statuses'} `),
+    'in the bucket: not signed by a fleet member, malformed or too large, so not listed. Another node version, or someone else writing to the fleet bucket.'));
+}
+
+function mintCard(ctx) {
   const out = h('div', { 'aria-live': 'polite' });
   const f = form({}, h('div', { class: 'form-grid' }, field({ label: 'Valid for', name: 'expires_in', value: 3600, options: EXPIRY })),
     actions(button('Mint join code', { type: 'submit' })));
   onSubmit(f, async (v) => {
     const r = await post('/api/fleet/join-codes', { expires_in: Number(v.expires_in) });
-    mount(out, shownOnce('Join code.', r.code, `Shown once; useless after ${when(r.expires_at)}.`));
+    mount(out, shownOnce('Join code.', r.code, `Shown once; joins one node; useless after ${when(r.expires_at)}.`),
+      h('p', {}, button('Done', { kind: 'secondary', onclick: () => ctx.rerender() })));
   });
   return card('Add a node', { description: 'Paste the code into the new node\'s Fleet page, or give it to contentnode fleet join there.' }, f, out);
 }
@@ -98,7 +131,7 @@ function primaryName(p) {
 }
 
 function nodesCard(nodes) {
-  return card('Nodes', { description: 'Each node\'s last status in the bucket (read every third poll, every poll while a join code is valid).' }, table([
+  return card('Nodes', { description: 'Each node\'s last status in the bucket (read every third poll, every poll while a join code is unused and valid).' }, table([
     { label: 'Node', cell: (n) => h('div', {}, h('code', {}, n.node_id), h('p', { class: 'cell-sub' }, n.name || '')) },
     { label: 'Role', cell: (n) => n.role || '—' },
     { label: 'Version', cell: (n) => h('span', {}, n.version || '—', ' ', n.version_skew ? badge('other version', 'warn') : null) },
@@ -139,12 +172,14 @@ function leaveButton(ctx) {
 
 export async function render(ctx) {
   const f = await get('/api/fleet');
+  const codes = f.role === 'primary' ? (await get('/api/fleet/join-codes')).join_codes : [];
   const header = pageHeader('Fleet', 'Many nodes, one configuration, through your own bucket.',
     f.role === 'primary' ? rotateButton(ctx) : null, f.role === 'standalone' ? null : leaveButton(ctx));
   if (f.role === 'standalone') {
     mount(ctx.main, header, summary(f), initCard(ctx), joinCard(ctx));
   } else if (f.role === 'primary') {
-    mount(ctx.main, header, summary(f), mintCard(), nodesCard(f.nodes), issuerCard(f));
+    mount(ctx.main, header, summary(f), mintCard(ctx), codesCard(ctx, codes), unknownNote(f.unknown_statuses),
+      nodesCard(f.nodes), issuerCard(f));
   } else {
     mount(ctx.main, header, callout('info', h('p', { 'data-testid': 'replica-primary' }, 'This node is a replica: domains, buckets, rules, link keys and shared settings are edited on the primary, ',
       h('strong', {}, primaryName(f.primary)), '. Changes made there arrive here within a poll.')), summary(f),
