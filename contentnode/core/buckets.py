@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from contentnode.core import fields as v
 from contentnode.core import folders, http_bucket, netguard
 from contentnode.core.fields import FieldError
-from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.core.hostnames import HostnameError, url_netloc
 from contentnode.core.http_origin import HttpOrigin, HttpOriginConfig
 from contentnode.core.http_pool import OriginPools
 from contentnode.core.keepalive import ConnectionPool
@@ -45,16 +45,10 @@ def _endpoint(body: dict) -> str:
     if parts.username or parts.password or parts.query or parts.fragment or parts.path not in ("", "/"):
         raise FieldError("endpoint must be scheme://host[:port] only (no path, query or credentials)",
                       "endpoint")
-    host = parts.hostname
     try:
-        address = ipaddress.ip_address(host)
-        host = f"[{address}]" if address.version == 6 else str(address)
-    except ValueError:
-        try:
-            host = normalize_host(host)
-        except HostnameError as exc:
-            raise FieldError(f"endpoint host: {exc}", "endpoint") from None
-    netloc = host if port is None else f"{host}:{port}"
+        netloc = url_netloc(parts.hostname, port)
+    except HostnameError as exc:
+        raise FieldError(f"endpoint host: {exc}", "endpoint") from None
     return f"{parts.scheme}://{netloc}"
 
 

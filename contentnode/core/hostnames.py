@@ -80,6 +80,17 @@ def normalize_host(value) -> str:
     return name
 
 
+def url_netloc(host: str, port: int | None) -> str:
+    """host[:port] of a URL the node stores (an S3 endpoint, an http bucket's url): an address in its
+    canonical form, IPv6 in brackets, a name normalised; HostnameError for a bad name."""
+    try:
+        address = ipaddress.ip_address(host)
+        host = f"[{address}]" if address.version == 6 else str(address)
+    except ValueError:
+        host = normalize_host(host)
+    return host if port is None else f"{host}:{port}"
+
+
 def is_ip_literal(value: str) -> bool:
     """True for an IPv4 or IPv6 address (brackets allowed)."""
     try:

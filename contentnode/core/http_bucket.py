@@ -10,13 +10,12 @@ does not resolve yet is accepted (its check says so), since every connect
 resolves and vets it again.
 """
 
-import ipaddress
 from urllib.parse import urlsplit
 
 from contentnode.core import fields as v
 from contentnode.core import netguard
 from contentnode.core.fields import FieldError
-from contentnode.core.hostnames import HostnameError, normalize_host
+from contentnode.core.hostnames import HostnameError, normalize_host, url_netloc
 
 MAX_URL = 2000
 TIMEOUTS = {"connect_timeout": (1, 60, 5), "read_timeout": (1, 3600, 30)}   # seconds: lowest, highest, default
@@ -43,16 +42,10 @@ def url(body: dict) -> str:
                          "url")
     if any(seg in (".", "..") for seg in parts.path.split("/")):
         raise FieldError('url path must not have "." or ".." segments', "url")
-    host = parts.hostname
     try:
-        address = ipaddress.ip_address(host)
-        host = f"[{address}]" if address.version == 6 else str(address)
-    except ValueError:
-        try:
-            host = normalize_host(host)
-        except HostnameError as exc:
-            raise FieldError(f"url host: {exc}", "url") from None
-    netloc = host if port is None else f"{host}:{port}"
+        netloc = url_netloc(parts.hostname, port)
+    except HostnameError as exc:
+        raise FieldError(f"url host: {exc}", "url") from None
     return f"{parts.scheme.lower()}://{netloc}{parts.path.rstrip('/')}"
 
 
