@@ -132,7 +132,17 @@ def export(config, args) -> str:
     answer, _ = _client(config, args).call("GET", "/api/config")
     return f"# contentnode configuration (revision {answer['revision']}); secrets are not exported:\n" \
            f"# give each bucket's as secret_key = {{env = \"NAME\"}} or {{file = \"/path\"}}\n\n" \
-           + toml_out.dumps(answer["document"])
+           + toml_out.dumps(_without_nulls(answer["document"]))
+
+
+def _without_nulls(item):
+    """The document as TOML can hold it: a member that is null (a rule's unset access, rate_limit or
+    headers) is left out, which a later apply reads as that member's default, null."""
+    if isinstance(item, dict):
+        return {k: _without_nulls(v) for k, v in item.items() if v is not None}
+    if isinstance(item, list):
+        return [_without_nulls(v) for v in item]
+    return item
 
 
 def _plan(client: Client, document: dict, revision: int | None) -> tuple[int, list]:
