@@ -16,7 +16,7 @@ def key(name: str) -> str:
 
 
 def _string(text: str) -> str:
-    # JSON's escapes (\" \\ \n \t \uXXXX ...) are TOML basic-string escapes too; "\/" it never writes
+    # JSON's escapes (\" \\ \n \t, \u with four hex digits ...) are TOML basic-string escapes too; "\/" it never writes
     return json.dumps(text, ensure_ascii=False)
 
 
