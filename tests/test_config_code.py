@@ -17,7 +17,10 @@ BUCKET = {"type": "s3", "endpoint": "http://127.0.0.1:9", "region": "eu-west-1",
 SITE = {"type": "http", "url": "http://127.0.0.1:9/site", "host_header": "client", "read_timeout": 7}
 
 
-def _token(client, scopes=("domains:write", "buckets:write", "routes:write")) -> str:
+ALL_SCOPES = ("domains:write", "buckets:write", "routes:write", "settings:write", "notifications:manage", "users:manage")
+
+
+def _token(client, scopes=ALL_SCOPES) -> str:
     made = client.post("/api/me/tokens", {"name": f"config-{secrets.token_hex(4)}", "scopes": list(scopes), "password": ADMIN_PASSWORD})
     assert made.status == 201, made.body
     return made.json["secret"]
@@ -179,7 +182,8 @@ def test_each_section_needs_its_scope(node, admin):
     reader, _ = _token_client(node, _token(admin, scopes=("domains:write", "buckets:read")))
     assert reader.get("/api/config").error_code == "forbidden"   # routes:read missing
     writer, _ = _token_client(node, _token(admin, scopes=("domains:write", "buckets:read", "routes:read")))
-    document = writer.get("/api/config").json["document"]
+    assert writer.get("/api/config").error_code == "forbidden"   # the settings, notifications, policy scopes
+    document = admin.get("/api/config").json["document"]
     refused = writer.post("/api/config/apply", {"document": document})
     assert refused.status == 403 and "buckets:write, routes:write" in refused.json["error"]["message"]
     only = writer.post("/api/config/apply", {"document": {"domains": {**document["domains"], "x.example": {}}}})

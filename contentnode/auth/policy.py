@@ -1,6 +1,7 @@
 """The security policy: 2FA requirement, password length, session and lockout limits."""
 
 from contentnode.core import fields as v
+from contentnode.core.config_doc import Whole, object_at
 from contentnode.core.fields import FieldError
 
 TWO_FACTOR_MODES = ("off", "optional", "admins", "all")
@@ -48,6 +49,18 @@ def checked_policy(body: dict, current: dict) -> dict:
         field = "session_idle_timeout" if "session_idle_timeout" in body else "session_absolute_timeout"
         raise FieldError("session_idle_timeout must not exceed session_absolute_timeout", field)
     return wanted
+
+
+def _apply_section(tx, given) -> list:
+    """The configuration document's policy (core/config_doc.py): every member, one left out its default;
+    written only when the node's differs. A policy holds no secret."""
+    wanted = checked_policy(object_at(given, "policy"), DEFAULT_POLICY)
+    if effective(tx["policy"]) != wanted:
+        tx["policy"] = wanted
+    return []
+
+
+SECTION = Whole(lambda doc: effective(doc["policy"]), _apply_section)
 
 
 def requires_two_factor(policy: dict, user: dict) -> bool:

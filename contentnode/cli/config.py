@@ -9,6 +9,7 @@ that this command resolves before it sends the document; a literal value
 there is refused before anything is sent.
 """
 
+import getpass
 import json
 import os
 import sys
@@ -17,9 +18,9 @@ import urllib.error
 import urllib.request
 
 from contentnode.cli import toml_out
+from contentnode.core import notify
 from contentnode.core.buckets import BUCKET
 
-SECRETS = BUCKET.secrets()
 TIMEOUT = 60
 
 
@@ -28,12 +29,13 @@ class Failed(Exception):
 
 
 class Client:
-    """An admin API session opened with an API token (POST /api/login {"token"})."""
+    """An admin API session opened with `login`, the POST /api/login body: {"token"}, or
+    {"username", "password"} (a change of the policy needs a password session)."""
 
-    def __init__(self, url: str, token: str):
+    def __init__(self, url: str, login: dict):
         self.url = url.rstrip("/")
         self.cookie = None
-        answer, headers = self.call("POST", "/api/login", {"token": token})
+        answer, headers = self.call("POST", "/api/login", login)
         cookie = headers.get("Set-Cookie", "")
         self.cookie = cookie.split(";", 1)[0] or None
 
@@ -88,25 +90,42 @@ def load(path: str) -> dict:
         raise Failed(f"cannot read {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise Failed(f"{path} is not valid TOML: {exc}") from None
-    for name, bucket in (document.get("buckets") or {}).items():
-        if isinstance(bucket, dict):
-            for secret in SECRETS & bucket.keys():
-                bucket[secret] = _resolve(bucket[secret], f"buckets.{name}.{secret}")
+    for holder, secret, where in _secrets(document):
+        holder[secret] = _resolve(holder[secret], where)
     return document
 
 
+def _secrets(document: dict):
+    """(holder, member, "section.name.member") of each secret member a document gives: a bucket's
+    (the bucket record's secret fields) and a notification channel's (notify.SECRETS)."""
+    holders = [(bucket, BUCKET.secrets(), f"buckets.{name}") for name, bucket in _table(document, "buckets").items()]
+    holders += [(_table(_table(document, "notifications"), part), {secret}, f"notifications.{part}")
+                for part, secret in notify.SECRETS.items()]
+    return [(holder, secret, f"{where}.{secret}") for holder, members, where in holders
+            if isinstance(holder, dict) for secret in sorted(members & holder.keys())]
+
+
+def _table(document, name: str):
+    item = document.get(name) if isinstance(document, dict) else None
+    return item if isinstance(item, dict) else {}
+
+
 def _places(document: dict) -> dict:
-    """{"domains.<host>" | "buckets.<name>" | "rules.<domain><path>": record} of a document."""
+    """{"domains.<host>" | "buckets.<name>" | "rules.<domain><path>" | "settings" | "notifications.<part>"
+    | "policy": record} of a document."""
     out = {f"domains.{host}": record for host, record in document.get("domains", {}).items()}
     out.update({f"buckets.{name}": record for name, record in document.get("buckets", {}).items()})
     out.update({f"rules.{r['domain']}{r['path']}": r for r in document.get("rules", [])})
+    out.update({f"notifications.{part}": record for part, record in document.get("notifications", {}).items()})
+    out.update({name: document[name] for name in ("settings", "policy") if name in document})
     return out
 
 
-def diff(old: dict, new: dict) -> list:
-    """The lines of a plan: + created, ~ changed member: old → new, - deleted."""
+def diff(old: dict, new: dict, secrets_changed=()) -> list:
+    """The lines of a plan: + created, ~ changed member: old → new, - deleted; a secret the document
+    gives another value than the node holds as "~ <member>: (secret changed)", neither value shown."""
     before, after = _places(old), _places(new)
-    lines = []
+    lines = [f"~ {where}: (secret changed)" for where in secrets_changed]
     for place in sorted(before.keys() | after.keys()):
         if place not in before:
             lines.append(f"+ {place} {json.dumps(after[place], ensure_ascii=False)}")
@@ -120,18 +139,23 @@ def diff(old: dict, new: dict) -> list:
 
 
 def _client(config, args) -> Client:
+    url = args.url or os.environ.get("CONTENTNODE_URL") or f"http://127.0.0.1:{config.admin_port}"
+    if args.user:
+        password = os.environ.get("CONTENTNODE_PASSWORD") or getpass.getpass(f"password of {args.user}: ")
+        return Client(url, {"username": args.user, "password": password})
     token = args.token or os.environ.get("CONTENTNODE_TOKEN")
     if not token:
         raise Failed("an API token is needed: --token or CONTENTNODE_TOKEN (make one in the panel or "
-                     "with POST /api/me/tokens)")
-    url = args.url or os.environ.get("CONTENTNODE_URL") or f"http://127.0.0.1:{config.admin_port}"
-    return Client(url, token)
+                     "with POST /api/me/tokens), or --user to log in with a password")
+    return Client(url, {"token": token})
 
 
 def export(config, args) -> str:
     answer, _ = _client(config, args).call("GET", "/api/config")
-    return f"# contentnode configuration (revision {answer['revision']}); secrets are not exported:\n" \
-           f"# give each bucket's as secret_key = {{env = \"NAME\"}} or {{file = \"/path\"}}\n\n" \
+    return f"# contentnode configuration (revision {answer['revision']}); secrets are not exported: a bucket's\n" \
+           f"# secret_key and a notification channel's {', '.join(notify.SECRETS.values())} are given as\n" \
+           f"# references, e.g. secret_key = {{env = \"NAME\"}} or {{file = \"/path\"}} (a <secret>_set flag alone\n" \
+           "# keeps the node's; <secret>_set = false clears a channel's)\n\n" \
            + toml_out.dumps(_without_nulls(answer["document"]))
 
 
@@ -149,7 +173,7 @@ def _plan(client: Client, document: dict, revision: int | None) -> tuple[int, li
     current, _ = client.call("GET", "/api/config")
     revision = current["revision"] if revision is None else revision
     outcome, _ = client.call("POST", "/api/config/apply", {"document": document, "dry_run": True}, revision)
-    return revision, diff(current["document"], outcome["document"])
+    return revision, diff(current["document"], outcome["document"], outcome["secrets_changed"])
 
 
 def plan(config, args) -> str:
@@ -195,5 +219,7 @@ def add_parser(sub) -> None:
                                                         "configuration changed since (412)")
         p.add_argument("--url", help="the admin API (CONTENTNODE_URL; default the local admin port)")
         p.add_argument("--token", help="an API token (CONTENTNODE_TOKEN)")
+        p.add_argument("--user", help="log in as this user instead, the password from CONTENTNODE_PASSWORD or "
+                                      "asked (a change of the policy is refused to a token session)")
         p.add_argument("--config", help="the node's config file (for its admin port)")
         p.set_defaults(run=_runner(action))

@@ -1,4 +1,4 @@
-"""Configuration as code: the node's domains, buckets and rules as one document, and applying one.
+"""Configuration as code: the node's configuration as one document, and applying one.
 
 The document names things as an operator does, not by the node's ids:
 domains by host, buckets by name, rules by (domain, path), a rule's bucket by
@@ -9,14 +9,20 @@ tables (core/records.py) and the same record rules as the API handlers, and
 raises FieldError (naming the member, e.g. "buckets.media.endpoint") before
 anything commits. Writing the same values again changes no record, so the
 store moves no revision. A section the document leaves out is left as is.
+The whole-object sections (settings, notifications, policy) are Whole pairs
+the caller hands in (core/config_whole.py, auth/policy.py): this module
+knows their names, not their members.
 """
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from contentnode.core import buckets, domains, rules
 from contentnode.core.fields import FieldError
 
-SECTIONS = ("domains", "buckets", "rules")
+RECORDS = ("domains", "buckets", "rules")
+WHOLES = ("settings", "notifications", "policy")
+SECTIONS = RECORDS + WHOLES
 _NODE_WRITTEN = frozenset({"id", "revision", "created_at", "updated_at", "last_check"})
 SECRET_SET = "secret_key_set"
 _CHECKED = _NODE_WRITTEN | {"status", "certificate"}   # a domain's check outcome and certificate
@@ -29,8 +35,18 @@ def _bucket_view(record: Mapping) -> dict:
     return out
 
 
-def current(doc: Mapping) -> dict:
-    """The document of a state, secrets as "secret_key_set": true."""
+@dataclass(frozen=True)
+class Whole:
+    """A whole-object section: `view(doc)` is it as the document holds it (no secret values);
+    `apply(tx, given)` makes the transaction's section match `given` (FieldError naming the member
+    otherwise), writes only what differs, and returns the secret members whose value it changed."""
+
+    view: Callable[[Mapping], dict]
+    apply: Callable[[object, object], list]
+
+
+def current(doc: Mapping, wholes: Mapping[str, Whole]) -> dict:
+    """The document of a state, secrets as "<name>_set" flags ("secret_key_set": true)."""
     names = {key: record["name"] for key, record in doc.get("buckets", {}).items()}
     out_rules = []
     for record in sorted(doc.get("rules", {}).values(), key=lambda r: (r["domain"], r["path"])):
@@ -43,24 +59,26 @@ def current(doc: Mapping) -> dict:
         "buckets": {record["name"]: _bucket_view(record)
                     for record in sorted(doc.get("buckets", {}).values(), key=lambda b: b["name"].lower())},
         "rules": out_rules,
+        **{name: wholes[name].view(doc) for name in WHOLES},
     }
 
 
 def project(section: str, record) -> object:
     """What of a record moves the node-wide config revision when it changes: the record with its
     secrets, without what the node writes itself (a check's outcome, a certificate, times). Any
-    record shape goes: the store calls it on every record a commit to these sections touched."""
-    if not isinstance(record, dict):
+    record shape goes: the store calls it on every record a commit to these sections touched. A
+    member of a whole-object section (a setting, a channel, the policy's limits) counts whole."""
+    if section not in RECORDS or not isinstance(record, dict):
         return record
     return {k: v for k, v in record.items() if k not in _CHECKED}
 
 
-def _at(prefix: str, exc: FieldError) -> FieldError:
+def at(prefix: str, exc: FieldError) -> FieldError:
     return FieldError(f"{prefix}.{exc.field}: {exc.message}" if exc.field else f"{prefix}: {exc.message}",
                       f"{prefix}.{exc.field}" if exc.field else prefix)
 
 
-def _object(value, where: str) -> dict:
+def object_at(value, where: str) -> dict:
     if not isinstance(value, dict):
         raise FieldError(f"{where} must be an object", where)
     return value
@@ -69,29 +87,46 @@ def _object(value, where: str) -> dict:
 class Applier:
     """Applies a document inside one store transaction `tx`; `stamp` is the time written on what
     changes, `new_id()` the id of a new record, `roots` where folder buckets may lie, `guard(record)`
-    the outbound check of an http bucket, `limits` the most records per section."""
+    the outbound check of an http bucket, `limits` the most records per section, `wholes` the
+    whole-object sections. secrets_changed names each secret member the document gave a value other
+    than the one the node held ("buckets.media.secret_key"), never the values."""
 
     def __init__(self, tx, stamp: str, new_id: Callable[[], str], roots, guard: Callable[[dict], None],
-                 limits: Mapping[str, int]):
+                 limits: Mapping[str, int], wholes: Mapping[str, Whole]):
         self.tx, self.stamp, self.new_id, self.roots, self.guard, self.limits = tx, stamp, new_id, roots, guard, limits
+        self.wholes = wholes
         self.counts = {name: {"created": 0, "changed": 0, "deleted": 0} for name in SECTIONS}
         self.deleted_hosts: list = []
+        self.secrets_changed: list = []
 
     def apply(self, document) -> dict:
         """Every section the document gives, then the references of every rule. The counts per section."""
-        _object(document, "document")
+        object_at(document, "document")
         unknown = sorted(set(document) - set(SECTIONS))
         if unknown:
             raise FieldError(f"{unknown[0]} is not a section of the configuration (sections: "
                              f"{', '.join(SECTIONS)})", unknown[0])
         if "domains" in document:
-            self._domains(_object(document["domains"], "domains"))
+            self._domains(object_at(document["domains"], "domains"))
         if "buckets" in document:
-            self._buckets(_object(document["buckets"], "buckets"))
+            self._buckets(object_at(document["buckets"], "buckets"))
         if "rules" in document:
             self._rules(document["rules"])
         self._references()
+        for name in WHOLES:
+            if name in document:
+                self._whole(name, document[name])
         return self.counts
+
+    def _whole(self, name: str, given) -> None:
+        before = self.wholes[name].view(self.tx)
+        try:
+            changed = self.wholes[name].apply(self.tx, given)
+        except FieldError as exc:
+            raise at(name, exc) from None
+        self.secrets_changed += [f"{name}.{member}" for member in changed]
+        if changed or self.wholes[name].view(self.tx) != before:
+            self.counts[name]["changed"] = 1
 
     def _limit(self, name: str, size: int) -> None:
         if size > self.limits[name]:
@@ -123,14 +158,14 @@ class Applier:
             where = f"domains.{key}"
             try:
                 host = domains.DOMAIN.read({"host": key}, partial=False)["host"]
-                extra = sorted(set(_object(body, where)) - {"redirect"})
+                extra = sorted(set(object_at(body, where)) - {"redirect"})
                 if extra:
                     raise FieldError(f"{extra[0]} is not a member of a domain (only redirect)", extra[0])
                 redirect = body.get("redirect")
                 if redirect is not None:
-                    redirect = domains.redirect_rule(dict(_object(redirect, "redirect")), host)
+                    redirect = domains.redirect_rule(dict(object_at(redirect, "redirect")), host)
             except FieldError as exc:
-                raise _at(where, exc) from None
+                raise at(where, exc) from None
             if host in wanted:
                 raise FieldError(f"domain {host} is given twice", where)
             wanted[host] = {"host": host, **domains.DOMAIN.defaults(), "redirect": redirect}
@@ -147,7 +182,7 @@ class Applier:
         for name, body in given.items():
             where = f"buckets.{name}"
             try:
-                body = {k: v for k, v in _object(body, where).items() if k != SECRET_SET}
+                body = {k: v for k, v in object_at(body, where).items() if k != SECRET_SET}
                 key = by_name.get(str(name).lower())
                 old = section[key] if key is not None else None
                 if old is not None and old["type"] == "s3" and "secret_key" not in body:
@@ -157,7 +192,10 @@ class Applier:
                 buckets.check_record(fields)
                 self.guard(fields)
             except FieldError as exc:
-                raise _at(where, exc) from None
+                raise at(where, exc) from None
+            if old is not None:
+                self.secrets_changed += [f"{where}.{secret}" for secret in sorted(buckets.BUCKET.secrets())
+                                         if secret in fields and fields[secret] != old.get(secret)]
             key = key or self.new_id()
             if old is None:
                 fields = {"id": key, **buckets.BUCKET.defaults(), **fields}
@@ -184,12 +222,12 @@ class Applier:
         for index, body in enumerate(given):
             where = f"rules[{index}]"
             try:
-                body = dict(_object(body, where))
+                body = dict(object_at(body, where))
                 if isinstance(body.get("bucket"), str):
                     body["bucket"] = ids.get(body["bucket"].lower(), body["bucket"])
                 fields = rules.record_fields(body, view, partial=False)
             except FieldError as exc:
-                raise _at(where, exc) from None
+                raise at(where, exc) from None
             place = (fields["domain"], fields["path"])
             if any((r["domain"], r["path"]) == place for r in wanted.values()):
                 raise FieldError(f"{where}: a rule for {place[1]} on {place[0]} is given twice", where)
