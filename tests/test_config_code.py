@@ -27,8 +27,12 @@ def _token(client, scopes=ALL_SCOPES) -> str:
 
 
 def _cli(node, token, *args, env=None):
+    """`contentnode config ARGS` against the node, logged in with the API token, or with the admin's
+    password when token is None."""
+    login = ["--token", token] if token is not None else ["--user", ADMIN_USER]
+    env = dict(env or {}, **({"CONTENTNODE_PASSWORD": ADMIN_PASSWORD} if token is None else {}))
     return subprocess.run([sys.executable, "-m", "contentnode", "config", *args, "--url",
-                           f"http://127.0.0.1:{node.admin_port}", "--token", token],
+                           f"http://127.0.0.1:{node.admin_port}", *login],
                           capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, PYTHONPATH=ROOT, **(env or {})))
 
@@ -193,3 +197,182 @@ def test_each_section_needs_its_scope(node, admin):
 def test_a_fleet_replica_refuses_apply_as_every_shared_write():
     route = next(r for r in ROUTES if (r.method, r.pattern) == ("POST", "/api/config/apply"))
     assert route.fleet_shared and route.if_match
+
+
+# The secret of each channel, and how the file gives it: every kind of reference appears.
+CHANNEL_SECRETS = {"email.password": "smtp-password-0123456789",
+                   "telegram.bot_token": "123456:ABCDEFGHIJKLMNOPQRSTUVWXyz",
+                   "webhook.secret": "webhook-secret-0123456789abcdef",
+                   "ntfy.token": "tk_ntfy-token-0123456789"}
+CHANNELS = {
+    "email": {"enabled": True, "host": "127.0.0.1", "port": 2525, "security": "none", "username": "mailer",
+              "password": CHANNEL_SECRETS["email.password"], "from": "node@example.com", "to": ["ops@example.com"]},
+    "telegram": {"enabled": True, "bot_token": CHANNEL_SECRETS["telegram.bot_token"], "chat_id": "-100123",
+                 "api_url": "http://127.0.0.1:9/tg"},
+    "webhook": {"enabled": True, "url": "http://127.0.0.1:9/hook", "secret": CHANNEL_SECRETS["webhook.secret"]},
+    "ntfy": {"enabled": False, "server": "https://ntfy.example.com", "topic": "alerts",
+             "token": CHANNEL_SECRETS["ntfy.token"]},
+    "events": {"backup_failed": False, "user_created": False},
+}
+SETTINGS = {"node_name": "edge-a", "link_grace_seconds": 600, "trusted_proxies": ["10.0.0.0/8"],
+            "log_level": "warning", "public_url": "https://cdn.example.com"}
+POLICY = {"password_min_length": 14, "lockout_threshold": 7, "session_idle_timeout": 1800, "passkeys": "off"}
+
+
+def _populate_whole(admin) -> None:
+    assert admin.put("/api/settings", SETTINGS).status == 200
+    changed = admin.put("/api/notifications", CHANNELS)
+    assert changed.status == 200, changed.body
+    assert admin.put("/api/policy", POLICY).status == 200
+
+
+def _whole_answers(client) -> dict:
+    """What GET /api/settings, /api/notifications and /api/policy answer, revisions aside."""
+    out = {}
+    for name in ("settings", "notifications", "policy"):
+        answer = client.get(f"/api/{name}")
+        assert answer.status == 200, answer.body
+        out[name] = {k: v for k, v in answer.json.items() if k != "revision"}
+    return out
+
+
+def _with_references(exported: str, tmp_path) -> str:
+    """The exported file with each channel's secret given as a reference: email's and webhook's from the
+    environment, telegram's and ntfy's from files."""
+    (tmp_path / "bot_token").write_text(CHANNEL_SECRETS["telegram.bot_token"] + "\n")
+    (tmp_path / "ntfy_token").write_text(CHANNEL_SECRETS["ntfy.token"])
+    for flag, reference in (("password_set = true", 'password = {env = "SMTP_PASSWORD"}'),
+                            ("bot_token_set = true", f'bot_token = {{file = "{tmp_path / "bot_token"}"}}'),
+                            ("secret_set = true", 'secret = {env = "WEBHOOK_SECRET"}'),
+                            ("token_set = true", f'token = {{file = "{tmp_path / "ntfy_token"}"}}'),
+                            ("secret_key_set = true", 'secret_key = {env = "MEDIA_SECRET"}')):
+        assert exported.count(f"\n{flag}\n") == 1, flag
+        exported = exported.replace(f"\n{flag}\n", f"\n{reference}\n")
+    return exported
+
+
+SECRET_ENV = {"SMTP_PASSWORD": CHANNEL_SECRETS["email.password"], "WEBHOOK_SECRET": CHANNEL_SECRETS["webhook.secret"],
+              "MEDIA_SECRET": SECRET}
+
+
+def test_settings_channels_and_policy_travel_to_a_fresh_node(node, admin, tmp_path):
+    _populate(admin)
+    _populate_whole(admin)
+    exported = _cli(node, _token(admin), "export")
+    assert exported.returncode == 0, exported.stderr
+    for value in [SECRET, *CHANNEL_SECRETS.values()]:
+        assert value not in exported.stdout   # no secret value anywhere in an export
+    document = tomllib.loads(exported.stdout)
+    assert document["settings"]["node_name"] == "edge-a" and document["policy"]["password_min_length"] == 14
+    assert document["notifications"]["email"]["password_set"] is True
+    assert document["notifications"]["events"]["backup_failed"] is False
+    path = tmp_path / "node.toml"
+    path.write_text(_with_references(exported.stdout, tmp_path))
+
+    fresh, client = _second(tmp_path, "fresh")
+    try:
+        token = _token(client)
+        before = _whole_answers(client)
+        by_token = _cli(fresh, token, "apply", str(path), env=SECRET_ENV)
+        assert by_token.returncode == 1 and "403" in by_token.stderr and "policy" in by_token.stderr
+        assert _whole_answers(client) == before and _answers(client)["domains"] == []   # nothing applied
+
+        applied = _cli(fresh, None, "apply", str(path), env=SECRET_ENV)
+        assert applied.returncode == 0, applied.stderr
+        assert "~ settings.node_name: \"contentnode\" → \"edge-a\"" in applied.stdout
+        assert "~ policy.password_min_length: 12 → 14" in applied.stdout
+        assert "~ notifications.email.password_set: false → true" in applied.stdout
+        for value in CHANNEL_SECRETS.values():
+            assert value not in applied.stdout
+        assert _whole_answers(client) == _whole_answers(admin)
+        assert _answers(client) == _answers(admin)
+        resolved = tomllib.loads(path.read_text().replace('{env = "SMTP_PASSWORD"}', f'"{CHANNEL_SECRETS["email.password"]}"')
+                                 .replace('{env = "WEBHOOK_SECRET"}', f'"{CHANNEL_SECRETS["webhook.secret"]}"')
+                                 .replace('{env = "MEDIA_SECRET"}', f'"{SECRET}"'))
+        resolved["notifications"]["telegram"]["bot_token"] = CHANNEL_SECRETS["telegram.bot_token"]
+        resolved["notifications"]["ntfy"]["token"] = CHANNEL_SECRETS["ntfy.token"]
+        dry = client.post("/api/config/apply", {"document": resolved, "dry_run": True})
+        assert dry.status == 200 and dry.json["secrets_changed"] == []   # the node holds the secrets the files give
+
+        revision = _revision(client)
+        again = _cli(fresh, token, "plan", str(path), env=SECRET_ENV)
+        assert again.returncode == 0 and again.stdout.startswith("no changes"), again.stdout
+        second = _cli(fresh, None, "apply", str(path), env=SECRET_ENV)
+        assert second.returncode == 0 and second.stdout.startswith("no changes"), second.stdout
+        same = client.post("/api/config/apply", {"document": resolved}, headers={"If-Match": f'"{revision}"'})
+        assert same.status == 200 and all(c == {"created": 0, "changed": 0, "deleted": 0}
+                                          for c in same.json["changes"].values()), same.json["changes"]
+        assert _revision(client) == revision and _whole_answers(client) == _whole_answers(admin)
+    finally:
+        fresh.close()
+
+
+def test_plan_shows_a_changed_secret_without_its_value(node, admin, tmp_path):
+    _populate(admin)
+    _populate_whole(admin)
+    token = _token(admin)
+    path = tmp_path / "node.toml"
+    path.write_text(_with_references(_cli(node, token, "export").stdout, tmp_path))
+    assert _cli(node, token, "plan", str(path), env=SECRET_ENV).stdout.startswith("no changes")
+    other = {"SMTP_PASSWORD": "another-smtp-password", "MEDIA_SECRET": "another-media-secret"}
+    planned = _cli(node, token, "plan", str(path), env=dict(SECRET_ENV, **other))
+    assert planned.returncode == 0, planned.stderr
+    assert "~ notifications.email.password: (secret changed)" in planned.stdout
+    assert "~ buckets.Media.secret_key: (secret changed)" in planned.stdout
+    assert "2 changes" in planned.stdout and "webhook" not in planned.stdout, planned.stdout
+    for value in [*other.values(), SECRET, *CHANNEL_SECRETS.values()]:
+        assert value not in planned.stdout and value not in planned.stderr
+    revision = _revision(admin)
+    applied = _cli(node, token, "apply", str(path), env=dict(SECRET_ENV, **other))
+    assert applied.returncode == 0 and "(secret changed)" in applied.stdout, applied.stderr
+    assert _revision(admin) > revision   # a changed secret is a change of the configuration
+    back = _cli(node, token, "plan", str(path), env=dict(SECRET_ENV, **other))
+    assert back.stdout.startswith("no changes"), back.stdout
+
+
+def test_a_setting_channel_or_policy_change_moves_the_config_revision(admin):
+    revision = _revision(admin)
+    assert admin.put("/api/settings", {"node_name": "moved"}).status == 200
+    assert _revision(admin) > revision
+    revision = _revision(admin)
+    assert admin.put("/api/notifications", {"events": {"backup_failed": False}}).status == 200
+    assert _revision(admin) > revision
+    revision = _revision(admin)
+    assert admin.put("/api/policy", {"lockout_threshold": 9}).status == 200
+    assert _revision(admin) > revision
+    revision = _revision(admin)
+    assert admin.put("/api/policy", {"lockout_threshold": 9}).status == 200   # the same value: no change
+    assert _revision(admin) == revision
+
+
+def test_a_literal_channel_secret_is_refused_by_the_cli(node, admin, tmp_path):
+    path = tmp_path / "node.toml"
+    literal = CHANNEL_SECRETS["telegram.bot_token"]
+    path.write_text(f'[settings]\nnode_name = "x"\n\n[notifications.telegram]\nenabled = true\n'
+                    f'chat_id = "-100123"\nbot_token = "{literal}"\n')
+    result = _cli(node, _token(admin), "apply", str(path))
+    assert result.returncode == 1 and literal not in result.stderr
+    assert "notifications.telegram.bot_token must be a reference" in result.stderr
+    assert admin.get("/api/settings").json["node_name"] == "contentnode"
+
+
+def test_each_whole_section_needs_its_scope(node, admin):
+    from tests.test_tokens import _token_client
+    document = admin.get("/api/config").json["document"]
+    document["domains"] = {"example.com": {}}
+    document["notifications"]["events"]["backup_failed"] = False
+    document["settings"]["node_name"] = "scoped"
+    lacking = [s for s in ALL_SCOPES if s != "notifications:manage"]
+    writer, _ = _token_client(node, _token(admin, scopes=lacking))
+    refused = writer.post("/api/config/apply", {"document": document})
+    assert refused.status == 403 and "notifications:manage" in refused.json["error"]["message"]
+    assert admin.get("/api/domains").json["domains"] == [] and admin.get("/api/settings").json["node_name"] == "contentnode"
+    assert admin.get("/api/notifications").json["events"]["backup_failed"] is True   # nothing applied
+    for section, scope in (("settings", "settings:write"), ("policy", "users:manage")):
+        writer, _ = _token_client(node, _token(admin, scopes=[s for s in ALL_SCOPES if s != scope]))
+        refused = writer.post("/api/config/apply", {"document": {section: document[section]}})
+        assert refused.status == 403 and scope in refused.json["error"]["message"], section
+    bad = admin.post("/api/config/apply", {"document": {"policy": {"password_min_length": 3}}})
+    assert bad.status == 400 and bad.json["error"]["field"] == "policy.password_min_length"
+    generate = admin.post("/api/config/apply", {"document": {"notifications": {"webhook": {"generate_secret": True}}}})
+    assert generate.status == 400 and generate.json["error"]["field"] == "notifications.webhook.generate_secret"
