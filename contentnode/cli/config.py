@@ -99,7 +99,7 @@ def _secrets(document: dict):
     """(holder, member, "section.name.member") of each secret member a document gives: a bucket's
     (the bucket record's secret fields) and a notification channel's (notify.SECRETS)."""
     holders = [(bucket, BUCKET.secrets(), f"buckets.{name}") for name, bucket in _table(document, "buckets").items()]
-    holders += [(_table(_table(document, "notifications"), part), {secret}, f"notifications.{part}")
+    holders += [(_table(_table(document, "notifications"), part), frozenset({secret}), f"notifications.{part}")
                 for part, secret in notify.SECRETS.items()]
     return [(holder, secret, f"{where}.{secret}") for holder, members, where in holders
             if isinstance(holder, dict) for secret in sorted(members & holder.keys())]

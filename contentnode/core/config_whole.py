@@ -45,9 +45,11 @@ def _channel_body(part: str, given, held) -> dict:
     if notify.GENERATE_SECRET in body:
         raise FieldError(f"{notify.GENERATE_SECRET} is not a member of the document: give the secret as a "
                          "reference", notify.GENERATE_SECRET)
+    defaults = notify.effective({})[part]   # a state holding nothing: the defaults
     secret = notify.SECRETS.get(part)
     if secret is None:
-        return {**notify.DEFAULT_CONFIG[part], **body}
+        return {**defaults, **body}
+    del defaults[secret]
     flag = body.pop(f"{secret}_set", None)
     if flag is not None and not isinstance(flag, bool):
         raise FieldError(f"{secret}_set must be true or false", f"{secret}_set")
@@ -57,7 +59,6 @@ def _channel_body(part: str, given, held) -> dict:
                              f'{secret} = {{env = "NAME"}} or {{file = "/path"}}', secret)
         if flag is False or not held:
             body[secret] = None
-    defaults = {key: value for key, value in notify.DEFAULT_CONFIG[part].items() if key != secret}
     return {**defaults, **body}
 
 
