@@ -54,10 +54,11 @@ def get_config(req):
     return {"revision": revisions.of_section(doc, REVISION), "document": config_doc.current(doc, _wholes(req.app))}
 
 
-def _after(app, counts: dict) -> None:
-    """What a change of settings or policy takes effect through at once, as their own PUTs do."""
+def _after(app, counts: dict, before: dict) -> None:
+    """What a change of settings or policy takes effect through at once, as their own PUTs do;
+    `before` is the settings before the apply (a log level set at start stays unless this changed it)."""
     if counts["settings"]["changed"]:
-        settings_api.apply_log_level(app, changed=True)
+        settings_api.apply_log_level(app, changed=settings_api.current(app)["log_level"] != before["log_level"])
         app.delivery.sync_settings()
     if counts["policy"]["changed"]:
         app.apply_policy()
@@ -66,7 +67,7 @@ def _after(app, counts: dict) -> None:
 def apply_config(req):
     document, dry_run = req.body["document"], req.body.get("dry_run", False)
     _need(req, [WRITE[name] for name in config_doc.SECTIONS if name in document])
-    applier, wholes = None, _wholes(req.app)
+    applier, wholes, before = None, _wholes(req.app), settings_api.current(req.app)
     try:
         with req.app.store.transaction() as doc:
             revisions.require("the configuration", revisions.of_section(doc, REVISION), req.if_match)
@@ -85,7 +86,7 @@ def apply_config(req):
     if not dry_run:
         for host in applier.deleted_hosts:
             req.app.tls.certs.delete(host)
-        _after(req.app, applier.counts)
+        _after(req.app, applier.counts, before)
         req.audit("config.apply", detail=applier.counts)
         result = config_doc.current(req.app.store.data, wholes)
     return {"revision": revisions.of_section(req.app.store.data, REVISION), "dry_run": dry_run,
