@@ -376,3 +376,26 @@ def test_each_whole_section_needs_its_scope(node, admin):
     assert bad.status == 400 and bad.json["error"]["field"] == "policy.password_min_length"
     generate = admin.post("/api/config/apply", {"document": {"notifications": {"webhook": {"generate_secret": True}}}})
     assert generate.status == 400 and generate.json["error"]["field"] == "notifications.webhook.generate_secret"
+
+
+def test_secret_flags_and_a_policy_taking_effect_at_once(node, admin):
+    from tests.accounts import PASSWORD, create_user
+    assert admin.put("/api/notifications", {"webhook": CHANNELS["webhook"]}).status == 200
+    webhook = {"enabled": False, "url": CHANNELS["webhook"]["url"]}
+    kept = admin.post("/api/config/apply", {"document": {"notifications": {"webhook": dict(webhook, secret_set=True)}}})
+    assert kept.status == 200 and kept.json["secrets_changed"] == []
+    assert admin.get("/api/notifications").json["webhook"]["secret_set"] is True   # the flag alone keeps it
+    cleared = admin.post("/api/config/apply", {"document": {"notifications": {"webhook": dict(webhook, secret_set=False)}}})
+    assert cleared.status == 200 and cleared.json["secrets_changed"] == ["notifications.webhook.secret"]
+    assert admin.get("/api/notifications").json["webhook"]["secret_set"] is False
+    missing = admin.post("/api/config/apply", {"document": {"notifications": {"telegram": {"bot_token_set": True}}}})
+    assert missing.status == 400 and missing.json["error"]["field"] == "notifications.telegram.bot_token"
+    assert "reference" in missing.json["error"]["message"]
+
+    applied = admin.post("/api/config/apply", {"document": {"policy": {"lockout_threshold": 2, "lockout_duration": 60}}})
+    assert applied.status == 200 and applied.json["changes"]["policy"]["changed"] == 1
+    create_user(admin, "bob")
+    client = node.client()
+    assert client.login("bob", "not the right one").status == 401
+    assert client.login("bob", "not the right one").status == 401
+    assert client.login("bob", PASSWORD).status == 429   # the applied lockout limits hold at once

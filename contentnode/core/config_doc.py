@@ -74,8 +74,11 @@ def project(section: str, record) -> object:
 
 
 def at(prefix: str, exc: FieldError) -> FieldError:
-    return FieldError(f"{prefix}.{exc.field}: {exc.message}" if exc.field else f"{prefix}: {exc.message}",
-                      f"{prefix}.{exc.field}" if exc.field else prefix)
+    """exc placed under `prefix` in the document: its field and message start with the whole place
+    (once, when an inner part already placed it: "notifications.email.to: ...")."""
+    field = f"{prefix}.{exc.field}" if exc.field else prefix
+    message = exc.message.removeprefix(f"{exc.field}: ") if exc.field else exc.message
+    return FieldError(f"{field}: {message}", field)
 
 
 def object_at(value, where: str) -> dict:

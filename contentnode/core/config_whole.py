@@ -55,7 +55,7 @@ def _channel_body(part: str, given, held) -> dict:
         raise FieldError(f"{secret}_set must be true or false", f"{secret}_set")
     if secret not in body:
         if flag and not held:
-            raise FieldError(f"{secret}_set is true but the node holds no {secret}: give it as "
+            raise FieldError(f"{secret}_set is true but the node holds no {secret}: give it as a reference, "
                              f'{secret} = {{env = "NAME"}} or {{file = "/path"}}', secret)
         if flag is False or not held:
             body[secret] = None
