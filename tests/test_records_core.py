@@ -13,7 +13,8 @@ from contentnode.restore import check_records
 S3 = {"id": "b1", "name": "Media", "type": "s3", "endpoint": "https://s3.example.com", "region": "eu-1",
       "bucket": "media-bucket", "access_key": "AKID", "secret_key": "SECRET", "path_style": False,
       "last_check": None}
-DOMAIN = {"host": "a.example", "status": "pending", "last_check": None, "redirect": None, "certificate": None}
+DOMAIN = {"host": "a.example", "status": "pending", "last_check": None, "redirect": None, "certificate": None,
+          "access": None, "error_pages": None}
 RULE = {"id": "r1", "domain": "a.example", "path": "/", "bucket": "b1", **rules.RULE.defaults()}
 
 
@@ -36,6 +37,12 @@ def test_the_records_as_the_api_stores_them_restore():
     ("rules", {"r2": dict(RULE, id="r2")}, "rule r2: its path is routed twice"),
     ("rules", {"r1": dict(RULE, cache_ttl=rules.MAX_CACHE_TTL + 1)}, "cache_ttl must be between"),
     ("domains", {"a.example": dict(DOMAIN, status="lost")}, "status must be one of"),
+    ("domains", {"a.example": dict(DOMAIN, error_pages={"600": "e.html"})}, "error_pages.600"),
+    ("domains", {"a.example": dict(DOMAIN, access={"allow": ["10.1.2.3/8"], "deny": []})},
+     "access is not in its stored form"),
+    ("rules", {"r1": dict(RULE, cors={"origins": ["https://A.example"], "methods": ["GET"], "headers": [],
+                                      "max_age": None})}, "cors is not in its stored form"),
+    ("rules", {"r1": dict(RULE, referers={"allow": ["*.example.com"]})}, "referers is not in its stored form"),
     ("domains", {"a.example": dict(DOMAIN, redirect={"to": "https://a.example/", "code": 301, "keep_path": True})},
      "redirect a domain cannot redirect to itself"),
     ("domains", {"a.example": dict(DOMAIN, certificate={"not_after": "soon"})}, "certificate not_after"),
