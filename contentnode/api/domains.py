@@ -1,4 +1,4 @@
-"""Domains: add, list, read, check, test, redirect, delete.
+"""Domains: add, list, read, check, test, redirect, update (access, error pages), delete.
 
 A domain is a host name this node serves. Its status tells whether the last
 check proved the name reaches this node (verified), failed, or was never run
@@ -122,6 +122,28 @@ def set_redirect(req):
     return public_view(record)
 
 
+EDGE_MEMBERS = ("access", "error_pages")
+
+
+def update_domain(req):
+    """PUT /api/domains/{host}: the domain's `access` and `error_pages` (each optional, null clears it)."""
+    try:
+        host = normalize_host(req.params["host"])
+    except HostnameError:
+        raise not_found("no such domain") from None
+    changes = domains.DOMAIN.read(req.body, partial=True, names=EDGE_MEMBERS)
+    with req.app.store.transaction() as doc:
+        record = doc["domains"].get(host)
+        if record is None:
+            raise not_found(f"domain {host} is not configured")
+        revisions.require(f"domain {host}", revisions.of(record), req.if_match)
+        before = dict(record)
+        record.update(changes)
+        revisions.stamp_if_changed(record, before, rfc3339(req.app.clock.now()))
+    req.audit("domain.update", target=host, detail={"fields": sorted(changes)})
+    return public_view(record)
+
+
 def _panel_domains(req):
     return list_domains(req)["domains"]
 
@@ -134,6 +156,9 @@ HOST_BODY = domains.DOMAIN.body(create=True)
 TEST_BODY = obj({"host": HOST, "path": text(2000)}, required=["host"])
 REDIRECT_BODY = obj({"host": HOST, "to": nullable(text(2048)), "code": one_of(*domains.REDIRECT_CODES),
                      "keep_path": BOOLEAN}, required=["host", "to"], description="to: null clears the redirect")
+
+UPDATE_BODY = obj({name: domains.DOMAIN.fields[name].shape for name in EDGE_MEMBERS},
+                  description="the members to change; null clears one")
 
 DOMAIN = domains.DOMAIN.answer({"display": STRING, "created_at": STRING, "updated_at": STRING},
                                 optional=("created_at", "updated_at"))
@@ -148,6 +173,8 @@ ROUTES = [
     Route("POST", "/api/domains/redirect", "domains:write", set_redirect, body=REDIRECT_BODY, answer=DOMAIN, if_match=True,
           fleet_shared=True),
     Route("GET", "/api/domains/{host}", "domains:read", get_domain, answer=DOMAIN),
+    Route("PUT", "/api/domains/{host}", "domains:write", update_domain, body=UPDATE_BODY, answer=DOMAIN,
+          if_match=True, fleet_shared=True),
     Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain, status=204, if_match=True,
           fleet_shared=True),
 ]

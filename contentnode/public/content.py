@@ -16,7 +16,7 @@ from contentnode.core.metrics import REFUSALS
 from contentnode.core.text import http_date
 from contentnode.http.errors import ApiError, error_response
 from contentnode.http.response import Response
-from contentnode.public import edge_guard, shared_answer
+from contentnode.public import edge_guard, error_pages, shared_answer
 from contentnode.services import origin_mode
 from contentnode.services.delivery import NotServed, Target, content_path, fetch, resolve
 
@@ -179,14 +179,15 @@ def _other_method(req, delivery, host) -> tuple[Response, str | None]:
 
 
 def answer(req) -> Response:
-    """The last stage: serve, then count the request for its domain."""
+    """The last stage: serve (an error with the domain's page for it, if any), then count the request
+    for its domain."""
     delivery = req.app.delivery
     host = req.visit.host
     known = host in req.app.store.data.get("domains", {})
     try:
         response, cached = serve(req, delivery, host)
     except ApiError as error:
-        response, cached = error_response(error), None
+        response, cached = error_pages.answer(req, host, error) or error_response(error), None
         response.refusal = error.code if error.code in REFUSALS else ""
     except Exception:
         delivery.traffic.record(host if known else None, 500, 0)
