@@ -67,6 +67,8 @@ def test_cors_is_stored_normalised_and_bad_lists_change_nothing(node, admin, ori
     for member, value in (("methods", ["GE T"]), ("headers", ["a:b"]), ("max_age", 86_401), ("credentials", True)):
         answer = admin.put(f"/api/rules/{rule['id']}", {"cors": {"origins": [PAGE], member: value}})
         assert answer.status == 400 and answer.json["error"]["field"] == f"cors.{member}", (member, answer.body)
+    path = admin.put(f"/api/rules/{rule['id']}", {"cors": {"origins": ["https://app.example/path"]}})
+    assert "is an origin plus a path" in path.json["error"]["message"]
     assert admin.get(f"/api/rules/{rule['id']}").json["cors"] == rule["cors"]          # nothing changed
     assert admin.put(f"/api/rules/{rule['id']}", {"cors": None}).json["cors"] is None
 

@@ -66,13 +66,13 @@ def _origin(value: str) -> str:
         port = parts.port
         if parts.scheme not in _DEFAULT_PORTS or not parts.hostname or parts.username or parts.password:
             raise ValueError
-        if parts.path not in ("", "/") or parts.query or parts.fragment or value.strip().endswith(("?", "#")):
-            raise FieldError(f"{field}: {value[:100]!r} is an origin plus a path; an origin is "
-                             "scheme://host[:port] only", field)
         netloc = url_netloc(parts.hostname, None if port == _DEFAULT_PORTS[parts.scheme] else port)
     except (ValueError, HostnameError):
         raise FieldError(f'{field}: {value[:100]!r} is not an origin (http:// or https://, a host, '
                          'an optional port) nor "*"', field) from None
+    if parts.path not in ("", "/") or parts.query or parts.fragment or value.strip().endswith(("?", "#")):
+        raise FieldError(f"{field}: {value[:100]!r} is an origin plus a path; an origin is "
+                         "scheme://host[:port] only", field)
     return f"{parts.scheme}://{netloc}"
 
 
