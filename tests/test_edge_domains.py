@@ -43,6 +43,17 @@ def send(port, path, method="GET", host=HOST, **headers):
         conn.close()
 
 
+def at_once(port, paths) -> list:
+    """The answers to GETs of `paths`, all sent at once (each on its own connection)."""
+    answers: list = []
+    threads = [threading.Thread(target=lambda p=p: answers.append(send(port, p))) for p in paths]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return answers
+
+
 def plain_site(admin, origin, **rule):
     """The site on the node's own cache (not the origin's answers relayed): its misses and failures are the node's."""
     return site(admin, origin, cache_mode="override", methods="read", query="ignore", **rule)
@@ -158,25 +169,13 @@ def test_two_public_workers_follow_the_domains_members(tmp_path, origin):
         assert admin.put(f"/api/domains/{HOST}", {"error_pages": PAGES,
                                                    "access": {"deny": ["127.0.0.0/8"]}}).status == 200
         before = worker_syscalls(node)
-        answers: list = []
-        threads = [threading.Thread(target=lambda n=n: answers.append(send(node.public_port, f"/f{n}")))
-                   for n in range(40)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        answers = at_once(node.public_port, [f"/f{n}" for n in range(40)])
         assert all(syscalls(pid) >= before[pid] + 5 for pid in before), "a worker served (almost) nothing"
         assert len(answers) == 40 and all(a[0] == 403 and b'"forbidden_address"' in a[2] for a in answers)
         assert not [s for s in origin.seen if s.path.startswith("/f")]
         assert wait_until(lambda: refusals(node, "forbidden_address") == 40, 10)
         assert admin.put(f"/api/domains/{HOST}", {"access": None}).status == 200
-        answers.clear()
-        threads = [threading.Thread(target=lambda n=n: answers.append(send(node.public_port, f"/gone{n}")))
-                   for n in range(40)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        answers = at_once(node.public_port, [f"/gone{n}" for n in range(40)])
         assert len(answers) == 40 and all(a[::2] == (404, PAGE_404) for a in answers)
         # each process reads the page once at most (a fill in one is a hit in the other, or its own read)
         assert 1 <= len(origin.requests_for("/errors/404.html")) <= 2

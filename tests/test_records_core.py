@@ -81,3 +81,19 @@ def test_a_fleet_bundle_carries_the_shared_record_sections_and_never_the_fleet_s
 
     assert {"domains", "buckets", "rules"} <= set(shared.SECTIONS) and "fleet" not in shared.SECTIONS
     assert rules.RULE.shared and domains.DOMAIN.shared and buckets.BUCKET.shared and not FLEET.shared
+
+
+def test_set_edge_members_restore_and_travel_in_a_fleet_bundle_whole():
+    """A backup restore and a replica applying a bundle (fleet/follower.py) run the same checks;
+    the domain and rule sections are the fleet's, carried whole with every member."""
+    from contentnode.fleet import shared
+
+    domain = dict(DOMAIN, access={"allow": [], "deny": ["192.0.2.0/24"]}, error_pages={"404": "e/404.html"})
+    rule = dict(RULE, cors={"origins": ["https://app.example"], "methods": ["GET"], "headers": ["x-token"],
+                            "max_age": 600}, referers={"allow": ["*.partner.example"], "empty": False})
+    doc = _doc(domains={"a.example": domain}, rules={"r1": rule})
+    check_records(doc)
+    parts = {**shared.parts_of(doc), "settings": {}}
+    out = shared.applied({}, parts)
+    assert out["domains"]["a.example"] == domain and out["rules"]["r1"] == rule
+    assert domains.DOMAIN.shared and rules.RULE.shared

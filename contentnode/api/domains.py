@@ -105,18 +105,24 @@ def test_domain(req):
     return dict(result, host=host)
 
 
-def set_redirect(req):
-    body = req.body
-    host = v.host(body)
-    redirect = domains.redirect_rule(body, host)
+def _changed(req, host: str, changes: dict) -> dict:
+    """The domain's record with `changes` applied under the request's If-Match (404 when not configured)."""
     with req.app.store.transaction() as doc:
         record = doc["domains"].get(host)
         if record is None:
             raise not_found(f"domain {host} is not configured")
         revisions.require(f"domain {host}", revisions.of(record), req.if_match)
         before = dict(record)
-        record["redirect"] = redirect
+        record.update(changes)
         revisions.stamp_if_changed(record, before, rfc3339(req.app.clock.now()))
+    return record
+
+
+def set_redirect(req):
+    body = req.body
+    host = v.host(body)
+    redirect = domains.redirect_rule(body, host)
+    record = _changed(req, host, {"redirect": redirect})
     req.audit("domain.redirect", target=host, detail={"to": redirect and redirect["to"],
                                                       "code": redirect and redirect["code"]})
     return public_view(record)
@@ -132,14 +138,7 @@ def update_domain(req):
     except HostnameError:
         raise not_found("no such domain") from None
     changes = domains.DOMAIN.read(req.body, partial=True, names=EDGE_MEMBERS)
-    with req.app.store.transaction() as doc:
-        record = doc["domains"].get(host)
-        if record is None:
-            raise not_found(f"domain {host} is not configured")
-        revisions.require(f"domain {host}", revisions.of(record), req.if_match)
-        before = dict(record)
-        record.update(changes)
-        revisions.stamp_if_changed(record, before, rfc3339(req.app.clock.now()))
+    record = _changed(req, host, changes)
     req.audit("domain.update", target=host, detail={"fields": sorted(changes)})
     return public_view(record)
 
