@@ -86,6 +86,12 @@ def test_cors_answers_carry_the_origin_it_allows_and_nothing_for_others(node, ad
     status, headers, _ = send(node.public_port, "GET", "/f1")
     assert status == 200 and cors_fields(headers) == {}
     assert cors_fields(send(node.public_port, "HEAD", "/f1", Origin=PAGE)[1]) == {"access-control-allow-origin": PAGE}
+    # an http origin's own CORS fields give way to the rule's
+    origin.script("/own-cors", b"x", headers={"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Credentials": "true"})
+    status, headers, _ = send(node.public_port, "GET", "/own-cors", Origin="https://evil.example")
+    assert status == 200 and cors_fields(headers) == {}
+    status, headers, _ = send(node.public_port, "GET", "/own-cors", Origin=PAGE)
+    assert named(headers, "access-control-allow-origin") == [PAGE] and "access-control-allow-credentials" not in cors_fields(headers)
     assert len(origin.requests_for("/f1")) == 1
 
 

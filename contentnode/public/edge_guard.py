@@ -61,16 +61,18 @@ def _vary(policy: dict) -> list:
 
 def dressed(req, rule: dict, response):
     """The rule's `headers` added to a content answer, replacing the answer's own of the same names,
-    and its `cors` fields (a new list: a hit's headers are shared by the answers of one cache entry)."""
+    and its `cors` fields replacing any the origin sent (a new list: a hit's headers are shared by
+    the answers of one cache entry)."""
     extra = rule["headers"]
     if extra:
         names = {name.lower() for name in extra}
         response.headers = [h for h in response.headers if h[0].lower() not in names] + list(extra.items())
     policy = rule["cors"]
-    if policy:
+    if policy:   # the rule's CORS decides: an http origin's own Access-Control-* fields go
         allowed = cors.allow_origin(policy, req.headers.get("Origin"))
         fields = [("Access-Control-Allow-Origin", allowed)] if allowed else []
-        response.headers = response.headers + fields + _vary(policy)
+        response.headers = [h for h in response.headers if not h[0].lower().startswith("access-control-")] \
+            + fields + _vary(policy)
     return response
 
 
