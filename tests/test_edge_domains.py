@@ -43,10 +43,10 @@ def send(port, path, method="GET", host=HOST, **headers):
         conn.close()
 
 
-def at_once(port, paths) -> list:
+def at_once(port, paths, **headers) -> list:
     """The answers to GETs of `paths`, all sent at once (each on its own connection)."""
     answers: list = []
-    threads = [threading.Thread(target=lambda p=p: answers.append(send(port, p))) for p in paths]
+    threads = [threading.Thread(target=lambda p=p: answers.append(send(port, p, **headers))) for p in paths]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -165,19 +165,33 @@ def test_two_public_workers_follow_the_domains_members(tmp_path, origin):
         assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
         assert wait_until(lambda: len(re.findall(r"public worker \d+ serving", node.log())) == 2, 20)
         plain_site(admin, origin)
-        assert send(node.public_port, "/missing")[0] == 404          # both workers have read the state
+        assert send(node.public_port, "/missing")[1]["content-type"].startswith("application/json")   # no page yet
         assert admin.put(f"/api/domains/{HOST}", {"error_pages": PAGES,
                                                    "access": {"deny": ["127.0.0.0/8"]}}).status == 200
         before = worker_syscalls(node)
-        answers = at_once(node.public_port, [f"/f{n}" for n in range(40)])
+        answers: list = []
+        for _ in range(5):   # the kernel may hand one round's connections to one worker on a busy machine
+            answers += at_once(node.public_port, [f"/f{len(answers) + n}" for n in range(40)])
+            if all(syscalls(pid) >= before[pid] + 5 for pid in before):
+                break
         assert all(syscalls(pid) >= before[pid] + 5 for pid in before), "a worker served (almost) nothing"
-        assert len(answers) == 40 and all(a[0] == 403 and b'"forbidden_address"' in a[2] for a in answers)
+        assert all(a[0] == 403 and b'"forbidden_address"' in a[2] for a in answers)
         assert not [s for s in origin.seen if s.path.startswith("/f")]
-        assert wait_until(lambda: refusals(node, "forbidden_address") == 40, 10)
+        assert wait_until(lambda: refusals(node, "forbidden_address") == len(answers), 10)
         assert admin.put(f"/api/domains/{HOST}", {"access": None}).status == 200
         answers = at_once(node.public_port, [f"/gone{n}" for n in range(40)])
         assert len(answers) == 40 and all(a[::2] == (404, PAGE_404) for a in answers)
         # each process reads the page once at most (a fill in one is a hit in the other, or its own read)
         assert 1 <= len(origin.requests_for("/errors/404.html")) <= 2
+        # a refusal with a page keeps its status, its count and its access line field
+        rule = admin.get("/api/rules").json["rules"][0]
+        assert admin.put(f"/api/rules/{rule['id']}", {"referers": {"allow": ["friend.example"], "empty": False}}).status == 200
+        assert admin.put(f"/api/domains/{HOST}", {"error_pages": {**PAGES, "403": "errors/404.html"}}).status == 200
+        answers = at_once(node.public_port, [f"/h{n}" for n in range(40)], Referer="https://evil.example/")
+        assert len(answers) == 40 and all(a[::2] == (403, PAGE_404) for a in answers)
+        assert at_once(node.public_port, ["/f-ok"], Referer="https://friend.example/a")[0][::2] == (200, b"fresh")
+        assert not [s for s in origin.seen if s.path.startswith("/h")]
+        assert wait_until(lambda: refusals(node, "forbidden_referer") == 40, 10)
+        assert wait_until(lambda: sum("refused=forbidden_referer" in line for line in access_lines(node.log())) == 40, 10)
     finally:
         node.close()
