@@ -91,6 +91,12 @@ def test_put_domain_stores_access_and_pages_and_refuses_bad_input_changing_nothi
     after = admin.get(f"/api/domains/{HOST}").json
     assert after == made.json                                     # nothing changed
     assert admin.put("/api/domains/other.example.test", {"access": None}).status == 404
+    reader = admin.post("/api/me/tokens", {"name": "reader", "scopes": ["domains:read"], "password": ADMIN_PASSWORD})
+    assert reader.status == 201, reader.body
+    script = node.client()
+    assert script.post("/api/login", {"token": reader.json["secret"]}).status == 200
+    by_token = script.put(f"/api/domains/{HOST}", {"access": None})
+    assert by_token.status == 403 and by_token.json["error"]["code"] == "forbidden"     # domains:write needed
     cleared = admin.put(f"/api/domains/{HOST}", {"error_pages": None})
     assert cleared.json["error_pages"] is None and cleared.json["access"] == made.json["access"]
 
