@@ -13,7 +13,8 @@ from contentnode.restore import check_records
 S3 = {"id": "b1", "name": "Media", "type": "s3", "endpoint": "https://s3.example.com", "region": "eu-1",
       "bucket": "media-bucket", "access_key": "AKID", "secret_key": "SECRET", "path_style": False,
       "last_check": None}
-DOMAIN = {"host": "a.example", "status": "pending", "last_check": None, "redirect": None, "certificate": None}
+DOMAIN = {"host": "a.example", "status": "pending", "last_check": None, "redirect": None, "certificate": None,
+          "access": None, "error_pages": None}
 RULE = {"id": "r1", "domain": "a.example", "path": "/", "bucket": "b1", **rules.RULE.defaults()}
 
 
@@ -36,6 +37,12 @@ def test_the_records_as_the_api_stores_them_restore():
     ("rules", {"r2": dict(RULE, id="r2")}, "rule r2: its path is routed twice"),
     ("rules", {"r1": dict(RULE, cache_ttl=rules.MAX_CACHE_TTL + 1)}, "cache_ttl must be between"),
     ("domains", {"a.example": dict(DOMAIN, status="lost")}, "status must be one of"),
+    ("domains", {"a.example": dict(DOMAIN, error_pages={"600": "e.html"})}, "error_pages.600"),
+    ("domains", {"a.example": dict(DOMAIN, access={"allow": ["10.1.2.3/8"], "deny": []})},
+     "access is not in its stored form"),
+    ("rules", {"r1": dict(RULE, cors={"origins": ["https://A.example"], "methods": ["GET"], "headers": [],
+                                      "max_age": None})}, "cors is not in its stored form"),
+    ("rules", {"r1": dict(RULE, referers={"allow": ["*.example.com"]})}, "referers is not in its stored form"),
     ("domains", {"a.example": dict(DOMAIN, redirect={"to": "https://a.example/", "code": 301, "keep_path": True})},
      "redirect a domain cannot redirect to itself"),
     ("domains", {"a.example": dict(DOMAIN, certificate={"not_after": "soon"})}, "certificate not_after"),
@@ -74,3 +81,19 @@ def test_a_fleet_bundle_carries_the_shared_record_sections_and_never_the_fleet_s
 
     assert {"domains", "buckets", "rules"} <= set(shared.SECTIONS) and "fleet" not in shared.SECTIONS
     assert rules.RULE.shared and domains.DOMAIN.shared and buckets.BUCKET.shared and not FLEET.shared
+
+
+def test_set_edge_members_restore_and_travel_in_a_fleet_bundle_whole():
+    """A backup restore and a replica applying a bundle (fleet/follower.py) run the same checks;
+    the domain and rule sections are the fleet's, carried whole with every member."""
+    from contentnode.fleet import shared
+
+    domain = dict(DOMAIN, access={"allow": [], "deny": ["192.0.2.0/24"]}, error_pages={"404": "e/404.html"})
+    rule = dict(RULE, cors={"origins": ["https://app.example"], "methods": ["GET"], "headers": ["x-token"],
+                            "max_age": 600}, referers={"allow": ["*.partner.example"], "empty": False})
+    doc = _doc(domains={"a.example": domain}, rules={"r1": rule})
+    check_records(doc)
+    parts = {**shared.parts_of(doc), "settings": {}}
+    out = shared.applied({}, parts)
+    assert out["domains"]["a.example"] == domain and out["rules"]["r1"] == rule
+    assert domains.DOMAIN.shared and rules.RULE.shared

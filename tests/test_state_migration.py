@@ -18,6 +18,9 @@ CACHE_MEMBERS = {"cache_mode": "override", "query": "ignore", "methods": "read",
                  "stale_while_revalidate": 0, "stale_if_error": 0}
 # version 4's rule members: no edge control, as before they existed
 EDGE_MEMBERS = {"access": None, "rate_limit": None, "headers": None}
+# version 5's rule members (cors, hotlink protection) and domain members (access, error pages): none set
+BROWSER_MEMBERS = {"cors": None, "referers": None}
+DOMAIN_EDGE_MEMBERS = {"access": None, "error_pages": None}
 SAME = ("content-type", "content-encoding", "content-length", "cache-control", "etag", "vary", "last-modified")
 
 
@@ -76,7 +79,7 @@ def test_the_store_fills_every_declared_default_of_a_version_1_document(tmp_path
     assert store.data["rules"]["r1"] == {"id": "r1", "domain": "a.example", "path": "/", "bucket": "b",
                                          "prefix": "", "cache_ttl": 3600, "signed": False, "images": False,
                                          "compress": True, "enabled": True, **CACHE_MEMBERS,
-                                         **EDGE_MEMBERS}
+                                         **EDGE_MEMBERS, **BROWSER_MEMBERS}
 
 
 def test_a_version_2_rule_gets_the_cache_members_of_version_3_and_keeps_its_meaning(tmp_path):
@@ -86,7 +89,7 @@ def test_a_version_2_rule_gets_the_cache_members_of_version_3_and_keeps_its_mean
         json.dump({"schema": 2, "rules": {"r1": dict(record)}}, f)
     store = Store(str(tmp_path), {"rules": dict})
     store.load()
-    assert store.data["rules"]["r1"] == {**record, **CACHE_MEMBERS, **EDGE_MEMBERS}
+    assert store.data["rules"]["r1"] == {**record, **CACHE_MEMBERS, **EDGE_MEMBERS, **BROWSER_MEMBERS}
 
 
 def test_a_bucket_from_before_types_is_an_s3_bucket_and_a_domain_gets_its_empty_members(tmp_path):
@@ -98,7 +101,8 @@ def test_a_bucket_from_before_types_is_an_s3_bucket_and_a_domain_gets_its_empty_
     store.load()
     assert store.data["buckets"]["b1"] == dict(s3, type="s3", last_check=None)
     assert store.data["domains"]["a.example"] == {"host": "a.example", "status": "pending", "last_check": None,
-                                                  "redirect": None, "certificate": None}
+                                                  "redirect": None, "certificate": None,
+                                                  **DOMAIN_EDGE_MEMBERS}
 
 
 def test_the_fleet_section_of_a_version_1_document_gets_its_role(tmp_path):

@@ -1,4 +1,4 @@
-"""Domains: add, list, read, check, test, redirect, delete.
+"""Domains: add, list, read, check, test, redirect, update (access, error pages), delete.
 
 A domain is a host name this node serves. Its status tells whether the last
 check proved the name reaches this node (verified), failed, or was never run
@@ -105,20 +105,41 @@ def test_domain(req):
     return dict(result, host=host)
 
 
-def set_redirect(req):
-    body = req.body
-    host = v.host(body)
-    redirect = domains.redirect_rule(body, host)
+def _changed(req, host: str, changes: dict) -> dict:
+    """The domain's record with `changes` applied under the request's If-Match (404 when not configured)."""
     with req.app.store.transaction() as doc:
         record = doc["domains"].get(host)
         if record is None:
             raise not_found(f"domain {host} is not configured")
         revisions.require(f"domain {host}", revisions.of(record), req.if_match)
         before = dict(record)
-        record["redirect"] = redirect
+        record.update(changes)
         revisions.stamp_if_changed(record, before, rfc3339(req.app.clock.now()))
+    return record
+
+
+def set_redirect(req):
+    body = req.body
+    host = v.host(body)
+    redirect = domains.redirect_rule(body, host)
+    record = _changed(req, host, {"redirect": redirect})
     req.audit("domain.redirect", target=host, detail={"to": redirect and redirect["to"],
                                                       "code": redirect and redirect["code"]})
+    return public_view(record)
+
+
+EDGE_MEMBERS = ("access", "error_pages")
+
+
+def update_domain(req):
+    """PUT /api/domains/{host}: the domain's `access` and `error_pages` (each optional, null clears it)."""
+    try:
+        host = normalize_host(req.params["host"])
+    except HostnameError:
+        raise not_found("no such domain") from None
+    changes = domains.DOMAIN.read(req.body, partial=True, names=EDGE_MEMBERS)
+    record = _changed(req, host, changes)
+    req.audit("domain.update", target=host, detail={"fields": sorted(changes)})
     return public_view(record)
 
 
@@ -135,6 +156,9 @@ TEST_BODY = obj({"host": HOST, "path": text(2000)}, required=["host"])
 REDIRECT_BODY = obj({"host": HOST, "to": nullable(text(2048)), "code": one_of(*domains.REDIRECT_CODES),
                      "keep_path": BOOLEAN}, required=["host", "to"], description="to: null clears the redirect")
 
+UPDATE_BODY = obj({name: domains.DOMAIN.fields[name].shape for name in EDGE_MEMBERS},
+                  description="the members to change; null clears one")
+
 DOMAIN = domains.DOMAIN.answer({"display": STRING, "created_at": STRING, "updated_at": STRING},
                                 optional=("created_at", "updated_at"))
 
@@ -148,6 +172,8 @@ ROUTES = [
     Route("POST", "/api/domains/redirect", "domains:write", set_redirect, body=REDIRECT_BODY, answer=DOMAIN, if_match=True,
           fleet_shared=True),
     Route("GET", "/api/domains/{host}", "domains:read", get_domain, answer=DOMAIN),
+    Route("PUT", "/api/domains/{host}", "domains:write", update_domain, body=UPDATE_BODY, answer=DOMAIN,
+          if_match=True, fleet_shared=True),
     Route("DELETE", "/api/domains/{host}", "domains:write", delete_domain, status=204, if_match=True,
           fleet_shared=True),
 ]

@@ -163,7 +163,7 @@ def _resident_bytes() -> int:
 
 METHODS = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}
 LOGIN_RESULTS = ("success", "failure", "locked")
-REFUSALS = ("forbidden_address", "rate_limited")   # the public port's edge refusals (public/edge_guard.py), by error code
+REFUSALS = ("forbidden_address", "forbidden_referer", "forbidden_origin", "rate_limited")   # the public port's edge refusals (public/edge_guard.py), by error code
 HOST_LABELS = 50  # hosts with a label of their own, as many as the traffic's domain label
 
 

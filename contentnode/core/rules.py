@@ -15,9 +15,9 @@ the request path, not on how many rules exist.
 from dataclasses import dataclass
 
 from contentnode.core import cache_policy as cp
-from contentnode.core import edge_rules
+from contentnode.core import cors, edge_rules
 from contentnode.core import fields as v
-from contentnode.core import images
+from contentnode.core import images, referers
 from contentnode.core.fields import FieldError
 from contentnode.core.records import Field, Record
 from contentnode.core.shapes import BOOLEAN, integer, one_of, text
@@ -93,6 +93,8 @@ RULE = Record("rule", {
     "access": Field(edge_rules.ACCESS_SHAPE, None, rule=edge_rules.access_rule, since=4),
     "rate_limit": Field(edge_rules.RATE_LIMIT_SHAPE, None, since=4),
     "headers": Field(edge_rules.HEADERS_SHAPE, None, rule=edge_rules.headers_rule, since=4),
+    "cors": Field(cors.SHAPE, None, rule=cors.cors_rule, since=5),
+    "referers": Field(referers.SHAPE, None, rule=referers.referers_rule, since=5),
 }, unique=lambda rule: (rule["domain"], rule["path"]), shared=True)
 
 

@@ -16,7 +16,7 @@ from contentnode.core.metrics import REFUSALS
 from contentnode.core.text import http_date
 from contentnode.http.errors import ApiError, error_response
 from contentnode.http.response import Response
-from contentnode.public import edge_guard, shared_answer
+from contentnode.public import edge_guard, error_pages, shared_answer
 from contentnode.services import origin_mode
 from contentnode.services.delivery import NotServed, Target, content_path, fetch, resolve
 
@@ -141,9 +141,9 @@ def object_response(req, result, target: Target) -> Response:
     return Response(206, headers, result.sendable(start, end), head_only=req.method == "HEAD")
 
 
-def serve(req, delivery, host) -> tuple[Response, str]:
+def serve(req, delivery, host) -> tuple[Response, str | None]:
 
-    """The answer and whether it came from the cache ("hit") or the origin ("miss")."""
+    """The answer and whether it came from the cache ("hit") or the origin ("miss"); None for a preflight."""
     if req.method not in ("GET", "HEAD"):
         return _other_method(req, delivery, host)
     try:
@@ -152,37 +152,42 @@ def serve(req, delivery, host) -> tuple[Response, str]:
         edge_guard.check(req, target)
         if origin_mode.applies(target):
             response, cached = shared_answer.respond(req, delivery, target)
-            return edge_guard.dressed(target.rule, response), cached
+            return edge_guard.dressed(req, target.rule, response), cached
         result = fetch(delivery, target,
                        encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None)
     except NotServed as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
-    return edge_guard.dressed(target.rule, object_response(req, result, target)), "hit" if result.hit else "miss"
+    return edge_guard.dressed(req, target.rule, object_response(req, result, target)), "hit" if result.hit else "miss"
 
 
-def _other_method(req, delivery, host) -> tuple[Response, str]:
-    """A rule with methods "all" on an http bucket forwards it; anywhere else it is 405."""
+def _other_method(req, delivery, host) -> tuple[Response, str | None]:
+    """A CORS preflight on a rule with `cors` is answered here; a rule with methods "all" on an http
+    bucket forwards the rest; anywhere else it is 405."""
     try:
         target = resolve(delivery, host, content_path(req.raw_path, req.visit.path), req.query_list, req.client_ip)
     except NotServed:
         target = None
+    if target is not None and target.rule["cors"] and edge_guard.is_preflight(req):
+        edge_guard.check(req, target)
+        return edge_guard.preflight(req, target.rule), None
     if target is None or not origin_mode.forwards(target):
         raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
                        headers={"Allow": "GET, HEAD"})
     edge_guard.check(req, target)
     response, cached = shared_answer.forwarded(req, delivery, target)
-    return edge_guard.dressed(target.rule, response), cached
+    return edge_guard.dressed(req, target.rule, response), cached
 
 
 def answer(req) -> Response:
-    """The last stage: serve, then count the request for its domain."""
+    """The last stage: serve (an error with the domain's page for it, if any), then count the request
+    for its domain."""
     delivery = req.app.delivery
     host = req.visit.host
     known = host in req.app.store.data.get("domains", {})
     try:
         response, cached = serve(req, delivery, host)
     except ApiError as error:
-        response, cached = error_response(error), None
+        response, cached = error_pages.answer(req, host, error) or error_response(error), None
         response.refusal = error.code if error.code in REFUSALS else ""
     except Exception:
         delivery.traffic.record(host if known else None, 500, 0)

@@ -2,22 +2,30 @@
 
 The content stage (content.py) resolves the visit to its rule, then asks
 `check` before it reads the cache or asks the origin: a client outside the
-rule's `access` lists gets 403 `forbidden_address`; one over the rule's
-`rate_limit` gets 429 `rate_limited` with Retry-After, the buckets being the
-table every public process shares (core/rate_table.py). Each refusal is counted
-in contentnode_public_refusals_total by reason (core/metrics.py) and named
-in the access line's `refused` field (the answer carries its code).
+domain's or the rule's `access` lists gets 403 `forbidden_address`; a Referer
+the rule's `referers` does not allow gets 403 `forbidden_referer`; one over
+the rule's `rate_limit` gets 429 `rate_limited` with Retry-After, the buckets
+being the table every public process shares (core/rate_table.py). A rule with
+`cors` answers a preflight OPTIONS here (`preflight`), refusing an origin it
+does not list with 403 `forbidden_origin`. Each refusal is counted in
+contentnode_public_refusals_total by reason (core/metrics.py) and named in
+the access line's `refused` field (the answer carries its code).
 """
 
-from contentnode.core import edge_rules
+from contentnode.core import cors, edge_rules, referers
 from contentnode.http.errors import ApiError
+from contentnode.http.response import Response
 
 
 def check(req, target) -> None:
-    """Refuse the request with an ApiError when the target's rule does not let this client in now."""
+    """Refuse the request with an ApiError when the domain or the target's rule does not let this client in now."""
     rule = target.rule
-    if not edge_rules.address_allowed(rule["access"], req.client_ip):
+    domain = req.app.store.data["domains"].get(target.host)
+    if not (edge_rules.address_allowed(domain and domain["access"], req.client_ip)
+            and edge_rules.address_allowed(rule["access"], req.client_ip)):
         raise refused(req, ApiError(403, "forbidden_address", "this address may not fetch from here"))
+    if not referers.referer_allowed(rule["referers"], req.headers.get("Referer"), target.host):
+        raise refused(req, ApiError(403, "forbidden_referer", "this content may not be fetched from that page"))
     limit = rule["rate_limit"]
     if limit:
         wait = req.app.delivery.rate_table.take(target.rule_id, edge_rules.client_key(req.client_ip),
@@ -27,13 +35,44 @@ def check(req, target) -> None:
                                         headers={"Retry-After": str(wait)}))
 
 
-def dressed(rule: dict, response):
-    """The rule's `headers` added to a content answer, replacing the answer's own of the same names
-    (a new list: a hit's headers are shared by the answers of one cache entry)."""
+def is_preflight(req) -> bool:
+    """A CORS preflight (Fetch standard): OPTIONS naming the method the page's script wants to send."""
+    return req.method == "OPTIONS" and req.headers.get("Access-Control-Request-Method") is not None
+
+
+def preflight(req, rule: dict) -> Response:
+    """The node's answer to a preflight for a rule with `cors` (after `check`): 204 with the rule's
+    lists for an origin it allows, 403 forbidden_origin without any CORS field for another."""
+    policy = rule["cors"]
+    allowed = cors.allow_origin(policy, req.headers.get("Origin"))
+    if allowed is None:
+        raise refused(req, ApiError(403, "forbidden_origin", "this origin may not read from here"))
+    headers = [("Access-Control-Allow-Origin", allowed), ("Access-Control-Allow-Methods", ", ".join(policy["methods"]))]
+    if policy["headers"]:
+        headers.append(("Access-Control-Allow-Headers", ", ".join(policy["headers"])))
+    if policy["max_age"] is not None:
+        headers.append(("Access-Control-Max-Age", str(policy["max_age"])))
+    return Response(204, headers + _vary(policy))
+
+
+def _vary(policy: dict) -> list:
+    return [("Vary", "Origin")] if cors.varies(policy) else []
+
+
+def dressed(req, rule: dict, response):
+    """The rule's `headers` added to a content answer, replacing the answer's own of the same names,
+    and its `cors` fields replacing any the origin sent (a new list: a hit's headers are shared by
+    the answers of one cache entry)."""
     extra = rule["headers"]
     if extra:
         names = {name.lower() for name in extra}
         response.headers = [h for h in response.headers if h[0].lower() not in names] + list(extra.items())
+    policy = rule["cors"]
+    if policy:   # the rule's CORS decides: an http origin's own Access-Control-* fields go
+        allowed = cors.allow_origin(policy, req.headers.get("Origin"))
+        fields = [("Access-Control-Allow-Origin", allowed)] if allowed else []
+        response.headers = [h for h in response.headers if not h[0].lower().startswith("access-control-")] \
+            + fields + _vary(policy)
     return response
 
 

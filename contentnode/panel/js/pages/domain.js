@@ -10,6 +10,7 @@ import { toast, toastError } from '../toast.js';
 import { when, ago, bytes } from '../format.js';
 import { pageHeader, card, facts, steps, statusBadge, resultBanner, errorBox, callout, table } from '../ui.js';
 import { certCell } from './domains.js';
+import { domainEdgeCard } from '../domain-edge.js';
 
 function readFileInto(input, textarea) {
   input.addEventListener('change', async () => {
@@ -184,5 +185,6 @@ export async function render(ctx) {
       card('Certificate', { description: 'Used by the HTTPS listener for this name.' }, certBox)),
     write ? card('Test as a visitor', { description: 'Fetches a path over the public port and shows the answer.' }, testForm, testOut) : null,
     card('Redirect', { description: 'Send every request for this name elsewhere.' }, redirectBox),
+    domainEdgeCard(() => d, write, (next) => { d = next; }),
     can('routes:read') ? card('Rules', { actions: h('a', { href: `#/rules?domain=${enc(host)}`, class: 'btn btn-secondary btn-sm' }, 'Manage rules') }, rulesBox) : null);
 }

@@ -10,6 +10,7 @@ import { toast, toastError } from '../toast.js';
 import { duration } from '../format.js';
 import { pageHeader, card, table, badge } from '../ui.js';
 import { cacheControls, cacheBody } from '../rule-cache.js';
+import { browserControls, browserBody } from '../rule-cors-referers.js';
 
 const FLAGS = ['signed', 'images', 'compress', 'enabled'];
 
@@ -28,6 +29,7 @@ function ruleForm(r, domains, buckets, presetDomain) {
       field({ label: 'Key prefix', name: 'prefix', value: r ? r.prefix : '', spellcheck: 'false', placeholder: 'site/', hint: '/static/a.png becomes key prefix + a.png.' }),
       field({ label: 'Cache TTL (seconds)', name: 'cache_ttl', type: 'number', min: 0, max: 31536000, value: r ? r.cache_ttl : 3600, hint: 'Override mode: how long every 200 is kept (0 turns caching off). Origin mode: the longest heuristic freshness.' })),
     cacheControls(r, kindOf, bucketField.querySelector('select')),
+    browserControls(r),
     h('div', { class: 'checks' },
       checkbox({ label: 'Enabled', name: 'enabled', checked: r ? r.enabled : true, hint: 'A disabled rule still claims its path (404).' }),
       checkbox({ label: 'Signed links only', name: 'signed', checked: r && r.signed, hint: 'Requests need a valid signed link.' }),
@@ -41,7 +43,7 @@ function openRule(ctx, r, domains, buckets, presetDomain) {
       const body = {};
       for (const k of ['domain', 'path', 'bucket', 'prefix', 'cache_ttl', ...FLAGS]) if (!r || v[k] !== r[k]) body[k] = v[k];
       if (body.cache_ttl === null) delete body.cache_ttl;
-      Object.assign(body, cacheBody(v, r));
+      Object.assign(body, cacheBody(v, r), browserBody(v, r));
       if (r) { if (Object.keys(body).length) await put(`/api/rules/${enc(r.id)}`, body, { revision: r.revision }); } else await post('/api/rules', body);
       close();
       toast(r ? 'Rule saved' : 'Rule added');
