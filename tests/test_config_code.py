@@ -14,6 +14,8 @@ SECRET = "media-secret-value-0123456789"
 REDIRECT = {"to": "https://example.com/new", "code": 308, "keep_path": False}
 BUCKET = {"type": "s3", "endpoint": "http://127.0.0.1:9", "region": "eu-west-1", "bucket": "media",
           "access_key": "AKIDEXAMPLE", "secret_key": SECRET}
+DOMAIN_EDGE = {"access": {"allow": ["198.51.100.0/24"], "deny": ["198.51.100.7/32"]},
+               "error_pages": {"404": "errors/404.html", "5xx": "errors/5xx.html"}}
 SITE = {"type": "http", "url": "http://127.0.0.1:9/site", "host_header": "client", "read_timeout": 7}
 
 
@@ -41,6 +43,7 @@ def _populate(admin) -> None:
     assert admin.post("/api/domains", {"host": "example.com"}).status == 201
     assert admin.post("/api/domains", {"host": "old.example.com"}).status == 201
     assert admin.post("/api/domains/redirect", {"host": "old.example.com", **REDIRECT}).status == 200
+    assert admin.put("/api/domains/example.com", DOMAIN_EDGE).status == 200
     media = admin.post("/api/buckets", dict(BUCKET, name="Media")).json["id"]
     site = admin.post("/api/buckets", dict(SITE, name="site")).json["id"]
     for body in ({"domain": "example.com", "path": "/static", "bucket": media, "prefix": "s/", "cache_ttl": 60,
@@ -78,6 +81,8 @@ def test_export_apply_to_a_fresh_node_then_plan_is_empty(node, admin, tmp_path):
     assert SECRET not in exported.stdout and "secret_key_set = true" in exported.stdout
     document = tomllib.loads(exported.stdout)
     assert document["domains"]["old.example.com"]["redirect"] == REDIRECT
+    assert document["domains"]["example.com"]["error_pages"] == DOMAIN_EDGE["error_pages"]
+    assert "access" not in document["domains"]["old.example.com"]
     assert document["rules"][1]["query"] == {"only": ["v", "w"]} and document["rules"][1]["bucket"] == "Media"
     path = tmp_path / "node.toml"
     path.write_text(exported.stdout.replace("secret_key_set = true", 'secret_key = {env = "MEDIA_SECRET"}'))
@@ -129,6 +134,23 @@ def test_an_edit_between_plan_and_apply_is_refused_and_nothing_applied(node, adm
     assert after["buckets"] == before["buckets"]   # nothing of the document half-applied
     stale = admin.post("/api/config/apply", {"document": {"domains": {}}}, headers={"If-Match": f'"{revision}"'})
     assert stale.status == 412 and stale.headers["etag"] == f'"{_revision(admin)}"'
+
+
+def test_a_domains_access_and_error_pages_follow_the_document(admin):
+    _populate(admin)
+    document = admin.get("/api/config").json["document"]
+    assert document["domains"]["example.com"]["access"]["deny"] == ["198.51.100.7/32"]
+    bad = dict(document, domains=dict(document["domains"], **{"example.com": {"error_pages": {"200": "x.html"}}}))
+    refused = admin.post("/api/config/apply", {"document": bad},
+                         headers={"If-Match": f'"{_revision(admin)}"'})
+    assert refused.status == 400 and refused.json["error"]["field"].startswith("domains.example.com.error_pages")
+    assert admin.get("/api/domains/example.com").json["error_pages"] == DOMAIN_EDGE["error_pages"]
+    document["domains"]["example.com"] = {"error_pages": {"404": "errors/gone.html"}}   # access left out
+    applied = admin.post("/api/config/apply", {"document": document},
+                         headers={"If-Match": f'"{_revision(admin)}"'})
+    assert applied.status == 200, applied.body
+    domain = admin.get("/api/domains/example.com").json
+    assert domain["access"] is None and domain["error_pages"] == {"404": "errors/gone.html"}
 
 
 def test_a_check_outcome_moves_no_config_revision_but_a_delete_does(admin):

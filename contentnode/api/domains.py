@@ -128,16 +128,13 @@ def set_redirect(req):
     return public_view(record)
 
 
-EDGE_MEMBERS = ("access", "error_pages")
-
-
 def update_domain(req):
     """PUT /api/domains/{host}: the domain's `access` and `error_pages` (each optional, null clears it)."""
     try:
         host = normalize_host(req.params["host"])
     except HostnameError:
         raise not_found("no such domain") from None
-    changes = domains.DOMAIN.read(req.body, partial=True, names=EDGE_MEMBERS)
+    changes = domains.DOMAIN.read(req.body, partial=True, names=domains.EDGE_MEMBERS)
     record = _changed(req, host, changes)
     req.audit("domain.update", target=host, detail={"fields": sorted(changes)})
     return public_view(record)
@@ -156,7 +153,7 @@ TEST_BODY = obj({"host": HOST, "path": text(2000)}, required=["host"])
 REDIRECT_BODY = obj({"host": HOST, "to": nullable(text(2048)), "code": one_of(*domains.REDIRECT_CODES),
                      "keep_path": BOOLEAN}, required=["host", "to"], description="to: null clears the redirect")
 
-UPDATE_BODY = obj({name: domains.DOMAIN.fields[name].shape for name in EDGE_MEMBERS},
+UPDATE_BODY = obj({name: domains.DOMAIN.fields[name].shape for name in domains.EDGE_MEMBERS},
                   description="the members to change; null clears one")
 
 DOMAIN = domains.DOMAIN.answer({"display": STRING, "created_at": STRING, "updated_at": STRING},

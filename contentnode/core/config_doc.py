@@ -21,6 +21,7 @@ from contentnode.core import buckets, domains, rules
 from contentnode.core.fields import FieldError
 
 RECORDS = ("domains", "buckets", "rules")
+DOMAIN_MEMBERS = ("redirect", *domains.EDGE_MEMBERS)    # what of a domain the document holds
 WHOLES = ("settings", "notifications", "policy")
 SECTIONS = RECORDS + WHOLES
 _NODE_WRITTEN = frozenset({"id", "revision", "created_at", "updated_at", "last_check"})
@@ -54,7 +55,7 @@ def current(doc: Mapping, wholes: Mapping[str, Whole]) -> dict:
         out_rules.append({"domain": view.pop("domain"), "path": view.pop("path"),
                           "bucket": names.get(view.pop("bucket"), record["bucket"]), **view})
     return {
-        "domains": {host: ({"redirect": record["redirect"]} if record["redirect"] else {})
+        "domains": {host: {name: record[name] for name in DOMAIN_MEMBERS if record.get(name) is not None}
                     for host, record in sorted(doc.get("domains", {}).items())},
         "buckets": {record["name"]: _bucket_view(record)
                     for record in sorted(doc.get("buckets", {}).values(), key=lambda b: b["name"].lower())},
@@ -161,20 +162,24 @@ class Applier:
             where = f"domains.{key}"
             try:
                 host = domains.DOMAIN.read({"host": key}, partial=False)["host"]
-                extra = sorted(set(object_at(body, where)) - {"redirect"})
+                extra = sorted(set(object_at(body, where)) - set(DOMAIN_MEMBERS))
                 if extra:
-                    raise FieldError(f"{extra[0]} is not a member of a domain (only redirect)", extra[0])
+                    raise FieldError(f"{extra[0]} is not a member of a domain (members: {', '.join(DOMAIN_MEMBERS)})",
+                                     extra[0])
                 redirect = body.get("redirect")
                 if redirect is not None:
                     redirect = domains.redirect_rule(dict(object_at(redirect, "redirect")), host)
+                edge = domains.DOMAIN.read({name: body.get(name) for name in domains.EDGE_MEMBERS},
+                                           partial=True, names=domains.EDGE_MEMBERS)
             except FieldError as exc:
                 raise at(where, exc) from None
             if host in wanted:
                 raise FieldError(f"domain {host} is given twice", where)
-            wanted[host] = {"host": host, **domains.DOMAIN.defaults(), "redirect": redirect}
+            wanted[host] = {"host": host, **domains.DOMAIN.defaults(), "redirect": redirect, **edge}
         for host, record in wanted.items():
             old = section.get(host)
-            self._put("domains", section, host, record if old is None else {"redirect": record["redirect"]})
+            self._put("domains", section, host,
+                      record if old is None else {name: record[name] for name in DOMAIN_MEMBERS})
         self.deleted_hosts = self._drop("domains", section, wanted)
 
     def _buckets(self, given: dict) -> None:

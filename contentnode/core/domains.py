@@ -21,6 +21,7 @@ REDIRECT_CODES = (301, 302, 307, 308)
 MAX_HOST = 253
 ANY_OBJECT = {"type": ["object", "null"]}
 MAX_ERROR_PAGES = 20
+EDGE_MEMBERS = ("access", "error_pages")   # set with PUT /api/domains/{host}
 _STATUS_KEY = re.compile(r"[45](?:[0-9]{2}|xx)")
 ERROR_PAGES_SHAPE = nullable({"type": "object", "additionalProperties": text(rules.MAX_PREFIX),
                               "description": '{"404": "<bucket key>", "5xx": "<bucket key>", ...}: the page sent '
