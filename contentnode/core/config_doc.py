@@ -69,11 +69,13 @@ def _object(value, where: str) -> dict:
 class Applier:
     """Applies a document inside one store transaction `tx`; `stamp` is the time written on what
     changes, `new_id()` the id of a new record, `roots` where folder buckets may lie, `guard(record)`
-    the outbound check of an http bucket, `limits` the most records per section."""
+    the outbound check of an http bucket, `limits` the most records per section, `countries` the
+    node's country database (core/geoip.py; None: rules with a country list are refused)."""
 
     def __init__(self, tx, stamp: str, new_id: Callable[[], str], roots, guard: Callable[[dict], None],
-                 limits: Mapping[str, int]):
+                 limits: Mapping[str, int], countries=None):
         self.tx, self.stamp, self.new_id, self.roots, self.guard, self.limits = tx, stamp, new_id, roots, guard, limits
+        self.countries = countries
         self.counts = {name: {"created": 0, "changed": 0, "deleted": 0} for name in SECTIONS}
         self.deleted_hosts: list = []
 
@@ -187,7 +189,7 @@ class Applier:
                 body = dict(_object(body, where))
                 if isinstance(body.get("bucket"), str):
                     body["bucket"] = ids.get(body["bucket"].lower(), body["bucket"])
-                fields = rules.record_fields(body, view, partial=False)
+                fields = rules.record_fields(body, view, partial=False, countries=self.countries)
             except FieldError as exc:
                 raise _at(where, exc) from None
             place = (fields["domain"], fields["path"])

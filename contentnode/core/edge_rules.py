@@ -17,13 +17,15 @@ from contentnode.core.shapes import STRING, array, integer, nullable, obj, text
 
 MAX_RATE = 100_000      # requests a second
 MAX_BURST = 1_000_000
-COUNTRIES_NEED = ("a country database: the geoip_db start-up value naming a country MMDB file, read with "
-                  "the maxminddb package (the geoip extra); this node has neither")
+MAX_COUNTRIES = 250     # ISO 3166-1 has 249 codes
+_COUNTRY = re.compile(r"[A-Za-z]{2}")
 
 ACCESS_SHAPE = nullable(obj({
     "allow": array(STRING, MAX_CIDRS),
     "deny": array(STRING, MAX_CIDRS),
-    "countries": {"type": "object", "description": '{"allow"|"deny": ["DE", ...]}: needs a country database'},
+    "countries": nullable(obj({"allow": array(STRING, MAX_COUNTRIES), "deny": array(STRING, MAX_COUNTRIES)},
+                              description='{"allow"|"deny": ["DE", ...]} (ISO 3166-1 alpha-2 codes): needs the '
+                                          "node's country database (geoip_db)")),
 }, description="who may fetch: client addresses allowed (none listed: all) and denied (deny wins)"))
 
 RATE_LIMIT_SHAPE = nullable(obj({
@@ -72,12 +74,28 @@ def headers_rule(value):
 
 
 def access_rule(value):
-    """The stored form of `access`: null, or both CIDR lists normalised; a country list is refused here."""
+    """The stored form of `access`: null, or both CIDR lists normalised, and a country list (upper
+    case, sorted) when one is given; whether the node can use it is the save's check (core/rules.py)."""
     if value is None:
         return None
-    if "countries" in value:
-        raise FieldError(f"access.countries needs {COUNTRIES_NEED}", "access.countries")
-    return {name: cidr_list(f"access.{name}", value.get(name, [])) for name in ("allow", "deny")}
+    stored = {name: cidr_list(f"access.{name}", value.get(name, [])) for name in ("allow", "deny")}
+    if value.get("countries") is not None:
+        stored["countries"] = countries_rule(value["countries"])
+    return stored
+
+
+def countries_rule(value: dict) -> dict:
+    """`{"allow": [codes]}` or `{"deny": [codes]}`: one list, at least one code, each two letters."""
+    if len(value) != 1:
+        raise FieldError('access.countries holds one list: "allow" or "deny"', "access.countries")
+    (kind, codes), = value.items()
+    where = f"access.countries.{kind}"
+    if not codes:
+        raise FieldError(f"{where} names at least one country (clear access.countries instead)", where)
+    for code in codes:
+        if not _COUNTRY.fullmatch(code):
+            raise FieldError(f"{where}: {code[:16]!r} is not a two-letter country code (ISO 3166-1, e.g. DE)", where)
+    return {kind: sorted({code.upper() for code in codes})}
 
 
 def _address(client_ip: str):
@@ -93,8 +111,12 @@ def _networks(cidrs: tuple) -> tuple:
     return tuple(ipaddress.ip_network(cidr) for cidr in cidrs)
 
 
-def address_allowed(access: dict | None, client_ip: str) -> bool:
-    """Whether `access` lets the client in: not in `deny`, and in `allow` when `allow` lists any."""
+def address_allowed(access: dict | None, client_ip: str, countries=None) -> bool:
+    """Whether `access` lets the client in: not in `deny`, in `allow` when `allow` lists any, and,
+    when the rule has a country list, its country (`countries.country_of`, core/geoip.py) passing it.
+
+    A country list fails closed: without a database (a fleet node lacking one) nobody passes it; an
+    address the database does not place (None) is in no allow list and in no deny list."""
     if not access:
         return True
     try:
@@ -104,7 +126,17 @@ def address_allowed(access: dict | None, client_ip: str) -> bool:
     if any(address in net for net in _networks(tuple(access["deny"]))):
         return False
     allow = access["allow"]
-    return not allow or any(address in net for net in _networks(tuple(allow)))
+    if allow and not any(address in net for net in _networks(tuple(allow))):
+        return False
+    listed = access.get("countries")
+    if not listed:
+        return True
+    if countries is None or not countries.available:
+        return False
+    country = countries.country_of(str(address))
+    if "allow" in listed:
+        return country in listed["allow"]
+    return country not in listed["deny"]
 
 
 def client_key(client_ip: str) -> bytes:

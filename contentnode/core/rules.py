@@ -102,10 +102,11 @@ def create_defaults(doc: dict, bucket_id: str | None) -> dict:
     return {**RULE.defaults(), **(cp.defaults_for(bucket["type"]) if bucket else {})}
 
 
-def record_fields(body: dict, doc: dict, partial: bool) -> dict:
+def record_fields(body: dict, doc: dict, partial: bool, countries=None) -> dict:
     """The validated rule fields present in body (domain, path, bucket required unless partial).
 
-    The domain and the bucket must exist in `doc`, the state being changed.
+    The domain and the bucket must exist in `doc`, the state being changed; a country list needs
+    `countries`, the node's country database (core/geoip.py), to be there.
     """
     out = RULE.read(body, partial)
     if "domain" in out and out["domain"] not in doc.get("domains", {}):
@@ -114,6 +115,11 @@ def record_fields(body: dict, doc: dict, partial: bool) -> dict:
         raise FieldError(f"no bucket with id {out['bucket']!r}", "bucket")
     if out.get("images") and not images.available():
         raise FieldError(f"images on the fly need Pillow: install the {images.EXTRA} extra", "images")
+    if (out.get("access") or {}).get("countries") and (countries is None or not countries.available):
+        missing = countries.missing if countries is not None else "a country database"
+        raise FieldError(f"access.countries needs a country database (the geoip_db start-up value naming a "
+                         f"country MMDB file, read with the maxminddb package, the geoip extra); this node lacks "
+                         f"{missing}", "access.countries")
     return out
 
 

@@ -2,7 +2,8 @@
 
 The content stage (content.py) resolves the visit to its rule, then asks
 `check` before it reads the cache or asks the origin: a client outside the
-rule's `access` lists gets 403 `forbidden_address`; one over the rule's
+rule's `access` lists (CIDRs, and countries through the process's country database,
+core/geoip.py) gets 403 `forbidden_address`; one over the rule's
 `rate_limit` gets 429 `rate_limited` with Retry-After, the buckets being the
 table every public process shares (core/rate_table.py). Each refusal is counted
 in contentnode_public_refusals_total by reason (core/metrics.py) and named
@@ -16,7 +17,7 @@ from contentnode.http.errors import ApiError
 def check(req, target) -> None:
     """Refuse the request with an ApiError when the target's rule does not let this client in now."""
     rule = target.rule
-    if not edge_rules.address_allowed(rule["access"], req.client_ip):
+    if not edge_rules.address_allowed(rule["access"], req.client_ip, req.app.countries):
         raise refused(req, ApiError(403, "forbidden_address", "this address may not fetch from here"))
     limit = rule["rate_limit"]
     if limit:
