@@ -98,17 +98,41 @@ def countries_rule(value: dict) -> dict:
     return {kind: sorted({code.upper() for code in codes})}
 
 
+CLIENTS_REMEMBERED = 4096   # parsed client addresses each process keeps (parsing costs more than the checks)
+
+
+@lru_cache(maxsize=CLIENTS_REMEMBERED)
 def _address(client_ip: str):
+    """The client's address (an IPv4 one for ::ffff:a.b.c.d) as (version, integer, rate-limit key);
+    ValueError for what is no address."""
     address = ipaddress.ip_address(client_ip)
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        return address.ipv4_mapped
-    return address
+        address = address.ipv4_mapped
+    return address.version, int(address), address.packed if address.version == 4 else address.packed[:8]
 
 
 @lru_cache(maxsize=256)
 def _networks(cidrs: tuple) -> tuple:
-    """Each distinct stored list parsed once (stored lists are already valid)."""
-    return tuple(ipaddress.ip_network(cidr) for cidr in cidrs)
+    """Each distinct stored list parsed once (stored lists are already valid), as (version, network
+    integer, mask integer): a membership test is then one AND and one compare per network."""
+    nets = (ipaddress.ip_network(cidr) for cidr in cidrs)
+    return tuple((net.version, int(net.network_address), int(net.netmask)) for net in nets)
+
+
+def _listed(version: int, number: int, cidrs: tuple) -> bool:
+    return any(v == version and number & mask == network for v, network, mask in _networks(cidrs))
+
+
+@lru_cache(maxsize=CLIENTS_REMEMBERED)
+def _networks_allow(deny: tuple, allow: tuple, client_ip: str) -> bool:
+    """The CIDR lists' verdict for one client, remembered: a client's next requests cost one lookup."""
+    try:
+        version, number, _ = _address(client_ip)
+    except ValueError:
+        return False   # not an address (a Unix socket peer): nothing a list can allow
+    if _listed(version, number, deny):
+        return False
+    return not allow or _listed(version, number, allow)
 
 
 def address_allowed(access: dict | None, client_ip: str, countries=None) -> bool:
@@ -119,21 +143,14 @@ def address_allowed(access: dict | None, client_ip: str, countries=None) -> bool
     address the database does not place (None) is in no allow list and in no deny list."""
     if not access:
         return True
-    try:
-        address = _address(client_ip)
-    except ValueError:
-        return False   # not an address (a Unix socket peer): nothing a list can allow
-    if any(address in net for net in _networks(tuple(access["deny"]))):
-        return False
-    allow = access["allow"]
-    if allow and not any(address in net for net in _networks(tuple(allow))):
+    if not _networks_allow(tuple(access["deny"]), tuple(access["allow"]), client_ip):
         return False
     listed = access.get("countries")
     if not listed:
         return True
     if countries is None or not countries.available:
         return False
-    country = countries.country_of(str(address))
+    country = countries.country_of(client_ip)
     if "allow" in listed:
         return country in listed["allow"]
     return country not in listed["deny"]
@@ -143,7 +160,6 @@ def client_key(client_ip: str) -> bytes:
     """The bytes a rate limit counts a client by: an IPv4 address whole, an IPv6 address by its /64
     (one subscriber usually holds a whole /64, so counting single addresses would let it multiply)."""
     try:
-        address = _address(client_ip)
+        return _address(client_ip)[2]
     except ValueError:
         return client_ip.encode("utf-8", "replace")[:64]
-    return address.packed if address.version == 4 else address.packed[:8]
