@@ -97,11 +97,12 @@ def main() -> int:
     print(f"CPU per hit, edge / plain: {ratio:.3f} (+{(ratio - 1) * 100:.1f} %; goal <= +{(GOAL - 1) * 100:.0f} %: "
           f"{'met' if met else 'MISSED'})")
     print(f"CPU per hit, edge with countries / plain: {countries:.3f} (+{(countries - 1) * 100:.1f} %)")
+    raw = {"figures": figures, "edge_ratio": ratio, "countries_ratio": countries, "goal_met": met,
+           "loadavg": [load_before, load_after], "connections": args.connections}
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"figures": figures, "edge_ratio": ratio, "countries_ratio": countries,
-                       "loadavg": [load_before, load_after]}, f, indent=2)
-    return 1 if args.strict and not met else 0
+            f.write(json.dumps(raw, indent=2))
+    return int(args.strict and not met)
 
 
 if __name__ == "__main__":
