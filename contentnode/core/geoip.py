@@ -50,14 +50,11 @@ class Countries:
         if not isinstance(record, dict):
             return None
         for place in ("country", "registered_country"):   # anycast and satellite ranges carry only the latter
-            code = (record.get(place) or {}).get("iso_code") if isinstance(record.get(place), dict) else None
+            found = record.get(place)
+            code = found.get("iso_code") if isinstance(found, dict) else None
             if isinstance(code, str) and len(code) == 2:
                 return code.upper()
         return None
-
-    def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
 
 
 def open_countries(path: str) -> Countries:
@@ -73,7 +70,7 @@ def open_countries(path: str) -> Countries:
     if maxminddb is None:
         return Countries(missing=f"the maxminddb package to read geoip_db {path}")
     try:
-        reader = maxminddb.open_database(path, maxminddb.MODE_MMAP)
+        reader = maxminddb.open_database(path, maxminddb.MODE_AUTO)   # the C reader when built, memory-mapped
     except (OSError, ValueError, maxminddb.InvalidDatabaseError) as exc:
         raise ConfigError(f"config: geoip_db {path} cannot be read as a country MMDB file: {exc}") from None
     return Countries(reader)
