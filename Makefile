@@ -24,7 +24,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: setup.cfg pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[images,zstd,brotli]'
+	$(PY) -m pip install --quiet -e '.[images,zstd,brotli,geoip]'
 	touch $@
 
 $(VENV)/.test-installed: setup.cfg pyproject.toml | $(PY)
@@ -71,7 +71,7 @@ install:
 	  echo "make install: $(PREFIX) runs on $$(readlink -f $(PREFIX)/bin/python); making it again on $(INSTALL_PYTHON)"; \
 	  $(INSTALL_PYTHON) -m venv --clear $(PREFIX); fi
 	test -x $(PREFIX)/bin/python || $(INSTALL_PYTHON) -m venv $(PREFIX)
-	$(PREFIX)/bin/python -m pip install --quiet --upgrade '.[images,zstd,brotli]'
+	$(PREFIX)/bin/python -m pip install --quiet --upgrade '.[images,zstd,brotli,geoip]'
 	install -D -m 0644 -t $(PREFIX)/share/doc/contentnode README.md docs/API.md LICENSE
 	ln -sfn $(PREFIX)/bin/contentnode $(BINDIR)/contentnode
 	install -D -m 0644 contrib/contentnode.service $(UNITDIR)/contentnode.service

@@ -30,6 +30,7 @@ from contentnode.core.client_address import ClientAddresses
 from contentnode.core.backup_runner import BackupRunner
 from contentnode.core.events import EventBus
 from contentnode.core.folders import FolderRoots
+from contentnode.core.geoip import Countries, open_countries
 from contentnode.core.metrics import NodeMetrics
 from contentnode.core.http_pool import OriginPools
 from contentnode.core.netguard import OutboundPolicy
@@ -88,6 +89,7 @@ class App:
     delivery: Delivery
     origin_pools: OriginPools  # kept-alive connections to the http buckets' origins (core/http_pool.py)
     folder_roots: FolderRoots  # where folder buckets may serve from (start-up value folder_roots)
+    countries: Countries  # the country database (start-up value geoip_db), opened once per process
     notifier: Notifier
     fleet: Fleet
     backups: BackupRunner  # the scheduled backup's runs (its job, "run now", the status)
@@ -278,6 +280,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
     app.public_dispatcher = PublicDispatcher(app, app.store, follow=worker_slot is not None)
     app.tls = TlsRuntime(app, app.public_dispatcher)
     app.folder_roots = FolderRoots(config.folder_roots, config.data_dir)
+    app.countries = open_countries(config.geoip_db)
     app.origin_pools = OriginPools()
     app.delivery = Delivery(store=app.store, clock=clock, data_dir=config.data_dir, processes=app.public_processes,
                             worker_slot=worker_slot, folder_roots=app.folder_roots, outbound=lambda: app.outbound,

@@ -147,6 +147,12 @@ def _access_log(value):
     return os.path.abspath(_path(text))
 
 
+def _optional_path(value):
+    """A file path made absolute, or "" for none."""
+    text = _text(value).strip()
+    return os.path.abspath(_path(text)) if text else ""
+
+
 _whole_or_zero = _at_least(0)
 _drain_seconds = _seconds_between(0, MAX_DRAIN_SECONDS)
 
@@ -208,6 +214,8 @@ OPTIONS = (
            "(see docs/API.md, Fleet)"),
     Option("backup_poll_seconds", _seconds, 30.0, "seconds between the scheduled backup's looks at the clock "
            "(a run starts at most this long after its time)"),
+    Option("geoip_db", _optional_path, "", "a country MMDB file (GeoLite2-Country, DB-IP lite) for the rules' "
+           "access.countries, read with the geoip extra (maxminddb); empty: no country lists (docs/API.md, Edge controls)"),
     Option("dns_resolver", _dns_server, "", "DNS server (ip or ip:port) for every outbound request; empty: the system resolver"),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}

@@ -30,7 +30,7 @@ import check_deb  # noqa: E402
 PREFIX = "/opt/contentnode"
 PYTHON = "3.11"
 SITE = f"{PREFIX}/lib/python{PYTHON}/site-packages"
-EXTRAS = ("images", "zstd", "brotli")
+EXTRAS = ("images", "zstd", "brotli", "geoip")
 ARCHES = check_deb.ARCHES
 # Debian 12 has glibc 2.36: any manylinux wheel up to that runs there; pip takes the first it finds.
 GLIBC_MINORS = range(36, 16, -1)

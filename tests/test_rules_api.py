@@ -11,6 +11,9 @@ pytestmark = pytest.mark.in_process  # HTTP to the App and SeaweedFS; the test w
 
 DOMAIN = "www.example.test"
 
+# a node started without geoip_db (the tests' venv has the maxminddb package)
+NO_COUNTRIES = {"available": False, "missing": "the geoip_db start-up value"}
+
 
 @pytest.fixture
 def setup(admin, seaweed):
@@ -37,7 +40,7 @@ def test_create_with_defaults_and_read_back(setup):
         "stale_while_revalidate": 0, "stale_if_error": 0}
     assert rule["created_at"].endswith("Z") and len(rule["id"]) == 12
     assert admin.get(f"/api/rules/{rule['id']}").json == rule
-    assert admin.get("/api/rules").json == {"rules": [rule]}
+    assert admin.get("/api/rules").json == {"rules": [rule], "country_database": NO_COUNTRIES}
     assert admin.get("/api/panel").json["rules"] == [rule]
 
 
@@ -73,7 +76,7 @@ def test_invalid_rules_are_refused_and_change_nothing(setup, change, field):
     answer = admin.post("/api/rules", body)
     assert answer.status == 400 and answer.error_code == "invalid", answer.body
     assert answer.json["error"]["field"] == field
-    assert admin.get("/api/rules").json == {"rules": []}
+    assert admin.get("/api/rules").json == {"rules": [], "country_database": NO_COUNTRIES}
 
 
 def test_cache_members_are_stored_and_updated(setup):
@@ -188,7 +191,7 @@ def test_images_need_the_pillow_extra(tmp_path, seaweed):
         refused = admin.post("/api/rules", {"domain": DOMAIN, "path": "/img", "bucket": bucket, "images": True})
         assert refused.status == 400 and refused.json["error"]["field"] == "images"
         assert "contentnode[images]" in refused.json["error"]["message"]
-        assert admin.get("/api/rules").json == {"rules": []}
+        assert admin.get("/api/rules").json == {"rules": [], "country_database": NO_COUNTRIES}
         plain = admin.post("/api/rules", {"domain": DOMAIN, "path": "/img", "bucket": bucket})
         assert plain.status == 201
         assert admin.put(f"/api/rules/{plain.json['id']}", {"images": True}).status == 400

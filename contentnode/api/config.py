@@ -73,7 +73,7 @@ def apply_config(req):
             revisions.require("the configuration", revisions.of_section(doc, REVISION), req.if_match)
             applier = config_doc.Applier(doc, rfc3339(req.app.clock.now()), lambda: secrets.token_hex(6),
                                          req.app.folder_roots, lambda record: bucket_api.guard(req.app, record),
-                                         LIMITS, wholes)
+                                         LIMITS, wholes, countries=req.app.countries)
             applier.apply(document)
             if dry_run:
                 raise _DryRun(config_doc.current(doc, wholes))

@@ -8,7 +8,7 @@ host, after ACME challenges and the HTTPS upgrade.
 
 from contentnode.core import fields as v
 from contentnode.clock import rfc3339
-from contentnode.core import domaincheck, domains, revisions, rules
+from contentnode.core import domaincheck, domains, edge_rules, revisions, rules
 from contentnode.core.hostnames import HostnameError, normalize_host, unicode_form
 from contentnode.http.errors import conflict, invalid, not_found
 from contentnode.http.response import created, no_content
@@ -135,6 +135,7 @@ def update_domain(req):
     except HostnameError:
         raise not_found("no such domain") from None
     changes = domains.DOMAIN.read(req.body, partial=True, names=domains.EDGE_MEMBERS)
+    edge_rules.countries_readable(changes.get("access"), req.app.countries)
     record = _changed(req, host, changes)
     req.audit("domain.update", target=host, detail={"fields": sorted(changes)})
     return public_view(record)

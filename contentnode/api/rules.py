@@ -13,7 +13,7 @@ from contentnode.core import revisions, rules
 from contentnode.http.errors import conflict, not_found
 from contentnode.http.response import created, no_content
 from contentnode.http.router import Route
-from contentnode.http.schema import STRING, listing
+from contentnode.http.schema import BOOLEAN, STRING, answer, obj
 
 MAX_RULES = 20_000
 
@@ -33,12 +33,15 @@ def existing(doc: dict, rule_id: str) -> dict:
 
 
 def list_rules(req):
-    """All rules, or those of one domain (?domain=), sorted by domain then path."""
+    """All rules, or those of one domain (?domain=), sorted by domain then path, and whether this
+    node can take country lists (the panel's rule editor offers them only then)."""
     records = req.app.store.data["rules"].values()
     wanted = v.host_query(req.query)
     if wanted is not None:
         records = [r for r in records if r["domain"] == wanted]
-    return {"rules": sorted(records, key=lambda r: (r["domain"], r["path"]))}
+    countries = req.app.countries
+    return {"rules": sorted(records, key=lambda r: (r["domain"], r["path"])),
+            "country_database": {"available": countries.available, "missing": countries.missing}}
 
 
 def get_rule(req):
@@ -51,7 +54,7 @@ def create_rule(req):
     with req.app.store.transaction() as doc:
         if len(doc["rules"]) >= MAX_RULES:
             raise conflict("conflict", f"a node holds at most {MAX_RULES} rules")
-        fields = rules.record_fields(body, doc, partial=False)
+        fields = rules.record_fields(body, doc, partial=False, countries=req.app.countries)
         record = {"id": secrets.token_hex(6), **rules.create_defaults(doc, fields["bucket"]), **fields,
                   "created_at": stamp, "updated_at": stamp}
         _unique_path(doc, record)
@@ -66,7 +69,7 @@ def update_rule(req):
     with req.app.store.transaction() as doc:
         record = existing(doc, rule_id)
         revisions.require(f"rule {rule_id}", revisions.of(record), req.if_match)
-        changes = rules.record_fields(body, doc, partial=True)
+        changes = rules.record_fields(body, doc, partial=True, countries=req.app.countries)
         before = dict(record)
         record.update(changes)
         _unique_path(doc, record, rule_id)
@@ -100,9 +103,13 @@ UPDATE_BODY = rules.RULE.body(create=False)
 RULE = rules.RULE.answer({"id": STRING, "created_at": STRING, "updated_at": STRING},
                          optional=("created_at", "updated_at"))
 
+COUNTRY_DATABASE = obj({"available": BOOLEAN, "missing": {"type": ["string", "null"]}},
+                       required=("available", "missing"),
+                       description="whether access.countries can be saved here, and if not, what the node lacks")
+
 ROUTES = [
     Route("GET", "/api/rules", "routes:read", list_rules, query=frozenset({"domain"}),
-          answer=listing("rules", RULE)),
+          answer=answer({"rules": {"type": "array", "items": RULE}, "country_database": COUNTRY_DATABASE})),
     Route("POST", "/api/rules", "routes:write", create_rule, status=201, body=CREATE_BODY, answer=RULE,
           fleet_shared=True),
     Route("GET", "/api/rules/{id}", "routes:read", get_rule, answer=RULE),

@@ -17,7 +17,7 @@ knows their names, not their members.
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from contentnode.core import buckets, domains, rules
+from contentnode.core import buckets, domains, edge_rules, rules
 from contentnode.core.fields import FieldError
 
 RECORDS = ("domains", "buckets", "rules")
@@ -92,13 +92,14 @@ class Applier:
     """Applies a document inside one store transaction `tx`; `stamp` is the time written on what
     changes, `new_id()` the id of a new record, `roots` where folder buckets may lie, `guard(record)`
     the outbound check of an http bucket, `limits` the most records per section, `wholes` the
-    whole-object sections. secrets_changed names each secret member the document gave a value other
+    whole-object sections, `countries` the node's country database (core/geoip.py; None: rules with a
+    country list are refused). secrets_changed names each secret member the document gave a value other
     than the one the node held ("buckets.media.secret_key"), never the values."""
 
     def __init__(self, tx, stamp: str, new_id: Callable[[], str], roots, guard: Callable[[dict], None],
-                 limits: Mapping[str, int], wholes: Mapping[str, Whole]):
+                 limits: Mapping[str, int], wholes: Mapping[str, Whole], countries=None):
         self.tx, self.stamp, self.new_id, self.roots, self.guard, self.limits = tx, stamp, new_id, roots, guard, limits
-        self.wholes = wholes
+        self.wholes, self.countries = wholes, countries
         self.counts = {name: {"created": 0, "changed": 0, "deleted": 0} for name in SECTIONS}
         self.deleted_hosts: list = []
         self.secrets_changed: list = []
@@ -171,6 +172,7 @@ class Applier:
                     redirect = domains.redirect_rule(dict(object_at(redirect, "redirect")), host)
                 edge = domains.DOMAIN.read({name: body.get(name) for name in domains.EDGE_MEMBERS},
                                            partial=True, names=domains.EDGE_MEMBERS)
+                edge_rules.countries_readable(edge["access"], self.countries)
             except FieldError as exc:
                 raise at(where, exc) from None
             if host in wanted:
@@ -233,7 +235,7 @@ class Applier:
                 body = dict(object_at(body, where))
                 if isinstance(body.get("bucket"), str):
                     body["bucket"] = ids.get(body["bucket"].lower(), body["bucket"])
-                fields = rules.record_fields(body, view, partial=False)
+                fields = rules.record_fields(body, view, partial=False, countries=self.countries)
             except FieldError as exc:
                 raise at(where, exc) from None
             place = (fields["domain"], fields["path"])

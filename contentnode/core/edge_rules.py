@@ -17,13 +17,15 @@ from contentnode.core.shapes import STRING, array, integer, nullable, obj, text
 
 MAX_RATE = 100_000      # requests a second
 MAX_BURST = 1_000_000
-COUNTRIES_NEED = ("a country database: the geoip_db start-up value naming a country MMDB file, read with "
-                  "the maxminddb package (the geoip extra); this node has neither")
+MAX_COUNTRIES = 250     # ISO 3166-1 has 249 codes
+_COUNTRY = re.compile(r"[A-Za-z]{2}")
 
 ACCESS_SHAPE = nullable(obj({
     "allow": array(STRING, MAX_CIDRS),
     "deny": array(STRING, MAX_CIDRS),
-    "countries": {"type": "object", "description": '{"allow"|"deny": ["DE", ...]}: needs a country database'},
+    "countries": nullable(obj({"allow": array(STRING, MAX_COUNTRIES), "deny": array(STRING, MAX_COUNTRIES)},
+                              description='{"allow"|"deny": ["DE", ...]} (ISO 3166-1 alpha-2 codes): needs the '
+                                          "node's country database (geoip_db)")),
 }, description="who may fetch: client addresses allowed (none listed: all) and denied (deny wins)"))
 
 RATE_LIMIT_SHAPE = nullable(obj({
@@ -72,46 +74,102 @@ def headers_rule(value):
 
 
 def access_rule(value):
-    """The stored form of `access`: null, or both CIDR lists normalised; a country list is refused here."""
+    """The stored form of `access`: null, or both CIDR lists normalised, and a country list (upper
+    case, sorted) when one is given; whether the node can use it is the save's check (core/rules.py)."""
     if value is None:
         return None
-    if "countries" in value:
-        raise FieldError(f"access.countries needs {COUNTRIES_NEED}", "access.countries")
-    return {name: cidr_list(f"access.{name}", value.get(name, [])) for name in ("allow", "deny")}
+    stored = {name: cidr_list(f"access.{name}", value.get(name, [])) for name in ("allow", "deny")}
+    if value.get("countries") is not None:
+        stored["countries"] = countries_rule(value["countries"])
+    return stored
 
 
+def countries_readable(access: dict | None, countries) -> None:
+    """FieldError when `access` (a rule's or a domain's) has a country list and `countries`, the
+    node's country database (core/geoip.py), is missing or unusable: saved, it would refuse everyone."""
+    if (access or {}).get("countries") and (countries is None or not countries.available):
+        missing = countries.missing if countries is not None else "a country database"
+        raise FieldError(f"access.countries needs a country database (the geoip_db start-up value naming a "
+                         f"country MMDB file, read with the maxminddb package, the geoip extra); this node lacks "
+                         f"{missing}", "access.countries")
+
+
+def countries_rule(value: dict) -> dict:
+    """`{"allow": [codes]}` or `{"deny": [codes]}`: one list, at least one code, each two letters."""
+    if len(value) != 1:
+        raise FieldError('access.countries holds one list: "allow" or "deny"', "access.countries")
+    (kind, codes), = value.items()
+    where = f"access.countries.{kind}"
+    if not codes:
+        raise FieldError(f"{where} names at least one country (clear access.countries instead)", where)
+    for code in codes:
+        if not _COUNTRY.fullmatch(code):
+            raise FieldError(f"{where}: {code[:16]!r} is not a two-letter country code (ISO 3166-1, e.g. DE)", where)
+    return {kind: sorted({code.upper() for code in codes})}
+
+
+CLIENTS_REMEMBERED = 4096   # parsed client addresses each process keeps (parsing costs more than the checks)
+
+
+@lru_cache(maxsize=CLIENTS_REMEMBERED)
 def _address(client_ip: str):
+    """The client's address (an IPv4 one for ::ffff:a.b.c.d) as (version, integer, rate-limit key);
+    ValueError for what is no address."""
     address = ipaddress.ip_address(client_ip)
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        return address.ipv4_mapped
-    return address
+        address = address.ipv4_mapped
+    return address.version, int(address), address.packed if address.version == 4 else address.packed[:8]
 
 
 @lru_cache(maxsize=256)
 def _networks(cidrs: tuple) -> tuple:
-    """Each distinct stored list parsed once (stored lists are already valid)."""
-    return tuple(ipaddress.ip_network(cidr) for cidr in cidrs)
+    """Each distinct stored list parsed once (stored lists are already valid), as (version, network
+    integer, mask integer): a membership test is then one AND and one compare per network."""
+    nets = (ipaddress.ip_network(cidr) for cidr in cidrs)
+    return tuple((net.version, int(net.network_address), int(net.netmask)) for net in nets)
 
 
-def address_allowed(access: dict | None, client_ip: str) -> bool:
-    """Whether `access` lets the client in: not in `deny`, and in `allow` when `allow` lists any."""
-    if not access:
-        return True
+def _listed(version: int, number: int, cidrs: tuple) -> bool:
+    return any(v == version and number & mask == network for v, network, mask in _networks(cidrs))
+
+
+@lru_cache(maxsize=CLIENTS_REMEMBERED)
+def _networks_allow(deny: tuple, allow: tuple, client_ip: str) -> bool:
+    """The CIDR lists' verdict for one client, remembered: a client's next requests cost one lookup."""
     try:
-        address = _address(client_ip)
+        version, number, _ = _address(client_ip)
     except ValueError:
         return False   # not an address (a Unix socket peer): nothing a list can allow
-    if any(address in net for net in _networks(tuple(access["deny"]))):
+    if _listed(version, number, deny):
         return False
-    allow = access["allow"]
-    return not allow or any(address in net for net in _networks(tuple(allow)))
+    return not allow or _listed(version, number, allow)
+
+
+def address_allowed(access: dict | None, client_ip: str, countries=None) -> bool:
+    """Whether `access` lets the client in: not in `deny`, in `allow` when `allow` lists any, and,
+    when the rule has a country list, its country (`countries.country_of`, core/geoip.py) passing it.
+
+    A country list fails closed: without a database (a fleet node lacking one) nobody passes it; an
+    address the database does not place (None) is in no allow list and in no deny list."""
+    if not access:
+        return True
+    if not _networks_allow(tuple(access["deny"]), tuple(access["allow"]), client_ip):
+        return False
+    listed = access.get("countries")
+    if not listed:
+        return True
+    if countries is None or not countries.available:
+        return False
+    country = countries.country_of(client_ip)
+    if "allow" in listed:
+        return country in listed["allow"]
+    return country not in listed["deny"]
 
 
 def client_key(client_ip: str) -> bytes:
     """The bytes a rate limit counts a client by: an IPv4 address whole, an IPv6 address by its /64
     (one subscriber usually holds a whole /64, so counting single addresses would let it multiply)."""
     try:
-        address = _address(client_ip)
+        return _address(client_ip)[2]
     except ValueError:
         return client_ip.encode("utf-8", "replace")[:64]
-    return address.packed if address.version == 4 else address.packed[:8]

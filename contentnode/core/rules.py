@@ -104,10 +104,11 @@ def create_defaults(doc: dict, bucket_id: str | None) -> dict:
     return {**RULE.defaults(), **(cp.defaults_for(bucket["type"]) if bucket else {})}
 
 
-def record_fields(body: dict, doc: dict, partial: bool) -> dict:
+def record_fields(body: dict, doc: dict, partial: bool, countries=None) -> dict:
     """The validated rule fields present in body (domain, path, bucket required unless partial).
 
-    The domain and the bucket must exist in `doc`, the state being changed.
+    The domain and the bucket must exist in `doc`, the state being changed; a country list needs
+    `countries`, the node's country database (core/geoip.py), to be there.
     """
     out = RULE.read(body, partial)
     if "domain" in out and out["domain"] not in doc.get("domains", {}):
@@ -116,6 +117,7 @@ def record_fields(body: dict, doc: dict, partial: bool) -> dict:
         raise FieldError(f"no bucket with id {out['bucket']!r}", "bucket")
     if out.get("images") and not images.available():
         raise FieldError(f"images on the fly need Pillow: install the {images.EXTRA} extra", "images")
+    edge_rules.countries_readable(out.get("access"), countries)
     return out
 
 

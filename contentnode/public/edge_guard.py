@@ -2,7 +2,8 @@
 
 The content stage (content.py) resolves the visit to its rule, then asks
 `check` before it reads the cache or asks the origin: a client outside the
-domain's or the rule's `access` lists gets 403 `forbidden_address`; a Referer
+domain's or the rule's `access` lists (CIDRs, and countries through the process's
+country database, core/geoip.py) gets 403 `forbidden_address`; a Referer
 the rule's `referers` does not allow gets 403 `forbidden_referer`; one over
 the rule's `rate_limit` gets 429 `rate_limited` with Retry-After, the buckets
 being the table every public process shares (core/rate_table.py). A rule with
@@ -21,8 +22,8 @@ def check(req, target) -> None:
     """Refuse the request with an ApiError when the domain or the target's rule does not let this client in now."""
     rule = target.rule
     domain = req.app.store.data["domains"].get(target.host)
-    if not (edge_rules.address_allowed(domain and domain["access"], req.client_ip)
-            and edge_rules.address_allowed(rule["access"], req.client_ip)):
+    if not (edge_rules.address_allowed(domain and domain["access"], req.client_ip, req.app.countries)
+            and edge_rules.address_allowed(rule["access"], req.client_ip, req.app.countries)):
         raise refused(req, ApiError(403, "forbidden_address", "this address may not fetch from here"))
     if not referers.referer_allowed(rule["referers"], req.headers.get("Referer"), target.host):
         raise refused(req, ApiError(403, "forbidden_referer", "this content may not be fetched from that page"))

@@ -122,7 +122,7 @@ class Delivery:
                            processes=processes, worker_slot=worker_slot)
         self.traffic = Traffic(f"{data_dir}/traffic.json", clock.now)
         # the rules' rate limits, shared by every public process: the daemon makes it, its workers map it
-        self.rate_table = RateTable(f"{data_dir}/{RATE_TABLE}", fresh=worker_slot is None)
+        self.rate_table = RateTable(f"{data_dir}/{RATE_TABLE}", fresh=worker_slot is None, shared=processes > 1)
         self.origins = Origins(folder_roots, outbound, clock, origin_pools, own_ports)
         self.shared = SharedCache(self.cache)   # rules in cache_mode "origin" (services/origin_mode.py)
         self.image_budget = images.Budget(IMAGE_PIXELS_AT_ONCE, IMAGE_TRANSFORMS_AT_ONCE)

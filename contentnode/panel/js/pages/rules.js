@@ -11,10 +11,11 @@ import { duration } from '../format.js';
 import { pageHeader, card, table, badge } from '../ui.js';
 import { cacheControls, cacheBody } from '../rule-cache.js';
 import { browserControls, browserBody } from '../rule-cors-referers.js';
+import { edgeControls, edgeBody } from '../rule-edge.js';
 
 const FLAGS = ['signed', 'images', 'compress', 'enabled'];
 
-function ruleForm(r, domains, buckets, presetDomain) {
+function ruleForm(r, domains, buckets, presetDomain, countryDb) {
   const domainField = domains
     ? field({ label: 'Domain', name: 'domain', value: r ? r.domain : presetDomain, options: domains.map((d) => [d.host, d.display || d.host]), required: true })
     : field({ label: 'Domain', name: 'domain', value: r ? r.domain : presetDomain, required: true });
@@ -30,6 +31,7 @@ function ruleForm(r, domains, buckets, presetDomain) {
       field({ label: 'Cache TTL (seconds)', name: 'cache_ttl', type: 'number', min: 0, max: 31536000, value: r ? r.cache_ttl : 3600, hint: 'Override mode: how long every 200 is kept (0 turns caching off). Origin mode: the longest heuristic freshness.' })),
     cacheControls(r, kindOf, bucketField.querySelector('select')),
     browserControls(r),
+    edgeControls(r, countryDb),
     h('div', { class: 'checks' },
       checkbox({ label: 'Enabled', name: 'enabled', checked: r ? r.enabled : true, hint: 'A disabled rule still claims its path (404).' }),
       checkbox({ label: 'Signed links only', name: 'signed', checked: r && r.signed, hint: 'Requests need a valid signed link.' }),
@@ -37,13 +39,13 @@ function ruleForm(r, domains, buckets, presetDomain) {
       checkbox({ label: 'Compress text', name: 'compress', checked: r ? r.compress !== false : true, hint: 'HTML, CSS, JS, JSON, SVG, XML and wasm go out gzip, zstd or br to clients that accept it.' })));
 }
 
-function openRule(ctx, r, domains, buckets, presetDomain) {
+function openRule(ctx, r, domains, buckets, presetDomain, countryDb) {
   dialogForm({ title: r ? `Edit rule ${r.path}` : 'Add a rule', submitLabel: r ? 'Save rule' : 'Add rule', wide: true },
-    ruleForm(r, domains, buckets, presetDomain), async (v, close) => {
+    ruleForm(r, domains, buckets, presetDomain, countryDb), async (v, close) => {
       const body = {};
       for (const k of ['domain', 'path', 'bucket', 'prefix', 'cache_ttl', ...FLAGS]) if (!r || v[k] !== r[k]) body[k] = v[k];
       if (body.cache_ttl === null) delete body.cache_ttl;
-      Object.assign(body, cacheBody(v, r), browserBody(v, r));
+      Object.assign(body, cacheBody(v, r), browserBody(v, r), edgeBody(v, r));
       if (r) { if (Object.keys(body).length) await put(`/api/rules/${enc(r.id)}`, body, { revision: r.revision }); } else await post('/api/rules', body);
       close();
       toast(r ? 'Rule saved' : 'Rule added');
@@ -53,14 +55,14 @@ function openRule(ctx, r, domains, buckets, presetDomain) {
 
 export async function render(ctx) {
   const filter = ctx.query.domain || '';
-  const [{ rules }, domainList, bucketList] = await Promise.all([
+  const [{ rules, country_database: countryDb }, domainList, bucketList] = await Promise.all([
     get(`/api/rules${filter ? `?domain=${enc(filter)}` : ''}`),
     can('domains:read') ? get('/api/domains').then((x) => x.domains) : null,
     can('buckets:read') ? get('/api/buckets').then((x) => x.buckets) : null,
   ]);
   const write = canShared('routes:write');
   const bucketName = (id) => (bucketList ? (bucketList.find((b) => b.id === id) || { name: id }).name : id);
-  const add = write ? button('Add rule', { onclick: () => openRule(ctx, null, domainList, bucketList, filter) }) : null;
+  const add = write ? button('Add rule', { onclick: () => openRule(ctx, null, domainList, bucketList, filter, countryDb) }) : null;
 
   const picker = domainList ? field({ label: 'Domain', name: 'filter', value: filter, options: [['', 'All domains'], ...domainList.map((d) => [d.host, d.display || d.host])] }) : null;
   if (picker) picker.querySelector('select').addEventListener('change', (e) => ctx.go(e.target.value ? `/rules?domain=${enc(e.target.value)}` : '/rules'));
@@ -74,7 +76,7 @@ export async function render(ctx) {
       : (r.cache_ttl ? duration(r.cache_ttl) : 'off')) },
     { label: 'Options', cell: (r) => h('div', { class: 'row' }, r.enabled ? badge('enabled', 'ok') : badge('disabled', 'neutral'), r.signed ? badge('signed', 'info') : null, r.images ? badge('images', 'info') : null, r.compress === false ? badge('uncompressed', 'neutral') : null, r.methods === 'all' ? badge('all methods', 'info') : null) },
     write ? { label: 'Actions', cls: 'actions', cell: (r) => h('div', { class: 'row' },
-      button('Edit', { kind: 'secondary', class: 'btn btn-secondary btn-sm', 'aria-label': `Edit rule ${r.domain}${r.path}`, onclick: () => openRule(ctx, r, domainList, bucketList) }),
+      button('Edit', { kind: 'secondary', class: 'btn btn-secondary btn-sm', 'aria-label': `Edit rule ${r.domain}${r.path}`, onclick: () => openRule(ctx, r, domainList, bucketList, undefined, countryDb) }),
       button('Delete', { class: 'btn btn-danger-soft btn-sm', 'aria-label': `Delete rule ${r.domain}${r.path}`, onclick: async () => {
         if (!await confirm({ title: `Delete the rule ${r.domain}${r.path}?`, message: 'Requests for this path stop being served (404). Cached copies expire on their own.' })) return;
         try { await del(`/api/rules/${enc(r.id)}`, { revision: r.revision }); toast('Rule deleted'); ctx.rerender(); } catch (err) { toastError(err); }
