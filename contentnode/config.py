@@ -208,6 +208,8 @@ OPTIONS = (
            "(see docs/API.md, Fleet)"),
     Option("backup_poll_seconds", _seconds, 30.0, "seconds between the scheduled backup's looks at the clock "
            "(a run starts at most this long after its time)"),
+    Option("traffic_save_seconds", _seconds, 3600.0, "seconds between saves of the traffic top summaries "
+           "(and at a clean stop); see docs/API.md, Traffic insight"),
     Option("dns_resolver", _dns_server, "", "DNS server (ip or ip:port) for every outbound request; empty: the system resolver"),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}

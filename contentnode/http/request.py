@@ -65,6 +65,7 @@ class Request:
         self.if_match: int | str | None = None  # If-Match on an if_match row: None, "*" or a revision number
         self.via_admin_host = False
         self.visit = None  # on the public port: the Host and path its dispatcher parsed once
+        self.country: str | None = None  # the client's country (ISO code) once an edge control looked it up
 
     @property
     def user_agent(self) -> str:

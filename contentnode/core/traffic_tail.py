@@ -1,0 +1,73 @@
+"""The live tail: the most recent public requests, in memory only (never a query string).
+
+A public worker keeps what it served since its last report (at most MAX
+entries) and hands it up the counts pipe; the daemon gives every entry an id
+in arrival order and keeps the last MAX. A reader polls with `after` (the
+last id it saw) and gets only newer entries; an `after` beyond the newest id
+(the daemon restarted, the ids began again) gets the whole buffer.
+"""
+
+import threading
+from collections import deque
+from collections.abc import Callable
+
+from contentnode.clock import rfc3339
+from contentnode.core.traffic_top import client_view
+
+MAX = 1000
+FIELDS = ("time", "domain", "method", "path", "status", "bytes", "cache", "client", "referer", "country")
+
+
+class TrafficTail:
+    def __init__(self, clock: Callable[[], float]):
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._pending: deque = deque(maxlen=MAX)   # rows (FIELDS order) since the last report
+        self._kept: deque = deque(maxlen=MAX)      # (id, row)
+        self._next_id = 1
+
+    def record(self, row: list) -> None:
+        """One request as a list in FIELDS order, "time" left out (it is set here)."""
+        self._pending.append([round(self.clock(), 3), *row])   # deque.append is atomic
+
+    def take_pending(self) -> list:
+        with self._lock:
+            rows = list(self._pending)
+            self._pending.clear()
+        return rows
+
+    def merge_pending(self, rows) -> None:
+        with self._lock:
+            for row in rows[-MAX:]:
+                if isinstance(row, list) and len(row) == len(FIELDS):
+                    self._kept.append((self._next_id, row))
+                    self._next_id += 1
+
+    def entries(self, domain: str | None, status, after: int, client_mode: str) -> dict:
+        """{"requests": [...] oldest first, "next_after": the cursor for the next poll}.
+
+        `status` is None, a status code, or a class such as "4xx" given as its first digit string.
+        """
+        self.merge_pending(self.take_pending())
+        with self._lock:
+            kept = list(self._kept)
+            newest = self._next_id - 1
+        if after > newest:
+            after = 0
+        out = []
+        for entry_id, row in kept:
+            if entry_id <= after:
+                continue
+            entry = dict(zip(FIELDS, row))
+            if domain is not None and entry["domain"] != domain:
+                continue
+            if status is not None and not _status_matches(entry["status"], status):
+                continue
+            entry["time"] = rfc3339(entry["time"])
+            entry["client"] = client_view(entry["client"], client_mode)
+            out.append({"id": entry_id, **entry})
+        return {"requests": out, "next_after": newest}
+
+
+def _status_matches(code: int, wanted) -> bool:
+    return code == wanted if isinstance(wanted, int) else str(code)[0] == wanted
