@@ -289,7 +289,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
     delivery_api.register_metrics(app.metrics, app.delivery)
     # traffic insight: a worker only collects; the daemon merges, answers and saves (core/traffic_top.py)
     app.traffic_top = TrafficTop(None if worker_slot is not None else f"{config.data_dir}/traffic_top.json", clock.now)
-    app.traffic_tail = TrafficTail(clock.now)
+    app.traffic_tail = TrafficTail()
     app.notifier = notifications_api.build_notifier(app)
     app.update_check = UpdateCheck(app.store, clock, app.events, lambda: app.outbound, config.update_public_key)
     app.fleet = Fleet(store=app.store, data_dir=config.data_dir, clock=clock, poll_seconds=config.fleet_poll_seconds,

@@ -9,7 +9,6 @@ last id it saw) and gets only newer entries; an `after` beyond the newest id
 
 import threading
 from collections import deque
-from collections.abc import Callable
 
 from contentnode.clock import rfc3339
 from contentnode.core.traffic_top import client_view
@@ -19,22 +18,20 @@ FIELDS = ("time", "domain", "method", "path", "status", "bytes", "cache", "clien
 
 
 class TrafficTail:
-    def __init__(self, clock: Callable[[], float]):
-        self.clock = clock
+    def __init__(self):
         self._lock = threading.Lock()
         self._pending: deque = deque(maxlen=MAX)   # rows (FIELDS order) since the last report
         self._kept: deque = deque(maxlen=MAX)      # (id, row)
         self._next_id = 1
 
-    def record(self, row: list) -> None:
-        """One request as a list in FIELDS order, "time" left out (it is set here)."""
-        self._pending.append([round(self.clock(), 3), *row])   # deque.append is atomic
+    def record(self, row: tuple) -> None:
+        """One request as a tuple in FIELDS order."""
+        self._pending.append(row)   # deque.append is atomic: no lock on the request's path
 
     def take_pending(self) -> list:
-        with self._lock:
-            rows = list(self._pending)
-            self._pending.clear()
-        return rows
+        """The rows since the last take (popped one by one: a row appended meanwhile stays for the next)."""
+        pop = self._pending.popleft
+        return [list(pop()) for _ in range(len(self._pending))]
 
     def merge_pending(self, rows) -> None:
         with self._lock:

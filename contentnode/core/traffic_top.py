@@ -1,8 +1,10 @@
 """Traffic insight: the top paths, clients, referers, statuses, cache outcomes and countries per domain.
 
-Every public request adds to a bounded Summary (core/traffic_summary.py) per
-domain, minute and dimension. A public worker only collects what it counted
-since its last report (`take_pending`); the daemon adds the reports of every
+A public request only appends one tuple to a list (the request thread's cost
+must stay small: see bench/bench_traffic.py); the list is folded, counted by
+distinct tuple, into a bounded Summary (core/traffic_summary.py) per domain,
+minute and dimension when it is reported or reaches MAX_ROWS. A public worker
+only collects what it counted since its last report (`take_pending`); the daemon adds the reports of every
 process (`merge_pending`) into per-minute summaries (the last hour) and
 per-hour summaries (the last 7 days), so memory depends on the number of
 domains and the time kept, never on how many distinct paths or clients
@@ -15,6 +17,7 @@ import ipaddress
 import json
 import os
 import threading
+from collections import Counter, deque
 from collections.abc import Callable
 
 from contentnode.core.traffic_summary import Summary
@@ -24,6 +27,7 @@ DIMENSIONS = ("path", "client", "referer", "status", "cache", "country")
 RANGES = {"1h": (60, 60), "24h": (3600, 24), "7d": (3600, 168)}   # name: (summary step, summaries)
 KEEP = 32             # keys a minute's or an hour's summary keeps per dimension (it may grow to twice)
 PENDING_KEEP = 128    # keys per dimension a worker collects between two reports
+MAX_ROWS = 20_000     # requests appended before they are folded into the summaries
 MAX_DOMAINS = 50      # domains with summaries of their own; later ones are not summarised
 ANSWERED = 20         # keys a top answer lists
 MAX_PATH = 256        # characters of a path kept (the query string is never part of it)
@@ -72,6 +76,7 @@ class TrafficTop:
         self.path = path
         self.clock = clock
         self._lock = threading.Lock()
+        self._rows: deque = deque()               # (domain, minute, *keys, bytes) not yet folded
         self._pending: dict[tuple, list] = {}     # (domain, minute) -> summaries since the last report
         self._minutes: dict[tuple, list] = {}     # (domain, minute start) -> summaries
         self._hours: dict[tuple, list] = {}       # (domain, hour start) -> summaries
@@ -80,19 +85,30 @@ class TrafficTop:
         if path is not None:
             self._load()
 
-    def record(self, domain: str, keys: tuple, nbytes: int) -> None:
-        """Count one request of `domain`; `keys` holds its value per DIMENSIONS (None: not counted)."""
-        minute = int(self.clock()) // 60 * 60
+    def record(self, row: tuple) -> None:
+        """Count one request: (domain, minute start, *its value per DIMENSIONS (None: not counted), bytes).
+        No lock: deque.append is atomic, and the fold pops only what was appended before it began."""
+        rows = self._rows
+        rows.append(row)
+        if len(rows) >= MAX_ROWS:
+            self._fold_rows()
+
+    def _fold_rows(self) -> None:
+        """Add the appended requests to the pending summaries, once per distinct request tuple."""
+        pop = self._rows.popleft
         with self._lock:
-            summaries = self._pending.get((domain, minute))
-            if summaries is None:
-                summaries = self._pending[domain, minute] = _summaries(PENDING_KEEP)
-            for summary, key in zip(summaries, keys):
-                if key is not None:
-                    summary.add(key, 1, nbytes)
+            rows = [pop() for _ in range(len(self._rows))]
+            for (domain, minute, *keys, nbytes), times in Counter(rows).items():
+                summaries = self._pending.get((domain, minute))
+                if summaries is None:
+                    summaries = self._pending[domain, minute] = _summaries(PENDING_KEEP)
+                for summary, key in zip(summaries, keys):
+                    if key is not None:
+                        summary.add(key, times, times * nbytes)
 
     def take_pending(self) -> list:
         """[[domain, minute, [summary dump per dimension]], ...] since the last take, now forgotten here."""
+        self._fold_rows()
         with self._lock:
             pending, self._pending = self._pending, {}
         return [[domain, minute, [s.dump() for s in summaries]] for (domain, minute), summaries in pending.items()]

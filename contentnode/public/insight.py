@@ -14,10 +14,12 @@ DEFAULT_CLIENT_MODE = GENERAL_DEFAULTS["client_addresses"]
 
 
 def count(req, host: str, status: int, sent: int, cached: str | None) -> None:
+    """Runs on every content request: only tuples appended here, the counting comes later in bulk."""
     app = req.app
     client = client_view(req.client_ip, app.settings.get("client_addresses", DEFAULT_CLIENT_MODE))
     path = req.raw_path[:MAX_PATH]
     referer = referer_host(req.headers.get("Referer"))
     cache = cached or "none"
-    app.traffic_top.record(host, (path, client, referer, str(status), cache, req.country), sent)
-    app.traffic_tail.record([host, req.method, path, status, sent, cache, client, referer, req.country])
+    now = app.clock.now()
+    app.traffic_top.record((host, int(now) // 60 * 60, path, client, referer, str(status), cache, req.country, sent))
+    app.traffic_tail.record((int(now), host, req.method, path, status, sent, cache, client, referer, req.country))
