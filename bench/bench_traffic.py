@@ -1,9 +1,9 @@
 """The CPU cost of traffic insight's counting per request (issue 34: goal <= 5 % over the same hits without it).
 
-Two daemons serve the same 10 KB objects from their disk cache (a folder bucket, cache_ttl 3600):
-"counting" as shipped, and "without", the same daemon started with the counting call
-(contentnode.public.insight.count) replaced by a no-op before it serves, so everything else is
-equal. wrk (or the Python load generator) asks for --paths distinct objects in turn over
+Two daemons serve the same 10 KB objects from their disk cache (a folder bucket, cache_ttl 3600),
+both started the same way (`python -c` running the contentnode module): "counting" as shipped,
+and "without", with the counting call (contentnode.public.insight.count) replaced by a no-op
+before it serves, so everything else is equal. wrk (or the Python load generator) asks for --paths distinct objects in turn over
 --connections keep-alive connections; the runs alternate between the two daemons in --rounds
 slices (rotating order) so a burst of other work on the machine hits both alike. The figure is
 each daemon's user+system CPU time (/proc/PID/stat) over the requests it answered, and the
@@ -29,15 +29,19 @@ from common import Daemon, cpu_seconds, http_request, install_cleanup, load, loa
 GOAL = 1.05
 HOST = "bench.example.test"
 SIZE = 10 * 1024
-WITHOUT_COUNTING = ("import contentnode.public.insight as insight; insight.count = lambda *args: None; "
-                    "import runpy; runpy.run_module('contentnode', run_name='__main__')")
+RUN = "import runpy; runpy.run_module('contentnode', run_name='__main__')"
+NO_COUNTING = "import contentnode.public.insight as insight; insight.count = lambda *args: None; "
 
 
-class UncountedDaemon(Daemon):
-    """The same daemon with the counting call made a no-op (the --without side)."""
+class LaunchedDaemon(Daemon):
+    """The daemon started through `python -c` (both sides alike: only the counting differs)."""
+
+    def __init__(self, workdir: str, counting: bool):
+        super().__init__(workdir)
+        self.prelude = "" if counting else NO_COUNTING
 
     def _cmd(self, admin_port: int, public_port: int) -> list:
-        return [sys.executable, "-c", WITHOUT_COUNTING, *super()._cmd(admin_port, public_port)[3:]]
+        return [sys.executable, "-c", self.prelude + RUN, *super()._cmd(admin_port, public_port)[3:]]
 
 
 def api(daemon, method, path, obj=None):
@@ -83,7 +87,7 @@ def main() -> int:
     install_cleanup()
     load_before = loadavg()
     work = temp_dir()
-    daemons = {"counting": Daemon(os.path.join(work, "counting")), "without": UncountedDaemon(os.path.join(work, "without"))}
+    daemons = {name: LaunchedDaemon(os.path.join(work, name), name == "counting") for name in ("counting", "without")}
     for daemon in daemons.values():
         os.makedirs(daemon.workdir)
         daemon.start()

@@ -34,6 +34,7 @@ from contentnode.core.metrics import NodeMetrics
 from contentnode.core.http_pool import OriginPools
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.notify import Notifier
+from contentnode.core.settings import effective as effective_settings
 from contentnode.core.static_files import load_panel_files
 from contentnode.core.traffic import COUNTERS
 from contentnode.core.traffic_tail import TrafficTail
@@ -288,8 +289,10 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
                             origin_pools=app.origin_pools, own_ports=lambda: app.own_ports)
     delivery_api.register_metrics(app.metrics, app.delivery)
     # traffic insight: a worker only collects; the daemon merges, answers and saves (core/traffic_top.py)
-    app.traffic_top = TrafficTop(None if worker_slot is not None else f"{config.data_dir}/traffic_top.json", clock.now)
-    app.traffic_tail = TrafficTail()
+    client_mode = lambda: effective_settings(app.store.data)["client_addresses"]  # noqa: E731
+    app.traffic_top = TrafficTop(None if worker_slot is not None else f"{config.data_dir}/traffic_top.json", clock.now,
+                                 client_mode)
+    app.traffic_tail = TrafficTail(client_mode)
     app.notifier = notifications_api.build_notifier(app)
     app.update_check = UpdateCheck(app.store, clock, app.events, lambda: app.outbound, config.update_public_key)
     app.fleet = Fleet(store=app.store, data_dir=config.data_dir, clock=clock, poll_seconds=config.fleet_poll_seconds,

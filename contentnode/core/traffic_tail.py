@@ -11,27 +11,32 @@ import threading
 from collections import deque
 
 from contentnode.clock import rfc3339
-from contentnode.core.traffic_top import client_view
+from collections.abc import Callable
+
+from contentnode.core.traffic_top import client_view, shaped
 
 MAX = 1000
 FIELDS = ("time", "domain", "method", "path", "status", "bytes", "cache", "client", "referer", "country")
 
 
 class TrafficTail:
-    def __init__(self):
+    def __init__(self, client_mode: Callable[[], str]):
+        self.client_mode = client_mode   # the client_addresses setting as it is now
         self._lock = threading.Lock()
         self._pending: deque = deque(maxlen=MAX)   # rows (FIELDS order) since the last report
         self._kept: deque = deque(maxlen=MAX)      # (id, row)
         self._next_id = 1
 
     def record(self, row: tuple) -> None:
-        """One request as a tuple in FIELDS order."""
+        """One request as a raw row (core/traffic_top.py shaped()), in FIELDS order."""
         self._pending.append(row)   # deque.append is atomic: no lock on the request's path
 
     def take_pending(self) -> list:
-        """The rows since the last take (popped one by one: a row appended meanwhile stays for the next)."""
+        """The rows since the last take, shaped (popped one by one: a row appended meanwhile stays
+        for the next take)."""
         pop = self._pending.popleft
-        return [list(pop()) for _ in range(len(self._pending))]
+        mode = self.client_mode()
+        return [list(shaped(pop(), mode)) for _ in range(len(self._pending))]
 
     def merge_pending(self, rows) -> None:
         with self._lock:

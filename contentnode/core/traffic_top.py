@@ -1,8 +1,8 @@
 """Traffic insight: the top paths, clients, referers, statuses, cache outcomes and countries per domain.
 
-A public request only appends one tuple to a list (the request thread's cost
-must stay small: see bench/bench_traffic.py); the list is folded, counted by
-distinct tuple, into a bounded Summary (core/traffic_summary.py) per domain,
+A public request only appends its raw tuple to a queue (the request thread's
+cost must stay small: see bench/bench_traffic.py); the queue is folded,
+counted by distinct tuple and each made what may be kept (shaped()), into a bounded Summary (core/traffic_summary.py) per domain,
 minute and dimension when it is reported or reaches MAX_ROWS. A public worker
 only collects what it counted since its last report (`take_pending`); the daemon adds the reports of every
 process (`merge_pending`) into per-minute summaries (the last hour) and
@@ -65,6 +65,17 @@ def referer_host(value: str | None) -> str:
     return host.lower()[:MAX_REFERER]
 
 
+def shaped(row: tuple, client_mode: str) -> tuple:
+    """A raw row as the request path appends it, (second, domain, method, path as sent, status,
+    bytes, cache outcome or None, client address, Referer header or None, country or None),
+    made what is kept and shown: the path without its query string (the request path hands it
+    without) cut at MAX_PATH, the cache outcome "none" for neither, the client as the setting
+    allows, the referer as its host name."""
+    second, domain, method, path, status, nbytes, cache, client, referer, country = row
+    return (second, domain, method, path[:MAX_PATH], status, nbytes, cache or "none",
+            client_view(client, client_mode), referer_host(referer), country)
+
+
 def _summaries(keep: int) -> list:
     return [Summary(keep) for _ in DIMENSIONS]
 
@@ -72,9 +83,10 @@ def _summaries(keep: int) -> list:
 class TrafficTop:
     """Thread-safe summaries; `path` None for a public worker (it keeps nothing, saves nothing)."""
 
-    def __init__(self, path: str | None, clock: Callable[[], float]):
+    def __init__(self, path: str | None, clock: Callable[[], float], client_mode: Callable[[], str]):
         self.path = path
         self.clock = clock
+        self.client_mode = client_mode   # the client_addresses setting as it is now
         self._lock = threading.Lock()
         self._rows: deque = deque()               # (domain, minute, *keys, bytes) not yet folded
         self._pending: dict[tuple, list] = {}     # (domain, minute) -> summaries since the last report
@@ -86,7 +98,7 @@ class TrafficTop:
             self._load()
 
     def record(self, row: tuple) -> None:
-        """Count one request: (domain, minute start, *its value per DIMENSIONS (None: not counted), bytes).
+        """Count one request, a raw row (see shaped()): its values are made what is kept at the fold.
         No lock: deque.append is atomic, and the fold pops only what was appended before it began."""
         rows = self._rows
         rows.append(row)
@@ -94,15 +106,18 @@ class TrafficTop:
             self._fold_rows()
 
     def _fold_rows(self) -> None:
-        """Add the appended requests to the pending summaries, once per distinct request tuple."""
+        """Add the appended requests to the pending summaries, once per distinct raw row."""
         pop = self._rows.popleft
+        mode = self.client_mode()
         with self._lock:
             rows = [pop() for _ in range(len(self._rows))]
-            for (domain, minute, *keys, nbytes), times in Counter(rows).items():
+            for row, times in Counter(rows).items():
+                second, domain, _, path, status, nbytes, cache, client, referer, country = shaped(row, mode)
+                minute = second // 60 * 60
                 summaries = self._pending.get((domain, minute))
                 if summaries is None:
                     summaries = self._pending[domain, minute] = _summaries(PENDING_KEEP)
-                for summary, key in zip(summaries, keys):
+                for summary, key in zip(summaries, (path, client, referer, str(status), cache, country)):
                     if key is not None:
                         summary.add(key, times, times * nbytes)
 
