@@ -8,7 +8,6 @@ public/insight.py); these handlers check the parameters and apply the
 import re
 
 from contentnode.core import fields as v
-from contentnode.core.settings import effective
 from contentnode.core.text import whole_number
 from contentnode.core.traffic_top import DIMENSIONS, RANGES
 from contentnode.http.errors import invalid
@@ -16,10 +15,6 @@ from contentnode.http.router import Route
 from contentnode.http.schema import BOOLEAN, STRING, answer, array, integer, nullable, one_of
 
 _STATUS = re.compile(r"[1-5](?:[0-9]{2}|xx)")
-
-
-def _client_mode(req) -> str:
-    return effective(req.app.store.data)["client_addresses"]
 
 
 def _domain(req, required: bool):
@@ -36,7 +31,7 @@ def top(req):
     by = req.query.get("by", "path")
     if by not in DIMENSIONS:
         raise invalid(f"by must be one of {', '.join(DIMENSIONS)}", "by")
-    return req.app.traffic_top.top(_domain(req, True), range_name, by, _client_mode(req))
+    return req.app.traffic_top.top(_domain(req, True), range_name, by, req.app.traffic_top.client_mode())
 
 
 def tail(req):
@@ -49,7 +44,7 @@ def tail(req):
     cursor = whole_number(after)
     if cursor is None:
         raise invalid("after must be the next_after of an earlier answer (a whole number)", "after")
-    return req.app.traffic_tail.entries(_domain(req, False), status, cursor, _client_mode(req))
+    return req.app.traffic_tail.entries(_domain(req, False), status, cursor, req.app.traffic_top.client_mode())
 
 
 _COUNT = {"type": "integer", "minimum": 0}
