@@ -35,8 +35,11 @@ from contentnode.core.metrics import NodeMetrics
 from contentnode.core.http_pool import OriginPools
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.notify import Notifier
+from contentnode.core.settings import effective as effective_settings
 from contentnode.core.static_files import load_panel_files
 from contentnode.core.traffic import COUNTERS
+from contentnode.core.traffic_tail import TrafficTail
+from contentnode.core.traffic_top import TrafficTop
 from contentnode.core.verify import new_secret
 from contentnode.fleet import alerts as fleet_alerts
 from contentnode.fleet import issuer as fleet_issuer
@@ -87,6 +90,8 @@ class App:
     public_dispatcher: PublicDispatcher
     tls: TlsRuntime
     delivery: Delivery
+    traffic_top: TrafficTop  # top paths, clients... per domain and minute/hour (core/traffic_top.py)
+    traffic_tail: TrafficTail  # the most recent public requests (core/traffic_tail.py)
     origin_pools: OriginPools  # kept-alive connections to the http buckets' origins (core/http_pool.py)
     folder_roots: FolderRoots  # where folder buckets may serve from (start-up value folder_roots)
     countries: Countries  # the country database (start-up value geoip_db), opened once per process
@@ -286,6 +291,11 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
                             worker_slot=worker_slot, folder_roots=app.folder_roots, outbound=lambda: app.outbound,
                             origin_pools=app.origin_pools, own_ports=lambda: app.own_ports)
     delivery_api.register_metrics(app.metrics, app.delivery)
+    # traffic insight: a worker only collects; the daemon merges, answers and saves (core/traffic_top.py)
+    client_mode = lambda: effective_settings(app.store.data)["client_addresses"]  # noqa: E731
+    app.traffic_top = TrafficTop(None if worker_slot is not None else f"{config.data_dir}/traffic_top.json", clock.now,
+                                 client_mode)
+    app.traffic_tail = TrafficTail(client_mode)
     app.notifier = notifications_api.build_notifier(app)
     app.update_check = UpdateCheck(app.store, clock, app.events, lambda: app.outbound, config.update_public_key)
     app.fleet = Fleet(store=app.store, data_dir=config.data_dir, clock=clock, poll_seconds=config.fleet_poll_seconds,
@@ -311,6 +321,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
         Every("sessions-flush", SESSION_FLUSH_SECONDS, app.sessions.flush, at_stop=app.sessions.flush),
         Every("sessions-prune", SESSION_PRUNE_SECONDS, app.sessions.prune),
         app.delivery.flush_job(),
+        Every("traffic-top-save", config.traffic_save_seconds, app.traffic_top.save, at_stop=app.traffic_top.save),
         app.notifier,
         app.update_check,
         app.certificates.renewal(app.events, app.audit),

@@ -216,6 +216,8 @@ OPTIONS = (
            "(a run starts at most this long after its time)"),
     Option("geoip_db", _optional_path, "", "a country MMDB file (GeoLite2-Country, DB-IP lite) for the rules' "
            "access.countries, read with the geoip extra (maxminddb); empty: no country lists (docs/API.md, Edge controls)"),
+    Option("traffic_save_seconds", _seconds, 3600.0, "seconds between saves of the traffic top summaries "
+           "(and at a clean stop); see docs/API.md, Traffic insight"),
     Option("dns_resolver", _dns_server, "", "DNS server (ip or ip:port) for every outbound request; empty: the system resolver"),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}

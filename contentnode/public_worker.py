@@ -93,11 +93,17 @@ def _watch_lifeline(lifeline, stop: threading.Event, hurry: threading.Event) -> 
 
 
 def _send_counts(app, counts) -> None:
+    """The counters and the tail in one line; each domain's and minute's top summaries in a line of
+    their own (a line stays far below MAX_COUNTS_LINE whatever the number of domains)."""
     traffic = app.delivery.traffic.take_pending()
     requests = app.metrics.take_requests()
-    if traffic or requests["requests"]:
-        counts.write(json.dumps({"traffic": traffic, "requests": requests}).encode() + b"\n")
-        counts.flush()
+    tail = app.traffic_tail.take_pending()
+    top = app.traffic_top.take_pending()
+    if traffic or requests["requests"] or tail:
+        counts.write(json.dumps({"traffic": traffic, "requests": requests, "tail": tail}).encode() + b"\n")
+    for row in top:
+        counts.write(json.dumps({"top": [row]}).encode() + b"\n")
+    counts.flush()
 
 
 def main() -> None:

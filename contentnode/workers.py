@@ -15,9 +15,10 @@ descriptors and its configuration as JSON on stdin, builds the same App
   ledger (core/cache_ledger.py): one budget, purges reach every worker's
   memory, one origin GET per key across processes;
 - counters: every COUNTS_EVERY it sends what it counted (traffic rows, request
-  counts and latencies) up the pipe as one JSON line, and once more when it
-  stops; the daemon adds them to its own, so /api/traffic and /metrics sum
-  over every process.
+  counts and latencies, the tail's new entries; the top summaries in lines of
+  their own) up the pipe as JSON lines, and once more when it stops; the
+  daemon adds them to its own, so /api/traffic, /api/traffic/top and /tail
+  and /metrics sum over every process.
 
 A worker that dies is logged and started again (its cache temp files dropped
 and the cache's books recounted first; one that dies within a second of starting is started
@@ -140,8 +141,12 @@ class PublicWorkers:
             for line in iter(lambda: counts.readline(MAX_COUNTS_LINE), b""):
                 try:
                     message = json.loads(line)
+                    if "top" in message:
+                        self.app.traffic_top.merge_pending(message["top"])
+                        continue
                     delivery.traffic.merge_pending(message["traffic"])
                     metrics.merge_requests(message["requests"])
+                    self.app.traffic_tail.merge_pending(message.get("tail", []))
                 except Exception:  # this reader must live on: a full pipe would stall the worker
                     log.exception("ignored a counts line from a public worker")
 

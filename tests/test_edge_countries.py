@@ -120,6 +120,12 @@ def test_country_lists_are_checked_at_save_and_through_config_apply(tmp_path, or
         assert fetch_from("127.0.0.2", node.public_port, "/f-domain")[0] == 403
         assert fetch_from("127.0.0.4", node.public_port, "/f-domain")[0] == 200
         assert [s.path for s in origin.seen if s.path == "/f-domain"] == ["/f-domain"]
+        # traffic insight counts each request under its client's country
+        def by_country():
+            top = admin.get(f"/api/traffic/top?domain={HOST}&by=country").json["top"]
+            return {row["value"]: row["requests"] for row in top}
+        assert wait_until(lambda: by_country().get("US") == 1 and by_country().get("DE") == 1, 20), by_country()
+        assert by_country().get("FR", 0) >= 1 and None not in by_country()
     finally:
         node.close()
 

@@ -47,6 +47,9 @@ def test_primary_mints_a_code_shown_once_and_lists_the_replica(browser, fleet):
     wait_for(lambda: fleet.admin.get("/api/fleet").json["nodes"], 10, what="the replica listed")
     page = open_fleet_page(browser, fleet.primary)
     expect(page.get_by_role("table", name="Fleet nodes").get_by_text(replica_id)).to_be_visible()
+    listed = next(n for n in fleet.admin.get("/api/fleet").json["nodes"] if n["node_id"] == replica_id)
+    row = page.get_by_role("table", name="Fleet nodes").get_by_role("row").filter(has_text=replica_id)
+    expect(row).to_contain_text(f"{listed['traffic']['requests']:,} requests")   # the node's traffic totals
     page.get_by_role("button", name="Mint join code").click()
     code = page.get_by_test_id("shown-once")
     expect(code).to_contain_text("cnj_")

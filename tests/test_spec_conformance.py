@@ -26,6 +26,8 @@ SPEC_ROWS = [
     ("POST", "/api/logout", PUBLIC),
     ("GET", "/api/panel", LOGIN),
     ("GET", "/api/metrics", "metrics:read"),
+    ("GET", "/api/traffic/top", "metrics:read"),
+    ("GET", "/api/traffic/tail", "metrics:read"),
     ("PUT", "/api/settings", "settings:write"),
     ("PUT", "/api/https", "settings:write"),
     ("PUT", "/api/admin-host", "settings:write"),

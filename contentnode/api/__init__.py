@@ -15,7 +15,7 @@ from contentnode.auth.sessions import COOKIE
 from contentnode.http import openapi
 from contentnode.api import (audit, backup, backup_schedule, buckets, cache, certs, config, delivery, domains, fleet,
                              fleet_keys, https, links, login, me, my_sessions, notifications, panel, panel_assets,
-                             passkeys, policy, rules, settings, system, tokens, twofactor, updates, users)
+                             passkeys, policy, rules, settings, system, tokens, traffic, twofactor, updates, users)
 
 MODULES = [
     system,
@@ -42,6 +42,7 @@ MODULES = [
     certs,
     https,
     delivery,
+    traffic,
     cache,
     fleet,
     fleet_keys,

@@ -88,7 +88,7 @@ SETTINGS_BODY = obj({
     "public_port": nullable(integer(1, 65535)), "acme_directory": _URL, "acme_email": nullable(text(254)),
     "cache_max_bytes": integer(0, st.MAX_CACHE_BYTES), "allow_private_outbound": BOOLEAN,
     "trusted_proxies": array({"type": "string"}, st.MAX_CIDRS), "link_grace_seconds": integer(0, st.MAX_GRACE),
-    "log_level": one_of(*st.LOG_LEVELS),
+    "log_level": one_of(*st.LOG_LEVELS), "client_addresses": one_of(*st.CLIENT_ADDRESSES),
     **{key: refused(f"is changed with PUT /api/{key.replace('_', '-')}") for key in st.DEFAULTS
        if key not in st.GENERAL_DEFAULTS}}, description="a partial update: the settings given change")
 UPDATES = answer({"channel": one_of(*st.UPDATE_CHANNELS), "auto_check": BOOLEAN, "url": nullable(STRING)})
@@ -97,7 +97,8 @@ SETTINGS = answer({
     "public_port": nullable(integer(1, 65535)), "acme_directory": STRING, "acme_email": nullable(STRING),
     "cache_max_bytes": integer(0, st.MAX_CACHE_BYTES), "allow_private_outbound": BOOLEAN,
     "trusted_proxies": array(STRING), "link_grace_seconds": integer(0, st.MAX_GRACE),
-    "log_level": one_of(*st.LOG_LEVELS), "admin_host": nullable(STRING), "admin_allow": array(STRING),
+    "log_level": one_of(*st.LOG_LEVELS), "client_addresses": one_of(*st.CLIENT_ADDRESSES),
+    "admin_host": nullable(STRING), "admin_allow": array(STRING),
     "updates": UPDATES})
 ADMIN_HOST_BODY = obj({"host": nullable(text(253))}, required=["host"], description="null: no admin host")
 ADMIN_ALLOW_BODY = obj({"cidrs": array({"type": "string"}, st.MAX_CIDRS), "confirm": BOOLEAN},

@@ -15,6 +15,7 @@ from contentnode.core.text import one_line
 LETS_ENCRYPT_DIRECTORY = "https://acme-v02.api.letsencrypt.org/directory"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 UPDATE_CHANNELS = ("stable", "beta")
+CLIENT_ADDRESSES = ("full", "truncated", "off")   # how traffic insight keeps client addresses
 
 # Keys changed through PUT /api/settings.
 GENERAL_DEFAULTS: dict[str, object] = {
@@ -29,6 +30,7 @@ GENERAL_DEFAULTS: dict[str, object] = {
     "trusted_proxies": [],
     "link_grace_seconds": 86400,
     "log_level": "info",
+    "client_addresses": "truncated",   # in the traffic top and tail: IPv4 by /24, IPv6 by /48
 }
 
 # The settings a fleet's primary decides for every node (docs/API.md, Fleet); the rest are
@@ -221,6 +223,7 @@ _CHECKS = {
     "trusted_proxies": cidr_list,
     "link_grace_seconds": lambda f, v: _int(f, v, 0, MAX_GRACE),
     "log_level": lambda f, v: _choice(f, v, LOG_LEVELS),
+    "client_addresses": lambda f, v: _choice(f, v, CLIENT_ADDRESSES),
 }
 
 

@@ -14,6 +14,7 @@ const I = {
   '/buckets': ['M4 6c0-1.7 3.6-3 8-3s8 1.3 8 3-3.6 3-8 3-8-1.3-8-3z', 'M4 6l2 13c.3 1.2 3 2 6 2s5.7-.8 6-2l2-13'],
   '/rules': ['M6 3v12M6 21a3 3 0 1 0 0-6 3 3 0 0 0 0 6zM18 9a3 3 0 1 0 0-6 3 3 0 0 0 0 6zM18 9c0 6-12 3-12 9'],
   '/links': ['M10 14a4 4 0 0 0 5.7 0l3-3a4 4 0 0 0-5.7-5.7l-1 1', 'M14 10a4 4 0 0 0-5.7 0l-3 3a4 4 0 0 0 5.7 5.7l1-1'],
+  '/traffic': ['M3 20h18', 'M6 16V11M11 16V5M16 16v-7M21 16v-3'],
   '/cache': ['M3 7l9-4 9 4-9 4-9-4z', 'M3 12l9 4 9-4M3 17l9 4 9-4'],
   '/troubleshoot': ['M11 4a7 7 0 1 0 0 14 7 7 0 0 0 0-14zM21 21l-5-5'],
   '/users': ['M9 11a4 4 0 1 0 0-8 4 4 0 0 0 0 8zM2 21c0-4 3-6 7-6s7 2 7 6', 'M16 3.5a4 4 0 0 1 0 7.5M22 21c0-3-1.7-5-4-5.7'],
@@ -126,7 +127,7 @@ export async function showPage({ root, where, route, pages, state, refreshSessio
     const [mod, fleet] = await Promise.all([route.load(), fleetRole(state)]);
     if (stale()) return;
     const box = h('div', { class: 'page' });
-    await mod.render({ main: box, query: where.query, params: route.params, session: s, user: s.user, refreshSession, go, state, rerender });
+    await mod.render({ main: box, query: where.query, params: route.params, session: s, user: s.user, refreshSession, go, state, rerender, stale });
     if (stale()) return;
     if (fleet?.role === 'replica' && SHARED_PAGES.some((p) => where.path === p || where.path.startsWith(`${p}/`))) {
       box.prepend(callout('info', h('p', { 'data-testid': 'replica-banner' }, 'This node is a fleet replica: domains, buckets, rules, link keys and shared settings are edited on the primary, ',

@@ -20,6 +20,16 @@ export function card(title, { description, actions, cls, id } = {}, ...content) 
     ...content);
 }
 
+/** A segmented choice (1h / 24h / 7d...): options [[value, text]], onPick(value) on a click. */
+export function seg(label, options, current, onPick) {
+  const buttons = options.map(([v, text]) => h('button', { type: 'button', 'aria-pressed': String(v === current) }, text));
+  buttons.forEach((b, i) => b.addEventListener('click', () => {
+    buttons.forEach((o) => o.setAttribute('aria-pressed', String(o === b)));
+    onPick(options[i][0]);
+  }));
+  return h('div', { class: 'seg', role: 'group', 'aria-label': label }, ...buttons);
+}
+
 /** One figure of a row of `.stats`: its label, the value, an optional note under it. */
 export function stat(label, value, note) {
   return h('div', { class: 'stat' }, h('p', { class: 'stat-label' }, label), h('p', { class: 'stat-value' }, value), note ? h('p', { class: 'stat-note' }, note) : null);

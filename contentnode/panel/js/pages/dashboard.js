@@ -6,7 +6,7 @@ import { h, mount } from '../dom.js';
 import { canShared } from '../scopes.js';
 import { lineChart } from '../chart.js';
 import { bytes, compact, count, daysUntil, ago } from '../format.js';
-import { pageHeader, card, badge, loading, errorBox, callout, stat } from '../ui.js';
+import { pageHeader, card, badge, loading, errorBox, callout, stat, seg } from '../ui.js';
 
 const METRICS = {
   requests: { label: 'Requests', fmt: compact, series: [
@@ -17,15 +17,6 @@ const METRICS = {
     { label: '5xx', value: (p) => p.errors_5xx },
     { label: '4xx', value: (p) => p.errors_4xx }] },
 };
-
-function seg(label, options, current, onPick) {
-  const buttons = options.map(([v, text]) => h('button', { type: 'button', 'aria-pressed': String(v === current) }, text));
-  buttons.forEach((b, i) => b.addEventListener('click', () => {
-    buttons.forEach((o) => o.setAttribute('aria-pressed', String(o === b)));
-    onPick(options[i][0]);
-  }));
-  return h('div', { class: 'seg', role: 'group', 'aria-label': label }, ...buttons);
-}
 
 function stats(m) {
   const t = m.last_24h;

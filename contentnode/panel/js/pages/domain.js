@@ -179,7 +179,8 @@ export async function render(ctx) {
   drawCert();
   mount(ctx.main,
     h('div', {}, h('a', { href: '#/domains', class: 'crumb' }, '← Domains'),
-      pageHeader(d.display || d.host, d.display && d.display !== d.host ? d.host : `Added ${when(d.created_at)}`, deleteBtn)),
+      pageHeader(d.display || d.host, d.display && d.display !== d.host ? d.host : `Added ${when(d.created_at)}`,
+        can('metrics:read') ? h('a', { href: `#/domains/${enc(host)}/traffic`, class: 'btn btn-secondary' }, 'Traffic') : null, deleteBtn)),
     h('div', { class: 'grid-2' },
       card('Verification', { description: 'Does this name reach this node?', actions: [statusSlot, checkBtn] }, checkOut),
       card('Certificate', { description: 'Used by the HTTPS listener for this name.' }, certBox)),

@@ -8,7 +8,7 @@ import { h, mount } from '../dom.js';
 import { field, checkbox, form, button, onSubmit, actions } from '../forms.js';
 import { confirm } from '../dialog.js';
 import { toast } from '../toast.js';
-import { when, ago } from '../format.js';
+import { when, ago, bytes, count } from '../format.js';
 import { pageHeader, card, table, badge, copyButton, callout, facts } from '../ui.js';
 import { issuerCard, promoteCard, rotateButton, nodeAlerts } from './fleet_keys.js';
 
@@ -130,6 +130,14 @@ function primaryName(p) {
   return p.name ? `${p.name}${p.address ? ` at ${p.address}` : ''} (node ${p.node_id})` : `node ${p.node_id}`;
 }
 
+/** A node's public traffic since it started (its status's counters): requests, bytes, cache hits. */
+function trafficCell(t) {
+  if (!t || t.requests === undefined) return '—';
+  const served = (t.cache_hits || 0) + (t.cache_misses || 0);
+  return h('div', {}, `${count(t.requests)} requests`, h('p', { class: 'cell-sub' },
+    `${bytes(t.bytes_out || 0)} sent${served ? ` · ${Math.round((100 * t.cache_hits) / served)}% cache hits` : ''}`));
+}
+
 function nodesCard(nodes) {
   return card('Nodes', { description: 'Each node\'s last status in the bucket (read every third poll, every poll while a join code is unused and valid).' }, table([
     { label: 'Node', cell: (n) => h('div', {}, h('code', {}, n.node_id), h('p', { class: 'cell-sub' }, n.name || '')) },
@@ -137,6 +145,7 @@ function nodesCard(nodes) {
     { label: 'Version', cell: (n) => h('span', {}, n.version || '—', ' ', n.version_skew ? badge('other version', 'warn') : null) },
     { label: 'Seq', cell: (n) => (n.seq ?? '—') },
     { label: 'Lag', cell: (n) => lagCell(n) },
+    { label: 'Traffic', cell: (n) => trafficCell(n.traffic) },
     { label: 'Last error', cell: (n) => errorCell(n) },
     { label: 'Last seen', cell: (n) => h('span', {}, n.seen_at ? ago(n.seen_at) : '—', ' ', n.unseen ? badge('not seen', 'bad') : null) },
   ], nodes, { empty: 'No other node yet: mint a join code.', caption: 'Fleet nodes' }));

@@ -1,0 +1,237 @@
+"""Traffic insight: the top paths, clients, referers, statuses, cache outcomes and countries per domain.
+
+A public request only appends its raw tuple to a queue (the request thread's
+cost must stay small: see bench/bench_traffic.py); the queue is folded,
+counted by distinct tuple and each made what may be kept (shaped()), into a bounded Summary (core/traffic_summary.py) per domain,
+minute and dimension when it is reported or reaches MAX_ROWS. A public worker
+only collects what it counted since its last report (`take_pending`); the daemon adds the reports of every
+process (`merge_pending`) into per-minute summaries (the last hour) and
+per-hour summaries (the last 7 days), so memory depends on the number of
+domains and the time kept, never on how many distinct paths or clients
+arrive. The daemon saves the summaries to <data_dir>/traffic_top.json every
+`traffic_save_seconds` (an hour unless the start-up value says otherwise) and
+at a clean stop, so a restart keeps the 24 h and 7 d views.
+"""
+
+import ipaddress
+import json
+import os
+import threading
+from collections import Counter, deque
+from collections.abc import Callable
+
+from contentnode.core.traffic_summary import Summary
+from contentnode.fileio import atomic_write
+
+DIMENSIONS = ("path", "client", "referer", "status", "cache", "country")
+RANGES = {"1h": (60, 60), "24h": (3600, 24), "7d": (3600, 168)}   # name: (summary step, summaries)
+KEEP = 32             # keys a minute's or an hour's summary keeps per dimension (it may grow to twice)
+PENDING_KEEP = 128    # keys per dimension a worker collects between two reports
+MAX_ROWS = 20_000     # requests appended before they are folded into the summaries
+MAX_DOMAINS = 50      # domains with summaries of their own; later ones are not summarised
+ANSWERED = 20         # keys a top answer lists
+MAX_PATH = 256        # characters of a path kept (the query string is never part of it)
+MAX_REFERER = 253     # a referer is kept as its host name only
+FORMAT_VERSION = 1
+
+
+def client_view(address: str | None, mode: str) -> str | None:
+    """A client address as the `client_addresses` setting lets it be kept and shown:
+    whole, truncated (IPv4 to its /24, IPv6 to its /48) or not at all."""
+    if not address or mode == "off":
+        return None
+    if mode == "full" or "/" in address:
+        return address
+    if "." in address and ":" not in address:
+        return address.rsplit(".", 1)[0] + ".0/24"
+    try:
+        return str(ipaddress.ip_network(f"{address}/48", strict=False))
+    except ValueError:
+        return None
+
+
+def referer_host(value: str | None) -> str:
+    """The host name of a Referer header, "" when there is none (or nothing like a URL)."""
+    if not value:
+        return ""
+    _, sep, rest = value.partition("://")
+    if not sep:
+        return ""
+    host = rest.split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]
+    if host.startswith("["):
+        host = host.split("]", 1)[0] + "]"
+    else:
+        host = host.split(":", 1)[0]
+    return host.lower()[:MAX_REFERER]
+
+
+def shaped(row: tuple, client_mode: str) -> tuple:
+    """A raw row as the request path appends it, (second, domain, method, path as sent, status,
+    bytes, cache outcome or None, client address, Referer header or None, country or None),
+    made what is kept and shown: the path without its query string (the request path hands it
+    without) cut at MAX_PATH, the cache outcome "none" for neither, the client as the setting
+    allows, the referer as its host name."""
+    second, domain, method, path, status, nbytes, cache, client, referer, country = row
+    return (second, domain, method, path[:MAX_PATH], status, nbytes, cache or "none",
+            client_view(client, client_mode), referer_host(referer), country)
+
+
+def _summaries(keep: int) -> list:
+    return [Summary(keep) for _ in DIMENSIONS]
+
+
+class TrafficTop:
+    """Thread-safe summaries; `path` None for a public worker (it keeps nothing, saves nothing)."""
+
+    def __init__(self, path: str | None, clock: Callable[[], float], client_mode: Callable[[], str]):
+        self.path = path
+        self.clock = clock
+        self.client_mode = client_mode   # the client_addresses setting as it is now
+        self._lock = threading.Lock()
+        self._rows: deque = deque()               # (domain, minute, *keys, bytes) not yet folded
+        self._pending: dict[tuple, list] = {}     # (domain, minute) -> summaries since the last report
+        self._minutes: dict[tuple, list] = {}     # (domain, minute start) -> summaries
+        self._hours: dict[tuple, list] = {}       # (domain, hour start) -> summaries
+        self._domains: set = set()
+        self._dirty = False
+        if path is not None:
+            self._load()
+
+    def record(self, row: tuple) -> None:
+        """Count one request, a raw row (see shaped()): its values are made what is kept at the fold.
+        No lock: deque.append is atomic, and the fold pops only what was appended before it began."""
+        rows = self._rows
+        rows.append(row)
+        if len(rows) >= MAX_ROWS:
+            self._fold_rows()
+
+    def _fold_rows(self) -> None:
+        """Add the appended requests to the pending summaries, once per distinct raw row."""
+        pop = self._rows.popleft
+        mode = self.client_mode()
+        with self._lock:
+            rows = [pop() for _ in range(len(self._rows))]
+            for row, times in Counter(rows).items():
+                second, domain, _, path, status, nbytes, cache, client, referer, country = shaped(row, mode)
+                minute = second // 60 * 60
+                summaries = self._pending.get((domain, minute))
+                if summaries is None:
+                    summaries = self._pending[domain, minute] = _summaries(PENDING_KEEP)
+                for summary, key in zip(summaries, (path, client, referer, str(status), cache, country)):
+                    if key is not None:
+                        summary.add(key, times, times * nbytes)
+
+    def take_pending(self) -> list:
+        """[[domain, minute, [summary dump per dimension]], ...] since the last take, now forgotten here."""
+        self._fold_rows()
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        return [[domain, minute, [s.dump() for s in summaries]] for (domain, minute), summaries in pending.items()]
+
+    def merge_pending(self, rows) -> None:
+        """Add a process's report into the minute and hour summaries (the daemon's side)."""
+        for domain, minute, dumps in rows:
+            if not isinstance(domain, str) or len(dumps) != len(DIMENSIONS):
+                continue
+            loaded = [Summary.load(PENDING_KEEP, dump) for dump in dumps]
+            minute = int(minute)
+            with self._lock:
+                if domain not in self._domains:
+                    if len(self._domains) >= MAX_DOMAINS:
+                        continue
+                    self._domains.add(domain)
+                for table, start in ((self._minutes, minute), (self._hours, minute - minute % 3600)):
+                    summaries = table.get((domain, start))
+                    if summaries is None:
+                        summaries = table[domain, start] = _summaries(KEEP)
+                        self._prune()
+                    for summary, other in zip(summaries, loaded):
+                        summary.merge(other)
+                self._dirty = True
+
+    def fold_own(self) -> None:
+        """The daemon's own counts (when it serves the public port itself) join the merged ones."""
+        self.merge_pending(self.take_pending())
+
+    def _prune(self) -> None:
+        """Forget minutes older than an hour and hours older than 7 days (lock held)."""
+        now = int(self.clock())
+        for table, (step, count) in ((self._minutes, RANGES["1h"]), (self._hours, RANGES["7d"])):
+            oldest = now - now % step - (count - 1) * step
+            for key in [key for key in table if key[1] < oldest]:
+                del table[key]
+        live = {domain for domain, _ in self._hours} | {domain for domain, _ in self._minutes}
+        self._domains &= live
+
+    def top(self, domain: str, range_name: str, dimension: str, client_mode: str) -> dict:
+        """The ANSWERED most seen values of a dimension over a range; KeyError for an unknown one."""
+        step, count = RANGES[range_name]
+        index = DIMENSIONS.index(dimension)
+        self.fold_own()
+        now = int(self.clock())
+        last = now - now % step
+        merged = Summary(1 << 30)
+        with self._lock:
+            table = self._minutes if step == 60 else self._hours
+            for start in range(last - (count - 1) * step, last + step, step):
+                summaries = table.get((domain, start))
+                if summaries is not None:
+                    merged.merge(summaries[index])
+        if dimension == "client":
+            merged = _clients_as(merged, client_mode)
+        return {"domain": domain, "range": range_name, "by": dimension, "approximate": merged.approximate,
+                "top": [{"value": key, "requests": requests, "bytes": nbytes}
+                        for key, requests, nbytes in merged.top(ANSWERED)]}
+
+    # -- persistence ------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Read the saved summaries; a missing file is a fresh node, a bad one starts empty."""
+        assert self.path is not None
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                saved = json.load(f)
+            if saved.get("version") != FORMAT_VERSION:
+                return
+            for name, table in (("minutes", self._minutes), ("hours", self._hours)):
+                for domain, start, dumps in saved[name]:
+                    if isinstance(domain, str) and len(dumps) == len(DIMENSIONS) and len(self._domains) <= MAX_DOMAINS:
+                        table[domain, int(start)] = [Summary.load(KEEP, dump) for dump in dumps]
+                        self._domains.add(domain)
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            self._minutes.clear()
+            self._hours.clear()
+            self._domains.clear()
+            os.replace(self.path, self.path + ".corrupt")
+
+    def save(self) -> bool:
+        """Write the summaries atomically if anything was counted since the last save."""
+        if self.path is None:
+            return False
+        self.fold_own()
+        with self._lock:
+            if not self._dirty:
+                return False
+            self._prune()
+            data = {"version": FORMAT_VERSION,
+                    "minutes": [[d, s, [x.dump() for x in v]] for (d, s), v in self._minutes.items()],
+                    "hours": [[d, s, [x.dump() for x in v]] for (d, s), v in self._hours.items()]}
+            raw = json.dumps(data, separators=(",", ":")).encode()
+            self._dirty = False
+        atomic_write(self.path, raw)
+        return True
+
+
+def _clients_as(merged: Summary, mode: str) -> Summary:
+    """The client summary as the current setting shows it (stored earlier under another setting)."""
+    if mode == "full":
+        return merged
+    shown = Summary(merged.keep)
+    for key, (estimate, requests, nbytes) in merged.rows.items():
+        view = client_view(key, mode)
+        if view is not None:
+            shown.add(view, requests, nbytes, estimate)
+    shown.floor = merged.floor
+    return shown

@@ -1,0 +1,18 @@
+"""What one public content request adds to the traffic insight (core/traffic_top.py, traffic_tail.py).
+
+Only requests for the node's own domains are counted. This runs on every
+content request, so it only hands the raw values on (two queue appends); the
+summaries and the tail make them what may be kept when they fold them (core/
+traffic_top.py shaped(): the path without its query string, the client address
+as the `client_addresses` setting allows, the referer's host name). The country
+comes from the process's country database (core/geoip.py, start-up value
+geoip_db: a remembered lookup per address), None without one.
+"""
+
+
+def count(req, host: str, status: int, sent: int, cached: str | None) -> None:
+    app = req.app
+    row = (int(app.clock.now()), host, req.method, req.raw_path, status, sent, cached, req.client_ip,
+           req.headers.get("Referer"), app.countries.country_of(req.client_ip))
+    app.traffic_top.record(row)
+    app.traffic_tail.record(row)
