@@ -74,6 +74,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     sys_version = ""
     server: Any   # the listener: http/server.py Server, or http/parking.py ParkingServer
     rfile: Any    # a SocketReader (http/sockio.py), not http.server's BufferedReader
+    inline = False   # a public listener's loop thread runs this request (http/parking.py)
 
     def setup(self):
         """The threaded shape (the admin listener): this handler owns the connection for its life."""

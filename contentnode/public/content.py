@@ -18,7 +18,8 @@ from contentnode.http.errors import ApiError, error_response
 from contentnode.http.response import Response
 from contentnode.public import edge_guard, shared_answer
 from contentnode.services import origin_mode
-from contentnode.services.delivery import NotServed, Target, content_path, fetch, resolve
+from contentnode.services.delivery import (NotServed, Target, content_path, fetch, fetch_held, held_in_memory,
+                                           resolve)
 
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
 
@@ -149,12 +150,16 @@ def serve(req, delivery, host) -> tuple[Response, str]:
     try:
         path = content_path(req.raw_path, req.visit.path)
         target = resolve(delivery, host, path, req.query_list, req.client_ip)
+        coding = encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None
+        shared = origin_mode.applies(target)
+        held = held_in_memory(delivery, target, coding) if req.inline and not shared else None
+        if held is None:
+            req.may_wait()   # before the edge checks: a request served again is checked once
         edge_guard.check(req, target)
-        if origin_mode.applies(target):
+        if shared:
             response, cached = shared_answer.respond(req, delivery, target)
             return edge_guard.dressed(target.rule, response), cached
-        result = fetch(delivery, target,
-                       encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None)
+        result = fetch_held(delivery, held) if held is not None else fetch(delivery, target, coding)
     except NotServed as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
     return edge_guard.dressed(target.rule, object_response(req, result, target)), "hit" if result.hit else "miss"
@@ -169,6 +174,7 @@ def _other_method(req, delivery, host) -> tuple[Response, str]:
     if target is None or not origin_mode.forwards(target):
         raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
                        headers={"Allow": "GET, HEAD"})
+    req.may_wait()
     edge_guard.check(req, target)
     response, cached = shared_answer.forwarded(req, delivery, target)
     return edge_guard.dressed(target.rule, response), cached
