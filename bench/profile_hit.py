@@ -12,10 +12,10 @@ cached) for --duration seconds.
     python bench/profile_hit.py [--duration 5] [--connections 1] [--size 10240] [--top 30]
                                 [--timer cpu|wall] [--log-level info] [--mode profile|plain|syscalls]
 
---mode syscalls counts the daemon's system calls per request with strace: with
-one connection a hit costs one recvfrom and one sendto; with more, each
-connection's thread waits for the GIL after every blocking call, and the
-futex calls per request show how many handoffs that takes.
+--mode syscalls counts the daemon's system calls per request with strace: a
+hit held in memory, answered by the public listener's loop thread, costs one
+recvfrom, one sendto and one epoll_ctl; the futex calls per request show how
+many GIL handoffs between threads the answers made by pool threads take.
 
 CPU per request (daemon user+system time over the requests answered) is shown
 with and without the profiler's own overhead, so two runs can be compared.

@@ -92,9 +92,12 @@ def _more(sock) -> bytes:
     return chunk
 
 
+HEADER_TIMEOUT = 2.0
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    instance = Site(str(tmp_path_factory.mktemp("loopsite")))
+    instance = Site(str(tmp_path_factory.mktemp("loopsite")), env={"CONTENTNODE_HEADER_TIMEOUT": str(HEADER_TIMEOUT)})
     instance.warm("/small.txt", "/mid.bin")
     yield instance
     instance.node.close()
@@ -119,6 +122,21 @@ def test_pipelined_hits_misses_and_refusals_answered_in_order(site):
     assert b'"status":"ok"' in bodies[2]
     assert [answers[n][1]["x-cache"] for n in (0, 1, 3, 5, 7, 9)] == ["HIT", "MISS", "HIT", "MISS", "HIT", "HIT"]
     assert answers[9][1]["connection"] == "close"
+
+
+def test_a_head_sent_in_two_parts_then_kept_alive_past_header_timeout(site):
+    """A head whose second half comes later is answered from memory; its connection is then an
+    idle kept-alive one, not an unfinished head closed at header_timeout."""
+    request = get("/small.txt")
+    with site.connect() as sock:
+        sock.sendall(request[:20])
+        time.sleep(0.5)   # parked with the first half, under header_timeout
+        sock.sendall(request[20:])
+        assert read_answers(sock, 1)[0][2] == SMALL
+        time.sleep(HEADER_TIMEOUT + 1.0)
+        sock.sendall(request)
+        [(status, headers, body)] = read_answers(sock, 1)
+    assert status == 200 and body == SMALL and headers["x-cache"] == "HIT"
 
 
 def test_answers_the_socket_does_not_take_at_once_arrive_whole(site):

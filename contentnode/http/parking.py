@@ -8,9 +8,10 @@ to a bounded pool of threads only when it has bytes to read. The pool thread
 reads the head (header_timeout), serves the request, answers (send_timeout,
 progress only) and serves a pipelined request already buffered, then parks
 the connection again (EPOLLONESHOT: re-armed by the thread that parks it).
-On plain HTTP the loop thread answers itself the requests that need no wait
-(a hit held in memory, /healthz, a refusal: _serve_inline), so the common
-hit costs no handoff between threads; the others it hands to the pool.
+On plain HTTP the loop thread reads what has arrived itself, parks a head
+not yet whole, and answers the requests that need no wait (a hit held in
+memory, /healthz, a refusal: _serve_inline), so the common hit costs no
+handoff between threads; the others it hands to the pool.
 
 - A new connection that sends nothing is closed after header_timeout, a
   parked keep-alive one after idle_timeout. TLS handshakes run in the pool,
@@ -216,17 +217,19 @@ class ParkingServer(Server):
     def _serve_inline(self, conn: Connection) -> bool:
         """Plain HTTP, on the loop thread: answer the requests whose whole head is here and whose
         answer needs no wait (a hit held in memory, a refusal, /healthz), sent without waiting,
-        then park the connection or close it: no pool thread, no handoff between threads. False
-        hands the connection to the pool: a head not whole yet, a request that may wait (it is
-        read again there, Request.may_wait), an answer the socket did not take whole (`unsent`),
-        or pipelined requests past INLINE_TURNS."""
+        then park the connection or close it (a head not whole yet is parked for the rest): no
+        pool thread, no handoff between threads. False hands the connection to the pool: a
+        request that may wait (it is read again there, Request.may_wait), an answer the socket
+        did not take whole (`unsent`), or pipelined requests past INLINE_TURNS."""
         if conn.rfile is None:
             prepare(conn.sock, self.send_timeout)
             conn.rfile, conn.wfile = SocketReader(conn.sock), SocketWriter(conn.sock)
         reader = conn.rfile
         for _ in range(INLINE_TURNS):
-            if not reader.holds_head(MAX_HEAD) and not (reader.fill_nowait() and reader.holds_head(MAX_HEAD)):
-                return False   # the pool parks a head not whole under header_timeout, or closes at its end
+            if not self._head_here(conn):   # parked again for the rest of its head, under header_timeout
+                with self._lock:
+                    self._park_or_close_locked(conn, park=True)
+                return True
             mark, writer = reader.mark(), QueuedWriter(conn.sock)
             handler = RequestHandler.for_turn(self, conn.sock, conn.address, reader, writer)
             handler.inline = True
@@ -426,7 +429,7 @@ class ParkingServer(Server):
 
     def _head_here(self, conn: Connection) -> bool:
         """Plain HTTP: take what has arrived without waiting; True when a whole head (or too much,
-        or the end) is there to parse, False to park the connection for the rest. A thread never
+        or the end) is there to parse, False to park the connection for the rest. No thread ever
         waits on a client trickling its head. Over TLS the thread reads it under the watchdog."""
         if self.tls_context is not None or conn.rfile is None:
             return True
