@@ -248,6 +248,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="interleaved slices per cell (default 2)")
     parser.add_argument("--idle", type=int, default=10000, help="idle connections held (default 10000)")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--cells", help="only the cells whose name holds one of these comma-separated parts, "
+                                        "e.g. '10k http c32,1m https c1000' (both servers each)")
     args = parser.parse_args()
     install_cleanup()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -269,9 +271,11 @@ def main() -> int:
                 for server, pid, port in (("node", daemon.pid, node_tls if tls else daemon.public_port),
                                           ("nginx", nginx_pid, nginx_tls if tls else nginx_port)):
                     cells[f"{server} {path[:-4]} {scheme} c{conns}"] = (pid, port, "/" + path, tls, conns)
+    if args.cells:
+        cells = {name: cell for name, cell in cells.items() if any(part in name for part in args.cells.split(","))}
     figures = run_cells(cells, args.duration, args.rounds,
                         lambda port, path, tls, conns, seconds: run_load(port, tls, path, conns, seconds, cadata))
-    idle = hold_idle(daemon, args.idle)
+    idle = hold_idle(daemon, args.idle) if args.idle else None
     load_after = loadavg()
     print(f"public port vs nginx (one worker); {os.cpu_count()} CPUs; load average {load_before:.1f} before / "
           f"{load_after:.1f} after; Python load generator on the same CPUs")
@@ -281,11 +285,12 @@ def main() -> int:
         ratio = f"{cell['rps'] / other['rps']:.0%}" if other and other["rps"] else ""
         print(f"{name:<26}{cell['rps']:>9.0f}{cell['cpu_us']:>12.1f}{cell['p50_ms']:>9.2f}{cell['p99_ms']:>9.2f}"
               f"{cell['errors']:>8}{ratio:>10}")
-    print(f"idle: {idle['connections']} keep-alive connections held ({idle['failed']} failed); RSS "
-          f"{idle['before']['rss_kib']} -> {idle['after']['rss_kib']} KiB ({idle['kib_per_connection']:.2f} KiB "
-          f"each); threads {idle['before']['threads']} -> {idle['after']['threads']}; a new client's /healthz "
-          f"{idle['new_client_ms']:.1f} ms ({'200' if idle['new_client_ok'] else 'FAILED'}); sampled ones still "
-          f"served {idle['sampled_still_served']}")
+    if idle:
+        print(f"idle: {idle['connections']} keep-alive connections held ({idle['failed']} failed); RSS "
+              f"{idle['before']['rss_kib']} -> {idle['after']['rss_kib']} KiB ({idle['kib_per_connection']:.2f} KiB "
+              f"each); threads {idle['before']['threads']} -> {idle['after']['threads']}; a new client's /healthz "
+              f"{idle['new_client_ms']:.1f} ms ({'200' if idle['new_client_ok'] else 'FAILED'}); sampled ones still "
+              f"served {idle['sampled_still_served']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cells": figures, "idle": idle, "load": [load_before, load_after]}, f, indent=1)

@@ -3,7 +3,8 @@
 Timed figures move with the machine's load; a profile's call counts and its
 share of time per function move far less, so this is the tool for finding the
 hot spots of the hit path (bench_content.py measures the result). The daemon
-runs as `contentnode serve` does, except that each connection thread runs under
+runs as `contentnode serve` does, except that each serving thread (a public
+listener's loop and pool threads, an admin connection's thread) runs under
 its own cProfile.Profile; the profiles are merged and written when the run
 ends. wrk drives --connections keep-alive connections at /hit/obj.bin (10 KB,
 cached) for --duration seconds.
@@ -11,10 +12,10 @@ cached) for --duration seconds.
     python bench/profile_hit.py [--duration 5] [--connections 1] [--size 10240] [--top 30]
                                 [--timer cpu|wall] [--log-level info] [--mode profile|plain|syscalls]
 
---mode syscalls counts the daemon's system calls per request with strace: with
-one connection a hit costs one recvfrom and one sendto; with more, each
-connection's thread waits for the GIL after every blocking call, and the
-futex calls per request show how many handoffs that takes.
+--mode syscalls counts the daemon's system calls per request with strace: a
+hit held in memory, answered by the public listener's loop thread, costs one
+recvfrom, one sendto and one epoll_ctl; the futex calls per request show how
+many GIL handoffs between threads the answers made by pool threads take.
 
 CPU per request (daemon user+system time over the requests answered) is shown
 with and without the profiler's own overhead, so two runs can be compared.
@@ -39,22 +40,12 @@ from common import Daemon, install_cleanup, load, loadavg, temp_dir  # noqa: E40
 
 
 def profiled_serve(stats_path: str, timer: str, argv: list) -> int:
-    """`contentnode serve` with a cProfile.Profile per connection thread, merged on SIGUSR2."""
+    """`contentnode serve` with a cProfile.Profile per serving thread, merged on SIGUSR2."""
     from contentnode.cli import main
+    from contentnode.http.parking import ParkingServer, Pool
     from contentnode.http.server import Server
 
     profiles, lock = [], threading.Lock()
-    plain_work = Server._work
-
-    def work(self, request, client_address):
-        profile = cProfile.Profile(time.thread_time) if timer == "cpu" else cProfile.Profile()
-        with lock:
-            profiles.append(profile)
-        profile.enable()
-        try:
-            plain_work(self, request, client_address)
-        finally:
-            profile.disable()
 
     def dump(*_):
         with lock:
@@ -71,7 +62,23 @@ def profiled_serve(stats_path: str, timer: str, argv: list) -> int:
         if merged is not None:
             merged.dump_stats(stats_path)
 
-    Server._work = work
+    def profiled(plain):
+        """`plain` (a thread's whole run) under a cProfile.Profile of its own."""
+        def run(*args, **kwargs):
+            profile = cProfile.Profile(time.thread_time) if timer == "cpu" else cProfile.Profile()
+            with lock:
+                profiles.append(profile)
+            profile.enable()
+            try:
+                return plain(*args, **kwargs)
+            finally:
+                profile.disable()
+        return run
+
+    Server._work = profiled(Server._work)   # the admin listener: a thread per connection
+    # the public listeners (http/parking.py): the loop thread and each pool thread
+    ParkingServer.serve_forever = profiled(ParkingServer.serve_forever)
+    Pool._run = profiled(Pool._run)
     signal.signal(signal.SIGUSR2, dump)
     return main(argv)
 

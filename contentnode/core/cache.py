@@ -170,8 +170,7 @@ class Cache(CacheBooks, CachePurges):
         when the file vanished."""
         body = entry.body
         if body is not None:
-            self._touch(entry, entry.path)
-            return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
+            return self._memory_hit(entry, body)
         if entry.size > HOT_MAX_OBJECT:
             return self._open_shared(entry)
         fd = self._open_current(entry)
@@ -187,6 +186,10 @@ class Cache(CacheBooks, CachePurges):
         if len(body) != entry.size:
             raise FillTruncated("cache file shorter than its header says")
         self._keep_hot(entry, body)
+        return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
+
+    def _memory_hit(self, entry, body: bytes) -> Result:
+        self._touch(entry, entry.path)
         return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
 
     def _open_shared(self, entry):
@@ -252,6 +255,27 @@ class Cache(CacheBooks, CachePurges):
         """The entry kept for key (not yet expired), without opening it: its meta and times."""
         with self._lock:
             return self._fresh(key)
+
+    def in_memory(self, key: tuple) -> tuple[Entry, bytes] | None:
+        """The fresh entry for key and its body when the body is held in memory, else None.
+        Only looked at (neither counted nor moved in the LRU order): the public listeners' loop
+        thread asks first, answers only from memory, and calls memory_hit() once it answers."""
+        with self._lock:
+            seen = self.ledger.changes()
+            if seen != self._seen:
+                self._follow(seen)
+            entry = self._index.get(key)
+            if entry is None or entry.body is None or entry.expires_at <= self.clock():
+                return None
+            return entry, entry.body
+
+    def memory_hit(self, entry: Entry, body: bytes) -> Result:
+        """The hit on an entry in_memory() found, counted and used as get() counts and uses one."""
+        with self._lock:
+            entry.used, entry.tick = self.clock(), next(self._ticks)
+            self._hits += 1
+            self.ledger.count(self._hits, self._misses)
+        return self._memory_hit(entry, body)
 
     def get(self, key: tuple, fetch: Callable[[], OriginAnswer], ttl: int,
             usable: Callable[[Entry], bool] | None = None) -> Result:

@@ -38,12 +38,16 @@ class ClientAddresses:
 
     def trusted_proxy(self, peer_ip: str) -> bool:
         """A peer in trusted_proxies: its connections carry many clients, so the public
-        listeners do not cap them per address (http/parking.py)."""
+        listeners do not cap them per address (http/parking.py). Without trusted proxies (the
+        usual case) the address is not parsed: the listeners ask this under their lock."""
+        trusted = networks(self._settings().get("trusted_proxies"))
+        if not trusted:
+            return False
         try:
             address = ipaddress.ip_address(peer_ip)
         except ValueError:
             return False
-        return any(address in net for net in networks(self._settings().get("trusted_proxies")))
+        return any(address in net for net in trusted)
 
     def admin_allowed(self, client_ip: str) -> bool:
         """Whether the admin allow list lets this client reach the admin host."""

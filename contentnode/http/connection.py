@@ -74,6 +74,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     sys_version = ""
     server: Any   # the listener: http/server.py Server, or http/parking.py ParkingServer
     rfile: Any    # a SocketReader (http/sockio.py), not http.server's BufferedReader
+    inline = False   # a public listener's loop thread runs this request (http/parking.py)
 
     def setup(self):
         """The threaded shape (the admin listener): this handler owns the connection for its life."""
@@ -126,7 +127,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         progress counts (reading a body, sending the answer: sockio.prepare)."""
         server = self.server
         self.close_connection = True
-        server.watchdog.arm(self.connection, time.monotonic() + server.header_timeout)
+        watched = not self.inline   # the loop thread's reads never wait (SocketReader.never_wait)
+        if watched:
+            server.watchdog.arm(self.connection, time.monotonic() + server.header_timeout)
         try:
             self.raw_requestline = self.rfile.readline(MAX_HEAD + 1)
             if len(self.raw_requestline) > MAX_HEAD:
@@ -135,7 +138,8 @@ class RequestHandler(BaseHTTPRequestHandler):
                 return
             if not self.raw_requestline or not self.parse_request():
                 return
-            server.watchdog.disarm(self.connection)
+            if watched:
+                server.watchdog.disarm(self.connection)
             self.close_connection = self.close_connection or server.closing
             server.serve_request(self)
         except OSError:
@@ -144,7 +148,8 @@ class RequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             log.exception("%s: request from %s failed", server.name, self.client_address[0])
         finally:
-            server.watchdog.disarm(self.connection)
+            if watched:
+                server.watchdog.disarm(self.connection)
 
     def parse_request(self):
         """Request line and headers, strictly: http.server's email-based parser is slow and lenient.

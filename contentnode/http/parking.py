@@ -8,6 +8,10 @@ to a bounded pool of threads only when it has bytes to read. The pool thread
 reads the head (header_timeout), serves the request, answers (send_timeout,
 progress only) and serves a pipelined request already buffered, then parks
 the connection again (EPOLLONESHOT: re-armed by the thread that parks it).
+On plain HTTP the loop thread reads what has arrived itself, parks a head
+not yet whole, and answers the requests that need no wait (a hit held in
+memory, /healthz, a refusal: _serve_inline), so the common hit costs no
+handoff between threads; the others it hands to the pool.
 
 - A new connection that sends nothing is closed after header_timeout, a
   parked keep-alive one after idle_timeout. TLS handshakes run in the pool,
@@ -48,12 +52,14 @@ import time
 from contentnode import oscalls
 from contentnode.http.connection import MAX_HEAD, RequestHandler
 from contentnode.http.server import Server, _shutdown, overloaded_answer
-from contentnode.http.sockio import SocketReader, SocketWriter, prepare
+from contentnode.http.request import Deferred
+from contentnode.http.sockio import QueuedWriter, SocketReader, SocketWriter, prepare
 
 log = logging.getLogger("contentnode.http")
 
 ACCEPT_BATCH = 64          # connections accepted per loop turn, so parked ones are not starved
 SWEEP_SECONDS = 0.25       # deadlines of parked connections are kept this closely
+INLINE_TURNS = 16          # pipelined requests of one connection the loop thread answers before the pool does
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT
 TLS_RECORD_MAX = 5 + (1 << 14) + 2048   # header and the largest record a peer may send (RFC 8446 5.2)
 _OWN_FDS = 64              # descriptors a process needs besides its connections (files, pipes, the ledger)
@@ -62,7 +68,8 @@ _OWN_FDS = 64              # descriptors a process needs besides its connections
 class Connection:
     """A connection the listener keeps: parked, or served by one pool thread."""
 
-    __slots__ = ("sock", "address", "client", "since", "rfile", "wfile", "fresh", "head_due", "held")
+    __slots__ = ("sock", "address", "client", "since", "rfile", "wfile", "fresh", "head_due", "held", "unsent",
+                 "then_close")
 
     def __init__(self, sock, address, now: float):
         self.sock, self.address, self.since = sock, address, now
@@ -72,6 +79,8 @@ class Connection:
         self.fresh = True                # no request yet: parked under header_timeout
         self.head_due: float | None = None   # a head begun and not yet whole must be by then
         self.held = 0                    # bytes of an unfinished head counted in the budget while parked
+        self.unsent = b""                # of an answer the loop thread made: a pool thread sends it ...
+        self.then_close = False          # ... and then closes the connection, or serves on
 
     def holds_bytes(self) -> bool:
         """Bytes already read from the socket: parking would leave them unseen by epoll."""
@@ -190,10 +199,58 @@ class ParkingServer(Server):
             if self.tls_context is not None and conn.rfile is None and first_record(conn.sock) == "partial":
                 self._hellos[fd] = conn   # unarmed: the sweep looks again
                 return
+            inline = self.tls_context is None and conn.client not in self._waiting
+        try:
+            if inline and self._serve_inline(conn):
+                return
+        except Exception:
+            log.exception("%s: connection from %s failed", self.name, conn.address[0])
+            with self._lock:
+                self._park_or_close_locked(conn, park=False)
+            return
+        with self._lock:
             if not self._take_thread_locked(conn):
                 self._waiting.setdefault(conn.client, collections.deque()).append(conn)
                 return
         self._pool.submit(conn)
+
+    def _serve_inline(self, conn: Connection) -> bool:
+        """Plain HTTP, on the loop thread: answer the requests whose whole head is here and whose
+        answer needs no wait (a hit held in memory, a refusal, /healthz), sent without waiting,
+        then park the connection or close it (a head not whole yet is parked for the rest): no
+        pool thread, no handoff between threads. False hands the connection to the pool: a
+        request that may wait (it is read again there, Request.may_wait), an answer the socket
+        did not take whole (`unsent`), or pipelined requests past INLINE_TURNS."""
+        if conn.rfile is None:
+            prepare(conn.sock, self.send_timeout)
+            conn.rfile, conn.wfile = SocketReader(conn.sock), SocketWriter(conn.sock)
+        reader = conn.rfile
+        for _ in range(INLINE_TURNS):
+            if not self._head_here(conn):   # parked again for the rest of its head, under header_timeout
+                with self._lock:
+                    self._park_or_close_locked(conn, park=True)
+                return True
+            mark, writer = reader.mark(), QueuedWriter(conn.sock)
+            handler = RequestHandler.for_turn(self, conn.sock, conn.address, reader, writer)
+            handler.inline = True
+            reader.never_wait(True)
+            try:
+                handler.handle_one_request()
+            except Deferred:
+                reader.rewind(mark)
+                return False
+            finally:
+                reader.never_wait(False)
+            conn.fresh = False
+            close = handler.close_connection or self.closing
+            if writer.unsent:
+                conn.unsent, conn.then_close = writer.unsent, close
+                return False
+            if close or not conn.holds_bytes():
+                with self._lock:
+                    self._park_or_close_locked(conn, park=not close)
+                return True
+        return False
 
     def _sweep_hellos_locked(self, now: float) -> list[Connection]:
         """Close first records late or abandoned; the ones now whole, to hand to the pool."""
@@ -332,6 +389,9 @@ class ParkingServer(Server):
     def _serve(self, conn: Connection) -> None:
         """Serve what the connection has, then park it again or close it."""
         try:
+            if conn.unsent and not self._send_unsent(conn):
+                self._finish(conn, park=False)
+                return
             if conn.rfile is None:
                 if not self._open_connection(conn):
                     self._finish(conn, park=False)
@@ -356,9 +416,20 @@ class ParkingServer(Server):
             log.exception("%s: connection from %s failed", self.name, conn.address[0])
             self._finish(conn, park=False)
 
+    @staticmethod
+    def _send_unsent(conn: Connection) -> bool:
+        """The rest of an answer the loop thread made (plain HTTP: a blocking send under SO_SNDTIMEO);
+        False when the connection closes after it, or the client went away or stalled."""
+        unsent, conn.unsent = conn.unsent, b""
+        try:
+            conn.sock.sendall(unsent)
+        except OSError:
+            return False
+        return not conn.then_close
+
     def _head_here(self, conn: Connection) -> bool:
         """Plain HTTP: take what has arrived without waiting; True when a whole head (or too much,
-        or the end) is there to parse, False to park the connection for the rest. A thread never
+        or the end) is there to parse, False to park the connection for the rest. No thread ever
         waits on a client trickling its head. Over TLS the thread reads it under the watchdog."""
         if self.tls_context is not None or conn.rfile is None:
             return True

@@ -11,6 +11,12 @@ TOO_LONG = 10 ** 18  # a Content-Length of more digits than any body could have
 _HOST_HEADER = re.compile(r"(\[[0-9a-f:.]+\]|[^\[\]:@/\s]+)(?::[0-9]{0,5})?")
 
 
+class Deferred(BaseException):
+    """Raised by Request.may_wait() on a public listener's loop thread (http/parking.py): the
+    request is served again, from its start, on a pool thread. A BaseException, so that no
+    `except Exception` on its way answers it 500 or counts it."""
+
+
 class AuditRecorder(Protocol):
     """The audit log as a request writes to it (core.audit.AuditLog, named by shape:
     http needs nothing else of core's audit module)."""
@@ -65,6 +71,14 @@ class Request:
         self.if_match: int | str | None = None  # If-Match on an if_match row: None, "*" or a revision number
         self.via_admin_host = False
         self.visit = None  # on the public port: the Host and path its dispatcher parsed once
+        self.inline = getattr(handler, "inline", False)  # run by a listener's loop thread: see may_wait()
+
+    def may_wait(self) -> None:
+        """Say that this request's answer may now wait (on an origin, a file, a transform), before
+        anything it does leaves a trace. A public listener's loop thread answers only what needs
+        no wait: there this raises Deferred and a pool thread serves the request from its start."""
+        if self.inline:
+            raise Deferred()
 
     @property
     def user_agent(self) -> str:

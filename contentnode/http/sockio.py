@@ -34,18 +34,31 @@ def prepare(sock, progress_timeout: float) -> None:
 class SocketReader:
     """The handler's rfile: readline/read/peek over recv, and how much is already buffered."""
 
-    __slots__ = ("_sock", "_buffer")
+    __slots__ = ("_sock", "_buffer", "_flags")
 
     def __init__(self, sock):
         self._sock = sock
         self._buffer = b""
+        self._flags = 0   # MSG_DONTWAIT while a listener's loop thread reads (never_wait)
 
     def buffered(self) -> int:
         return len(self._buffer)
 
+    def mark(self) -> bytes:
+        """What is buffered now, for rewind(): a request the loop thread defers is read again."""
+        return self._buffer
+
+    def rewind(self, mark: bytes) -> None:
+        self._buffer = mark
+
+    def never_wait(self, on: bool) -> None:
+        """On a listener's loop thread a read that would wait fails as if the client had stalled
+        (it reads a head already whole in the buffer, so it never should)."""
+        self._flags = socket.MSG_DONTWAIT if on else 0
+
     def _fill(self) -> bool:
         try:
-            data = self._sock.recv(READ_CHUNK)
+            data = self._sock.recv(READ_CHUNK, self._flags)
         except BlockingIOError:  # SO_RCVTIMEO: no byte came for the whole progress deadline
             raise TimeoutError("the client sent nothing for too long") from None
         if not data:
@@ -106,6 +119,30 @@ class SocketReader:
             parts.append(data)
             have += len(data)
         return b"".join(parts)
+
+
+class QueuedWriter:
+    """The wfile of a request a listener's loop thread answers: it sends what the socket takes at
+    once and keeps the rest (`unsent`) for a pool thread to send under the progress deadline."""
+
+    __slots__ = ("_sock", "unsent")
+
+    def __init__(self, sock):
+        self._sock = sock
+        self.unsent = b""
+
+    def write(self, data) -> int:
+        size = len(data)
+        if not self.unsent:
+            try:
+                sent = self._sock.send(data, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                sent = 0
+            if sent == size:
+                return size
+            data = data[sent:]
+        self.unsent += bytes(data)
+        return size
 
 
 class SocketWriter:

@@ -16,6 +16,7 @@ def answer(req):
     token = req.raw_path[len(CHALLENGE_PREFIX):]
     key_authorization = req.app.tls.challenges.get(token)
     if key_authorization is None:
+        req.may_wait()   # read through from the fleet's bucket
         key_authorization = req.app.acme_read_through.get(token, req.client_ip)
     if key_authorization is None:
         raise ApiError(404, "not_found", "no such ACME challenge")

@@ -17,5 +17,6 @@ def answer(req):
         return None
     if req.scheme != "https":
         raise ApiError(403, "host_not_allowed", "the admin host answers over HTTPS only")
+    req.may_wait()   # the admin API's handlers write and wait as they need
     req.via_admin_host = True
     return req.app.admin_dispatcher(req)

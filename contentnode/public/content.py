@@ -18,7 +18,8 @@ from contentnode.http.errors import ApiError, error_response
 from contentnode.http.response import Response
 from contentnode.public import edge_guard, error_pages, insight, shared_answer
 from contentnode.services import origin_mode
-from contentnode.services.delivery import NotServed, Target, content_path, fetch, resolve
+from contentnode.services.delivery import (NotServed, Target, content_path, fetch, fetch_held, held_in_memory,
+                                           resolve)
 
 _RANGE = re.compile(r"(\d{0,18})-(\d{0,18})")
 
@@ -142,19 +143,22 @@ def object_response(req, result, target: Target) -> Response:
 
 
 def serve(req, delivery, host) -> tuple[Response, str | None]:
-
     """The answer and whether it came from the cache ("hit") or the origin ("miss"); None for a preflight."""
     if req.method not in ("GET", "HEAD"):
         return _other_method(req, delivery, host)
     try:
         path = content_path(req.raw_path, req.visit.path)
         target = resolve(delivery, host, path, req.query_list, req.client_ip)
+        coding = encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None
+        shared = origin_mode.applies(target)
+        held = held_in_memory(delivery, target, coding) if req.inline and not shared else None
+        if held is None:
+            req.may_wait()   # before the edge checks: a request served again is checked once
         edge_guard.check(req, target)
-        if origin_mode.applies(target):
+        if shared:
             response, cached = shared_answer.respond(req, delivery, target)
             return edge_guard.dressed(req, target.rule, response), cached
-        result = fetch(delivery, target,
-                       encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None)
+        result = fetch_held(delivery, held) if held is not None else fetch(delivery, target, coding)
     except NotServed as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
     return edge_guard.dressed(req, target.rule, object_response(req, result, target)), "hit" if result.hit else "miss"
@@ -173,6 +177,7 @@ def _other_method(req, delivery, host) -> tuple[Response, str | None]:
     if target is None or not origin_mode.forwards(target):
         raise ApiError(405, "method_not_allowed", "only GET and HEAD are served here",
                        headers={"Allow": "GET, HEAD"})
+    req.may_wait()
     edge_guard.check(req, target)
     response, cached = shared_answer.forwarded(req, delivery, target)
     return edge_guard.dressed(req, target.rule, response), cached
@@ -189,6 +194,8 @@ def answer(req) -> Response:
     except ApiError as error:
         response, cached = error_pages.answer(req, host, error) or error_response(error), None
         response.refusal = error.code if error.code in REFUSALS else ""
+        if response.refusal:
+            req.app.metrics.refusals.inc(response.refusal)
     except Exception:
         delivery.traffic.record(host if known else None, 500, 0)
         if known:

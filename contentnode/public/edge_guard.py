@@ -10,7 +10,9 @@ being the table every public process shares (core/rate_table.py). A rule with
 `cors` answers a preflight OPTIONS here (`preflight`), refusing an origin it
 does not list with 403 `forbidden_origin`. Each refusal is counted in
 contentnode_public_refusals_total by reason (core/metrics.py) and named in
-the access line's `refused` field (the answer carries its code).
+the access line's `refused` field when the answer is made (public/content.py
+answer(): a request a listener's loop thread hands to the pool is checked
+again there, and counted once).
 """
 
 from contentnode.core import cors, edge_rules, referers
@@ -24,16 +26,16 @@ def check(req, target) -> None:
     domain = req.app.store.data["domains"].get(target.host)
     if not (edge_rules.address_allowed(domain and domain["access"], req.client_ip, req.app.countries)
             and edge_rules.address_allowed(rule["access"], req.client_ip, req.app.countries)):
-        raise refused(req, ApiError(403, "forbidden_address", "this address may not fetch from here"))
+        raise ApiError(403, "forbidden_address", "this address may not fetch from here")
     if not referers.referer_allowed(rule["referers"], req.headers.get("Referer"), target.host):
-        raise refused(req, ApiError(403, "forbidden_referer", "this content may not be fetched from that page"))
+        raise ApiError(403, "forbidden_referer", "this content may not be fetched from that page")
     limit = rule["rate_limit"]
     if limit:
         wait = req.app.delivery.rate_table.take(target.rule_id, edge_rules.client_key(req.client_ip),
                                                 limit["rate"], limit["burst"])
         if wait:
-            raise refused(req, ApiError(429, "rate_limited", "too many requests from this address; try again later",
-                                        headers={"Retry-After": str(wait)}))
+            raise ApiError(429, "rate_limited", "too many requests from this address; try again later",
+                           headers={"Retry-After": str(wait)})
 
 
 def is_preflight(req) -> bool:
@@ -47,7 +49,7 @@ def preflight(req, rule: dict) -> Response:
     policy = rule["cors"]
     allowed = cors.allow_origin(policy, req.headers.get("Origin"))
     if allowed is None:
-        raise refused(req, ApiError(403, "forbidden_origin", "this origin may not read from here"))
+        raise ApiError(403, "forbidden_origin", "this origin may not read from here")
     headers = [("Access-Control-Allow-Origin", allowed), ("Access-Control-Allow-Methods", ", ".join(policy["methods"]))]
     if policy["headers"]:
         headers.append(("Access-Control-Allow-Headers", ", ".join(policy["headers"])))
@@ -75,8 +77,3 @@ def dressed(req, rule: dict, response):
         response.headers = [h for h in response.headers if not h[0].lower().startswith("access-control-")] \
             + fields + _vary(policy)
     return response
-
-
-def refused(req, error: ApiError) -> ApiError:
-    req.app.metrics.refusals.inc(error.code)
-    return error

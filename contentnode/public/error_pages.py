@@ -33,6 +33,7 @@ def answer(req, host: str | None, error: ApiError) -> Response | None:
     rule = match.rule
     target = Target(host, "/" + key, rule["id"], rule, doc["buckets"].get(rule["bucket"]), key, None)
     target.cache_key = (host, target.path, f"{PAGE} {rule['bucket']}")   # one bucket's page is not another's
+    req.may_wait()   # a bucket read: a listener's loop thread hands the request to the pool
     try:
         result = fetch(delivery, target)
     except NotServed:
