@@ -201,3 +201,20 @@ def test_two_public_workers_follow_the_domains_members(tmp_path, origin):
         assert wait_until(lambda: sum("refused=forbidden_referer" in line for line in access_lines(node.log())) == 40, 10)
     finally:
         node.close()
+
+
+def test_a_refused_hit_held_in_memory_gets_its_page_and_is_counted_once(node, admin, origin):
+    """A hit held in memory is answered by the listener's loop thread; its refusal's page is a bucket
+    read, so the request goes to the pool and is checked again there: one page, one count."""
+    origin.script("/errors/403.html", b"not for you", headers={"Content-Type": "text/html"})
+    plain_site(admin, origin)
+    assert admin.put("/api/settings", {"trusted_proxies": ["127.0.0.1/32"]}).status == 200
+    for _ in range(3):
+        assert send(node.public_port, "/f-held")[::2] == (200, b"fresh")     # now a hit in memory
+    assert admin.put(f"/api/domains/{HOST}", {"access": {"deny": ["192.0.2.0/24"]},
+                                               "error_pages": {"403": "errors/403.html"}}).status == 200
+    for n in range(1, 6):
+        assert send(node.public_port, "/f-held", X_Forwarded_For="192.0.2.1")[::2] == (403, b"not for you")
+        assert wait_until(lambda: refusals(node, "forbidden_address") == n, 5), refusals(node, "forbidden_address")
+    assert send(node.public_port, "/f-held")[::2] == (200, b"fresh")
+    assert origin.requests_for("/f-held") != [] and len(origin.requests_for("/f-held")) == 1
