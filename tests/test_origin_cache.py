@@ -202,6 +202,9 @@ def test_warm_probe_and_diagnose_show_the_cache_decision(node, admin, origin):
     url = f"https://{HOST}/p.css"
     before = admin.post("/api/probe", {"url": url})
     assert before.status == 200 and before.json["cache"]["cached"] is False and before.json["cache"]["mode"] == "origin"
+    assert before.json["cache"]["cache_status"] == "contentnode; fwd=uri-miss"
+    assert before.json["cache"]["decision"] == {"store": True, "why": None, "lifetime": 600, "freshness": "max-age"}
+    assert before.json["origin"]["size"] == 300 and "fields" not in before.json["origin"]
     warmed = admin.post("/api/warm", {"urls": [url]})
     assert warmed.json["results"][0]["ok"] and warmed.json["results"][0]["cache"] == "miss"
     assert warmed.json["results"][0]["cache_status"].startswith("contentnode; fwd=uri-miss; fwd-status=200; stored")
@@ -209,6 +212,10 @@ def test_warm_probe_and_diagnose_show_the_cache_decision(node, admin, origin):
     cache = admin.post("/api/probe", {"url": url}).json["cache"]
     assert cache["cached"] and cache["freshness"] == "max-age" and cache["lifetime"] == 600
     assert 590 <= cache["expires_in"] <= 600 and cache["etag"] == '"p1"' and cache["size"] == 300
+    assert re.fullmatch(r"contentnode; hit; ttl=(59\d|600)", cache["cache_status"])
+    origin.script("/gone.css", b"g", headers={"Cache-Control": "no-store, max-age=60"})
+    refused = admin.post("/api/probe", {"url": f"https://{HOST}/gone.css"}).json["cache"]
+    assert refused["decision"] == {"store": False, "why": "no-store", "lifetime": 60, "freshness": "max-age"}
     steps = admin.post("/api/diagnose", {"url": url}).json["steps"]
     last = steps[-1]
     assert last["name"] == "cache" and "freshness 600 s from max-age" in last["detail"]
