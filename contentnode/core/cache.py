@@ -41,6 +41,7 @@ from contentnode.core.cache_ledger import CacheLedger
 from contentnode.core.cache_memory import HOT_MAX_OBJECT, HotBodies, OpenFiles
 from contentnode.core.cache_purge import CachePurges
 from contentnode.core.cache_unsized import CacheUnsized
+from contentnode.core.fill_threads import FillThreads
 from contentnode.fileio import ensure_private_dir, write_all
 
 KEY_LOCK_WAIT = STALL_TIMEOUT / 2   # how long a fill waits for another fill of its key
@@ -69,6 +70,7 @@ class Cache(CacheBooks, CachePurges, CacheUnsized):
         self._ticks = count(1)
         self._hits = self._misses = 0
         self._purge_listeners: list[Callable[[list], None]] = []
+        self._threads = FillThreads()
         ensure_private_dir(self._tmp)
         self.ledger = CacheLedger(os.path.join(root, "ledger"), worker_slot or 0)
         self._seen = self.ledger.changes()   # (generation, removals) this process has followed
@@ -338,9 +340,7 @@ class Cache(CacheBooks, CachePurges, CacheUnsized):
         self._temps.add(os.path.basename(tmp_path))
         fill.generation = self._seen[0]
         self._fills[key] = fill
-        thread = threading.Thread(target=self._run_fill, args=(fill, fetch, ttl),
-                                  name="cache-fill", daemon=True)
-        thread.start()
+        self._threads.run(self._run_fill, fill, fetch, ttl)   # a kept thread (core/fill_threads.py)
         return fill
 
     # -- filling --------------------------------------------------------------
