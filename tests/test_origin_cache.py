@@ -47,17 +47,22 @@ def fetch(port, path, headers=None):
     return send(port, "GET", path, headers=headers)
 
 
-def test_fifty_concurrent_requests_make_one_origin_request(node, admin, origin):
-    shared_site(admin, origin)
-    origin.script("/page", b"p" * 50_000, headers={"Cache-Control": "max-age=300", "Content-Type": "text/html"},
-                  delay=1.0)
+def fetch_at_once(port, path, count: int) -> list:
+    """`count` GETs of `path` sent at once, each on its own connection: their answers."""
     results: list = []
-    threads = [threading.Thread(target=lambda: results.append(fetch(node.public_port, "/page")))
-               for _ in range(50)]
+    threads = [threading.Thread(target=lambda: results.append(fetch(port, path))) for _ in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
+    return results
+
+
+def test_fifty_concurrent_requests_make_one_origin_request(node, admin, origin):
+    shared_site(admin, origin)
+    origin.script("/page", b"p" * 50_000, headers={"Cache-Control": "max-age=300", "Content-Type": "text/html"},
+                  delay=1.0)
+    results = fetch_at_once(node.public_port, "/page", 50)
     assert [(status, body) for status, _, body in results] == [(200, b"p" * 50_000)] * 50
     assert len(origin.requests_for("/page")) == 1
     seen = origin.requests_for("/page")[0].headers

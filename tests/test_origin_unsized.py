@@ -2,12 +2,10 @@
 through a rule in cache_mode "origin" against the real daemon and the scripted origin: stored
 when otherwise storable, and over the cache's cap passed through whole and not kept."""
 
-import threading
+import pytest
 
 from tests.origin_server import OriginServer
-from tests.test_origin_cache import fetch, shared_site
-
-import pytest
+from tests.test_origin_cache import fetch, fetch_at_once, shared_site
 
 
 @pytest.fixture
@@ -31,13 +29,7 @@ def test_an_answer_without_a_length_is_stored(node, admin, origin, framing):
     assert len(origin.requests_for("/u")) == 1
     # concurrent first requests share the one origin request
     origin.script("/many", body, headers={"Cache-Control": "max-age=300"}, delay=0.5, **{framing: True})
-    answers: list = []
-    threads = [threading.Thread(target=lambda: answers.append(fetch(node.public_port, "/many")))
-               for _ in range(10)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    answers = fetch_at_once(node.public_port, "/many", 10)
     assert [(s, b) for s, _, b in answers] == [(200, body)] * 10
     assert len(origin.requests_for("/many")) == 1
 
