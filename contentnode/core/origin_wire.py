@@ -11,12 +11,15 @@ for HEAD, 1xx, 204 and 304; chunked when Transfer-Encoding ends with it
 else until the origin closes the connection (then never reused).
 """
 
+import re
+
 from contentnode.core.origin import OriginError
 
 MAX_HEAD = 65536       # status line and field lines together, per answer (interim ones count apart)
 MAX_FIELDS = 100
 MAX_INTERIM = 16       # interim answers before the final one
 _CHUNK_LINE = 4096     # a chunk-size line with its extensions
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")   # a field name (RFC 9110 5.1)
 
 
 class ClosedBeforeAnswer(ConnectionError):
@@ -60,7 +63,7 @@ def _fields(reader, budget: int) -> list[tuple[str, str]]:
         if not line.endswith(b"\n"):
             raise _protocol("closed within the head")
         name, colon, value = line.partition(b":")
-        if not colon or not name or name[-1:] in b" \t" or name[:1] in b" \t":   # obs-fold, space before ':'
+        if not colon or not _TOKEN.fullmatch(name):   # obs-fold, space before ':', a name that is no token
             raise _protocol("field line")
         value = value.strip(b" \t\r\n")
         if b"\r" in value or b"\0" in value or b"\n" in value:
