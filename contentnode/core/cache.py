@@ -535,6 +535,7 @@ class Cache(CacheBooks, CachePurges, CacheUnsized):
 
     def close(self) -> None:
         """At stop: close the files kept open and the books (this process's locks go with them)."""
+        self._threads.close()
         with self._lock:
             self._files.retire_all()
             self.ledger.close()

@@ -27,6 +27,15 @@ class FillThreads:
         self._name = name
         self._idle: list[queue.SimpleQueue] = []   # each idle thread's inbox
         self._lock = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        """At the cache's close: idle threads end now, busy ones when their fill is done."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for inbox in idle:
+            inbox.put(None)
 
     def run(self, fn: Callable, *args) -> None:
         with self._lock:
@@ -39,16 +48,21 @@ class FillThreads:
     def _serve(self, inbox: queue.SimpleQueue) -> None:
         while True:
             try:
-                fn, args = inbox.get(timeout=IDLE_SECONDS)
+                task = inbox.get(timeout=IDLE_SECONDS)
             except queue.Empty:
                 with self._lock:
                     if inbox in self._idle:    # no work was handed meanwhile: end
                         self._idle.remove(inbox)
                         return
                 continue                       # handed work just as it timed out: take it
+            if task is None:                   # closed
+                return
+            fn, args = task
             try:
                 fn(*args)
             except Exception:   # noqa: BLE001 - the thread stays usable; what failed is logged
                 log.exception("a %s task failed", self._name)
             with self._lock:
+                if self._closed:
+                    return
                 self._idle.append(inbox)

@@ -32,8 +32,8 @@ def compressible(exchange: Exchange) -> bool:
     headers = exchange.headers
     if exchange.status != 200 or exchange.result.size is None or _field(headers, "content-encoding"):
         return False
-    if "no-transform" in hc.directives(_field(headers, "cache-control")):
-        return False
+    if "no-transform" in hc.directives(_field(headers, "cache-control")) or "*" in (_field(headers, "vary") or ""):
+        return False   # the origin forbids transforms, or varies on everything (never stored)
     meta = {"content_type": _field(headers, "content-type")}
     return encodings.compressible(meta, exchange.result.size)
 
