@@ -5,9 +5,13 @@
   tests' Python origin, so that the origin is never what limits either proxy.
 - hit: the object stored by the proxy (the node: a rule with a long
   cache_ttl; nginx: proxy_cache_valid 200 1h).
-- miss: every request goes to the origin over kept-alive connections (the
-  node: cache_ttl 0; nginx: proxy_cache_bypass and proxy_no_cache, upstream
-  keepalive 32).
+- miss: every request goes to the origin over kept-alive connections: the
+  origin answers /nostore/ with `Cache-Control: no-store` (the node: a rule
+  in cache_mode origin, whose every request then asks the origin on its own;
+  nginx: proxy_cache_bypass and proxy_no_cache, upstream keepalive 32). Until
+  this branch the node's /miss rule was `cache_ttl 0` over the origin's
+  answer with validators, which the shared cache stores for revalidation: its
+  "misses" were 304 revalidations, shared by the concurrent requests.
 - revalidation: every request finds its stored entry stale and revalidates it
   (304 from the origin, no body moved): wrk walks KEYS distinct URLs (the
   origin answers each with the same file and `Cache-Control: max-age=1`), so
@@ -55,6 +59,7 @@ _ORIGIN_CONF = _HEAD + """    server {{
         listen 127.0.0.1:{port};
         root {prefix}/html;
         location /reval/ {{ add_header Cache-Control "max-age=1"; try_files /obj.bin =404; }}
+        location /nostore/ {{ add_header Cache-Control "no-store"; try_files /obj.bin =404; }}
     }}
     server {{ listen 127.0.0.1:{port_ofc}; root {prefix}/html; }}
 }}
@@ -72,7 +77,7 @@ _PROXY_CONF = _HEAD + """    client_body_temp_path {prefix}/tmp; proxy_temp_path
         proxy_cache c;
         add_header X-Cache-Status $upstream_cache_status;
         location /hit/ {{ proxy_cache_valid 200 1h; proxy_pass http://origin/; }}
-        location /miss/ {{ proxy_cache_bypass 1; proxy_no_cache 1; proxy_pass http://origin/; }}
+        location /miss/ {{ proxy_cache_bypass 1; proxy_no_cache 1; proxy_pass http://origin/nostore/; }}
         location /reval/ {{ proxy_cache_revalidate on; proxy_pass http://origin/reval/; }}
         location = /obj.bin {{ root {prefix}/html; }}   # what start_nginx waits for
     }}
@@ -97,15 +102,16 @@ def walk_script(start: int = 0) -> str:
 
 
 def start_node(origin_port: int) -> tuple:
-    """A node with /hit (cached 1 h), /miss (cache_ttl 0) and, when the node has the shared cache,
-    /reval in cache_mode origin; (daemon, whether /reval exists)."""
+    """A node with /hit (cached 1 h), /miss (the origin's no-store answers, in cache_mode origin)
+    and /reval in cache_mode origin; (daemon, whether /reval exists)."""
     daemon = Daemon(temp_dir(), log_level="warning").start()
     daemon.setup_admin()
     root = api(daemon, "POST", "/api/buckets", {"name": "origin", "type": "http",
                                                 "url": f"http://127.0.0.1:{origin_port}"})
     api(daemon, "POST", "/api/domains", {"host": HOST})
     api(daemon, "POST", "/api/rules", {"domain": HOST, "path": "/hit", "bucket": root["id"], "cache_ttl": 3600})
-    api(daemon, "POST", "/api/rules", {"domain": HOST, "path": "/miss", "bucket": root["id"], "cache_ttl": 0})
+    api(daemon, "POST", "/api/rules", {"domain": HOST, "path": "/miss", "bucket": root["id"], "cache_ttl": 0,
+                                       "cache_mode": "origin", "prefix": "nostore/"})
     status, _, _ = http_request(daemon.admin_port, "POST", "/api/rules",
                                 {"domain": HOST, "path": "/reval", "bucket": root["id"], "cache_mode": "origin",
                                  "prefix": "reval/"}, {"Cookie": daemon.cookie})

@@ -39,6 +39,8 @@ class Answer:
     etag: str | None = None       # sent as ETag; If-None-Match matching it answers 304
     last_modified: float | None = None   # epoch seconds; sent, and If-Modified-Since at/after it answers 304
     chunked: bool = False
+    close_delimited: bool = False   # no Content-Length, no chunks: the body ends when the connection closes
+    interim: list = field(default_factory=list)   # (status, {fields}) answers sent before the final one
 
 
 @dataclass
@@ -127,6 +129,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             answer = origin.answer_for(self.path, seen.path)
         if answer.delay:
             time.sleep(answer.delay)
+        for code, fields in answer.interim:   # 1xx answers first (100 Continue, 103 Early Hints)
+            self.wfile.write(f"HTTP/1.1 {code} Interim\r\n".encode()
+                             + b"".join(f"{k}: {v}\r\n".encode() for k, v in fields.items()) + b"\r\n")
+            self.wfile.flush()
         status, body = answer.status, answer.body
         if status == 200 and self.command in ("GET", "HEAD") and _not_modified(answer, self.headers):
             status, body = 304, b""
@@ -140,6 +146,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         no_body = status == 304 or status < 200 or status == 204
         if answer.chunked and not no_body:
             self.send_header("Transfer-Encoding", "chunked")
+        elif answer.close_delimited and not no_body:
+            self.send_header("Connection", "close")
+            self.close_connection = True
         elif not no_body:
             self.send_header("Content-Length", str(len(body)))
         self.end_headers()

@@ -1,5 +1,6 @@
 """core/http_origin.py against the scripted origin: keep-alive reuse, streaming, forward, TLS, limits."""
 
+import socket
 import threading
 import time
 
@@ -13,6 +14,7 @@ from tests import certgen
 from tests.origin_server import OriginServer, free_port
 
 POLICY = netguard.OutboundPolicy()
+CRLF = b"\r\n"
 
 
 def origin_for(url, pools=None, **fields):
@@ -170,3 +172,56 @@ def test_check_falls_back_to_get_when_head_is_refused(origin):
     origin.script("/", b"down", status=503)
     failed = origin_for(origin.url).check()
     assert failed["ok"] is False and failed["steps"][-1]["code"] == "status"
+
+
+def _raw_origin(answers: list[bytes]):
+    """A listener that answers each connection's first request with the next canned bytes, then
+    closes it; its port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def serve():
+        for answer in answers:
+            conn, _ = listener.accept()
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(4096)
+                conn.sendall(answer)
+        listener.close()
+    threading.Thread(target=serve, daemon=True).start()
+    return listener.getsockname()[1]
+
+
+def test_answers_are_read_strictly_by_their_framing():
+    """core/origin_wire.py: interim answers set aside, chunked with trailers, a body ended by the
+    close; a malformed head, an obs-folded field or a short body is a protocol error."""
+    good = [b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n"
+            b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n",
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the close"]
+    client = origin_for(f"http://127.0.0.1:{_raw_origin(good)}")
+    first = client.forward("GET", "x")
+    assert (first.status, first.interim, first.length) == (200, [103], None)
+    assert first.header("x-a") == "1" and first.header("link") is None and first.read(100) == b"hello"
+    assert b"".join(first.chunks()) == b" world"
+    first.close()
+    second = client.forward("GET", "x")
+    assert b"".join(second.chunks()) == b"until the close"
+    second.close()
+    bad = [b"HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\nContent-Length: 0\r\n\r\n",
+           b"HTTP/1.1 2000 OK\r\n\r\n",
+           b"HTTP/1.1 200 OK\r\nBad Name: 1\r\nContent-Length: 0\r\n\r\n",
+           b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n"]
+    client = origin_for(f"http://127.0.0.1:{_raw_origin(bad)}")
+    for _ in bad:
+        with pytest.raises(OriginError) as refused:
+            client.forward("GET", "x")
+        assert refused.value.code == "protocol"
+    short = origin_for(f"http://127.0.0.1:{_raw_origin([b'HTTP/1.1 200 OK' + CRLF + b'Content-Length: 10' + CRLF * 2 + b'abc'])}")
+    answer = short.forward("GET", "x")
+    assert answer.read(100) == b"abc"
+    with pytest.raises(OriginError) as cut:
+        answer.read(100)
+    assert cut.value.code == "protocol" and short.pool.reused == 0

@@ -47,17 +47,22 @@ def fetch(port, path, headers=None):
     return send(port, "GET", path, headers=headers)
 
 
-def test_fifty_concurrent_requests_make_one_origin_request(node, admin, origin):
-    shared_site(admin, origin)
-    origin.script("/page", b"p" * 50_000, headers={"Cache-Control": "max-age=300", "Content-Type": "text/html"},
-                  delay=1.0)
+def fetch_at_once(port, path, count: int) -> list:
+    """`count` GETs of `path` sent at once, each on its own connection: their answers."""
     results: list = []
-    threads = [threading.Thread(target=lambda: results.append(fetch(node.public_port, "/page")))
-               for _ in range(50)]
+    threads = [threading.Thread(target=lambda: results.append(fetch(port, path))) for _ in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
+    return results
+
+
+def test_fifty_concurrent_requests_make_one_origin_request(node, admin, origin):
+    shared_site(admin, origin)
+    origin.script("/page", b"p" * 50_000, headers={"Cache-Control": "max-age=300", "Content-Type": "text/html"},
+                  delay=1.0)
+    results = fetch_at_once(node.public_port, "/page", 50)
     assert [(status, body) for status, _, body in results] == [(200, b"p" * 50_000)] * 50
     assert len(origin.requests_for("/page")) == 1
     seen = origin.requests_for("/page")[0].headers
@@ -202,6 +207,9 @@ def test_warm_probe_and_diagnose_show_the_cache_decision(node, admin, origin):
     url = f"https://{HOST}/p.css"
     before = admin.post("/api/probe", {"url": url})
     assert before.status == 200 and before.json["cache"]["cached"] is False and before.json["cache"]["mode"] == "origin"
+    assert before.json["cache"]["cache_status"] == "contentnode; fwd=uri-miss"
+    assert before.json["cache"]["decision"] == {"store": True, "why": None, "lifetime": 600, "freshness": "max-age"}
+    assert before.json["origin"]["size"] == 300 and "fields" not in before.json["origin"]
     warmed = admin.post("/api/warm", {"urls": [url]})
     assert warmed.json["results"][0]["ok"] and warmed.json["results"][0]["cache"] == "miss"
     assert warmed.json["results"][0]["cache_status"].startswith("contentnode; fwd=uri-miss; fwd-status=200; stored")
@@ -209,6 +217,10 @@ def test_warm_probe_and_diagnose_show_the_cache_decision(node, admin, origin):
     cache = admin.post("/api/probe", {"url": url}).json["cache"]
     assert cache["cached"] and cache["freshness"] == "max-age" and cache["lifetime"] == 600
     assert 590 <= cache["expires_in"] <= 600 and cache["etag"] == '"p1"' and cache["size"] == 300
+    assert re.fullmatch(r"contentnode; hit; ttl=(59\d|600)", cache["cache_status"])
+    origin.script("/gone.css", b"g", headers={"Cache-Control": "no-store, max-age=60"})
+    refused = admin.post("/api/probe", {"url": f"https://{HOST}/gone.css"}).json["cache"]
+    assert refused["decision"] == {"store": False, "why": "no-store", "lifetime": 60, "freshness": "max-age"}
     steps = admin.post("/api/diagnose", {"url": url}).json["steps"]
     last = steps[-1]
     assert last["name"] == "cache" and "freshness 600 s from max-age" in last["detail"]

@@ -1,7 +1,7 @@
 """A rule's cache settings in the panel, in a real browser, against an http bucket: the dialog's default
 choices name what an http bucket gives a new rule, the query policy {"only": [...]} with its names field,
 the stale windows; the edit of a stored rule; then the shared cache's decision on the Troubleshoot page
-(stored, freshness left, validators) after the site's answer was stored, and why a warmed answer was not
+(stored, freshness left, validators, the Cache-Status a GET gets now, the decision on the origin's answer) after the site's answer was stored, and why a warmed answer was not
 stored (its Cache-Status on the Cache page)."""
 
 import re
@@ -72,6 +72,8 @@ def test_rule_cache_settings_and_the_shared_cache_decision(browser, node):
         page.get_by_text(re.compile(r"^10 min from max-age")).wait_for()
         assert page.get_by_text(re.compile(r"^fresh for \d+")).is_visible()
         assert page.locator("code", has_text='"p1"').is_visible()
+        assert page.locator("code", has_text=re.compile(r"^contentnode; hit; ttl=\d+$")).is_visible()   # Cache-Status now
+        assert page.get_by_text(re.compile(r"· fresh for 10 min from max-age$")).is_visible()   # the decision
         labelled(page, "URL to diagnose").fill("http://localhost/page.html?lang=de")   # another query: not stored
         page.get_by_role("button", name="Diagnose").click()
         page.get_by_text("not stored: the next request asks the origin").wait_for()

@@ -199,9 +199,10 @@ def probe(req):
     if target is None:
         answer["origin"] = failure
         return answer
-    answer["origin"] = _origin(delivery, target)
-    answer["cache"] = (origin_mode.cache_state(delivery, target, query) if origin_mode.applies(target)
-                       else delivery.cache.state(target.cache_key))
+    answer["origin"] = origin = _origin(delivery, target)
+    fields = origin.pop("fields", None)   # an http origin's answer fields: only the decision reads them
+    answer["cache"] = (origin_mode.probe_state(delivery, target, query, origin.get("status"), fields)
+                       if origin_mode.applies(target) else delivery.cache.state(target.cache_key))
     return answer
 
 

@@ -40,6 +40,8 @@ from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, Fil
 from contentnode.core.cache_ledger import CacheLedger
 from contentnode.core.cache_memory import HOT_MAX_OBJECT, HotBodies, OpenFiles
 from contentnode.core.cache_purge import CachePurges
+from contentnode.core.cache_unsized import CacheUnsized
+from contentnode.core.fill_threads import FillThreads
 from contentnode.fileio import ensure_private_dir, write_all
 
 KEY_LOCK_WAIT = STALL_TIMEOUT / 2   # how long a fill waits for another fill of its key
@@ -47,7 +49,7 @@ TOUCH_EVERY = 60.0       # refresh an entry's mtime (its LRU position for every 
 INDEX_SLACK = 1024                  # index entries (and queued files) allowed beyond twice the folder's
 
 
-class Cache(CacheBooks, CachePurges):
+class Cache(CacheBooks, CachePurges, CacheUnsized):
     """The node's object cache under `root` (normally <data_dir>/cache)."""
 
     def __init__(self, root: str, max_bytes: int, clock: Callable[[], float] = time.time,
@@ -68,6 +70,7 @@ class Cache(CacheBooks, CachePurges):
         self._ticks = count(1)
         self._hits = self._misses = 0
         self._purge_listeners: list[Callable[[list], None]] = []
+        self._threads = FillThreads()
         ensure_private_dir(self._tmp)
         self.ledger = CacheLedger(os.path.join(root, "ledger"), worker_slot or 0)
         self._seen = self.ledger.changes()   # (generation, removals) this process has followed
@@ -323,6 +326,10 @@ class Cache(CacheBooks, CachePurges):
             if handed is not None:
                 handed.close()
             raise
+        if answer is not None and answer.length is None and not owner and not fill.streamed:
+            os.close(fd)
+            self._leave(fill)
+            return None if self._joined_unsized(fill) else self._stream(fetch)
         if fill.adopted or fill.streamed or answer.status != 200:
             os.close(fd)
             self._leave(fill)
@@ -357,9 +364,7 @@ class Cache(CacheBooks, CachePurges):
         self._temps.add(os.path.basename(tmp_path))
         fill.generation = self._seen[0]
         self._fills[key] = fill
-        thread = threading.Thread(target=self._run_fill, args=(fill, fetch, ttl),
-                                  name="cache-fill", daemon=True)
-        thread.start()
+        self._threads.run(self._run_fill, fill, fetch, ttl)   # a kept thread (core/fill_threads.py)
         return fill
 
     # -- filling --------------------------------------------------------------
@@ -394,6 +399,10 @@ class Cache(CacheBooks, CachePurges):
                 answer, handed = None, answer
                 self._end_fill(fill, streamed=True, handed=handed)
                 return
+            if answer.length is None:
+                if self._store_unsized(fill, answer, ttl):
+                    answer = None   # handed to the fill's owner
+                return
             now, uid = self.clock(), new_uid()
             expires = now + ttl if answer.expires_at is None else min(now + ttl, answer.expires_at)
             header = header_bytes({"key": list(fill.key), "size": answer.length, "id": uid,
@@ -425,16 +434,17 @@ class Cache(CacheBooks, CachePurges):
                 answer.close()
 
     def _reserve(self, fill, size: int) -> bool:
-        """Count a fill's size in the books before writing it, its temp file sized to match (lock
-        held): evict the least recently used files for room; False when it cannot fit beside the
-        other fills in flight."""
-        if fill.discard or size > self.max_bytes:
+        """Count a fill's size in the books before writing it (or grow what it counted to `size`),
+        its temp file sized to match (lock held): evict the least recently used files for room;
+        False when it cannot fit beside the other fills in flight."""
+        more = size - fill.reserved
+        if fill.discard or size > self.max_bytes or more <= 0:
             return False
         with self.ledger.books():
-            if not self._make_room(size):
+            if not self._make_room(more):
                 return False
             os.truncate(fill.tmp_path, size)
-            self.ledger.add(total=size)
+            self.ledger.add(total=more)
         fill.reserved = size
         return True
 
@@ -549,6 +559,7 @@ class Cache(CacheBooks, CachePurges):
 
     def close(self) -> None:
         """At stop: close the files kept open and the books (this process's locks go with them)."""
+        self._threads.close()
         with self._lock:
             self._files.retire_all()
             self.ledger.close()

@@ -66,8 +66,11 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def header_bytes(header: dict) -> bytes:
+def header_bytes(header: dict, width: int = 0) -> bytes:
+    """The header's bytes; `width` pads them with spaces (which JSON ignores) to that length, so
+    a header rewritten in place once the body's size is known keeps the body's offset."""
     raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * max(0, width - _PREFIX.size - len(raw))
     return _PREFIX.pack(MAGIC, len(raw)) + raw
 
 

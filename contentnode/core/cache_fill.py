@@ -81,6 +81,7 @@ class Result:
         self.entry, self._fill, self._fd, self.body = entry, fill, fd, body
         self._on_close = on_close
         self._shared_fd = shared_fd   # a descriptor this Result reads but does not close
+        self._rest: OriginAnswer | None = None   # an overflowed fill's origin stream, read past the cap
 
     def open_file(self):
         """(fd, body offset) of a hit; close() closes fd (opened here for a body held in memory)."""
@@ -98,6 +99,9 @@ class Result:
                 yield self.body[start:end]
             return
         fd = self._fd if self._shared_fd is None else self._shared_fd
+        if end is None:   # a fill of a length the origin never announced: until its end
+            yield from self._tail(fd, start)
+            return
         base = self.entry.offset if self.hit else self._fill.offset
         pos = start
         while pos < end:
@@ -110,6 +114,22 @@ class Result:
                 raise FillTruncated("cache file shorter than its header says")
             pos += len(data)
             yield data
+
+    def _tail(self, fd: int, pos: int):
+        """A fill of unannounced length as it lands; when it passed the cache's cap, the rest
+        straight from the origin (handed to the fill's owner, the one reader it then has)."""
+        fill = self._fill
+        while (avail := fill.wait_more(pos)) is not None:
+            while pos < avail:
+                data = os.pread(fd, min(avail - pos, CHUNK), fill.offset + pos)
+                if not data:
+                    raise FillTruncated("cache file shorter than what was written")
+                pos += len(data)
+                yield data
+        rest = fill.take_handed()
+        if rest is not None:
+            self._rest = rest
+            yield from rest.chunks
 
     def sendable(self, start: int, end: int):
         """Bytes [start, end) in the form this result sends best, which then owns this Result:
@@ -144,6 +164,10 @@ class Result:
         if self._on_close is not None:
             self._on_close, on_close = None, self._on_close
             on_close()
+        if self.size is None and self._fill is not None:   # an overflowed fill's stream, unread or read
+            rest, self._rest = self._fill.take_handed() or self._rest, None
+            if rest is not None:
+                rest.close()
 
 
 class StreamedResult(Result):
@@ -199,6 +223,7 @@ class Fill:
         self.error = None
         self.discard = False     # set by a purge during the fill: do not commit
         self.streamed = False    # not cached: each reader but the owner fetches its own stream
+        self.overflow = False    # an unannounced length passed the cap: the rest goes to the owner, uncached
         self.handed = None       # a streamed fill's answer, handed whole to the owner (take_handed)
         self.usable = None       # (entry) -> bool: whether an entry found meanwhile serves this fill's readers
         self.readers = 0         # requests holding a share of this fill (cache lock)
@@ -234,9 +259,36 @@ class Fill:
                 return self.written
             raise self.error or FillTruncated("origin sent less than announced")
 
+    def wait_more(self, pos: int) -> int | None:
+        """For a fill of unannounced length: block until body bytes past `pos` are on disk and
+        return how many are, or None at its end (stored, or passed the cap)."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: self.written > pos or self.error or self.done or self.overflow,
+                                      STALL_TIMEOUT):
+                raise FillStalled("origin stalled")
+            if self.written > pos:
+                return self.written
+            if self.error is not None:
+                raise self.error
+            return None
+
+    def wait_end(self) -> bool:
+        """Block while the fill makes progress; True when it was stored whole, False when it
+        passed the cap (FillStalled after STALL_TIMEOUT without progress; its error if it failed)."""
+        with self.cond:
+            seen = -1
+            while not (self.done or self.error or self.overflow):
+                if not self.cond.wait_for(lambda seen=seen: self.done or self.error or self.overflow
+                                          or self.written != seen, STALL_TIMEOUT):
+                    raise FillStalled("origin stalled")
+                seen = self.written
+            if self.error is not None:
+                raise self.error
+            return self.done
+
     def wait_done(self):
         with self.cond:
-            if not self.cond.wait_for(lambda: self.done or self.error, STALL_TIMEOUT):
+            if not self.cond.wait_for(lambda: self.done or self.error or self.overflow, STALL_TIMEOUT):
                 raise FillStalled("fill did not finish")
             if self.error is not None:
                 raise self.error

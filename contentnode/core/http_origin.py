@@ -11,7 +11,7 @@ sent them with its body still to read.
 """
 
 import base64
-import http.client
+import re
 import ssl
 import time
 from collections.abc import Iterable
@@ -23,6 +23,7 @@ from contentnode.core.cache_fill import CHUNK, OriginAnswer
 from contentnode.core.http_check import check_origin
 from contentnode.core.http_pool import OriginConnection, OriginPool, OriginPools, transport_error
 from contentnode.core.origin import OriginError
+from contentnode.core.origin_wire import Body, ClosedBeforeAnswer, Head, read_head
 from contentnode.core.steps import elapsed_ms
 
 PREVIEW_BYTES = 64
@@ -35,6 +36,8 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "te", "trailer", "transfer-e
                         "content-length"})
 USER_AGENT = "contentnode"
 _KEY_SAFE = "/!$&'()*+,;=:@~-._"
+_LINE_BREAKING = re.compile(r"[\r\n\0]")
+SMALL_BODY = 64 * 1024   # a body up to this size leaves with the request head, in one write
 
 
 @dataclass(frozen=True)
@@ -75,21 +78,23 @@ class HttpOriginConfig:
 
 class OriginResponse:
     """An origin's answer with its body unread: `status`, `headers` (pairs as sent), `length`
-    (None when the origin sent none); read/chunks stream the body; close() gives the connection
-    back to the pool when the body was read whole, else closes it."""
+    (None when the origin sent none), `interim` (the statuses of the 1xx answers read before
+    it); read/chunks stream the body; close() gives the connection back to the pool when the
+    body was read whole, else closes it."""
 
-    def __init__(self, pool: OriginPool, conn: OriginConnection, response: http.client.HTTPResponse, reused: bool):
-        self._pool, self._conn, self._response = pool, conn, response
-        self.status = response.status
-        self.reason = response.reason
-        self.headers: list[tuple[str, str]] = response.getheaders()
-        self.length = response.length
+    def __init__(self, pool: OriginPool, conn: OriginConnection, head: Head, reused: bool):
+        self._pool, self._conn = pool, conn
+        self.status, self.reason, self.headers = head.status, head.reason, head.headers
+        self.length = head.length
+        self.interim = head.interim
         self.reused = reused          # the connection carried an earlier answer
+        self._body = Body(conn.reader, head)
         self._done = False
 
     def header(self, name: str) -> str | None:
         """One field's value, repeats joined with ", " (None when absent)."""
-        values = [v for k, v in self.headers if k.lower() == name.lower()]
+        name = name.lower()
+        values = [v for k, v in self.headers if k.lower() == name]
         return ", ".join(values) if values else None
 
     def read(self, size: int = CHUNK) -> bytes:
@@ -97,12 +102,12 @@ class OriginResponse:
         if self._done:
             return b""
         try:
-            data = self._response.read1(size) if size else b""
+            data = self._body.read1(size)
         except Exception as exc:   # noqa: BLE001 - any failure here is the origin's: close, report
             self._finish(False)
             raise transport_error(exc) from None
         if not data and size:
-            self._finish(not self._response.will_close)   # the whole body was read
+            self._finish(self._body.reusable)   # the whole body was read
         return data
 
     def chunks(self, size: int = CHUNK):
@@ -111,12 +116,10 @@ class OriginResponse:
 
     def close(self) -> None:
         if not self._done:
-            whole = self._response.isclosed() or self._response.length == 0
-            self._finish(whole and not self._response.will_close)
+            self._finish(self._body.ended and self._body.reusable)
 
     def _finish(self, reusable: bool) -> None:
         self._done = True
-        self._response.close()   # the socket stays open when the connection is kept
         self._pool.release(self._conn, reusable and self._conn.sock is not None)
 
 
@@ -150,38 +153,46 @@ class HttpOrigin:
         replayable = body is None or isinstance(body, bytes)
         if isinstance(body, bytes):
             length = len(body)
+        head = self._head(method, target, client_host, sent, length, body is not None and length is None)
         for attempt in (1, 2):
             conn, reused = self.pool.acquire()
             try:
-                self._send(conn, method, target, client_host, sent, body, length)
-                response = conn.getresponse()
+                self._send(conn, head, body, length)
+                answer = read_head(conn.reader, method)
                 self.pool.remember_session(conn)
             except BaseException as exc:
                 self.pool.release(conn, False)
                 if reused and replayable and attempt == 1 and _stale_connection(exc):
                     continue
                 raise transport_error(exc) from None
-            return OriginResponse(self.pool, conn, response, reused)
+            return OriginResponse(self.pool, conn, answer, reused)
         raise AssertionError("unreachable")
 
-    def _send(self, conn, method, target, client_host, headers, body, length) -> None:
-        conn.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
-        conn.putheader("Host", self.config.host_for(client_host))
-        for name, value in headers:
-            conn.putheader(name, value)
-        chunked = body is not None and length is None
+    def _head(self, method, target, client_host, headers, length, chunked) -> bytes:
+        """The request head as one string of bytes (sent with one write)."""
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self.config.host_for(client_host)}"]
+        lines += [f"{name}: {value}" for name, value in headers]
         if length is not None:
-            conn.putheader("Content-Length", str(length))
+            lines.append(f"Content-Length: {length}")
         elif chunked:
-            conn.putheader("Transfer-Encoding", "chunked")
-        conn.endheaders()
-        if body is None:
+            lines.append("Transfer-Encoding: chunked")
+        if any(_LINE_BREAKING.search(line) for line in lines):   # never a second request in a field
+            raise OriginError("invalid", "a request field holds a line break or NUL")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    @staticmethod
+    def _send(conn, head: bytes, body, length) -> None:
+        sock = conn.sock
+        if body is None or isinstance(body, bytes) and len(body) <= SMALL_BODY:
+            sock.sendall(head + body if body else head)
             return
+        sock.sendall(head)
+        chunked = length is None
         for piece in ([body] if isinstance(body, bytes) else body):
             if piece:
-                conn.send(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
         if chunked:
-            conn.send(b"0\r\n\r\n")
+            sock.sendall(b"0\r\n\r\n")
 
     # ---------------------------------------------------------------- core/origin.py
 
@@ -211,8 +222,10 @@ class HttpOrigin:
         if answer.status >= 400:
             raise OriginError("status", f"the origin answered {answer.status} {answer.reason}".rstrip(),
                               answer.status)
-        return {"status": answer.status, "size": answer.length, "content_type": answer.header("content-type"),
-                "etag": answer.header("etag"), "last_modified": answer.header("last-modified")}
+        length = answer.header("content-length")
+        return {"status": answer.status, "size": int(length) if length and length.isdigit() else None,
+                "content_type": answer.header("content-type"), "etag": answer.header("etag"),
+                "last_modified": answer.header("last-modified"), "fields": answer.headers}
 
     def probe(self, key: str) -> dict:
         """What the origin answers a GET of `key` (any status is reported as it is), and its first bytes."""
@@ -243,5 +256,5 @@ class HttpOrigin:
 
 def _stale_connection(exc: BaseException) -> bool:
     """A kept-alive connection the origin closed before this request reached it."""
-    return isinstance(exc, (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
+    return isinstance(exc, (ClosedBeforeAnswer, BrokenPipeError, ConnectionResetError,
                             ConnectionAbortedError)) and not isinstance(exc, ssl.SSLError)

@@ -17,7 +17,6 @@ connections, plus at most `MAX_WAITING` waiting (up to the connect timeout)
 for one of them to come free; any more get OriginError "busy" at once.
 """
 
-import http.client
 import select
 import socket
 import ssl
@@ -30,6 +29,7 @@ from contentnode.core.origin import OriginError
 
 MAX_ACTIVE = 32          # connections in use at once, per origin
 MAX_WAITING = 32         # requests waiting for one of them, per origin
+READ_BUFFER = 64 * 1024  # bytes read from the origin at once, per connection
 IDLE_SECONDS = 30.0      # an idle connection older than this is closed, not reused
 MAX_POOLS = 256          # origins whose pools are kept (the least recently used go)
 
@@ -60,21 +60,21 @@ def transport_error(exc: BaseException) -> OriginError:
     if isinstance(exc, ssl.SSLError):
         hint = " (the port answers plain HTTP: is the url http://?)" if exc.reason == "WRONG_VERSION_NUMBER" else ""
         return OriginError("tls", f"TLS failed: {exc.reason or exc}{hint}")
-    if isinstance(exc, http.client.HTTPException):
-        return OriginError("protocol", f"the origin's answer is not valid HTTP/1.1 ({type(exc).__name__})")
     return OriginError("connect", f"the connection to the origin failed: {exc.strerror or exc}"
                        if isinstance(exc, OSError) else str(exc))
 
 
-class OriginConnection(http.client.HTTPConnection):
-    """One connection of a pool: vetted at connect, TLS with the pool's last session offered."""
+class OriginConnection:
+    """One connection of a pool: vetted at connect, TLS with the pool's last session offered;
+    `reader` buffers what the origin sends (core/origin_wire.py reads answers from it)."""
 
     def __init__(self, pool: "OriginPool"):
-        super().__init__(pool.host, pool.port, timeout=pool.read_timeout)
         self.pool = pool
+        self.sock: socket.socket | None = None
+        self.reader = None
         self.resumed = False
         self.idle_since = 0.0
-        self.tls: ssl.SSLSocket | None = None   # kept past close(): an answer's reader still uses it
+        self.tls: ssl.SSLSocket | None = None
 
     def connect(self):
         pool = self.pool
@@ -96,6 +96,14 @@ class OriginConnection(http.client.HTTPConnection):
             self.tls = sock
         sock.settimeout(pool.read_timeout)
         self.sock = sock
+        self.reader = sock.makefile("rb", READ_BUFFER)
+
+    def close(self) -> None:
+        sock, reader, self.sock, self.reader = self.sock, self.reader, None, None
+        if reader is not None:
+            reader.close()
+        if sock is not None:
+            sock.close()
 
     def alive(self) -> bool:
         """Idle and usable: connected, not too old, and nothing (EOF or stray bytes) to read."""

@@ -134,6 +134,19 @@ class SharedCache:
                 "lifetime": int(meta["lifetime"]), "etag": fields.get("etag"),
                 "last_modified": fields.get("last-modified"), "vary": meta.get("vary") or []}
 
+    def predict(self, req: Request) -> str:
+        """The Cache-Status a GET with this request's fields would get now (probe shows it)."""
+        _key, entry, miss = self.find(req)
+        if entry is None:
+            return hc.cache_status(fwd=miss)
+        fields = _stored(entry)
+        age = hc.current_age(fields, entry.meta["request_time"], entry.meta["response_time"], self.clock())
+        decision = hc.reuse(fields, entry.meta["lifetime"], age, req.fields, req.defaults)
+        if decision.action in ("fresh", "stale", "stale-while-revalidate"):
+            return hc.cache_status(hit=True, ttl=decision.ttl,
+                                   detail=None if decision.action == "fresh" else decision.action)
+        return hc.cache_status(fwd=decision.fwd or "stale", ttl=decision.ttl)
+
     # ---------------------------------------------------------------- serving
 
     def serve(self, req: Request, forward: Forward) -> Exchange:
@@ -282,15 +295,8 @@ class SharedCache:
 
     def _answer(self, req: Request, response, fields: dict, request_time: float, response_time: float,
                 store: bool) -> OriginAnswer:
-        decision = hc.storable("GET", response.status, req.fields, fields)
-        lifetime = hc.freshness_lifetime(response.status, fields, response_time, req.heuristic_cap)
+        why, lifetime, keep = verdict(req, response.status, fields, response_time)
         names = list(hc.vary_names(fields))
-        keep = _retention(fields, lifetime.lifetime, [req.defaults.while_revalidate, req.defaults.if_error])
-        why = decision.reason if not decision.ok else None
-        if decision.ok and keep <= 0:
-            why = "no freshness and no validators"
-        if decision.ok and response.length is None:
-            why = "no content-length"
         shared = store and why is None
         kept = hc.stored_fields(fields) if shared else {k: v for k, v in fields.items() if k not in hc.HOP_BY_HOP}
         meta = {"status": response.status, "origin_status": response.status, "fields": list(kept.items()),
@@ -304,6 +310,17 @@ class SharedCache:
             meta["vary"] = ["*"]
         return OriginAnswer(200, meta, response.length,
                             response.chunks(), response.close, expires_at=response_time + keep, shared=shared)
+
+
+def verdict(req: Request, status: int, fields: Mapping[str, str], response_time: float):
+    """(why it is not stored or None, its freshness, how long it is kept) for an origin's answer."""
+    decision = hc.storable("GET", status, req.fields, fields)
+    lifetime = hc.freshness_lifetime(status, fields, response_time, req.heuristic_cap)
+    keep = _retention(fields, lifetime.lifetime, [req.defaults.while_revalidate, req.defaults.if_error])
+    why = decision.reason if not decision.ok else None
+    if decision.ok and keep <= 0:
+        why = "no freshness and no validators"
+    return why, lifetime, keep
 
 
 def _retention(fields: Mapping[str, str], lifetime: float, defaults) -> float:

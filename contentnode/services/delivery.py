@@ -26,8 +26,9 @@ from contentnode.core.origin import OriginError
 from contentnode.core.paths import CONTROL, MAX_PATH_BYTES, PathError, decode_path
 from contentnode.core.rate_table import RateTable
 from contentnode.core.settings import effective
-from contentnode.core.shared_cache import SharedCache
+from contentnode.core.shared_cache import KEEP_FOR, SharedCache
 from contentnode.core.traffic import Traffic
+from contentnode.services import origin_mode
 from contentnode.services.jobs import Every
 
 log = logging.getLogger("contentnode.content")
@@ -356,6 +357,29 @@ def _variant_fetch(delivery, target: Target, original):
     return fetch
 
 
+def _shared_variant_fetch(delivery, target: Target):
+    """An image variant of a rule in cache_mode "origin": its source through the shared cache, the
+    variant kept only while that source is fresh (never when it was not stored)."""
+    def fetch():
+        served, fresh_for = origin_mode.source(delivery, target)
+        result = served.result
+        if served.status != 200 or (result.size or 0) > MAX_IMAGE_SOURCE:
+            result.close()
+            if served.status == 200:
+                raise images.ImageError("the source image is too large to transform")
+            return OriginAnswer({404: 404, 410: 404, 401: 403, 403: 403}.get(served.status, 502))
+        data = result.read_all()
+        if len(data) > MAX_IMAGE_SOURCE:
+            raise images.ImageError("the source image is too large to transform")
+        with delivery.image_sources.hold(len(data)):
+            out, ctype = images.transform(data, target.variant, delivery.image_budget)
+        tag = hashlib.sha256(f"{served.field('etag')}|{target.variant.key()}".encode()).hexdigest()
+        meta = {"content_type": ctype, "etag": f'"{tag[:32]}"', "last_modified": served.field("last-modified")}
+        return OriginAnswer(200, meta, len(out), [out], expires_at=delivery.cache.clock() + fresh_for,
+                            shared=fresh_for > 0)
+    return fetch
+
+
 NOT_ENCODED = 409   # a coding fill's answer when its source cannot be compressed after all
 
 
@@ -383,9 +407,12 @@ def fetch(delivery, target: Target, coding: str | None = None):
     compressible (result.meta's "encoded" says so; any trouble making that variant sends
     identity); origin failures become a 404, 400, 502 or 504 NotServed."""
     fetcher = _origin_fetch(delivery, target)
-    if target.variant is not None:
+    ttl = target.ttl
+    if origin_mode.shares_source(target):
+        fetcher, ttl = _shared_variant_fetch(delivery, target), KEEP_FOR   # the source's freshness ends it
+    elif target.variant is not None:
         fetcher = _variant_fetch(delivery, target, fetcher)
-    result = _cached(delivery, target.cache_key, fetcher, target.ttl)
+    result = _cached(delivery, target.cache_key, fetcher, ttl)
     if result.status == 404:
         raise NotServed(404, "not_found", "no such object")
     if result.status == 403:

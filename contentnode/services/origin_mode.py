@@ -18,8 +18,9 @@ from urllib.parse import urlencode, urlsplit
 from contentnode.core import buckets, cache_policy
 from contentnode.core import http_cache as hc
 from contentnode.core.forwarding import request_fields
-from contentnode.core.shared_cache import CLIENT_CONDITIONALS, Exchange, Request
+from contentnode.core.shared_cache import CLIENT_CONDITIONALS, Exchange, Request, verdict
 from contentnode.core.signing import LINK_PARAMS
+from contentnode.services import origin_encoding
 
 
 @dataclass(frozen=True)
@@ -63,14 +64,41 @@ def request(target, visitor: Visitor, query: str) -> Request:
 
 
 def exchange(delivery, target, visitor: Visitor) -> Exchange:
-    """A GET or HEAD through the shared cache (OriginError, GatewayTimeout as the cache raises them)."""
+    """A GET or HEAD through the shared cache (OriginError, GatewayTimeout as the cache raises
+    them), compressed when it may be and the client accepts it."""
+    asked, served = _served(delivery, target, visitor)
+    return origin_encoding.encoded(delivery, target, served, asked.fields.get("accept-encoding"))
+
+
+def _served(delivery, target, visitor: Visitor) -> tuple[Request, Exchange]:
     origin = delivery.origin(target)
     query = kept_query(target, visitor)
     sent = visitor_fields(visitor, drop=CLIENT_CONDITIONALS)
 
     def forward(extra: dict):
         return origin.forward("GET", target.key, query, sent + list(extra.items()), client_host=visitor.host)
-    return delivery.shared.serve(request(target, visitor, query), forward)
+    asked = request(target, visitor, query)
+    return asked, delivery.shared.serve(asked, forward)
+
+
+def shares_source(target) -> bool:
+    """Whether an image variant's source comes through the shared cache (its rule is in cache_mode
+    "origin" on an http or S3 bucket)."""
+    return (target.variant is not None and target.rule["cache_mode"] == "origin" and target.bucket is not None
+            and buckets.kind(target.bucket) in SHARED_KINDS)
+
+
+def source(delivery, target) -> tuple[Exchange, float]:
+    """An image variant's source through the shared cache, asked as the URL without a query and
+    without client fields, and for how many seconds it stays fresh (0 when it was not stored:
+    a variant made from it is not kept either)."""
+    visitor = Visitor("GET", [("Host", target.host)], [], "127.0.0.1", False, "http", target.host)
+    _asked, served = _served(delivery, target, visitor)
+    meta = served.result.meta
+    if served.status != 200 or not (served.hit or meta.get("stored")) or "lifetime" not in meta:
+        return served, 0.0
+    age = hc.current_age(dict(meta["fields"]), meta["request_time"], meta["response_time"], delivery.shared.clock())
+    return served, max(0.0, meta["lifetime"] - age)
 
 
 def visitor_fields(visitor: Visitor, drop=()) -> list:
@@ -112,12 +140,28 @@ def forward(delivery, target, visitor: Visitor, body, length: int | None):
     return answer
 
 
-def cache_state(delivery, target, query: list) -> dict:
-    """What probe and diagnose show of the shared cache for a URL (no request fields: the URL's
-    first stored variant)."""
+def _bare_request(target, query: list) -> Request:
+    """The URL asked without request fields (its first stored variant)."""
     kept = urlencode(cache_policy.kept_query(target.rule["query"], query, LINK_PARAMS))
-    return delivery.shared.state(Request(cache_key(target, kept), {}, target.rule["cache_ttl"],
-                                         cache_policy.stale_defaults(target.rule)))
+    return Request(cache_key(target, kept), {}, target.rule["cache_ttl"], cache_policy.stale_defaults(target.rule))
+
+
+def cache_state(delivery, target, query: list) -> dict:
+    """What diagnose shows of the shared cache for a URL (no request fields)."""
+    return delivery.shared.state(_bare_request(target, query))
+
+
+def probe_state(delivery, target, query: list, status: int | None, fields: list | None) -> dict:
+    """What probe shows: the stored state, `cache_status` (the Cache-Status a GET without request
+    fields gets now) and `decision` (whether the origin's answer to the probe's HEAD, `status`
+    and `fields`, would be stored and why not, with its freshness; null without an answer)."""
+    req = _bare_request(target, query)
+    state = dict(delivery.shared.state(req), cache_status=delivery.shared.predict(req), decision=None)
+    if status is not None and fields is not None:
+        why, lifetime, _keep = verdict(req, status, hc.fields(fields), delivery.shared.clock())
+        state["decision"] = {"store": why is None, "why": why, "lifetime": int(lifetime.lifetime),
+                             "freshness": lifetime.source}
+    return state
 
 
 def describe(state: dict) -> str:

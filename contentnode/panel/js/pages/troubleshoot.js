@@ -7,9 +7,18 @@ import { field, form, button, onSubmit } from '../forms.js';
 import { bytes, duration } from '../format.js';
 import { pageHeader, card, facts, steps, resultBanner, badge } from '../ui.js';
 
-/** The shared cache's decision for a rule in cache_mode "origin": stored or not, freshness left, validators, Vary. */
+/** What the cache would do with the origin's answer to the probe's HEAD (null: no answer, or an S3 bucket). */
+function decisionFact(d) {
+  if (!d) return ['Decision', '—'];
+  const freshness = `${duration(d.lifetime)} from ${d.freshness}`;
+  return ['Decision', d.store ? h('span', {}, badge('stored', 'ok'), ` · fresh for ${freshness}`)
+    : h('span', {}, badge('not stored', 'warn'), ' · ', d.why)];
+}
+
+/** The shared cache's state and decision for a rule in cache_mode "origin": Cache-Status now, stored or not, freshness left, validators, Vary. */
 function sharedCacheFacts(c) {
-  if (!c.cached) return [['Cache', 'shared cache (origin mode): nothing stored, the next request asks the origin']];
+  const now = [['Cache-Status', c.cache_status ? h('code', {}, c.cache_status) : '—'], decisionFact(c.decision)];
+  if (!c.cached) return [['Cache', 'shared cache (origin mode): nothing stored, the next request asks the origin'], ...now];
   const left = c.expires_in > 0 ? `fresh for ${duration(c.expires_in)} more` : `stale for ${duration(-c.expires_in)} (revalidated on the next request)`;
   const validators = [c.etag ? h('span', {}, 'ETag ', h('code', {}, c.etag)) : null,
     c.last_modified ? h('span', {}, 'Last-Modified ', h('code', {}, c.last_modified)) : null].filter(Boolean);
@@ -18,6 +27,7 @@ function sharedCacheFacts(c) {
     ['Freshness', h('span', {}, `${duration(c.lifetime)} from ${c.freshness} · `, badge(left, c.expires_in > 0 ? 'ok' : 'warn'))],
     ['Validators', validators.length ? h('span', { class: 'row' }, ...validators) : 'none: a stale answer is fetched again in full'],
     ['Vary', c.vary.length ? c.vary.join(', ') : 'none (one stored answer for the URL)'],
+    ...now,
   ];
 }
 

@@ -1,0 +1,171 @@
+"""An origin's answer read off a kept-alive connection: its head, then its body by its framing.
+
+The origin client (core/http_origin.py) reads every miss's answer here rather
+than through http.client, whose head parser (the email package) cost most of
+a miss's CPU. The head is read strictly within MAX_HEAD and MAX_FIELDS:
+interim answers (1xx but 101, RFC 9110 §15.2: `100 Continue`, `103 Early
+Hints`) are read and set aside, never taken for the answer, and their fields
+never join the final one's. The body's framing follows RFC 9112 §6.3: none
+for HEAD, 1xx, 204 and 304; chunked when Transfer-Encoding ends with it
+(trailers read and dropped); Content-Length when it is one valid length;
+else until the origin closes the connection (then never reused).
+"""
+
+import re
+
+from contentnode.core.origin import OriginError
+
+MAX_HEAD = 65536       # status line and field lines together, per answer (interim ones count apart)
+MAX_FIELDS = 100
+MAX_INTERIM = 16       # interim answers before the final one
+_CHUNK_LINE = 4096     # a chunk-size line with its extensions
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")   # a field name (RFC 9110 5.1)
+
+
+class ClosedBeforeAnswer(ConnectionError):
+    """The origin closed the connection before a status line: on a reused connection, the sign
+    that the origin dropped it while idle (the request may be sent again)."""
+
+
+def _protocol(message: str) -> OriginError:
+    return OriginError("protocol", f"the origin's answer is not valid HTTP/1.1 ({message})")
+
+
+class Head:
+    """The final answer's status line and fields (pairs as sent), its framing, and the interim
+    answers' statuses read before it."""
+
+    __slots__ = ("status", "reason", "headers", "length", "chunked", "close", "interim")
+
+    def __init__(self, status: int, reason: str, headers: list, length: int | None, chunked: bool, close: bool,
+                 interim: list):
+        self.status, self.reason, self.headers = status, reason, headers
+        self.length, self.chunked, self.close, self.interim = length, chunked, close, interim
+
+
+def _status_line(line: bytes) -> tuple[bytes, int, str]:
+    version, _, rest = line.partition(b" ")
+    code, _, reason = rest.partition(b" ")
+    if version[:7] != b"HTTP/1." or len(code) != 3 or not code.isdigit():
+        raise _protocol("status line")
+    return version, int(code), reason.rstrip(b"\r\n").decode("latin-1")
+
+
+def _fields(reader, budget: int) -> list[tuple[str, str]]:
+    fields: list[tuple[str, str]] = []
+    for _ in range(MAX_FIELDS + 1):
+        line = reader.readline(budget + 1)
+        budget -= len(line)
+        if budget < 0:
+            raise _protocol(f"head larger than {MAX_HEAD} bytes")
+        if line == b"\r\n" or line == b"\n":
+            return fields
+        if not line.endswith(b"\n"):
+            raise _protocol("closed within the head")
+        name, colon, value = line.partition(b":")
+        if not colon or not _TOKEN.fullmatch(name):   # obs-fold, space before ':', a name that is no token
+            raise _protocol("field line")
+        value = value.strip(b" \t\r\n")
+        if b"\r" in value or b"\0" in value or b"\n" in value:
+            raise _protocol("field value")
+        fields.append((name.decode("latin-1"), value.decode("latin-1")))
+    raise _protocol(f"more than {MAX_FIELDS} fields")
+
+
+def _one(fields: list, name: str) -> str | None:
+    values = [v for k, v in fields if k.lower() == name]
+    return ", ".join(values) if values else None
+
+
+def read_head(reader, method: str) -> Head:
+    """The final answer's head from `reader` (a buffered binary file of the socket); interim
+    answers before it are read and counted. ClosedBeforeAnswer when nothing came at all."""
+    interim: list[int] = []
+    while True:
+        line = reader.readline(MAX_HEAD + 1)
+        if not line:
+            if interim:
+                raise _protocol("closed after an interim answer")
+            raise ClosedBeforeAnswer("the origin closed the connection before answering")
+        if len(line) > MAX_HEAD or not line.endswith(b"\n"):
+            raise _protocol("status line")
+        version, status, reason = _status_line(line)
+        fields = _fields(reader, MAX_HEAD - len(line))
+        if 100 <= status < 200 and status != 101:
+            interim.append(status)
+            if len(interim) > MAX_INTERIM:
+                raise _protocol(f"more than {MAX_INTERIM} interim answers")
+            continue
+        break
+    connection = (_one(fields, "connection") or "").lower()
+    close = "close" in connection or (version == b"HTTP/1.0" and "keep-alive" not in connection)
+    if method == "HEAD" or status < 200 or status in (204, 304):
+        return Head(status, reason, fields, 0, False, close, interim)
+    coding = _one(fields, "transfer-encoding")
+    if coding is not None:
+        chunked = coding.replace(" ", "").lower().rsplit(",", 1)[-1] == "chunked"
+        # with Transfer-Encoding, Content-Length means nothing; not chunked: read until the close
+        return Head(status, reason, fields, None, chunked, close or not chunked, interim)
+    length = _one(fields, "content-length")
+    if length is None:
+        return Head(status, reason, fields, None, False, True, interim)
+    values = {v.strip() for v in length.split(",")}
+    value = values.pop() if len(values) == 1 else ""
+    if not (value.isascii() and value.isdigit()):
+        raise _protocol("Content-Length")
+    return Head(status, reason, fields, int(value), False, close, interim)
+
+
+class Body:
+    """The body of one answer, read in pieces of at most `size` bytes (read1: one socket read at
+    most); `ended` once it was read whole, `reusable` when the connection may then carry another."""
+
+    __slots__ = ("_reader", "_left", "_chunked", "_chunk_left", "ended", "reusable")
+
+    def __init__(self, reader, head: Head):
+        self._reader = reader
+        self._left = head.length            # None: chunked or until the close
+        self._chunked = head.chunked
+        self._chunk_left = 0
+        self.ended = head.length == 0
+        self.reusable = not head.close and (head.length is not None or head.chunked)
+
+    def read1(self, size: int) -> bytes:
+        if self.ended or size <= 0:
+            return b""
+        if self._chunked:
+            return self._chunk(size)
+        if self._left is None:
+            data = self._reader.read1(size)
+            self.ended = not data
+            return data
+        data = self._reader.read1(min(size, self._left))
+        if not data:
+            raise _protocol(f"closed {self._left} bytes before the announced end")
+        self._left -= len(data)
+        self.ended = self._left == 0
+        return data
+
+    def _chunk(self, size: int) -> bytes:
+        if self._chunk_left == 0:
+            line = self._reader.readline(_CHUNK_LINE)
+            if not line.endswith(b"\n"):
+                raise _protocol("chunk size line")
+            digits = line.split(b";", 1)[0].strip(b" \t\r\n")
+            if not digits or len(digits) > 15 or digits.strip(b"0123456789abcdefABCDEF"):
+                raise _protocol("chunk size")
+            self._chunk_left = int(digits, 16)
+            if self._chunk_left == 0:
+                self._trailers()
+                return b""
+        data = self._reader.read1(min(size, self._chunk_left))
+        if not data:
+            raise _protocol("closed within a chunk")
+        self._chunk_left -= len(data)
+        if self._chunk_left == 0 and self._reader.readline(3) not in (b"\r\n", b"\n"):
+            raise _protocol("chunk end")
+        return data
+
+    def _trailers(self) -> None:
+        _fields(self._reader, MAX_HEAD)   # read and dropped: a trailer never changes the answer
+        self.ended = True

@@ -1,0 +1,89 @@
+"""Compression of the shared cache's answers (rules in cache_mode "origin"), by the rules of
+bucket content (core/encodings.py): a stored 200 of a compressible type and size, which the
+origin did not encode itself and did not mark `no-transform`, goes to a client that accepts a
+coding compressed once per stored answer and coding, and every answer of it says
+`Vary: Accept-Encoding`.
+
+The compressed variant is a cache entry beside the stored answer (its key plus the coding, so
+a purge of the URL takes it too), made from the stored body when a hit first needs it, tied to
+that very entry (a refreshed or replaced answer is compressed again) and expiring with it. The
+answer that fills the cache streams as the origin sent it; the hits after it go compressed.
+"""
+
+import logging
+
+from contentnode.core import encodings
+from contentnode.core import http_cache as hc
+from contentnode.core.cache_fill import OriginAnswer
+from contentnode.core.shared_cache import KEEP_FOR, Exchange
+
+log = logging.getLogger("contentnode.content")
+
+NOT_ENCODED = 409   # the variant's fill when its source went away meanwhile: identity is sent
+
+
+def _field(headers: list, name: str) -> str | None:
+    values = [value for key, value in headers if key.lower() == name]
+    return ", ".join(values) if values else None
+
+
+def compressible(exchange: Exchange) -> bool:
+    """Whether clients that accept a coding get this answer compressed (a hit or not)."""
+    headers = exchange.headers
+    if exchange.status != 200 or exchange.result.size is None or _field(headers, "content-encoding"):
+        return False
+    if "no-transform" in hc.directives(_field(headers, "cache-control")) or "*" in (_field(headers, "vary") or ""):
+        return False   # the origin forbids transforms, or varies on everything (never stored)
+    meta = {"content_type": _field(headers, "content-type")}
+    return encodings.compressible(meta, exchange.result.size)
+
+
+def _with_vary(headers: list) -> list:
+    vary = _field(headers, "vary")
+    if vary is not None and "accept-encoding" in [v.strip().lower() for v in vary.split(",")]:
+        return headers
+    kept = [(k, v) for k, v in headers if k.lower() != "vary"]
+    return kept + [("Vary", f"{vary}, Accept-Encoding" if vary else "Accept-Encoding")]
+
+
+def _fetch(delivery, entry, coding: str):
+    def fetch() -> OriginAnswer:
+        source = delivery.cache.lookup(entry.key)
+        if source is None or source.entry is None or source.entry.uid != entry.uid:
+            if source is not None:
+                source.close()
+            return OriginAnswer(NOT_ENCODED)
+        with delivery.compressions.hold(source.size):
+            out = encodings.compress(coding, source.read_all())
+        return OriginAnswer(200, {"source": entry.uid, "encoded": coding}, len(out), [out],
+                            expires_at=entry.expires_at)
+    return fetch
+
+
+def encoded(delivery, target, exchange: Exchange, accept_encoding: str | None) -> Exchange:
+    """The exchange as the client gets it: compressed when it may be and the client accepts a
+    coding (a hit only), with `Vary: Accept-Encoding` whenever the answer is compressible."""
+    if not target.rule["compress"] or not compressible(exchange):
+        return exchange
+    headers = _with_vary(exchange.headers)
+    coding = encodings.choose(accept_encoding)
+    entry = exchange.result.entry
+    if coding is None or not exchange.hit or entry is None:
+        return Exchange(exchange.status, headers, exchange.result, exchange.hit, exchange.cache_status)
+    uid = entry.uid
+    try:
+        variant = delivery.cache.get(entry.key + ("coding\0" + coding,), _fetch(delivery, entry, coding),
+                                     KEEP_FOR, lambda e: e.meta.get("source") == uid)
+    except Exception as exc:  # noqa: BLE001 - a variant that cannot be made: the stored answer goes as it is
+        log.warning("compressing a stored answer failed: %s", exc)
+        variant = None
+    if variant is None or variant.status != 200:
+        if variant is not None:
+            variant.close()
+        return Exchange(exchange.status, headers, exchange.result, exchange.hit, exchange.cache_status)
+    exchange.result.close()
+    etag = encodings.tagged(_field(headers, "etag"), coding)
+    headers = [(k, v) for k, v in headers if k.lower() != "etag"] + [("Content-Encoding", coding)]
+    if etag:
+        headers.append(("ETag", etag))
+    return Exchange(exchange.status, headers, variant, True, exchange.cache_status)
