@@ -43,8 +43,11 @@ peers: $(VENV)/.test-installed
 	$(PY) tests/peers/check.py
 
 # One file per worker at a time, the longest files first (tests/conftest.py STARTED_FIRST).
+# Byte code written even where the shell sets PYTHONDONTWRITEBYTECODE: without it every daemon a
+# test starts compiles the package again (~0.7 s of CPU each) and every pytest process compiles
+# pytest, its plugins and the rewritten test files again (~15 s of CPU each; docs/DEVELOPING.md).
 test: peers
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 # docs/openapi.json is generated from the route table; a test fails when it is stale.
 openapi: $(VENV)/.installed
