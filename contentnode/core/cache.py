@@ -22,7 +22,7 @@ since it started. A purge removes the matching files and raises the generation
 under that same lock, so every process forgets what it held in memory and no
 file stored before the purge is found after it. The entry file format is in
 core/cache_entries.py, the fill and the objects a request reads through in
-core/cache_fill.py, the purges (and who is told of them) in core/cache_purge.py, the
+core/cache_fill.py (the fills themselves in core/cache_fills.py), the purges (and who is told of them) in core/cache_purge.py, the
 recount after a death and the start-up check of the folder in core/cache_books.py.
 """
 
@@ -33,23 +33,21 @@ from collections.abc import Callable
 from itertools import count
 
 from contentnode.core.cache_books import CacheBooks
-from contentnode.core.cache_entries import (Entry, LruOrder, file_size, header_bytes, header_uid, key_name, new_uid,
-                                            read_entry, remove_if_present)
-from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, FillTruncated, OriginAnswer,
-                                         Result, SharedFile, streamed)
+from contentnode.core.cache_fills import CacheFills
+from contentnode.core.cache_entries import (Entry, LruOrder, header_uid, key_name, read_entry, remove_if_present)
+from contentnode.core.cache_fill import (Fill, FillTruncated, Result, SharedFile)
 from contentnode.core.cache_ledger import CacheLedger
 from contentnode.core.cache_memory import HOT_MAX_OBJECT, HotBodies, OpenFiles
 from contentnode.core.cache_purge import CachePurges
 from contentnode.core.cache_unsized import CacheUnsized
 from contentnode.core.fill_threads import FillThreads
-from contentnode.fileio import ensure_private_dir, write_all
+from contentnode.fileio import ensure_private_dir
 
-KEY_LOCK_WAIT = STALL_TIMEOUT / 2   # how long a fill waits for another fill of its key
 TOUCH_EVERY = 60.0       # refresh an entry's mtime (its LRU position for every process) at most this often
 INDEX_SLACK = 1024                  # index entries (and queued files) allowed beyond twice the folder's
 
 
-class Cache(CacheBooks, CachePurges, CacheUnsized):
+class Cache(CacheFills, CacheBooks, CachePurges, CacheUnsized):
     """The node's object cache under `root` (normally <data_dir>/cache)."""
 
     def __init__(self, root: str, max_bytes: int, clock: Callable[[], float] = time.time,
@@ -279,262 +277,6 @@ class Cache(CacheBooks, CachePurges, CacheUnsized):
             self._hits += 1
             self.ledger.count(self._hits, self._misses)
         return self._memory_hit(entry, body)
-
-    def get(self, key: tuple, fetch: Callable[[], OriginAnswer], ttl: int,
-            usable: Callable[[Entry], bool] | None = None) -> Result:
-        """A hit, or a share of the one fill for this key, started here if needed.
-
-        `usable` (the shared cache's revalidation) says whether a kept entry may answer: when
-        it says no, the request joins or starts the key's fill as on a miss, and the entry
-        stays until that fill replaces it. Raises what `fetch` raised when the origin could not
-        be reached at all. An entry that vanishes at every look (purges landing on each fill in
-        turn) is answered from the origin, not cached, rather than failed.
-        """
-        for _ in range(3):
-            with self._lock:
-                entry = self._fresh(key)
-                if entry is not None and usable is not None and not usable(entry):
-                    entry = None
-                if entry is None:
-                    running = self._fills.get(key)
-                    owner = running is None
-                    fill = self._start_fill(key, fetch, ttl, usable) if running is None else running
-                    # opened under the lock: the fill cannot be renamed or removed yet
-                    fd = os.open(fill.tmp_path, os.O_RDONLY)
-                    fill.readers += 1
-                    self._misses += 1
-                else:
-                    self._hits += 1
-                self.ledger.count(self._hits, self._misses)
-            if entry is None:
-                result = self._join(fill, fd, fetch, owner)
-            else:
-                result = self._open_hit(entry)
-            if result is not None:
-                return result
-        return self._stream(fetch)
-
-    def _join(self, fill, fd, fetch, owner: bool):
-        """This request's share of a fill. The owner (who started it) also gets an answer the
-        cache does not keep: one too large, handed over whole, or one that is its own."""
-        try:
-            answer = fill.wait_ready()
-        except BaseException:
-            os.close(fd)
-            self._leave(fill)
-            handed = fill.take_handed() if owner else None
-            if handed is not None:
-                handed.close()
-            raise
-        if answer is not None and answer.length is None and not owner and not fill.streamed:
-            os.close(fd)
-            self._leave(fill)
-            return None if self._joined_unsized(fill) else self._stream(fetch)
-        if fill.adopted or fill.streamed or answer.status != 200:
-            os.close(fd)
-            self._leave(fill)
-            if fill.adopted:
-                return None
-            if fill.streamed:
-                handed = fill.take_handed() if owner else None
-                return streamed(handed) if handed is not None else self._stream(fetch)
-            return Result(answer.status, answer.meta, 0, False)
-        return Result(200, answer.meta, answer.length, False, fill=fill, fd=fd,
-                      on_close=lambda: self._leave(fill))
-
-    @staticmethod
-    def _stream(fetch) -> Result:
-        return streamed(fetch())
-
-    def _leave(self, fill: Fill) -> None:
-        """One reader is done with the fill; the last one to leave before the end stops it. Its
-        thread keeps the key's lock until it has stopped: a new fill of the key waits for it."""
-        with self._lock:
-            fill.readers -= 1
-            if fill.readers == 0 and not fill.done:
-                fill.abandoned = True
-                if self._fills.get(fill.key) is fill:
-                    del self._fills[fill.key]
-
-    def _start_fill(self, key, fetch, ttl, usable=None):
-        tmp_path = os.path.join(self._tmp, f"{self.ledger.pid}-{key_name(key)}.{os.urandom(6).hex()}")
-        os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        fill = Fill(key, tmp_path)
-        fill.usable = usable
-        self._temps.add(os.path.basename(tmp_path))
-        fill.generation = self._seen[0]
-        self._fills[key] = fill
-        self._threads.run(self._run_fill, fill, fetch, ttl)   # a kept thread (core/fill_threads.py)
-        return fill
-
-    # -- filling --------------------------------------------------------------
-
-    def _run_fill(self, fill, fetch, ttl):
-        """Fetch, copy, commit, holding the key's lock: a fill that waited for another one finds
-        its entry on disk and hands that to its readers."""
-        fill.key_hold = self.ledger.key_lock(key_name(fill.key), KEY_LOCK_WAIT)
-        try:
-            with self._lock:
-                discarded = fill.discard
-                entry = None if discarded else self._fresh(fill.key)
-                if entry is not None and fill.usable is not None and not fill.usable(entry):
-                    entry = None
-            if discarded or entry is not None:
-                # purged while it waited for the lock, it stops before fetching what it would not
-                # keep; either way its readers look the key up again (and fill it anew if need be)
-                self._end_fill(fill, adopted=True)
-                return
-            self._fetch_and_store(fill, fetch, ttl)
-        finally:
-            fill.key_hold.release()
-
-    def _fetch_and_store(self, fill, fetch, ttl):
-        answer = None
-        try:
-            answer = fetch()
-            if answer.status != 200:
-                self._end_fill(fill, answer=answer, done=True)
-                return
-            if not answer.shared:   # the owner's own: it streams it, the others ask on their own
-                answer, handed = None, answer
-                self._end_fill(fill, streamed=True, handed=handed)
-                return
-            if answer.length is None:
-                if self._store_unsized(fill, answer, ttl):
-                    answer = None   # handed to the fill's owner
-                return
-            now, uid = self.clock(), new_uid()
-            expires = now + ttl if answer.expires_at is None else min(now + ttl, answer.expires_at)
-            header = header_bytes({"key": list(fill.key), "size": answer.length, "id": uid,
-                                    "meta": answer.meta, "stored_at": now, "expires_at": expires})
-            size = len(header) + answer.length
-            walked = self._order.walk() if self._needs_room(size) and self._order.stale() else None
-            with self._lock:
-                if walked is not None and self._order.stale():
-                    self._order.rebuild(self._known_by_name(), int(now * 1e9), walked)
-                room = not fill.abandoned and self._reserve(fill, size)
-            if not room:
-                # too large or no room: the owner gets this very answer, the others their own
-                answer, handed = None, answer
-                self._end_fill(fill, streamed=True, handed=handed)
-                return
-            fd = os.open(fill.tmp_path, os.O_WRONLY)
-            try:
-                write_all(fd, header)
-                fill.progress(answer=answer, offset=len(header))
-                self._copy(fill, fd, answer, sync=ttl > 0)
-                os.utime(fd, ns=(int(now * 1e9),) * 2)
-            finally:
-                os.close(fd)
-            self._commit(fill, ttl, answer, (len(header), uid, now, expires))
-        except BaseException as exc:  # every failure must reach the waiting readers
-            self._end_fill(fill, error=exc)
-        finally:
-            if answer is not None:
-                answer.close()
-
-    def _reserve(self, fill, size: int) -> bool:
-        """Count a fill's size in the books before writing it (or grow what it counted to `size`),
-        its temp file sized to match (lock held): evict the least recently used files for room;
-        False when it cannot fit beside the other fills in flight."""
-        more = size - fill.reserved
-        if fill.discard or size > self.max_bytes or more <= 0:
-            return False
-        with self.ledger.books():
-            if not self._make_room(more):
-                return False
-            os.truncate(fill.tmp_path, size)
-            self.ledger.add(total=more)
-        fill.reserved = size
-        return True
-
-    def _needs_room(self, size: int) -> bool:
-        return self.ledger.total + size > self.ledger.max_bytes
-
-    def _make_room(self, size: int) -> bool:
-        """Evict until `size` more bytes fit under the cap (both locks held)."""
-        while self._needs_room(size):
-            found = self._order.victim(lambda e: self._index.get(e.key) is e, self._known_by_name,
-                                       int(self.clock() * 1e9))
-            if found is None:
-                return False
-            path, st, entry = found
-            remove_if_present(path)
-            self.ledger.add(total=-st.st_size, entries=-1, removals=1)
-            if entry is not None:
-                self._forget(entry)
-        return True
-
-    def _known_by_name(self) -> dict:
-        return {os.path.basename(entry.path): entry for entry in self._index.values()}
-
-    def _end_fill(self, fill, **outcome):
-        """Forget a fill that leaves no entry, give back its reservation and wake its readers."""
-        with self._lock:
-            if self._fills.get(fill.key) is fill:
-                del self._fills[fill.key]
-            self._drop_temp(fill)
-        fill.progress(**outcome)
-
-    def _drop_temp(self, fill) -> None:
-        """(Lock held.)"""
-        with self.ledger.books():
-            size = file_size(fill.tmp_path)
-            remove_if_present(fill.tmp_path)
-            self._temps.discard(os.path.basename(fill.tmp_path))
-            self.ledger.add(total=-size)
-        fill.reserved = 0
-
-    def _copy(self, fill, fd, answer, sync=False):
-        """Body bytes to the temp file, handed to the readers as they land. With `sync`, the
-        file is on disk before the rename makes it an entry: after a power loss an entry is
-        whole or absent, never the right size full of zeros. The last bytes reach the readers
-        only with the commit (_commit), so a client that got the whole body and asks again
-        finds the entry."""
-        written = 0
-        for chunk in answer.chunks:
-            if fill.abandoned:
-                raise FillAbandoned("no reader is left")
-            if written + len(chunk) > answer.length:
-                raise FillTruncated("origin sent more than announced")
-            write_all(fd, chunk)
-            written += len(chunk)
-            if written == answer.length and sync:
-                os.fsync(fd)
-            if written < answer.length:
-                fill.progress(written=written)
-        if written != answer.length:
-            raise FillTruncated("origin sent less than announced")
-        if written == 0 and sync:
-            os.fsync(fd)
-
-    def _commit(self, fill, ttl, answer, stored):
-        """Make the filled file an entry, unless it is uncacheable or a purge ran since the fill
-        started (decided and renamed under the books lock, which purges hold)."""
-        with self._lock:
-            if self._fills.get(fill.key) is fill:
-                del self._fills[fill.key]
-            path = self._path(fill.key)
-            with self.ledger.books():
-                kept = not fill.discard and ttl > 0 and fill.generation == self.ledger.generation()
-                if kept:
-                    ensure_private_dir(os.path.dirname(path))
-                    replaced = file_size(path)
-                    os.replace(fill.tmp_path, path)
-                    self._temps.discard(os.path.basename(fill.tmp_path))
-                    fill.reserved = 0
-                    self.ledger.add(total=-replaced, entries=0 if replaced else 1, removals=1 if replaced else 0)
-                else:
-                    self._drop_temp(fill)
-            if kept:
-                offset, uid, now, expires = stored
-                old = self._index.get(fill.key)
-                if old is not None:
-                    self._forget(old)
-                entry = Entry(fill.key, path, offset, answer.length, answer.meta, now, expires, now,
-                              uid=uid, used=now, tick=next(self._ticks))
-                self._indexed(entry, entry.last_use())
-        fill.progress(written=answer.length, done=True)
 
     # -- removal --------------------------------------------------------------
 
