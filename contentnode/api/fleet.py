@@ -1,5 +1,6 @@
 """The fleet routes (settings:write): GET /api/fleet, POST /api/fleet/init,
-/api/fleet/join-codes (mint, list, revoke), /api/fleet/join, /api/fleet/leave; and GET /api/fleet/role
+/api/fleet/join-codes (mint, list, revoke), /api/fleet/join, /api/fleet/leave, DELETE
+/api/fleet/nodes/{node_id}; and GET /api/fleet/role
 for any signed-in user (docs/API.md, Fleet).
 
 Answers never carry a key: the bucket shows without its credentials, the
@@ -18,7 +19,7 @@ from contentnode.http.schema import BOOLEAN, STRING, answer, integer, nullable, 
 
 # Refusal code -> HTTP status; anything else a bundle or code refusal (400).
 _STATUS = {"fleet_member": 409, "not_in_fleet": 409, "not_primary": 409, "fleet_exists": 409,
-           "too_many_join_codes": 409, "join_code_expired": 403, "join_code_used": 403, "join_code_revoked": 403,
+           "too_many_join_codes": 409, "is_primary": 409, "join_code_expired": 403, "join_code_used": 403, "join_code_revoked": 403,
            "not_found": 404, "bucket_unreachable": 502, "no_bundle": 502, "no_secrets": 500}
 
 
@@ -82,6 +83,15 @@ def join(req):
     return dict(result, role="replica" if not dry_run else req.app.fleet.state()["role"])
 
 
+def remove_node(req):
+    try:
+        enrol.remove_node(req.app.fleet, req.params["node_id"])
+    except Refused as exc:
+        raise _refusal(exc) from None
+    req.audit("fleet.node_remove", target=req.params["node_id"])
+    return no_content()
+
+
 def leave(req):
     try:
         result = enrol.leave(req.app.fleet)
@@ -104,7 +114,8 @@ FLEET = answer({"role": _ROLE, "node_id": STRING,
                 "poll_seconds": {"type": "integer"}, "key_epoch": {"type": ["integer", "null"]},
                 "expires_at": nullable(STRING), "nodes": {"type": "array", "items": {"type": "object"}},
                 "primary": _OBJECT_OR_NULL, "probe": _OBJECT_OR_NULL, "unknown_statuses": {"type": "integer"},
-                "issuer": {"enum": ["lease", "primary_only", None]}, "demoted": _OBJECT_OR_NULL})
+                "issuer": {"enum": ["lease", "primary_only", None]}, "demoted": _OBJECT_OR_NULL,
+                "removed": _OBJECT_OR_NULL, "members": {"type": "integer"}})
 COUNTS = {"type": "object"}
 JOINED = answer({"fleet_id": STRING, "primary": STRING, "seq": {"type": "integer"}, "dry_run": BOOLEAN,
                  "replaces": COUNTS, "with": COUNTS, "cannot_take": nullable(STRING), "role": STRING})
@@ -123,6 +134,7 @@ ROUTES = [
         "type": "array", "items": answer({"id": STRING, "created_at": nullable(STRING), "expires_at": STRING,
                                           "used_at": nullable(STRING), "used_by": nullable(STRING)})}})),
     Route("DELETE", "/api/fleet/join-codes/{id}", "settings:write", revoke_join_code, status=204),
+    Route("DELETE", "/api/fleet/nodes/{node_id}", "settings:write", remove_node, status=204, fleet_shared=True),
     Route("POST", "/api/fleet/join", "settings:write", join, body=JOIN_BODY, answer=JOINED, token_session=False),
     Route("POST", "/api/fleet/leave", "settings:write", leave, body=obj({}), body_optional=True,
           answer=answer({"role": STRING, "left": nullable(STRING), "was": STRING})),
