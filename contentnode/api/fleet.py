@@ -62,13 +62,18 @@ def list_join_codes(req):
     return {"join_codes": enrol.join_codes(req.app.fleet)}
 
 
-def revoke_join_code(req):
+def _delete(req, remove, param: str, action: str):
+    """A DELETE of one fleet object named by the path: 204, audited; a refusal's answer else."""
     try:
-        enrol.revoke_join_code(req.app.fleet, req.params["id"])
+        remove(req.app.fleet, req.params[param])
     except Refused as exc:
         raise _refusal(exc) from None
-    req.audit("fleet.join_code_revoke", target=req.params["id"])
+    req.audit(action, target=req.params[param])
     return no_content()
+
+
+def revoke_join_code(req):
+    return _delete(req, enrol.revoke_join_code, "id", "fleet.join_code_revoke")
 
 
 def join(req):
@@ -84,12 +89,7 @@ def join(req):
 
 
 def remove_node(req):
-    try:
-        enrol.remove_node(req.app.fleet, req.params["node_id"])
-    except Refused as exc:
-        raise _refusal(exc) from None
-    req.audit("fleet.node_remove", target=req.params["node_id"])
-    return no_content()
+    return _delete(req, enrol.remove_node, "node_id", "fleet.node_remove")
 
 
 def leave(req):
