@@ -49,9 +49,15 @@ def init(req):
 
 
 def join_code(req):
-    expires_in = (req.body or {}).get("expires_in", DEFAULT_SECONDS)
+    body = req.body or {}
+    expires_in = body.get("expires_in", DEFAULT_SECONDS)
+    given = [name for name in REPLICA_KEYS if name in body]
+    if given and len(given) != len(REPLICA_KEYS):
+        missing = next(name for name in REPLICA_KEYS if name not in body)
+        raise ApiError(400, "invalid", "replica_access_key and replica_secret_key go together", missing)
+    credentials = tuple(body[name] for name in REPLICA_KEYS) if given else None
     try:
-        code, join_id, expires_at = enrol.mint_join_code(req.app.fleet, expires_in)
+        code, join_id, expires_at = enrol.mint_join_code(req.app.fleet, expires_in, credentials)
     except Refused as exc:
         raise _refusal(exc) from None
     req.audit("fleet.join_code", target=join_id, detail={"expires_at": expires_at})
@@ -104,7 +110,10 @@ def leave(req):
 _ROLE = fleet_section.FLEET.fields["role"].shape
 INIT_BODY = obj({**{name: f.shape for name, f in buckets.KINDS["s3"].items()}, "prefix": text(enrol.PREFIX_MAX)},
                 required=["endpoint", "region", "bucket", "access_key", "secret_key"])
-JOIN_CODE_BODY = obj({"expires_in": integer(MIN_SECONDS, MAX_SECONDS)})
+REPLICA_KEYS = ("replica_access_key", "replica_secret_key")   # the joiner's own bucket credentials
+JOIN_CODE_BODY = obj({"expires_in": integer(MIN_SECONDS, MAX_SECONDS),
+                      "replica_access_key": buckets.KINDS["s3"]["access_key"].shape,
+                      "replica_secret_key": buckets.KINDS["s3"]["secret_key"].shape})
 JOIN_BODY = obj({"code": text(8192), "dry_run": BOOLEAN}, required=["code"])
 
 _OBJECT_OR_NULL = {"type": ["object", "null"]}

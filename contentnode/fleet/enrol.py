@@ -93,8 +93,9 @@ def init(fleet: Fleet, body: dict) -> tuple[dict, str]:
     return fleet.state(), recovery_text
 
 
-def mint_join_code(fleet: Fleet, expires_in: int) -> tuple[str, str, str]:
-    """(code, join id, expires_at) on the primary."""
+def mint_join_code(fleet: Fleet, expires_in: int, credentials: tuple[str, str] | None = None) -> tuple[str, str, str]:
+    """(code, join id, expires_at) on the primary; `credentials` (access key, secret key): the
+    bucket credentials the joiner gets instead of the primary's (its own, read-mostly identity)."""
     with fleet.lock:
         state = fleet.state()
         if state.get("role") != "primary":
@@ -108,8 +109,9 @@ def mint_join_code(fleet: Fleet, expires_in: int) -> tuple[str, str, str]:
         if secrets_ is None:
             raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")
         claim_private, claim_public = joinclaims.new_claim_key()
+        given = (secrets_.access_key, secrets_.secret_key)
         payload = {"fleet_id": state["fleet_id"], "primary": fleet.node_id(), "pin": state["pin"],
-                   "bucket": dict(state["bucket"], access_key=secrets_.access_key, secret_key=secrets_.secret_key),
+                   "bucket": dict(state["bucket"], access_key=(credentials or given)[0], secret_key=(credentials or given)[1]),
                    "claim_key": claim_private,
                    "seq": int(state.get("seq") or 0), "bundle_sha256": state.get("bundle_sha256")}
         code, join_id, expires_at = _bucket_call(
@@ -227,12 +229,13 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
                   "dry_run": dry_run, "replaces": shared.counts(fleet.store.data), **_takes(fleet, opened.parts)}
         if dry_run:
             return answer
-        keys.save(fleet.data_dir, made)
-        own = members.make(fleet.data_dir).public()   # new at each join: keys of a past membership are not reused
-        fleet.forget_secrets()
+        own = members.new()   # new at each join: keys of a past membership are not reused
         if isinstance(payload.get("claim_key"), str):
             _bucket_call("the join claim cannot be written", lambda: joinclaims.write_claim(
-                client, bucket["prefix"], join_id, payload["claim_key"], fleet.node_id(), now, own))
+                client, bucket["prefix"], join_id, payload["claim_key"], fleet.node_id(), now, own.public()))
+        keys.save(fleet.data_dir, made)
+        members.make(fleet.data_dir, own)
+        fleet.forget_secrets()
         fleet.record(role="replica", fleet_id=payload["fleet_id"], bucket=bucket, seq=0, join_seq=floor,
                      applied_at=None,
                      primary=opened.primary, last_error=None, last_purge_id=None, joined_at=rfc3339(now),

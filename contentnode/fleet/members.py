@@ -70,9 +70,13 @@ def load(data_dir: str) -> MemberKeys | None:
     return MemberKeys(Ed25519PrivateKey.from_private_bytes(unb64(doc["sign"], "member.key", 32)), wrap)
 
 
-def make(data_dir: str) -> MemberKeys:
-    """New member keys, written (0600) before anything names them."""
-    made = MemberKeys(Ed25519PrivateKey.generate(), X25519PrivateKey.generate())
+def new() -> MemberKeys:
+    return MemberKeys(Ed25519PrivateKey.generate(), X25519PrivateKey.generate())
+
+
+def make(data_dir: str, made: MemberKeys | None = None) -> MemberKeys:
+    """New member keys (or `made`), written (0600) before anything names them."""
+    made = made or new()
     wrap = made.wrap.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
                                    serialization.NoEncryption())
     ensure_private_dir(keys.folder(data_dir))
