@@ -197,7 +197,7 @@ class Fleet:
         """[(node_id, MemberKeys)] of `count` members made here as a joiner makes itself one: a join
         code minted on the primary, a claim signed with the code's claim key carrying fresh member
         keys; returns once the primary lists them all (it reads claims every poll)."""
-        made, client, before = [], self.bucket_client(), self.admin.get("/api/fleet").json["members"]
+        made, client = [], self.bucket_client()
         for _ in range(count):
             code = self.admin.post("/api/fleet/join-codes", {}).json["code"]
             join_id, payload = joincode.redeem(code, netguard.OutboundPolicy(), time.time())
@@ -206,8 +206,9 @@ class Fleet:
             joinclaims.write_claim(client, "contentnode/", join_id, payload["claim_key"], node_id, time.time(),
                                    member.public())
             made.append((node_id, member))
-        wait_for(lambda: self.admin.get("/api/fleet").json["members"] == before + count, 60,
-                 what=f"the primary listing {count} more members")
+        ids = {node_id for node_id, _ in made}
+        wait_for(lambda: ids <= set(self.member_bundle()["parts"][bundle.MEMBERS]["data"]["members"]), 60,
+                 what=f"the primary listing {count} more members in its bundle")
         return made
 
     def close(self):
