@@ -12,7 +12,10 @@ import pytest
 
 from contentnode.core import netguard
 from contentnode.core.s3 import BucketConfig, S3Client
-from contentnode.fleet import bundle, keys, publisher, shared
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from contentnode.fleet import bundle, joinclaims, joincode, keys, members, publisher, shared
 from tests.content_setup import Site
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 
@@ -144,15 +147,20 @@ class Fleet:
                         netguard.OutboundPolicy(), timeout=10)
 
     def forge(self, *, seq_delta=1, fleet_id=None, issued_at=None, signing=None, key_certs=None, parts=None,
-              fleet_key=None) -> bytes:
-        """A bundle made here as the primary makes it, at the primary's seq + seq_delta."""
+              fleet_key=None, extra_members=None) -> bytes:
+        """A bundle made here as the primary makes it, at the primary's seq + seq_delta; its members
+        the primary's and `extra_members` {node_id: public keys}."""
         state = self.state(self.primary)
         made = keys.load(self.primary.data_dir)
-        return bundle.build(fleet_id=fleet_id or state["fleet"]["fleet_id"], seq=self.seq() + seq_delta,
+        sealing_id, sealing_key = members.load_sealing(self.primary.data_dir)
+        parts = dict(parts or shared.parts_of(state))
+        parts.setdefault(bundle.MEMBERS, members.part(state["fleet"]["fleet_id"], sealing_id, sealing_key, {
+            node_id: row for node_id, row in state["fleet"]["members"].items()} | (extra_members or {}), {}))
+        return bundle.build(fleet_id=fleet_id or state["fleet"]["fleet_id"], seq=state["fleet"]["seq"] + seq_delta,
                             issued_at=time.time() if issued_at is None else issued_at,
                             lifetime=publisher.LIFETIME_SECONDS, primary=state["node"]["id"],
                             key_certs=key_certs or state["fleet"]["key_certs"], signing=signing or made.signing,
-                            fleet_key=fleet_key or made.fleet_key, parts=parts or shared.parts_of(state),
+                            fleet_key=fleet_key or sealing_key, parts=parts,
                             sealed=shared.SEALED)
 
     @contextlib.contextmanager
@@ -180,6 +188,28 @@ class Fleet:
                  for i in range(count)}
         parts = shared.parts_of(state)
         return dict(parts, rules={**parts["rules"], **rules})
+
+    def member_bundle(self) -> dict:
+        """The bucket's bundle.json, parsed (its "members" part is plain)."""
+        return json.loads(self.bucket_client().get_bytes("contentnode/bundle.json").body)
+
+    def add_members(self, count: int) -> list:
+        """[(node_id, MemberKeys)] of `count` members made here as a joiner makes itself one: a join
+        code minted on the primary, a claim signed with the code's claim key carrying fresh member
+        keys; returns once the primary lists them all (it reads claims every poll)."""
+        made, client = [], self.bucket_client()
+        for _ in range(count):
+            code = self.admin.post("/api/fleet/join-codes", {}).json["code"]
+            join_id, payload = joincode.redeem(code, netguard.OutboundPolicy(), time.time())
+            member = members.MemberKeys(Ed25519PrivateKey.generate(), X25519PrivateKey.generate())
+            node_id = uuid.uuid4().hex[:16]
+            joinclaims.write_claim(client, "contentnode/", join_id, payload["claim_key"], node_id, time.time(),
+                                   member.public())
+            made.append((node_id, member))
+        ids = {node_id for node_id, _ in made}
+        wait_for(lambda: ids <= set(self.member_bundle()["parts"][bundle.MEMBERS]["data"]["members"]), 60,
+                 what=f"the primary listing {count} more members in its bundle")
+        return made
 
     def close(self):
         for node in [self.primary, *self.replicas]:

@@ -167,8 +167,11 @@ def test_no_secret_is_in_the_bucket_in_clear(fleet):
     secrets = [fleet.seaweed.secret_key, fleet.seaweed.access_key, fleet.init_answer["recovery_secret"],
                fleet.init_answer["recovery_secret"][4:]]
     secrets += [key["secret"] for key in state["links"]["keys"].values()]
-    with open(f"{fleet.primary.data_dir}/fleet/fleet.key") as f:
-        secrets.append(f.read().strip())
+    with open(f"{fleet.primary.data_dir}/fleet/sealing.key") as f:   # the key the sealed parts are under
+        secrets.append(json.loads(f.read())["key"])
+    for node in [fleet.primary, *fleet.replicas]:   # every member's private keys
+        with open(f"{node.data_dir}/fleet/member.key") as f:
+            secrets += json.loads(f.read()).values()
     with open(f"{fleet.primary.data_dir}/fleet/signing.key") as f:
         secrets.append(f.read().strip())
     for path, data in objects.items():

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from contentnode.clock import rfc3339
-from contentnode.fleet import keys, wire
+from contentnode.fleet import members
 from tests.fleet_setup import Fleet, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 from tests.test_wire_limits import _rss_kib
@@ -97,8 +97,8 @@ def test_forged_statuses_and_a_junk_bundle_hold_little_memory(fleet):
         assert peak.growth(node) <= GROWTH_BOUND_KIB, (node.workdir, peak.growth(node), peak.before)
 
 
-def test_statuses_without_the_fleets_mac_are_counted_never_listed_or_told(fleet):
-    """Statuses of the right shape, written by a bucket writer without the fleet key: the primary
+def test_statuses_not_signed_by_a_member_are_counted_never_listed_or_told(fleet):
+    """Statuses of the right shape, written by a bucket writer without a member's key: the primary
     lists only the real replica, counts the others, and no notification carries their text."""
     client = fleet.bucket_client()
     replica_id = fleet.state(fleet.replicas[0])["node"]["id"]
@@ -117,20 +117,21 @@ def test_statuses_without_the_fleets_mac_are_counted_never_listed_or_told(fleet)
 
 
 def test_many_nodes_with_problems_are_one_message_without_their_text(fleet):
-    """30 members' statuses (a valid mac: written with the fleet key) reporting errors, with a lure as
+    """30 members' statuses (each signed by the member's own key) reporting errors, with a lure as
     name and message: one fleet_node_problem per status round (the writes may straddle two rounds; it was
     one a node) naming each of the 30 once by id, none of their text."""
     client = fleet.bucket_client()
-    mac_key = wire.object_key(keys.load(fleet.primary.data_dir).fleet_key, "status")
+    made = fleet.add_members(30)
     logged = len(fleet.primary.log())
-    ids = [f"{i:016x}" for i in range(100, 130)]
+    ids = [node_id for node_id, _ in made]
     now = rfc3339(time.time())
-    for node_id in ids:
+    for node_id, member in made:
         doc = {"node_id": node_id, "name": EVIL, "role": "replica", "version": "0", "seq": 1, "applied_at": now,
                "last_error": {"code": "restore_checks", "message": EVIL, "at": now}, "seen_at": now,
                "poll_seconds": 3600, "health": {"ready": True, "bundle_seen_at": now}, "traffic": {},
                "certificates": {}}
-        client.put_object(f"contentnode/nodes/{node_id}.json", wire.with_mac(mac_key, doc), "application/json")
+        signed = members.Authority(member, None, "status", {}, legacy=False).write(doc)
+        client.put_object(f"contentnode/nodes/{node_id}.json", signed, "application/json")
 
     def told():
         return [x for x in fleet.primary.log()[logged:].splitlines() if "event fleet_node_problem" in x]

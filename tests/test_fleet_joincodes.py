@@ -106,3 +106,23 @@ def test_a_second_joiner_before_the_primary_polls_sees_the_first_claim(fleet, jo
     fleet.admin = fleet.site.admin = admin_of(fleet.primary)
     node_a_id = a.get("/api/fleet").json["node_id"]
     wait_for(lambda: _listed(fleet, join_id)["used_by"] == node_a_id, what="the code marked used after the restart")
+
+
+def test_a_code_can_carry_replica_credentials_instead_of_the_primarys(fleet, joiners):
+    """Minted with the read-only identity's keys, the payload carries those: a dry run reads the
+    fleet with them, and a join cannot write its claim (that identity may not write at all, and the
+    test SeaweedFS has no identity limited to one key), so the node stays standalone, holding none
+    of the primary's credentials. One of the two keys alone is refused."""
+    (node, a), _ = joiners
+    seaweed = fleet.seaweed
+    half = fleet.admin.post("/api/fleet/join-codes", {"replica_access_key": seaweed.readonly_access_key})
+    assert half.status == 400 and half.json["error"]["field"] == "replica_secret_key", half.body
+    minted = fleet.admin.post("/api/fleet/join-codes", {"replica_access_key": seaweed.readonly_access_key,
+                                                        "replica_secret_key": seaweed.readonly_secret_key})
+    assert minted.status == 201, minted.body
+    assert a.post("/api/fleet/join", {"code": minted.json["code"], "dry_run": True}).status == 200
+    refused = a.post("/api/fleet/join", {"code": minted.json["code"]})
+    assert refused.status == 502 and refused.error_code == "bucket_unreachable", refused.body
+    assert "claim" in refused.json["error"]["message"]
+    assert a.get("/api/fleet").json["role"] == "standalone"
+    assert not os.path.exists(os.path.join(node.data_dir, "fleet", "bucket.json"))

@@ -14,11 +14,13 @@ import pytest
 from contentnode.core import netguard, s3
 from contentnode.fleet import lease as leases_mod
 from contentnode.fleet.lease import IssuerLeases, LeaseHeld
+from contentnode.fleet.members import Authority, MemberKeys
 from contentnode.fleet.probe import probe
 from tests.peers.s3_stub import honouring_stub, ignoring_stub  # noqa: F401  (fixtures)
 
 PREFIX = "contentnode/"
-KEY = bytes(range(32))   # the lease mac key (a fleet derives it from its fleet key)
+# a fleet before member lists: leases carry a MAC under a key derived from the fleet key
+KEY = Authority(None, bytes(range(32)), "lease", {}, legacy=True)
 CHECK_NAMES = ["create_once", "bucket_clock", "if_match", "conditional_delete", "race"]
 
 
@@ -162,11 +164,12 @@ RACER = r"""
 import json, sys, time
 from contentnode.core import netguard, s3
 from contentnode.fleet.lease import IssuerLeases, LeaseHeld
+from contentnode.fleet.members import Authority
 cfg = json.loads(sys.argv[1])
 client = s3.S3Client(s3.BucketConfig(cfg["endpoint"], cfg["region"], cfg["bucket"], cfg["access_key"],
                                      cfg["secret_key"], True), netguard.OutboundPolicy(), timeout=10)
 prefix = "contentnode/"
-leases = IssuerLeases(client, prefix, cfg["node"], bytes(32))
+leases = IssuerLeases(client, prefix, cfg["node"], Authority(None, bytes(32), "lease", {}, legacy=True))
 time.sleep(max(0.0, cfg["start_at"] - time.time()))
 for host in cfg["hosts"]:
     marker = prefix + "issued/" + host   # stands for the certificate an order leaves
@@ -218,6 +221,31 @@ def test_a_forged_lease_neither_blocks_an_order_nor_reaches_its_text(weed_client
     assert leases.read("acme-z").holder == "node-a"
     leases.release(lease)
     # a lease written under another fleet's key is a forgery too
-    IssuerLeases(weed_client, PREFIX, "node-x", bytes(32), ttl=3600).acquire("acme-w")
+    IssuerLeases(weed_client, PREFIX, "node-x", Authority(None, bytes(32), "lease", {}, legacy=True),
+                 ttl=3600).acquire("acme-w")
     other = leases.read("acme-w")
     assert other.stale and other.holder is None
+
+
+def test_a_lease_counts_only_when_signed_by_a_listed_member(weed_client):
+    """With member lists, a lease is signed by its holder's own key: one signed by a node that is
+    not (or no longer) listed is stale at once, as is one whose holder names a member it is not."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+    a, removed = (MemberKeys(Ed25519PrivateKey.generate(), X25519PrivateKey.generate()) for _ in range(2))
+    known = {"node-a": a.public()["sign"]}
+    holder = IssuerLeases(weed_client, PREFIX, "node-a", Authority(a, None, "lease", known, legacy=False), ttl=60)
+    gone = IssuerLeases(weed_client, PREFIX, "node-r", Authority(removed, None, "lease", known, legacy=False), ttl=3600)
+    lease = holder.acquire("acme-m")
+    assert holder.read("acme-m").holder == "node-a" and not holder.read("acme-m").stale
+    holder.release(lease)
+    gone.acquire("acme-n")   # a removed node's lease, fresh, claiming an hour
+    seen = holder.read("acme-n")
+    assert seen.stale and seen.holder is None
+    taken = holder.acquire("acme-n")
+    assert holder.read("acme-n").holder == "node-a"
+    holder.release(taken)
+    # signed by a listed member's key, but naming another holder: not a lease of that member
+    liar = IssuerLeases(weed_client, PREFIX, "node-b", Authority(a, None, "lease", known, legacy=False), ttl=3600)
+    liar.acquire("acme-o")
+    assert holder.read("acme-o").stale

@@ -2,7 +2,11 @@
 (mint a join code, shown once with a copy button; the join codes with revoke; the nodes table) and a replica (where
 edits are made); each checked by check_page (axe, dark mode, 375 px, clean network)."""
 
+import time
+
 from playwright.sync_api import expect
+
+from contentnode.fleet import members
 
 from tests.fleet_setup import FleetNode, serving_fleet_fixture, wait_for
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
@@ -132,3 +136,33 @@ def test_primary_lists_join_codes_revokes_one_and_shows_unknown_statuses(browser
     expect(codes.get_by_text(minted["id"])).to_have_count(0)
     assert minted["id"] not in [c["id"] for c in fleet.admin.get("/api/fleet/join-codes").json["join_codes"]]
     fleet.bucket_client().delete_object("contentnode/nodes/00000000000000ff.json")
+
+
+def test_primary_removes_a_node_after_a_confirm_dialog(browser, fleet):
+    """Each node row has a Remove button; the dialog says what removal does; cancelling keeps the
+    node, confirming takes it off the member list (gone from the table and from `nodes`)."""
+    (node_id, keys), = fleet.add_members(1)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {"node_id": node_id, "name": "edge-7", "role": "replica", "version": "0", "seq": 1, "seen_at": now,
+              "poll_seconds": 1}
+    fleet.bucket_client().put_object(f"contentnode/nodes/{node_id}.json",
+                                     members.Authority(keys, None, "status", {}, legacy=False).write(status),
+                                     "application/json")
+    wait_for(lambda: node_id in [r["node_id"] for r in fleet.admin.get("/api/fleet").json["nodes"]], 15,
+             what="the primary listing the new member")
+    page = open_fleet_page(browser, fleet.primary)
+    nodes = page.get_by_role("table", name="Fleet nodes")
+    expect(nodes.get_by_text(node_id)).to_be_visible()
+    check_page(page, "fleet-nodes-remove")
+    remove = page.get_by_role("button", name=f"Remove node {node_id} from the fleet")
+    remove.click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("sealing key is replaced")
+    check_page(page, "fleet-remove-dialog")
+    dialog.get_by_role("button", name="Cancel").click()
+    assert node_id in [r["node_id"] for r in fleet.admin.get("/api/fleet").json["nodes"]]
+    remove.click()
+    page.get_by_role("dialog").get_by_role("button", name="Remove node").click()
+    expect(nodes.get_by_text(node_id)).to_have_count(0)
+    assert node_id not in [r["node_id"] for r in fleet.admin.get("/api/fleet").json["nodes"]]
+    assert node_id not in fleet.member_bundle()["parts"]["members"]["data"]["members"]

@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contentnode.clock import rfc3339
-from contentnode.fleet import bundle, keys, shared
+from contentnode.fleet import bundle, keys, members, shared
 from contentnode.fleet.wire import canonical, loads
 from tests.fleet_setup import Fleet, FleetNode, admin_of, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
@@ -230,11 +230,12 @@ def test_a_replica_that_never_applied_a_bundle_is_not_promoted(tmp_path_factory,
         fleet.replicas.append(node)
         admin = admin_of(node)
         code = fleet.admin.post("/api/fleet/join-codes", {}).json["code"]
-        forged = fleet.forge(parts=dict(parts, rules=rules))
         with fleet.primary_paused():   # a live primary writes over the bundle made here at its next poll
-            fleet.put_bundle(forged)
-            published = fleet.bucket_client().get_bytes(PREFIX + "bundle.json").body
             assert admin.post("/api/fleet/join", {"code": code}).status == 200
+            # the bundle names the joiner a member (the paused primary cannot add it)
+            joiner = {fleet.state(node)["node"]["id"]: members.load(node.data_dir).public()}
+            fleet.put_bundle(fleet.forge(parts=dict(parts, rules=rules), extra_members=joiner))
+            published = fleet.bucket_client().get_bytes(PREFIX + "bundle.json").body
             wait_for(lambda: (admin.get("/api/fleet").json["last_error"] or {}).get("code") == "restore_checks",
                      what="the new replica refusing the bundle")
             fleet.primary.kill()

@@ -1,5 +1,6 @@
 """The fleet routes (settings:write): GET /api/fleet, POST /api/fleet/init,
-/api/fleet/join-codes (mint, list, revoke), /api/fleet/join, /api/fleet/leave; and GET /api/fleet/role
+/api/fleet/join-codes (mint, list, revoke), /api/fleet/join, /api/fleet/leave, DELETE
+/api/fleet/nodes/{node_id}; and GET /api/fleet/role
 for any signed-in user (docs/API.md, Fleet).
 
 Answers never carry a key: the bucket shows without its credentials, the
@@ -18,7 +19,7 @@ from contentnode.http.schema import BOOLEAN, STRING, answer, integer, nullable, 
 
 # Refusal code -> HTTP status; anything else a bundle or code refusal (400).
 _STATUS = {"fleet_member": 409, "not_in_fleet": 409, "not_primary": 409, "fleet_exists": 409,
-           "too_many_join_codes": 409, "join_code_expired": 403, "join_code_used": 403, "join_code_revoked": 403,
+           "too_many_join_codes": 409, "is_primary": 409, "join_code_expired": 403, "join_code_used": 403, "join_code_revoked": 403,
            "not_found": 404, "bucket_unreachable": 502, "no_bundle": 502, "no_secrets": 500}
 
 
@@ -48,9 +49,15 @@ def init(req):
 
 
 def join_code(req):
-    expires_in = (req.body or {}).get("expires_in", DEFAULT_SECONDS)
+    body = req.body or {}
+    expires_in = body.get("expires_in", DEFAULT_SECONDS)
+    given = [name for name in REPLICA_KEYS if name in body]
+    if given and len(given) != len(REPLICA_KEYS):
+        missing = next(name for name in REPLICA_KEYS if name not in body)
+        raise ApiError(400, "invalid", "replica_access_key and replica_secret_key go together", missing)
+    credentials = tuple(body[name] for name in REPLICA_KEYS) if given else None
     try:
-        code, join_id, expires_at = enrol.mint_join_code(req.app.fleet, expires_in)
+        code, join_id, expires_at = enrol.mint_join_code(req.app.fleet, expires_in, credentials)
     except Refused as exc:
         raise _refusal(exc) from None
     req.audit("fleet.join_code", target=join_id, detail={"expires_at": expires_at})
@@ -61,13 +68,18 @@ def list_join_codes(req):
     return {"join_codes": enrol.join_codes(req.app.fleet)}
 
 
-def revoke_join_code(req):
+def _delete(req, remove, param: str, action: str):
+    """A DELETE of one fleet object named by the path: 204, audited; a refusal's answer else."""
     try:
-        enrol.revoke_join_code(req.app.fleet, req.params["id"])
+        remove(req.app.fleet, req.params[param])
     except Refused as exc:
         raise _refusal(exc) from None
-    req.audit("fleet.join_code_revoke", target=req.params["id"])
+    req.audit(action, target=req.params[param])
     return no_content()
+
+
+def revoke_join_code(req):
+    return _delete(req, enrol.revoke_join_code, "id", "fleet.join_code_revoke")
 
 
 def join(req):
@@ -82,6 +94,10 @@ def join(req):
     return dict(result, role="replica" if not dry_run else req.app.fleet.state()["role"])
 
 
+def remove_node(req):
+    return _delete(req, enrol.remove_node, "node_id", "fleet.node_remove")
+
+
 def leave(req):
     try:
         result = enrol.leave(req.app.fleet)
@@ -94,7 +110,10 @@ def leave(req):
 _ROLE = fleet_section.FLEET.fields["role"].shape
 INIT_BODY = obj({**{name: f.shape for name, f in buckets.KINDS["s3"].items()}, "prefix": text(enrol.PREFIX_MAX)},
                 required=["endpoint", "region", "bucket", "access_key", "secret_key"])
-JOIN_CODE_BODY = obj({"expires_in": integer(MIN_SECONDS, MAX_SECONDS)})
+REPLICA_KEYS = ("replica_access_key", "replica_secret_key")   # the joiner's own bucket credentials
+JOIN_CODE_BODY = obj({"expires_in": integer(MIN_SECONDS, MAX_SECONDS),
+                      "replica_access_key": buckets.KINDS["s3"]["access_key"].shape,
+                      "replica_secret_key": buckets.KINDS["s3"]["secret_key"].shape})
 JOIN_BODY = obj({"code": text(8192), "dry_run": BOOLEAN}, required=["code"])
 
 _OBJECT_OR_NULL = {"type": ["object", "null"]}
@@ -104,7 +123,8 @@ FLEET = answer({"role": _ROLE, "node_id": STRING,
                 "poll_seconds": {"type": "integer"}, "key_epoch": {"type": ["integer", "null"]},
                 "expires_at": nullable(STRING), "nodes": {"type": "array", "items": {"type": "object"}},
                 "primary": _OBJECT_OR_NULL, "probe": _OBJECT_OR_NULL, "unknown_statuses": {"type": "integer"},
-                "issuer": {"enum": ["lease", "primary_only", None]}, "demoted": _OBJECT_OR_NULL})
+                "issuer": {"enum": ["lease", "primary_only", None]}, "demoted": _OBJECT_OR_NULL,
+                "removed": _OBJECT_OR_NULL, "members": {"type": "integer"}})
 COUNTS = {"type": "object"}
 JOINED = answer({"fleet_id": STRING, "primary": STRING, "seq": {"type": "integer"}, "dry_run": BOOLEAN,
                  "replaces": COUNTS, "with": COUNTS, "cannot_take": nullable(STRING), "role": STRING})
@@ -123,6 +143,7 @@ ROUTES = [
         "type": "array", "items": answer({"id": STRING, "created_at": nullable(STRING), "expires_at": STRING,
                                           "used_at": nullable(STRING), "used_by": nullable(STRING)})}})),
     Route("DELETE", "/api/fleet/join-codes/{id}", "settings:write", revoke_join_code, status=204),
+    Route("DELETE", "/api/fleet/nodes/{node_id}", "settings:write", remove_node, status=204, fleet_shared=True),
     Route("POST", "/api/fleet/join", "settings:write", join, body=JOIN_BODY, answer=JOINED, token_session=False),
     Route("POST", "/api/fleet/leave", "settings:write", leave, body=obj({}), body_optional=True,
           answer=answer({"role": STRING, "left": nullable(STRING), "was": STRING})),

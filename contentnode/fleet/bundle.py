@@ -28,6 +28,7 @@ from contentnode.fleet.wire import Refused, b64, canonical, loads, unb64
 FORMAT, VERSION = "contentnode-fleet-bundle", 1
 MAX_BYTES = 16 << 20   # a bundle of 10,000 rules is about 3 MB
 NONCE_BYTES = 12
+MEMBERS = "members"   # the plain part naming the members (fleet/members.py); absent from older primaries
 _FIELDS = {"format", "version", "fleet_id", "seq", "issued_at", "expires_at", "primary", "keys", "parts",
            "signature"}
 
@@ -169,12 +170,14 @@ def _time(doc: dict, name: str) -> float:
         raise Refused("malformed", f"the bundle's {name} is not a time") from None
 
 
-def open_bundle(doc: dict, *, fleet_id: str, pin: keys.Pin, fleet_key: bytes, applied_seq: int, now: float,
+def open_bundle(doc: dict, *, fleet_id: str, pin: keys.Pin, fleet_key, applied_seq: int, now: float,
                 names: frozenset, sealed: frozenset) -> Opened | None:
     """Verify a parsed bundle for applying; None when its seq is the one applied (nothing to do).
 
-    Refused: other fleet, key chain or signature, lower seq (replayed or older),
-    expired, a part missing, unknown, altered or not opening under the fleet key.
+    `fleet_key`: the key of the sealed parts, or a function of the (verified) "members" part
+    giving it (fleet/members.py; None for a bundle without one, from a primary before member
+    lists). Refused: other fleet, key chain or signature, lower seq (replayed or older),
+    expired, a part missing, unknown, altered or not opening under the key.
     """
     signer = verify(doc, fleet_id, pin)
     seq = doc["seq"]
@@ -186,17 +189,20 @@ def open_bundle(doc: dict, *, fleet_id: str, pin: keys.Pin, fleet_key: bytes, ap
     issued_at, expires_at = _time(doc, "issued_at"), _time(doc, "expires_at")
     if expires_at <= now:
         raise Refused("expired", f"the bundle expired at {doc['expires_at']}")
-    if set(doc["parts"]) != names:
+    if set(doc["parts"]) - {MEMBERS} != names:
         raise Refused("malformed", "the bundle's parts are not the ones this version shares")
-    parts = {}
-    for name, part in doc["parts"].items():
+    parts: dict = {}
+    for name, part in sorted(doc["parts"].items(), key=lambda item: item[0] != MEMBERS):  # members first
+        if name in sealed and callable(fleet_key):
+            fleet_key = fleet_key(parts.get(MEMBERS))
         if not isinstance(part, dict) or set(part) != {"sha256", ("sealed" if name in sealed else "data")}:
             raise Refused("malformed", f"part {name} is malformed")
         if name in sealed:
             blob = unb64(part["sealed"], f"part {name}")
             if hashlib.sha256(blob).hexdigest() != part["sha256"]:
                 raise Refused("part_hash", f"part {name} does not match its sha256")
-            parts[name] = unseal(fleet_key, fleet_id, seq, name, blob)
+            # no key: a joiner the primary has not added yet only counts the plain parts
+            parts[name] = None if fleet_key is None else unseal(fleet_key, fleet_id, seq, name, blob)
         else:
             if hashlib.sha256(canonical(part["data"])).hexdigest() != part["sha256"]:
                 raise Refused("part_hash", f"part {name} does not match its sha256")

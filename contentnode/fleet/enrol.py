@@ -17,14 +17,14 @@ from contentnode.core import buckets, signing
 from contentnode.core.fields import FieldError
 from contentnode.core.fleet_section import FLEET
 from contentnode.core.s3 import S3Error
-from contentnode.fleet import bundle, follower, joinclaims, joincode, keys, publisher, shared, status
+from contentnode.fleet import bundle, follower, joinclaims, joincode, keys, members, publisher, roster, shared, status
 from contentnode.fleet.service import SECTION, Fleet
-from contentnode.fleet.wire import Refused, b64, unb64
+from contentnode.fleet.wire import Refused, unb64
 
 DEFAULT_PREFIX = "contentnode/"
 _PREFIX = re.compile(r"^(?:[A-Za-z0-9._-]+/){1,10}$")
 PREFIX_MAX = 200
-MAX_LIVE_JOIN_CODES = 100
+MAX_LIVE_JOIN_CODES = joincode.MAX_LIVE
 
 
 def bucket_fields(body: dict) -> tuple[dict, str, str]:
@@ -62,7 +62,7 @@ def init(fleet: Fleet, body: dict) -> tuple[dict, str]:
         _standalone(fleet)
         bucket, access_key, secret_key = bucket_fields(body)
         signing_key = Ed25519PrivateKey.generate()
-        made = keys.Secrets(keys.new_fleet_key(), access_key, secret_key, signing_key)
+        made = keys.Secrets(None, access_key, secret_key, signing_key)
         client = fleet.client(bucket, made)
         key = bucket["prefix"] + publisher.BUNDLE
         if _bucket_call("the bucket cannot be read", lambda: client.get_bytes(key, max_bytes=bundle.MAX_BYTES)):
@@ -74,8 +74,11 @@ def init(fleet: Fleet, body: dict) -> tuple[dict, str]:
             with fleet.store.transaction() as doc:
                 doc["links"] = signing.ensure_key(doc["links"], now)
         keys.save(fleet.data_dir, made)
+        own = members.make(fleet.data_dir).public()
+        members.new_sealing(fleet.data_dir, secrets.token_bytes(32))
         fleet.forget_secrets()
         state = {"role": "primary", "fleet_id": fleet_id, "bucket": bucket, "seq": 0,
+                 "members": {fleet.node_id(): dict(own, added_at=rfc3339(now))}, "sealing_id": None,
                  "pin": {"epoch": 1, "public_key": keys.public_text(signing_key),
                          "recovery_public_key": recovery_public},
                  "key_certs": publisher.first_certificate(fleet_id, signing_key, recovery_text, now),
@@ -90,8 +93,9 @@ def init(fleet: Fleet, body: dict) -> tuple[dict, str]:
     return fleet.state(), recovery_text
 
 
-def mint_join_code(fleet: Fleet, expires_in: int) -> tuple[str, str, str]:
-    """(code, join id, expires_at) on the primary."""
+def mint_join_code(fleet: Fleet, expires_in: int, credentials: tuple[str, str] | None = None) -> tuple[str, str, str]:
+    """(code, join id, expires_at) on the primary; `credentials` (access key, secret key): the
+    bucket credentials the joiner gets instead of the primary's (its own, read-mostly identity)."""
     with fleet.lock:
         state = fleet.state()
         if state.get("role") != "primary":
@@ -105,19 +109,21 @@ def mint_join_code(fleet: Fleet, expires_in: int) -> tuple[str, str, str]:
         if secrets_ is None:
             raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")
         claim_private, claim_public = joinclaims.new_claim_key()
+        given = (secrets_.access_key, secrets_.secret_key)
         payload = {"fleet_id": state["fleet_id"], "primary": fleet.node_id(), "pin": state["pin"],
-                   "bucket": dict(state["bucket"], access_key=secrets_.access_key, secret_key=secrets_.secret_key),
-                   "fleet_key": b64(secrets_.fleet_key), "claim_key": claim_private,
+                   "bucket": dict(state["bucket"], access_key=(credentials or given)[0], secret_key=(credentials or given)[1]),
+                   "claim_key": claim_private,
                    "seq": int(state.get("seq") or 0), "bundle_sha256": state.get("bundle_sha256")}
         code, join_id, expires_at = _bucket_call(
             "the join object cannot be written",
             lambda: joincode.mint(fleet.client(), state["bucket"]["prefix"], payload, expires_in, now))
         fleet.record(join_codes=live + [{"id": join_id, "created_at": rfc3339(now), "expires_at": expires_at,
                                          "used_at": None, "used_by": None, "claim_public": claim_public}])
+    fleet.republish()   # the bundle carries the codes (a promoted primary keeps their state)
     return code, join_id, expires_at
 
 
-LISTED = ("id", "created_at", "expires_at", "used_at", "used_by")
+LISTED = joincode.LISTED
 
 
 def join_codes(fleet: Fleet) -> list:
@@ -145,12 +151,20 @@ def revoke_join_code(fleet: Fleet, join_id: str) -> None:
             joinclaims.publish_list(fleet, client, kept, revoked)
         _bucket_call("the revocation cannot be written", write)
         fleet.record(join_codes=kept, join_revoked=revoked)
+    fleet.republish()
+
+
+def remove_node(fleet: Fleet, node_id: str) -> None:
+    """DELETE /api/fleet/nodes/{node_id} on the primary (fleet/roster.py)."""
+    with fleet.lock:
+        roster.remove(fleet, node_id, "removed on the primary")
 
 
 def _payload(payload: dict) -> tuple[dict, keys.Secrets, keys.Pin]:
     try:
         bucket = {k: payload["bucket"][k] for k in ("endpoint", "region", "bucket", "prefix", "path_style")}
-        made = keys.Secrets(unb64(payload["fleet_key"], "fleet key", keys.FLEET_KEY_BYTES),
+        fleet_key = payload.get("fleet_key")   # from a primary before member lists only
+        made = keys.Secrets(None if fleet_key is None else unb64(fleet_key, "fleet key", keys.FLEET_KEY_BYTES),
                             payload["bucket"]["access_key"], payload["bucket"]["secret_key"])
         pin = keys.Pin(payload["pin"]["epoch"], payload["pin"]["public_key"], payload["pin"]["recovery_public_key"])
     except (KeyError, TypeError):
@@ -205,31 +219,55 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
         if found is None:
             raise Refused("no_bundle", "the bucket holds no bundle for this fleet yet")
         opened = bundle.open_bundle(bundle.parse(found.body, payload["fleet_id"], pin), fleet_id=payload["fleet_id"], pin=pin,
-                                    fleet_key=made.fleet_key, applied_seq=0, now=now, names=shared.PARTS,
-                                    sealed=shared.SEALED)
+                                    fleet_key=lambda data: _joining_key(data, made.fleet_key), applied_seq=0, now=now,
+                                    names=shared.PARTS, sealed=shared.SEALED)
         if opened is None:  # seq 0 is never published: a bundle always opens against it
             raise Refused("malformed", "the fleet's bundle has no seq")
-        sections = shared.applied(fleet.store.data, opened.parts)
         floor = _not_older(payload, opened.seq, hashlib.sha256(found.body).hexdigest())
         _not_used(client, bucket["prefix"], payload, join_id, opened.pin.public_key, fleet.node_id())
         answer = {"fleet_id": payload["fleet_id"], "primary": opened.primary, "seq": opened.seq,
-                  "dry_run": dry_run, "replaces": shared.counts(fleet.store.data),
-                  "with": shared.counts(sections), "cannot_take": _cannot_take(fleet, sections)}
+                  "dry_run": dry_run, "replaces": shared.counts(fleet.store.data), **_takes(fleet, opened.parts)}
         if dry_run:
             return answer
+        own = members.new()   # new at each join: keys of a past membership are not reused
         if isinstance(payload.get("claim_key"), str):
             _bucket_call("the join claim cannot be written", lambda: joinclaims.write_claim(
-                client, bucket["prefix"], join_id, payload["claim_key"], fleet.node_id(), now))
+                client, bucket["prefix"], join_id, payload["claim_key"], fleet.node_id(), now, own.public()))
         keys.save(fleet.data_dir, made)
+        members.make(fleet.data_dir, own)
         fleet.forget_secrets()
         fleet.record(role="replica", fleet_id=payload["fleet_id"], bucket=bucket, seq=0, join_seq=floor,
                      applied_at=None,
                      primary=opened.primary, last_error=None, last_purge_id=None, joined_at=rfc3339(now),
                      membership=secrets.token_hex(8),  # new at each join: the poll's ETag is for one
+                     members={}, sealing_id=None, listed=False, removed=None,
                      pin={"epoch": pin.epoch, "public_key": pin.public_key,
                           "recovery_public_key": pin.recovery_public_key})
     fleet.kick()
     return answer
+
+
+def _joining_key(data, fleet_key: bytes | None) -> bytes | None:
+    """The key a joiner opens the current bundle's sealed parts with: the fleet key of a primary
+    before member lists (or one still sealing under it); None (count the plain parts only) when
+    the sealing key is wrapped for members, which this node is not yet."""
+    if data is None or (isinstance(data, dict) and data.get("sealing_id") == members.LEGACY):
+        if fleet_key is None:
+            raise Refused("bad_join_code", "the fleet seals under a fleet key this join code does not carry")
+        return fleet_key
+    return None
+
+
+def _takes(fleet: Fleet, parts: dict) -> dict:
+    """The join answer's "with" (what the fleet's configuration holds) and "cannot_take"; with
+    the sealed parts unopened (the primary adds this node first), what they hold is null and
+    whether this node can take it is said at the first apply (its last_error)."""
+    if all(parts.get(name) is not None for name in shared.SEALED):
+        sections = shared.applied(fleet.store.data, parts)
+        return {"with": shared.counts(sections), "cannot_take": _cannot_take(fleet, sections)}
+    counts = shared.counts({"domains": parts.get("domains"), "rules": parts.get("rules"),
+                            "settings": parts.get("settings") if isinstance(parts.get("settings"), dict) else {}})
+    return {"with": dict(counts, buckets=None, link_keys=None), "cannot_take": None}
 
 
 def _back_to_standalone(fleet: Fleet) -> None:
@@ -246,9 +284,14 @@ def leave(fleet: Fleet) -> dict:
         state = fleet.state()
         if state["role"] == "standalone":
             raise Refused("not_in_fleet", "this node is not in a fleet")
-        try:
-            fleet.client().delete_object(status.key(state["bucket"]["prefix"], fleet.node_id()))
+        try:  # a member's last status, signed: the primary removes it and replaces the sealing key
+            client, prefix = fleet.client(), state["bucket"]["prefix"]
+            if state["role"] == "replica" and fleet.member() is not None and not state.get("removed"):
+                status.write(client, prefix, {"node_id": fleet.node_id(), "left": True,
+                                              "seen_at": rfc3339(fleet.clock.now())}, fleet.authority("status"))
+            else:
+                client.delete_object(status.key(prefix, fleet.node_id()))
         except (S3Error, Refused):
-            pass  # its status simply goes unseen on the primary
+            pass  # its status simply goes unseen on the primary (remove the node there)
         _back_to_standalone(fleet)
     return {"role": "standalone", "left": state.get("fleet_id"), "was": state.get("role")}

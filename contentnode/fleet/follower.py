@@ -19,7 +19,7 @@ import time
 
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core.backup import BackupError
-from contentnode.fleet import bundle, certfiles, shared
+from contentnode.fleet import bundle, certfiles, members, shared
 from contentnode.fleet.keys import Pin
 from contentnode.fleet.publisher import BUNDLE
 from contentnode.fleet.wire import Refused
@@ -32,6 +32,18 @@ LOCAL_CAUSE = "restore_checks"   # a refusal this node may fix without a new bun
 def pin_of(state: dict) -> Pin:
     pin = state["pin"]
     return Pin(pin["epoch"], pin["public_key"], pin["recovery_public_key"])
+
+
+def sealing_key(state: dict, node_id: str, member, fleet_key: bytes | None):
+    """The function bundle.open_bundle asks for the key of the sealed parts, given the bundle's
+    members part (None from a primary before member lists: then the fleet key given at join)."""
+    def key_of(data):
+        if data is None:
+            if fleet_key is None:
+                raise Refused("sealed_part", "the bundle is sealed under a fleet key this node never received")
+            return fleet_key
+        return members.sealing_key_of(data, state["fleet_id"], node_id, member, fleet_key, bool(state.get("listed")))
+    return key_of
 
 
 def poll(fleet, etag: str | None) -> tuple[str, str | None]:
@@ -53,10 +65,11 @@ def poll(fleet, etag: str | None) -> tuple[str, str | None]:
     if found.not_modified:
         _seen(fleet, state)
         return "unchanged", etag
+    sealing = sealing_key(state, fleet.node_id(), fleet.member(), secrets_.fleet_key)
     try:
         opened = bundle.open_bundle(bundle.parse(found.body, state["fleet_id"], pin_of(state)),
                                     fleet_id=state["fleet_id"], pin=pin_of(state),
-                                    fleet_key=secrets_.fleet_key, applied_seq=int(state.get("seq") or 0),
+                                    fleet_key=sealing, applied_seq=int(state.get("seq") or 0),
                                     now=fleet.clock.now(), names=shared.PARTS, sealed=shared.SEALED)
         if opened is None:
             _seen(fleet, state)
@@ -66,7 +79,12 @@ def poll(fleet, etag: str | None) -> tuple[str, str | None]:
                                        "primary's when this node's join code was made (an older bundle put back)")
         apply(fleet, opened)
     except Refused as exc:
-        fleet.refused(exc)
+        if exc.code == members.NOT_A_MEMBER:
+            fleet.no_longer_member(exc)
+        else:
+            fleet.refused(exc)
+        # pending: the primary lists it in its next bundle, under a new ETag (fleet/service.py polls
+        # every second meanwhile)
         return "refused", None if exc.code == LOCAL_CAUSE else found.etag
     return "applied", found.etag
 
@@ -96,6 +114,16 @@ def check(fleet, current: dict, sections: dict) -> None:
         raise Refused(LOCAL_CAUSE, str(exc)) from None
 
 
+def _membership(opened: bundle.Opened, node_id: str) -> dict:
+    """What a replica keeps of the members part it applied: the members' public keys (to judge
+    its primary's status and the fleet's leases), the sealing id, whether it was listed."""
+    data = opened.parts.get(bundle.MEMBERS)
+    if not isinstance(data, dict):
+        return {"members": {}, "sealing_id": None}
+    listed = members.listed(data)
+    return {"members": listed, "sealing_id": data.get("sealing_id"), "listed": node_id in listed, "removed": None}
+
+
 def apply(fleet, opened: bundle.Opened) -> None:
     """Check the resulting configuration like a restore, purge, then swap it in at once."""
     started = time.monotonic()
@@ -116,7 +144,7 @@ def apply(fleet, opened: bundle.Opened) -> None:
         record.update(seq=opened.seq, applied_at=now, bundle_seen_at=now, last_error=None, primary=opened.primary,
                       last_purge_id=newest, expires_at=rfc3339(opened.expires_at),
                       pin={"epoch": opened.pin.epoch, "public_key": opened.pin.public_key,
-                           "recovery_public_key": opened.pin.recovery_public_key})
+                           "recovery_public_key": opened.pin.recovery_public_key}, **_membership(opened, fleet.node_id()))
         doc["fleet"] = record
     certfiles.prune(fleet.certs, certificates)  # after the records: until then they may still serve these
     if everything:

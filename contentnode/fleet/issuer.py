@@ -22,7 +22,6 @@ from contentnode.core.s3 import S3Error
 from contentnode.fleet import bundle, challenges, keys, publisher
 from contentnode.fleet.lease import IssuerLeases
 from contentnode.fleet.probe import probe
-from contentnode.fleet import wire
 from contentnode.fleet.wire import Refused
 
 MEMBER_ROLES = ("primary", "replica")
@@ -90,7 +89,7 @@ def ordering(fleet, host: str, before: str | None):
     if secrets_ is None:
         raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")
     leases = IssuerLeases(fleet.client(), state["bucket"]["prefix"], fleet.node_id(),
-                          wire.object_key(secrets_.fleet_key, "lease"))
+                          fleet.authority("lease"))
     with ExitStack() as held:
         try:
             held.enter_context(leases.holding(f"acme-{host}"))

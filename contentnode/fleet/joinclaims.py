@@ -1,11 +1,13 @@
 """Single-use join codes: how the primary learns that a code was used, and how a
-second joiner learns it too (docs/API.md, Fleet).
+second joiner learns it too, and how the joiner's member keys reach the member list
+(docs/API.md, Fleet).
 
 Each code's sealed payload carries a claim key (Ed25519, made at mint; the
 primary keeps only its public half). A joiner that completes a join first
-writes claims/<id>.json, {"id","node_id","claimed_at"} signed with it. At its
-next poll the primary takes the first valid claim of each open code: the code
-is used by that node, its sealed object joins/<id> is overwritten with a
+writes claims/<id>.json, {"id","node_id","claimed_at","keys"} signed with it
+("keys": the joiner's public member keys, fleet/members.py). At its next poll
+the primary takes the first valid claim of each open code: the code is used by
+that node, the node is added to the members (fleet/roster.py), its sealed object joins/<id> is overwritten with a
 tombstone ({"id","state"}: the code's URL now opens nothing), and joins.json,
 the list of used and revoked codes signed with the fleet's signing key, is
 written again. A joiner refuses (join_code_used, join_code_revoked) when the
@@ -20,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contentnode.clock import rfc3339
 from contentnode.core.s3 import S3Error
-from contentnode.fleet import joincode, keys
+from contentnode.fleet import joincode, keys, members, roster
 from contentnode.fleet.wire import Refused, b64, canonical, loads, unb64
 
 CLAIMS = "claims/"
@@ -45,11 +47,13 @@ def _claim_of(body: bytes, join_id: str, public: str) -> dict | None:
     """A claim's fields when it is well formed and signed by the code's claim key, else None."""
     try:
         doc = loads(body)
-        if not isinstance(doc, dict) or set(doc) != {"id", "node_id", "claimed_at", "signature"} \
+        if not isinstance(doc, dict) or set(doc) - {"keys"} != {"id", "node_id", "claimed_at", "signature"} \
                 or doc["id"] != join_id or not isinstance(doc["node_id"], str) or not _ID.match(doc["node_id"]):
             return None
         keys.verify(public, doc["signature"], canonical({k: v for k, v in doc.items() if k != "signature"}), "claim")
     except (ValueError, UnicodeDecodeError, TypeError, Refused):
+        return None
+    if "keys" in doc and members.public_of(doc["keys"]) is None:
         return None
     return doc
 
@@ -77,8 +81,9 @@ def check_claim(client, prefix: str, join_id: str, private_b64: str, node_id: st
         raise Refused(*joincode.STATES["used"])
 
 
-def write_claim(client, prefix: str, join_id: str, private_b64: str, node_id: str, now: float) -> None:
-    doc = {"id": join_id, "node_id": node_id, "claimed_at": rfc3339(now)}
+def write_claim(client, prefix: str, join_id: str, private_b64: str, node_id: str, now: float,
+                public: dict) -> None:
+    doc = {"id": join_id, "node_id": node_id, "claimed_at": rfc3339(now), "keys": public}
     doc["signature"] = keys.sign(_private(private_b64), canonical(doc))
     client.put_object(claim_key(prefix, join_id), canonical(doc), "application/json")
 
@@ -120,7 +125,8 @@ def write_list(client, prefix: str, fleet_id: str, signing, codes: list, revoked
 
 def collect(client, prefix: str, codes: list, now: float) -> list:
     """On the primary: the ids of open codes (unused, unexpired) with a valid claim in the bucket,
-    with the claiming node: [(id, node_id)]. One LIST, then a capped GET per claim of an open code."""
+    with the claiming node and its public member keys (None from a node before member keys):
+    [(id, node_id, keys)]. One LIST, then a capped GET per claim of an open code."""
     open_codes = {c["id"]: c for c in codes if not c.get("used_at") and c.get("claim_public")
                   and c["id"] not in joincode.expired_ids([c], now)}
     if not open_codes:
@@ -132,21 +138,24 @@ def collect(client, prefix: str, codes: list, now: float) -> list:
         if join_id in open_codes:
             claim = read_claim(client, prefix, join_id, open_codes[join_id]["claim_public"])
             if claim is not None:
-                out.append((join_id, claim["node_id"]))
+                out.append((join_id, claim["node_id"], claim.get("keys")))
     return out
 
 
 def mark_used(fleet, client, found: list) -> None:
-    """Record each claimed code as used, tombstone its sealed object, and republish joins.json."""
+    """Record each claimed code as used, tombstone its sealed object, republish joins.json and
+    add the claiming nodes to the members."""
     state = fleet.state()
     prefix, now = state["bucket"]["prefix"], fleet.clock.now()
-    for join_id, _ in found:
+    for join_id, _, _ in found:
         client.put_object(joincode.object_key(prefix, join_id), joincode.tombstone("used", join_id), "application/json")
-    by_id = dict(found)
+    by_id = {join_id: node_id for join_id, node_id, _ in found}
     codes = [dict(c, used_at=rfc3339(now), used_by=by_id[c["id"]]) if c["id"] in by_id else c
              for c in state.get("join_codes") or []]
     publish_list(fleet, client, codes, state.get("join_revoked") or [])
     fleet.record(join_codes=codes)
+    roster.add(fleet, {node_id: public for _, node_id, public in found if public is not None})
+    fleet.republish()   # the bundle carries the codes' state (a promoted primary knows them)
 
 
 def publish_list(fleet, client, codes: list, revoked: list) -> None:

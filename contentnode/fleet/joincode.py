@@ -31,6 +31,8 @@ CODE_MAX_CHARS = 8192
 SEALED_MAX_BYTES = 64 << 10
 _AAD = b"contentnode-fleet-join/"
 TOMBSTONE_MAX_BYTES = 256
+MAX_LIVE = 100   # join codes valid at once on a primary (and as many revoked ones listed)
+LISTED = ("id", "created_at", "expires_at", "used_at", "used_by")   # what GET /api/fleet/join-codes shows
 STATES = {"used": ("join_code_used", "this join code was already used by another node; mint a new one"),
           "revoked": ("join_code_revoked", "this join code was revoked on the primary; mint a new one")}
 

@@ -3,8 +3,9 @@ recovery key, the AES-GCM fleet key, and the files that hold them.
 
 Secrets live in <data_dir>/fleet/ (folder 0700, files 0600), never in the
 state document, so no backup, answer or log line can carry them:
-signing.key (primary only), fleet.key (every member) and bucket.json (the
-bucket's access and secret key).
+signing.key (primary only), bucket.json (the bucket's access and secret key),
+member.key and sealing.key (fleet/members.py), and fleet.key on a node that
+joined a primary from before member lists.
 
 Key epochs: each bundle carries the certificates of every signing key from
 epoch 1 up to the one that signed it. Epoch 1 is signed by the recovery key
@@ -33,6 +34,7 @@ from contentnode.fleet.wire import Refused, b64, canonical, unb64
 
 FOLDER = "fleet"
 SIGNING_FILE, FLEET_KEY_FILE, BUCKET_FILE = "signing.key", "fleet.key", "bucket.json"
+MEMBER_FILE, SEALING_FILE = "member.key", "sealing.key"   # fleet/members.py
 RECOVERY_PREFIX = "cnr_"
 FLEET_KEY_BYTES = 32
 MAX_KEY_CERTS = 1000  # a chain longer than this is refused rather than walked
@@ -174,9 +176,10 @@ def recovery_signed(keys, public: str) -> int | None:
 
 @dataclass(frozen=True)
 class Secrets:
-    """A member's secrets: fleet key, bucket credentials, and (primary) the signing key."""
+    """A member's secrets: the fleet key (given at join by a primary before member lists, else
+    None), bucket credentials, and (primary) the signing key."""
 
-    fleet_key: bytes
+    fleet_key: bytes | None
     access_key: str
     secret_key: str
     signing: Ed25519PrivateKey | None = None
@@ -198,7 +201,8 @@ def save_signing(data_dir: str, key: Ed25519PrivateKey, name: str = SIGNING_FILE
 def save(data_dir: str, secrets_: Secrets) -> None:
     path = folder(data_dir)
     ensure_private_dir(path)
-    atomic_write(os.path.join(path, FLEET_KEY_FILE), b64(secrets_.fleet_key).encode())
+    if secrets_.fleet_key is not None:
+        atomic_write(os.path.join(path, FLEET_KEY_FILE), b64(secrets_.fleet_key).encode())
     atomic_write(os.path.join(path, BUCKET_FILE), json.dumps(
         {"access_key": secrets_.access_key, "secret_key": secrets_.secret_key}).encode())
     if secrets_.signing is not None:
@@ -211,12 +215,16 @@ def load(data_dir: str) -> Secrets | None:
     """The secrets on disk, or None when this node holds none (standalone)."""
     path = folder(data_dir)
     try:
-        with open(os.path.join(path, FLEET_KEY_FILE), "rb") as f:
-            fleet_key = unb64(f.read().decode("ascii").strip(), "fleet.key", FLEET_KEY_BYTES)
         with open(os.path.join(path, BUCKET_FILE), "rb") as f:
             bucket = json.loads(f.read())
     except FileNotFoundError:
         return None
+    fleet_key = None
+    try:
+        with open(os.path.join(path, FLEET_KEY_FILE), "rb") as f:
+            fleet_key = unb64(f.read().decode("ascii").strip(), "fleet.key", FLEET_KEY_BYTES)
+    except FileNotFoundError:
+        pass
     signing = None
     try:
         with open(os.path.join(path, SIGNING_FILE), "rb") as f:
@@ -228,7 +236,7 @@ def load(data_dir: str) -> Secrets | None:
 
 def remove(data_dir: str) -> None:
     path = folder(data_dir)
-    for name in (SIGNING_FILE, FLEET_KEY_FILE, BUCKET_FILE):
+    for name in (SIGNING_FILE, FLEET_KEY_FILE, BUCKET_FILE, MEMBER_FILE, SEALING_FILE):
         try:
             os.unlink(os.path.join(path, name))
         except FileNotFoundError:

@@ -16,9 +16,11 @@ minus the Last-Modified of the object in that same answer, never the local
 clock, so nodes whose clocks disagree still agree on when a lease expired.
 A holder that cannot refresh for a whole TTL counts its lease as lost too.
 
-A lease carries a mac under a key derived from the fleet key: one without a
-valid mac (a bucket writer's forgery) is read as garbage, so stale, and
-taken over at once; its text never reaches an answer or a log line.
+A lease is signed by its holder's member key (fleet/members.py Authority;
+a MAC under the fleet key in a fleet without member lists yet): one not
+signed by a listed member (a bucket writer's forgery, a removed node's) is
+read as garbage, so stale, and taken over at once; its text never reaches
+an answer or a log line.
 """
 
 import logging
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from contentnode.core.s3 import S3Client, S3Error
 from contentnode.core.text import http_date
 from contentnode.fleet.probe import refused
-from contentnode.fleet.wire import loads, mac_ok, with_mac
+from contentnode.fleet.wire import loads
 
 log = logging.getLogger("contentnode.fleet.lease")
 
@@ -80,31 +82,31 @@ class Seen:
 _HOLDER = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
-def _parse(body: bytes, mac_key: bytes) -> dict:
-    """The lease's members when it is a lease a fleet member wrote (a valid mac under `mac_key`,
-    a plain holder name), else {}: a lease a bucket writer forged reads as garbage, so stale."""
+def _parse(body: bytes, authority) -> dict:
+    """The lease's members when it is a lease a fleet member wrote (signed by its holder, a plain
+    holder name), else {}: a lease a bucket writer forged reads as garbage, so stale."""
     try:
         doc = loads(body)
     except ValueError:
         return {}
-    if not mac_ok(mac_key, doc):
+    if not isinstance(doc, dict) or not authority.valid(doc, doc.get("holder")):
         return {}
     return doc if isinstance(doc.get("holder"), str) and _HOLDER.fullmatch(doc["holder"]) else {}
 
 
 class IssuerLeases:
-    """Leases under `<prefix>leases/` held in the name of `holder` (the node id), authenticated
-    with `mac_key` (wire.object_key(fleet key, "lease")): one without a valid mac counts as stale."""
+    """Leases under `<prefix>leases/` held in the name of `holder` (the node id), written and judged
+    by `authority` (members.Authority): one its holder did not sign counts as stale."""
 
-    def __init__(self, client: S3Client, prefix: str, holder: str, mac_key: bytes, ttl: float = DEFAULT_TTL):
+    def __init__(self, client: S3Client, prefix: str, holder: str, authority, ttl: float = DEFAULT_TTL):
         self.client, self.prefix, self.holder, self.ttl = client, prefix, holder, ttl
-        self.mac_key = mac_key
+        self.authority = authority
 
     def key(self, name: str) -> str:
         return f"{self.prefix}leases/{name}.json"
 
     def _body(self, token: str) -> bytes:
-        return with_mac(self.mac_key, {"holder": self.holder, "token": token, "ttl_seconds": self.ttl})
+        return self.authority.write({"holder": self.holder, "token": token, "ttl_seconds": self.ttl})
 
     def read(self, name: str) -> Seen | None:
         """The lease object as it stands, or None when there is none."""
@@ -116,7 +118,7 @@ class IssuerLeases:
             if exc.code == "no_such_key":
                 return None
             raise
-        doc = _parse(body, self.mac_key)
+        doc = _parse(body, self.authority)
         said, modified = http_date(info.headers.get("date")), http_date(info.last_modified)
         if said is None or modified is None:
             # no clock to judge by: never stale, so never taken over (the probe refuses such buckets)

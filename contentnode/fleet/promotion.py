@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from contentnode.clock import rfc3339
 from contentnode.core.s3 import S3Error
 from contentnode.fileio import fsync_dir
-from contentnode.fleet import bundle, keys, publisher, shared
+from contentnode.fleet import bundle, joincode, keys, members, publisher, shared
 from contentnode.fleet.follower import pin_of
 from contentnode.fleet.wire import Refused, unb64
 
@@ -57,6 +57,21 @@ def _part_data(doc: dict, name: str):
     """An unsealed part's value in a verified bundle (None when it is not there)."""
     part = doc["parts"].get(name)
     return part.get("data") if isinstance(part, dict) else None
+
+
+def _carried(data, now: float) -> dict:
+    """What a promoted primary takes over from the verified bundle's members part: the members
+    (to wrap its new sealing key for) and the old primary's join codes with their used and revoked
+    state, so a code it minted keeps its state (docs/API.md, Fleet)."""
+    if not isinstance(data, dict):
+        return {"join_codes": [], "join_revoked": []}
+    rows = [c for c in data.get("join_codes") or [] if isinstance(c, dict) and isinstance(c.get("id"), str)
+            and isinstance(c.get("expires_at"), str) and isinstance(c.get("claim_public"), (str, type(None)))]
+    revoked = [c for c in data.get("join_revoked") or [] if isinstance(c, dict) and isinstance(c.get("id"), str)
+               and isinstance(c.get("expires_at"), str)]
+    listed = {node_id: dict(public, added_at=rfc3339(now)) for node_id, public in members.listed(data).items()}
+    codes = [{k: c.get(k) for k in (*joincode.LISTED, "claim_public")} for c in rows[:joincode.MAX_LIVE]]
+    return {"members": listed, "join_codes": codes, "join_revoked": revoked[:joincode.MAX_LIVE]}
 
 
 def _check_recovery(secret: str, chain: list, current: keys.Pin) -> Ed25519PrivateKey:
@@ -112,7 +127,7 @@ def promote(fleet, recovery_secret: str, conditional: bool) -> str:
         fleet.record(role="primary", pin=_pin_record(epoch, signing, next_public), key_certs=doc["keys"] + [cert],
                      seq=max(int(state.get("seq") or 0), doc["seq"]), bundle_etag=etag, primary=None,
                      promoted_at=rfc3339(now), last_error=None, demoted=None, parts_digest=None, issued_at=None,
-                     join_codes=[])
+                     rotate_sealing=True, **_carried(_part_data(doc, bundle.MEMBERS), fleet.clock.now()))
         try:
             publisher.publish(fleet, force=True, expect_etag=etag if conditional else None)
         except (S3Error, Refused) as exc:
@@ -148,7 +163,7 @@ def rotate_key(fleet) -> int:
                             secrets_.signing, "previous")
         keys.save_signing(fleet.data_dir, signing, NEXT_FILE)
         fleet.record(pin=_pin_record(epoch, signing, state["pin"]["recovery_public_key"]),
-                     key_certs=state["key_certs"] + [cert], parts_digest=None)
+                     key_certs=state["key_certs"] + [cert], parts_digest=None, rotate_sealing=True)
         finish_rotation(fleet.data_dir, fleet.state())
         fleet.forget_secrets()
     fleet.republish()  # the job publishes the new chain at once (and retries if the bucket fails)

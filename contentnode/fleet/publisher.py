@@ -14,11 +14,12 @@ primary.
 """
 
 import hashlib
+import secrets
 import logging
 
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core.s3 import S3Error
-from contentnode.fleet import bundle, certfiles, joinclaims, joincode, keys, shared
+from contentnode.fleet import bundle, certfiles, joinclaims, joincode, keys, members, shared
 from contentnode.fleet.wire import Refused, canonical
 
 log = logging.getLogger("contentnode.fleet")
@@ -88,7 +89,8 @@ def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
     now = fleet.clock.now()
     doc = fleet.store.data
     parts = shared.parts_of(doc, certfiles.read(fleet.certs, doc["domains"]))
-    digest = parts_digest(parts)
+    sealing_id, sealing_key, listed, extra = _roster(fleet, state, secrets_)
+    digest = parts_digest({**parts, bundle.MEMBERS: {"listed": listed, "sealing_id": sealing_id, **extra}})
     changed = force or digest != state.get("parts_digest") or resign_due(state, now)
     client = fleet.client()
     key = state["bucket"]["prefix"] + BUNDLE
@@ -105,14 +107,41 @@ def publish(fleet, force: bool = False, expect_etag: str | None = None) -> str:
     if signer is not None:  # its own bundle, written before a crash lost the ETag
         seq = max(seq, found["seq"])
     seq += 1
+    parts[bundle.MEMBERS] = members.part(state["fleet_id"], sealing_id, sealing_key, listed, extra)
     raw = bundle.build(fleet_id=state["fleet_id"], seq=seq, issued_at=now, lifetime=LIFETIME_SECONDS,
                        primary=fleet.node_id(), key_certs=state["key_certs"], signing=secrets_.signing,
-                       fleet_key=secrets_.fleet_key, parts=parts, sealed=shared.SEALED)
+                       fleet_key=sealing_key, parts=parts, sealed=shared.SEALED)
     etag = client.put_object(key, raw, "application/json", {"if-match": expect_etag} if expect_etag else None)
     fleet.record(seq=seq, bundle_etag=etag, issued_at=rfc3339(now), expires_at=rfc3339(now + LIFETIME_SECONDS),
-                 parts_digest=digest, last_error=None, bundle_sha256=hashlib.sha256(raw).hexdigest())
+                 parts_digest=digest, last_error=None, bundle_sha256=hashlib.sha256(raw).hexdigest(),
+                 sealing_id=sealing_id, rotate_sealing=False)
     log.info("fleet: published bundle seq %d (%d bytes)", seq, len(raw))
     return "published"
+
+
+def _roster(fleet, state: dict, secrets_) -> tuple[str, bytes, dict, dict]:
+    """(sealing id, sealing key, the members to wrap it for, the join codes' state) of the next
+    bundle. The sealing key is replaced first when a removal, leave, rotate-key or promotion
+    asked for it (`rotate_sealing`, recorded with the change; set back only with the bundle
+    published under the new key, so a crash between rotates once more, never publishes the old
+    key to the remaining members only). A primary upgraded from before member lists lists
+    itself and seals under its fleet key (LEGACY) until the first rotation."""
+    sealing = members.load_sealing(fleet.data_dir)
+    if sealing is None or state.get("rotate_sealing"):
+        legacy = sealing is None and secrets_.fleet_key is not None and not state.get("rotate_sealing")
+        key = secrets_.fleet_key if legacy else secrets.token_bytes(32)
+        sealing = members.new_sealing(fleet.data_dir, key, members.LEGACY if legacy else None), key
+    listed = {node_id: {"sign": row["sign"], "wrap": row["wrap"]}
+              for node_id, row in (state.get("members") or {}).items()}
+    if fleet.node_id() not in listed:
+        own = members.ensure(fleet.data_dir).public()
+        fleet.record(members={**(state.get("members") or {}), fleet.node_id(): dict(own, added_at=state.get("created_at"))})
+        listed[fleet.node_id()] = own
+    extra = {"join_codes": [{k: c.get(k) for k in (*joincode.LISTED, "claim_public")}
+                            for c in state.get("join_codes") or []],
+             "join_revoked": [{"id": c.get("id"), "expires_at": c.get("expires_at")}
+                              for c in state.get("join_revoked") or []]}
+    return sealing[0], sealing[1], listed, extra
 
 
 def first_certificate(fleet_id: str, signing, recovery_text: str, now: float) -> list:

@@ -10,7 +10,8 @@ or over a bundle.json it did not write), status, the nodes' statuses every third
 poll and expired join objects; on a replica the conditional GET and status. While a join code is valid the
 primary reads the statuses and join claims every poll, so a new node shows at once and its
 code is marked used (fleet/joinclaims.py).
-Bucket failures back off (poll x 2^n, at most 8 polls or 5 minutes).
+Bucket failures back off (poll x 2^n, at most 8 polls or 5 minutes). A replica that joined
+and is not listed by the primary yet polls every second until it is.
 """
 
 import logging
@@ -25,7 +26,8 @@ from contentnode.core.fleet_section import FLEET, SECTION, state_of
 from contentnode.core.folders import FolderRoots
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3 import BucketConfig, S3Client, S3Error
-from contentnode.fleet import alerts, folders, follower, issuer, joinclaims, joincode, keys, promotion, publisher, shared, status, wire
+from contentnode.fleet import (alerts, folders, follower, issuer, joinclaims, joincode, keys, members, promotion,
+                              publisher, roster, shared, status)
 from contentnode.fleet.wire import Refused
 
 log = logging.getLogger("contentnode.fleet")
@@ -35,6 +37,7 @@ STATUS_READ_EVERY = 3        # polls between the primary's reads of the nodes' s
 BACKOFF_MAX_POLLS, BACKOFF_MAX_SECONDS = 8, 300
 BUCKET_TIMEOUT = 10.0
 BUCKET_ERROR = "bucket_error"
+PENDING_POLL_SECONDS = 1.0   # a joined node not listed yet polls this often (conditional GETs)
 
 
 def ready(doc: dict) -> bool:
@@ -54,7 +57,8 @@ def view_of(doc: dict, poll_seconds: int, nodes: list, bundle_seen_at: str | Non
            "key_epoch": (state.get("pin") or {}).get("epoch"), "expires_at": state.get("expires_at"),
            "nodes": nodes if role == "primary" else [], "primary": None,
            "unknown_statuses": unknown if role == "primary" else 0,
-           "probe": state.get("probe"), "issuer": issuer.mode(state), "demoted": state.get("demoted")}
+           "probe": state.get("probe"), "issuer": issuer.mode(state), "demoted": state.get("demoted"),
+           "removed": state.get("removed"), "members": len(state.get("members") or {})}
     if role == "replica":
         out["primary"] = {"node_id": state.get("primary"), "bundle_seen_at": bundle_seen_at,
                           "name": None, "address": None}
@@ -91,6 +95,7 @@ class Fleet:
         self.unknown_statuses = 0        # ... and how many statuses it ignored (no valid mac, too large, ...)
         self.bundle_seen_at: str | None = None
         self._secrets_cache: keys.Secrets | None = None
+        self._member_cache: members.MemberKeys | None = None
         self._wake, self._stop = threading.Event(), threading.Event()
         self._first_change = self._last_change = 0.0
         self._changed = False
@@ -136,6 +141,20 @@ class Fleet:
 
     def forget_secrets(self) -> None:
         self._secrets_cache = None
+        self._member_cache = None
+
+    def member(self) -> members.MemberKeys | None:
+        """This node's own member keys (fleet/members.py), None before it inits or joins."""
+        if self._member_cache is None:
+            self._member_cache = members.load(self.data_dir)
+        return self._member_cache
+
+    def authority(self, purpose: str) -> members.Authority:
+        """How this node signs its statuses or leases and judges the others' (fleet/members.py)."""
+        state, secrets_ = self.state(), self.secrets()
+        known = {node_id: row.get("sign") for node_id, row in (state.get("members") or {}).items()}
+        return members.Authority(self.member(), secrets_.fleet_key if secrets_ is not None else None, purpose,
+                                 known, state.get("sealing_id") in (None, members.LEGACY))
 
     def client(self, bucket: dict | None = None, secrets_: keys.Secrets | None = None) -> S3Client:
         bucket = bucket or self.state()["bucket"]
@@ -205,6 +224,15 @@ class Fleet:
             self.events.emit("fleet_sync_failed", node=self.node_id(), code=code, message=message,
                              seq=self.state().get("seq"))
 
+    def no_longer_member(self, exc: Refused) -> None:
+        """The primary took this node off the member list: say so once (state, log line, event);
+        it keeps serving what it applied last, applies nothing more and writes no status."""
+        if not self.state().get("removed"):
+            log.warning("fleet: this node is no longer a member of fleet %s: %s", self.state().get("fleet_id"),
+                        exc.message)
+        removed = self.state().get("removed") or {"at": rfc3339(self.clock.now()), "message": exc.message}
+        self._fail(exc.code, exc.message, removed=removed)
+
     def refused(self, exc: Refused) -> None:
         self._fail(exc.code, exc.message)
 
@@ -266,7 +294,11 @@ class Fleet:
                     self._publish_if_due()
                 elif role == "replica":
                     with self.lock:
-                        _, etag = follower.poll(self, etag)
+                        outcome, etag = follower.poll(self, etag)
+                    if outcome == "applied":
+                        next_status = 0.0   # the primary sees the new seq now, not a poll later
+                    if (self.state().get("last_error") or {}).get("code") == members.PENDING:
+                        delay = min(delay, PENDING_POLL_SECONDS)   # joined: look again soon (304s until listed)
                 if role in ("primary", "replica") and time.monotonic() >= next_status:
                     polls += 1
                     self._status_round(role, polls)
@@ -317,17 +349,19 @@ class Fleet:
     def _status_round(self, role: str, polls: int) -> None:
         client = self.client()
         state = self.state()
-        key = self._status_key()
+        if state.get("removed"):
+            return   # no longer a member: nothing it writes would be read
+        key = self.authority("status")
         status.write(client, state["bucket"]["prefix"], self.status_doc(), key)
         if role == "replica" and state.get("primary"):
             self.primary_seen = status.read_one(client, state["bucket"]["prefix"], state["primary"], key)
         if role == "primary" and (polls % STATUS_READ_EVERY == 1 or self._joins_open()):
-            self._read_nodes(client)
             used = joinclaims.collect(client, state["bucket"]["prefix"], state.get("join_codes") or [],
                                       self.clock.now())
-            if used:
+            if used:   # before the statuses: a node that just joined is a member when they are read
                 with self.lock:
                     joinclaims.mark_used(self, client, used)
+            self._read_nodes(client)
             publisher.delete_expired_joins(self, client)
 
     def _joins_open(self) -> bool:
@@ -335,12 +369,6 @@ class Fleet:
         that joins shows, and its code is marked used, at the primary's first poll after it."""
         codes = [c for c in self.state().get("join_codes") or [] if not c.get("used_at")]
         return len(joincode.expired_ids(codes, self.clock.now())) < len(codes)
-
-    def _status_key(self) -> bytes:
-        secrets_ = self.secrets()
-        if secrets_ is None:
-            raise Refused("no_secrets", "this node's fleet keys are missing from its data dir (fleet/)")
-        return wire.object_key(secrets_.fleet_key, "status")
 
     def status_doc(self) -> dict:
         state = self.state()
@@ -352,14 +380,16 @@ class Fleet:
                 "traffic": self.counters(),
                 "certificates": alerts.certificates_due(self.store.data["domains"], self.clock.now()),
                 "folder_roots": list(self.folder_roots.roots) if self.folder_roots is not None else None,
-                "address": self.address()}
+                "address": self.address(),
+                "member_keys": member.public() if (member := self.member()) is not None else None}
 
     def _read_nodes(self, client) -> None:
         state = self.state()
         found, unknown, error = status.read_all(client, state["bucket"]["prefix"], self.node_id(),
-                                                self._status_key())
+                                                self.authority("status"))
         if error is not None:
             raise S3Error(BUCKET_ERROR, error)
+        found = roster.settle(self, client, found)
         self.unknown_statuses = unknown
         now = self.clock.now()
         nodes = status.view(found, int(state.get("seq") or 0), self.version, self.poll_seconds, now)

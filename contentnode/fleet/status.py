@@ -2,11 +2,11 @@
 poll and read by the primary, which turns them into lag, version skew and
 "not seen" (three polls without a status).
 
-A status is plain JSON (nothing secret in it) with a "mac": HMAC-SHA256
-under a key derived from the fleet key (wire.object_key "status"), so only
-a node holding the fleet key writes one the primary accepts. It is capped
-in size when read, its mac checked, then each member against the shape this
-version writes; one failing any of that is not listed, only counted
+A status is plain JSON (nothing secret in it) signed by its node's own
+member key (fleet/members.py Authority; in a fleet without member lists yet,
+a MAC under a key derived from the fleet key), so only a listed member
+writes one the primary accepts. It is capped in size when read, its
+signature checked, then each member against the shape this version writes; one failing any of that is not listed, only counted
 ("unknown_statuses": a bucket writer cannot put text or load on the
 primary through it), and one missing status never hides the others.
 """
@@ -15,7 +15,8 @@ import re
 
 from contentnode.clock import parse_rfc3339
 from contentnode.core.s3 import S3Client, S3Error
-from contentnode.fleet.wire import loads, mac_ok, with_mac
+from contentnode.fleet.members import PENDING, public_of
+from contentnode.fleet.wire import loads
 
 NODES = "nodes/"
 STATUS_MAX_BYTES = 32 << 10   # a real status is a few kilobytes (100 certificates: about 8)
@@ -23,15 +24,15 @@ MAX_NODES = 1000          # statuses the primary reads at most (one LIST page)
 UNSEEN_POLLS = 3
 _NODE_ID = re.compile(r"^[0-9a-f]{16}$")
 FIELDS = ("node_id", "name", "role", "version", "seq", "applied_at", "last_error", "seen_at",
-          "poll_seconds", "health", "traffic", "certificates", "folder_roots", "address")
+          "poll_seconds", "health", "traffic", "certificates", "folder_roots", "address", "member_keys", "left")
 
 
 def key(prefix: str, node_id: str) -> str:
     return f"{prefix}{NODES}{node_id}.json"
 
 
-def write(client: S3Client, prefix: str, status: dict, mac_key: bytes) -> None:
-    client.put_object(key(prefix, status["node_id"]), with_mac(mac_key, status), "application/json")
+def write(client: S3Client, prefix: str, status: dict, authority) -> None:
+    client.put_object(key(prefix, status["node_id"]), authority.write(status), "application/json")
 
 
 def _text(limit: int, pattern: str = r"[ -~]*"):
@@ -62,36 +63,38 @@ _SHAPE = {
     "folder_roots": lambda v: v is None or (isinstance(v, list) and len(v) <= 16
                                             and all(v_ is not None and _text(1024, _PRINTABLE)(v_) for v_ in v)),
     "address": _text(300, _PRINTABLE),
+    "member_keys": lambda v: v is None or public_of(v) is not None,   # an upgraded fleet adopts them
+    "left": lambda v: v in (None, True),                              # written once by `leave`
 }
 
 
-def _clean(raw: bytes, node_id: str, mac_key: bytes) -> dict | None:
+def _clean(raw: bytes, node_id: str, authority) -> dict | None:
     """The status's members, or None: not JSON (NaN, nested too deeply), another node's, not
-    written by a holder of the fleet key, or not of this version's shape."""
+    signed by that member, or not of this version's shape."""
     try:
         doc = loads(raw)
     except ValueError:
         return None
-    if not isinstance(doc, dict) or doc.get("node_id") != node_id or not mac_ok(mac_key, doc):
+    if not isinstance(doc, dict) or doc.get("node_id") != node_id or not authority.valid(doc, node_id):
         return None
     if not all(check(doc.get(name)) for name, check in _SHAPE.items()):
         return None
     return {name: doc.get(name) for name in FIELDS}
 
 
-def read_one(client: S3Client, prefix: str, node_id: str, mac_key: bytes) -> dict | None:
+def read_one(client: S3Client, prefix: str, node_id: str, authority) -> dict | None:
     """One node's status (a replica reads its primary's, to name it by name and address); None when
     it is missing or not valid. S3Error when the bucket fails."""
     fetched = client.get_bytes(key(prefix, node_id), max_bytes=STATUS_MAX_BYTES)
-    return _clean(fetched.body, node_id, mac_key) if fetched is not None and fetched.body is not None else None
+    return _clean(fetched.body, node_id, authority) if fetched is not None and fetched.body is not None else None
 
 
-def read_all(client: S3Client, prefix: str, skip: str, mac_key: bytes) -> tuple[list, int, str | None]:
+def read_all(client: S3Client, prefix: str, skip: str, authority) -> tuple[list, int, str | None]:
     """(statuses of every other node, how many were ignored as unknown, error text or None):
     one LIST and one GET per node.
 
     A status the bucket fails to give is listed with its error; one too large, of another
-    shape or without a valid mac is not listed, only counted; a failed LIST fails it all.
+    shape or not signed by a member is not listed, only counted; a failed LIST fails it all.
     """
     try:
         page = client.list_objects(prefix=prefix + NODES, max_keys=MAX_NODES)
@@ -112,7 +115,7 @@ def read_all(client: S3Client, prefix: str, skip: str, mac_key: bytes) -> tuple[
             else:
                 out.append({"node_id": node_id, "unreadable": exc.message})
             continue
-        doc = _clean(fetched.body, node_id, mac_key) if fetched is not None and fetched.body is not None else None
+        doc = _clean(fetched.body, node_id, authority) if fetched is not None and fetched.body is not None else None
         if doc is None:
             unknown += fetched is not None
             continue
@@ -147,7 +150,8 @@ def problems(row: dict) -> set:
     found = set()
     if row.get("unseen"):
         found.add("unseen")
-    if row.get("last_error") or row.get("unreadable"):
+    # a node that just joined waits for this primary to list it: not an incident of its own
+    if (row.get("last_error") and row["last_error"].get("code") != PENDING) or row.get("unreadable"):
         found.add("error")
     return found
 

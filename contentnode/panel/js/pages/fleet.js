@@ -1,6 +1,6 @@
 // Fleet: this node's role in a fleet (docs/API.md, Fleet). Standalone: set up a primary
 // or join with a code (a dry run first). Primary: mint join codes (shown once, with a
-// copy button), the codes minted (who used each, revoke) and the nodes table. Replica: where edits are made. Any member: leave.
+// copy button), the codes minted (who used each, revoke) and the nodes table (remove a node). Replica: where edits are made. Any member: leave.
 // The issuer, promotion and key rotation parts are in fleet_keys.js.
 
 import { get, post, del, enc } from '../api.js';
@@ -138,7 +138,18 @@ function trafficCell(t) {
     `${bytes(t.bytes_out || 0)} sent${served ? ` · ${Math.round((100 * t.cache_hits) / served)}% cache hits` : ''}`));
 }
 
-function nodesCard(nodes) {
+function removeButton(ctx, n) {
+  return button('Remove', { kind: 'danger-soft', class: 'btn btn-danger-soft btn-sm', 'aria-label': `Remove node ${n.node_id} from the fleet`, onclick: async () => {
+    const ok = await confirm({ title: `Remove node ${n.node_id}?`, confirmLabel: 'Remove node',
+      message: 'It is taken off the member list and the fleet\'s sealing key is replaced: it cannot open any bundle published from now on and keeps serving what it applied last. It joins again only with a new join code. Change the secrets it held if you do not control its disk.' });
+    if (!ok) return;
+    await del(`/api/fleet/nodes/${enc(n.node_id)}`);
+    toast(`Node ${n.node_id} removed from the fleet`);
+    ctx.rerender();
+  } });
+}
+
+function nodesCard(ctx, nodes) {
   return card('Nodes', { description: 'Each node\'s last status in the bucket (read every third poll, every poll while a join code is unused and valid).' }, table([
     { label: 'Node', cell: (n) => h('div', {}, h('code', {}, n.node_id), h('p', { class: 'cell-sub' }, n.name || '')) },
     { label: 'Role', cell: (n) => n.role || '—' },
@@ -148,6 +159,7 @@ function nodesCard(nodes) {
     { label: 'Traffic', cell: (n) => trafficCell(n.traffic) },
     { label: 'Last error', cell: (n) => errorCell(n) },
     { label: 'Last seen', cell: (n) => h('span', {}, n.seen_at ? ago(n.seen_at) : '—', ' ', n.unseen ? badge('not seen', 'bad') : null) },
+    { label: 'Actions', cell: (n) => removeButton(ctx, n) },
   ], nodes, { empty: 'No other node yet: mint a join code.', caption: 'Fleet nodes' }));
 }
 
@@ -163,6 +175,9 @@ function summary(f) {
     f.fleet_id ? ['Key epoch', String(f.key_epoch)] : null,
     f.fleet_id ? ['Poll', `every ${f.poll_seconds} s`] : null,
     f.last_error ? ['Last error', h('span', {}, badge(f.last_error.code, 'bad'), ' ', f.last_error.message)] : null,
+    f.fleet_id ? ['Members', String(f.members)] : null,
+    f.removed ? ['Membership', h('span', { 'data-testid': 'removed' }, badge('no longer a member', 'bad'), ' ',
+      `${when(f.removed.at)}: this node was removed from the fleet; it keeps serving what it applied last. Leave the fleet to make it standalone.`)] : null,
     f.demoted ? ['Demoted', h('span', {}, badge('demoted', 'warn'), ' ', `${when(f.demoted.at)}: ${f.demoted.message}`)] : null,
   ]));
 }
@@ -188,7 +203,7 @@ export async function render(ctx) {
     mount(ctx.main, header, summary(f), initCard(ctx), joinCard(ctx));
   } else if (f.role === 'primary') {
     mount(ctx.main, header, summary(f), mintCard(ctx), codesCard(ctx, codes), unknownNote(f.unknown_statuses),
-      nodesCard(f.nodes), issuerCard(f));
+      nodesCard(ctx, f.nodes), issuerCard(f));
   } else {
     mount(ctx.main, header, callout('info', h('p', { 'data-testid': 'replica-primary' }, 'This node is a replica: domains, buckets, rules, link keys and shared settings are edited on the primary, ',
       h('strong', {}, primaryName(f.primary)), '. Changes made there arrive here within a poll.')), summary(f),
