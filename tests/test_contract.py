@@ -30,7 +30,9 @@ def test_only_declared_parameters_are_read():
     """Every route's declared query names are plain strings; most routes take none."""
     with_query = {(r.method, r.pattern): sorted(r.query) for r in ROUTES if r.query}
     assert with_query == {("GET", "/api/audit"): ["action", "cursor", "limit", "since", "until", "user"],
-                          ("GET", "/api/rules"): ["domain"], ("GET", "/api/metrics"): ["domain", "range"]}
+                          ("GET", "/api/rules"): ["domain"], ("GET", "/api/metrics"): ["domain", "range"],
+                          ("GET", "/api/traffic/top"): ["by", "domain", "range"],
+                          ("GET", "/api/traffic/tail"): ["after", "domain", "status"]}
 
 
 @pytest.mark.parametrize("path,body,field", [

@@ -8,6 +8,7 @@ import pytest
 
 from contentnode.clock import Clock
 from contentnode.core import acme, audit, cache, certs, netguard
+from contentnode.core.cache_fill import OriginAnswer
 from tests.certgen import new_key
 
 
@@ -113,7 +114,7 @@ def test_audit_lines_are_whole_even_when_writes_come_up_short(tmp_path, short_wr
 def test_cache_entries_are_whole_even_when_writes_come_up_short(tmp_path, short_writes):
     body = bytes(range(256)) * 40
     store = cache.Cache(str(tmp_path / "cache"), 1 << 20)
-    result = store.get(("example.com", "/a", ""), lambda: cache.OriginAnswer(
+    result = store.get(("example.com", "/a", ""), lambda: OriginAnswer(
         200, {"content_type": "application/octet-stream"}, len(body), [body[:5000], body[5000:]]), 60)
     assert result.read_all() == body
     again = cache.Cache(str(tmp_path / "cache"), 1 << 20).lookup(("example.com", "/a", ""))
@@ -138,5 +139,5 @@ def test_cache_entries_reach_the_disk_before_they_become_entries(tmp_path, monke
     monkeypatch.setattr(os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
     monkeypatch.setattr(os, "replace", lambda a, b: (events.append("replace"), real_replace(a, b))[1])
     store = cache.Cache(str(tmp_path / "cache"), 1 << 20)
-    store.get(("example.com", "/a", ""), lambda: cache.OriginAnswer(200, {}, 3, [b"abc"]), 60).read_all()
+    store.get(("example.com", "/a", ""), lambda: OriginAnswer(200, {}, 3, [b"abc"]), 60).read_all()
     assert events == ["fsync", "replace"]
