@@ -79,6 +79,18 @@ MIX = [  # (path, client, referer, times)
 ]
 
 
+def requests_saved(node) -> int:
+    """The requests of HOST the last save of the summaries holds, read as the next start reads them
+    (a save is written only when something was counted since the one before)."""
+    saved = os.path.join(node.data_dir, "traffic_top.json")
+    if not os.path.exists(saved):
+        return 0
+    copy = os.path.join(node.data_dir, "traffic_top.copy.json")
+    shutil.copyfile(saved, copy)
+    top_of_file = TrafficTop(copy, time.time, lambda: "truncated").top(HOST, "1h", "path", "truncated")
+    return sum(row["requests"] for row in top_of_file["top"])
+
+
 def send_mix(node):
     """The mix, in order; {path: [(status, body length)]}."""
     sent: dict = {}
@@ -132,16 +144,7 @@ def test_top_and_tail_are_exact_for_a_known_mix(site):
                                        for by in ("path", "client", "referer"))])
     assert "s3cr3t" not in shown and "?" not in shown and "token" not in shown
     saved = os.path.join(node.data_dir, "traffic_top.json")
-
-    def requests_saved() -> int:
-        """The requests the last save holds for the domain, read as the next start reads them."""
-        if not os.path.exists(saved):
-            return 0
-        copy = os.path.join(node.data_dir, "traffic_top.copy.json")
-        shutil.copyfile(saved, copy)
-        top_of_file = TrafficTop(copy, time.time, lambda: "truncated").top(HOST, "1h", "path", "truncated")
-        return sum(row["requests"] for row in top_of_file["top"])
-    assert wait_until(lambda: requests_saved() == 20, 10)   # a save holding all 20 (an earlier one may not)
+    assert wait_until(lambda: requests_saved(node) == 21, 10)   # a save holding all 21, the query string's too
     assert b"s3cr3t" not in open(saved, "rb").read()
 
 
@@ -153,16 +156,7 @@ def test_client_addresses_truncated_by_default_and_off(site):
     assert list(top(admin, "client")) == ["127.0.0.0/24"] and top(admin, "client")["127.0.0.0/24"][0] == 20
     assert {e["client"] for e in tail(admin)["requests"]} == {"127.0.0.0/24"}
     saved = os.path.join(node.data_dir, "traffic_top.json")
-
-    def requests_saved() -> int:
-        """The requests the last save holds for the domain, read as the next start reads them."""
-        if not os.path.exists(saved):
-            return 0
-        copy = os.path.join(node.data_dir, "traffic_top.copy.json")
-        shutil.copyfile(saved, copy)
-        top_of_file = TrafficTop(copy, time.time, lambda: "truncated").top(HOST, "1h", "path", "truncated")
-        return sum(row["requests"] for row in top_of_file["top"])
-    assert wait_until(lambda: requests_saved() == 20, 10)   # a save holding all 20 (an earlier one may not)
+    assert wait_until(lambda: requests_saved(node) == 20, 10)   # a save holding all 20 (an earlier one may not)
     assert b"127.0.0.2" not in open(saved, "rb").read()      # the whole address was never kept
 
     assert admin.put("/api/settings", {"client_addresses": "off"}).status == 200
@@ -199,17 +193,7 @@ def test_counts_survive_a_kill_after_a_save(site):
     send_mix(node)
     assert wait_until(lambda: sum(r for r, _ in top(admin, "path").values()) == 20, 10)
     before = {by: top(admin, by, "24h") for by in ("path", "status", "cache", "referer")}
-    saved = os.path.join(node.data_dir, "traffic_top.json")
-
-    def requests_saved() -> int:
-        """The requests the last save holds for the domain, read as the next start reads them."""
-        if not os.path.exists(saved):
-            return 0
-        copy = os.path.join(node.data_dir, "traffic_top.copy.json")
-        shutil.copyfile(saved, copy)
-        top_of_file = TrafficTop(copy, time.time, lambda: "truncated").top(HOST, "1h", "path", "truncated")
-        return sum(row["requests"] for row in top_of_file["top"])
-    assert wait_until(lambda: requests_saved() == 20, 10)   # a save holding all 20 (an earlier one may not)
+    assert wait_until(lambda: requests_saved(node) == 20, 10)   # a save holding all 20 (an earlier one may not)
     node.kill()     # kill -9: what the last save wrote is what the next start reads
     node.start()
     admin.login(ADMIN_USER, ADMIN_PASSWORD)
