@@ -356,7 +356,7 @@ class Store:
 
     def load(self) -> None:
         """Read the document (or start an empty one). Corrupt or unreadable: StoreError."""
-        self._stamp = _file_stamp(self.path)   # before the read: a write in between is seen by follow()
+        stamp = _file_stamp(self.path)   # before the read: a write in between is seen by follow()
         try:
             with open(self.path, "rb") as f:
                 raw = f.read()
@@ -382,6 +382,7 @@ class Store:
             _fill_revisions(doc, self.revisioned)
         self._encoded = {name: _encode_section(value)[1] for name, value in doc.items()}
         self._data = doc
+        self._stamp = stamp   # after the data: a thread that sees this stamp in follow() also sees the document
         if raw is None:
             atomic_write(self.path, _document_parts(self._encoded))
             self._written()

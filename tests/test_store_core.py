@@ -202,3 +202,39 @@ def test_transactions_match_a_plain_dict_model(tmp_path_factory, transactions):
     again.load()
     assert again.data == model
     assert STATE_FILE == os.path.basename(s.path)
+
+
+def test_a_reader_never_sees_the_new_stamp_with_the_old_document(tmp_path, monkeypatch):
+    """Two threads of a public worker follow() the daemon's write at once: the one that does not load
+    must not return before the other has installed the document (a rule served 404 once, on the very
+    next request after its 201, in a full run)."""
+    import threading
+    writer = Store(str(tmp_path), {})
+    writer.load()
+    writer.share_changes()
+    reader = Store(str(tmp_path), {})
+    reader.load()
+    reader.share_changes()
+    with writer.transaction() as doc:
+        doc["rules"] = {"r1": {"id": "r1"}}
+    writer.publish()
+    loading, release = threading.Event(), threading.Event()
+    real_migrate = store_module.migrate
+
+    def slow_migrate(doc, path):
+        loading.set()
+        release.wait(5)
+        return real_migrate(doc, path)
+
+    monkeypatch.setattr(store_module, "migrate", slow_migrate)
+    first = threading.Thread(target=reader.follow)
+    first.start()
+    assert loading.wait(5)
+    seen = []
+    second = threading.Thread(target=lambda: (reader.follow(), seen.append("rules" in reader.data)))
+    second.start()
+    second.join(0.3)
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert seen == [True]
