@@ -133,7 +133,11 @@ class Fleet:
             if entry.get("Mode", 0) & 0o20000000000:  # os.ModeDir in Go
                 self._walk(path + "/", out)
             else:
-                out[path] = self.seaweed._filer("GET", path)
+                try:
+                    out[path] = self.seaweed._filer("GET", path)
+                except RuntimeError as exc:   # deleted between the listing and the read (the primary
+                    if " answered 404" not in str(exc):   # deletes expired joins, old statuses)
+                        raise
 
     def state(self, node) -> dict:
         with open(os.path.join(node.data_dir, "state.json"), "rb") as f:

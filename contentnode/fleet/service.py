@@ -347,12 +347,12 @@ class Fleet:
         self._changed = False
 
     def _status_round(self, role: str, polls: int) -> None:
-        client = self.client()
-        state = self.state()
-        if state.get("removed"):
-            return   # no longer a member: nothing it writes would be read
-        key = self.authority("status")
-        status.write(client, state["bucket"]["prefix"], self.status_doc(), key)
+        with self.lock:   # a leave in between writes the last status: this one must not replace it
+            state = self.state()
+            if state.get("role") != role or state.get("removed"):
+                return   # left, demoted or no longer a member: nothing it writes would be read
+            client, key = self.client(), self.authority("status")
+            status.write(client, state["bucket"]["prefix"], self.status_doc(), key)
         if role == "replica" and state.get("primary"):
             self.primary_seen = status.read_one(client, state["bucket"]["prefix"], state["primary"], key)
         if role == "primary" and (polls % STATUS_READ_EVERY == 1 or self._joins_open()):
