@@ -6,7 +6,7 @@ so the buckets cannot live in one process's memory. The daemon creates
 does not outlive the node) and every public worker maps the same file.
 
 Layout: a 16-byte random salt, then SETS sets of WAYS slots; a slot is
-(key: 8 bytes, tokens: float64, stamp: float64). A client of a rule is keyed
+three native words: key (uint64, 0 for empty), tokens (float64), stamp (float64). A client of a rule is keyed
 by blake2b(salt, rule id, client key) (core/edge_rules.py client_key), so the
 file holds no address and nobody outside can aim collisions at one set. The
 key picks its set; within it the slot with that key is used, else the one
@@ -29,16 +29,14 @@ import math
 import mmap
 import os
 import secrets
-import struct
 import threading
 import time
 
 SALT_BYTES = 16
 SETS = 16384
 WAYS = 4
-_SLOT = struct.Struct("<8sdd")
-_SET = struct.Struct("<" + "8sdd" * WAYS)   # a whole set read at once
-SET_BYTES = WAYS * _SLOT.size
+WORDS = 3                              # a slot: key (uint64), tokens (float64), stamp (float64)
+SET_BYTES = WAYS * WORDS * 8
 KEYS_REMEMBERED = 4096   # (rule, client) hashes each process keeps
 SIZE = SALT_BYTES + SETS * SET_BYTES      # 1.5 MiB: 65,536 clients tracked at once
 
@@ -53,11 +51,18 @@ class RateTable:
         self._fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         self._map = mmap.mmap(self._fd, SIZE)
         self._salt = bytes(self._map[:SALT_BYTES])
+        # the slots seen as words: a key compares as one integer, a count reads as one float (no
+        # struct packing: this runs on every request of a rule with a rate limit)
+        self._keys = memoryview(self._map)[SALT_BYTES:].cast("Q")
+        self._values = memoryview(self._map)[SALT_BYTES:].cast("d")
         self._lock = threading.Lock()
-        self._digest = functools.lru_cache(maxsize=KEYS_REMEMBERED)(self._hash)
+        self._slot_of = functools.lru_cache(maxsize=KEYS_REMEMBERED)(self._hash)
 
-    def _hash(self, rule_id: str, client_key: bytes) -> bytes:
-        return hashlib.blake2b(rule_id.encode() + b"\0" + client_key, digest_size=8, key=self._salt).digest()
+    def _hash(self, rule_id: str, client_key: bytes) -> tuple[int, int]:
+        """(first word of its set, key): the key's set is picked by the keyed hash, never by the client."""
+        digest = hashlib.blake2b(rule_id.encode() + b"\0" + client_key, digest_size=8, key=self._salt).digest()
+        key = int.from_bytes(digest, "little") or 1   # 0 marks an empty slot
+        return key % SETS * WAYS * WORDS, key
 
     @staticmethod
     def _create(path: str) -> None:
@@ -73,35 +78,51 @@ class RateTable:
 
     def take(self, rule_id: str, client_key: bytes, rate: int, burst: int) -> int:
         """Spend one token of this client's bucket for the rule: 0, or whole seconds until one is back."""
-        digest = self._digest(rule_id, client_key)
-        start = SALT_BYTES + int.from_bytes(digest[:4], "little") % SETS * SET_BYTES
+        first, key = self._slot_of(rule_id, client_key)
         with self._lock:
             if not self._shared:
-                return self._spend(start, digest, rate, burst)
+                return self._spend(first, key, rate, burst)
+            start = SALT_BYTES + first * 8
             fcntl.lockf(self._fd, fcntl.LOCK_EX, SET_BYTES, start)
             try:
-                return self._spend(start, digest, rate, burst)
+                return self._spend(first, key, rate, burst)
             finally:
                 fcntl.lockf(self._fd, fcntl.LOCK_UN, SET_BYTES, start)
 
-    def _spend(self, start: int, digest: bytes, rate: int, burst: int) -> int:
+    def _spend(self, first: int, key: int, rate: int, burst: int) -> int:
         now = self._clock()
-        row = _SET.unpack_from(self._map, start)   # key, tokens, stamp of each way in turn
-        keys = row[0::3]
-        if digest in keys:
-            way = keys.index(digest)
-            tokens, stamp = row[3 * way + 1], row[3 * way + 2]
-            tokens = min(float(burst), tokens + max(0.0, now - stamp) * rate)
-        else:
-            stamps = row[2::3]
-            way = stamps.index(min(stamps))   # the empty (stamp 0) or the longest unseen
-            tokens = float(burst)
-        wait = 0 if tokens >= 1.0 else max(1, math.ceil((1.0 - tokens) / rate))
-        if not wait:
-            tokens -= 1.0
-        _SLOT.pack_into(self._map, start + way * _SLOT.size, digest, tokens, now)
-        return wait
+        keys, values = self._keys, self._values
+        slot = first if keys[first] == key else self._slot_in_set(first, key)
+        if slot >= 0:
+            tokens = values[slot + 1]
+            elapsed = now - values[slot + 2]
+            if elapsed > 0:
+                tokens += elapsed * rate
+                if tokens > burst:
+                    tokens = float(burst)
+        else:   # the empty (stamp 0) or the longest unseen slot is taken over: a full bucket
+            slot = self._oldest_in_set(first)
+            keys[slot], tokens = key, float(burst)
+        values[slot + 2] = now
+        if tokens >= 1.0:
+            values[slot + 1] = tokens - 1.0
+            return 0
+        values[slot + 1] = tokens
+        return max(1, math.ceil((1.0 - tokens) / rate))
+
+    def _slot_in_set(self, first: int, key: int) -> int:
+        keys = self._keys
+        for slot in range(first + WORDS, first + WAYS * WORDS, WORDS):
+            if keys[slot] == key:
+                return slot
+        return -1
+
+    def _oldest_in_set(self, first: int) -> int:
+        values = self._values
+        return min(range(first, first + WAYS * WORDS, WORDS), key=lambda slot: values[slot + 2])
 
     def close(self) -> None:
+        self._keys.release()
+        self._values.release()
         self._map.close()
         os.close(self._fd)
