@@ -150,14 +150,17 @@ def run_cells(cells: dict, duration: float, rounds: int, measure=_wrk) -> dict:
     """Each cell (pid, port, path, headers, connections[, wrk script]) for `duration` s in interleaved
     slices; `measure(port, path, headers, connections, seconds[, script])` runs one slice (default: wrk)."""
     names = list(cells)
-    acc = {name: {"requests": 0, "seconds": 0.0, "cpu_s": 0.0, "errors": 0, "p50": [], "p99": []} for name in names}
+    acc = {name: {"requests": 0, "seconds": 0.0, "cpu_s": 0.0, "errors": 0, "p50": [], "p99": [], "slices": []}
+           for name in names}
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             pid, port, path, headers, conns, *script = cells[name]
             cpu0 = cpu_seconds(pid)
             one = measure(port, path, headers, conns, duration / rounds, *script)
             a = acc[name]
-            a["cpu_s"] += cpu_seconds(pid) - cpu0
+            spent = cpu_seconds(pid) - cpu0
+            a["cpu_s"] += spent
+            a["slices"].append(spent / one["requests"] * 1e6 if one["requests"] else float("nan"))
             a["requests"] += one["requests"]
             a["seconds"] += one["requests"] / one["rps"] if one["rps"] else duration / rounds
             a["errors"] += one["errors"]
@@ -167,8 +170,18 @@ def run_cells(cells: dict, duration: float, rounds: int, measure=_wrk) -> dict:
     print(file=sys.stderr)
     return {name: {"rps": a["requests"] / a["seconds"] if a["seconds"] else 0.0, "requests": a["requests"],
                    "errors": a["errors"], "cpu_us": a["cpu_s"] / a["requests"] * 1e6 if a["requests"] else float("nan"),
-                   "p50_ms": sorted(a["p50"])[len(a["p50"]) // 2], "p99_ms": sorted(a["p99"])[len(a["p99"]) // 2]}
+                   "p50_ms": sorted(a["p50"])[len(a["p50"]) // 2], "p99_ms": sorted(a["p99"])[len(a["p99"]) // 2],
+                   "slice_cpu_us": a["slices"]}
             for name, a in acc.items()}
+
+
+def paired_ratio(figures: dict, name: str, base: str) -> float:
+    """The median over the rounds of (CPU per request of `name` / of `base`) in the same round: the
+    two slices of a round run back to back, so a burst of other work skews a round's pair, not the
+    figure (the totals' ratio takes every burst in whole)."""
+    ratios = sorted(a / b for a, b in zip(figures[name]["slice_cpu_us"], figures[base]["slice_cpu_us"]))
+    middle = len(ratios) // 2
+    return ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
 
 
 def print_figures(figures: dict, heading: str, load_before: float, load_after: float) -> None:
