@@ -13,7 +13,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from contentnode.fleet import bundle, keys, members
+from contentnode.core import netguard
+from contentnode.fleet import bundle, joinclaims, joincode, keys, members
 from contentnode.fleet.wire import Refused, canonical
 from tests.fleet_setup import serving_fleet_fixture, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
@@ -186,3 +187,43 @@ def test_a_bucket_writer_cannot_add_a_member_through_a_join_claim(fleet, shape):
     time.sleep(3)
     assert fleet.admin.get("/api/fleet").json["members"] == count
     assert claim["node_id"] not in fleet.member_bundle()["parts"][bundle.MEMBERS]["data"]["members"]
+
+
+def test_a_join_code_holder_cannot_take_over_an_existing_members_id(fleet):
+    """A claim signed with a valid unused code's real claim key (what whoever holds the code can
+    write) that names a listed member which has not left: the primary refuses it, the member keeps
+    its keys and goes on applying new bundles, and the code is used up (docs/API.md, Fleet)."""
+    victim, victim_admin = fleet.replicas[1], fleet.replica_admins[1]
+    victim_id = _node_id(fleet, victim)
+    own = _member_keys(victim).public()
+    before = fleet.member_bundle()["parts"][bundle.MEMBERS]["data"]
+    assert {k: before["members"][victim_id][k] for k in ("sign", "wrap")} == own
+    made = fleet.admin.post("/api/fleet/join-codes", {}).json
+    join_id, payload = joincode.redeem(made["code"], netguard.OutboundPolicy(), time.time())
+    intruder = members.MemberKeys(Ed25519PrivateKey.generate(), X25519PrivateKey.generate())
+    joinclaims.write_claim(fleet.bucket_client(), PREFIX, join_id, payload["claim_key"], victim_id, time.time(),
+                           intruder.public())
+    code = wait_for(lambda: (c := next(r for r in fleet.admin.get("/api/fleet/join-codes").json["join_codes"]
+                                       if r["id"] == join_id))["used_at"] and c, 20,
+                    what="the primary reading the claim and using the code up")
+    assert code["used_by"] == victim_id
+    after = fleet.member_bundle()["parts"][bundle.MEMBERS]["data"]
+    assert {k: after["members"][victim_id][k] for k in ("sign", "wrap")} == own
+    assert after["sealing_id"] == before["sealing_id"]
+    assert f"join code {join_id} names node {victim_id}" in fleet.primary.log()
+    # the member goes on applying what the primary publishes
+    secret = "kept-" + uuid.uuid4().hex
+    seq = fleet.seq()
+    made_bucket = fleet.admin.post("/api/buckets", dict(
+        fleet.seaweed.bucket_definition(fleet.site.bucket, name="after the refused claim"), secret_key=secret))
+    assert made_bucket.status == 201, made_bucket.body
+    wait_for(lambda: fleet.seq() > seq, what="the primary publishing the new bucket")
+    wait_for(lambda: victim_admin.get("/api/fleet").json["seq"] == fleet.seq(), 20,
+             what="the member applying the bundle published after the refused claim")
+    assert secret in open(os.path.join(victim.data_dir, "state.json")).read()
+    view = victim_admin.get("/api/fleet").json
+    assert view["last_error"] is None and view["removed"] is None
+    time.sleep(3)   # more polls of the primary: the refused claim stays refused
+    assert victim_id in _listed_nodes(fleet)
+    assert {k: fleet.member_bundle()["parts"][bundle.MEMBERS]["data"]["members"][victim_id][k]
+            for k in ("sign", "wrap")} == own
