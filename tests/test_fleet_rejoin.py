@@ -54,6 +54,31 @@ def test_leave_and_join_again_within_one_poll_applies_the_current_bundle(fleet, 
     assert view["last_error"] is None and view["removed"] is None and view["seq"] == fleet.seq()
 
 
+def test_a_rejoin_whose_leave_status_was_overwritten_before_the_primary_read_it(fleet, tmp_path):
+    """The primary takes a claim for a listed node's id only after that node's signed leave
+    (docs/API.md, Fleet). Here the primary reads nothing between the leave and the rejoin, and the
+    rejoined node's first statuses replace its signed "left" one: its claim carries the leave."""
+    node = FleetNode(str(tmp_path)).start()
+    fleet.replicas.append(node)
+    client = admin_of(node)
+    fleet.join(client)
+    wait_for(lambda: _applied(client, fleet.seq()), what="the first join applied")
+    node_id = client.get("/api/fleet").json["node_id"]
+    code = fleet.admin.post("/api/fleet/join-codes", {}).json["code"]
+    status_key = f"contentnode/nodes/{node_id}.json"
+    with fleet.primary_paused():
+        assert client.post("/api/fleet/leave", {}).status == 200
+        assert b'"left":true' in fleet.bucket_client().get_bytes(status_key).body
+        joined = client.post("/api/fleet/join", {"code": code})
+        assert joined.status == 200, joined.body
+        wait_for(lambda: b'"left"' not in fleet.bucket_client().get_bytes(status_key).body, 10,
+                 what="the rejoined node's status written over its leave")
+    wait_for(lambda: _applied(client, fleet.seq()), timeout=20, what="the bundle applied after the rejoin")
+    assert fleet.served(node, "/a.txt").body == b"served"
+    assert node_id in [row["node_id"] for row in fleet.admin.get("/api/fleet").json["nodes"]]
+    assert "names node" not in fleet.primary.log()
+
+
 def test_a_bundle_refused_before_the_first_administrator_applies_after_setup(fleet, tmp_path):
     node = FleetNode(str(tmp_path)).start()
     fleet.replicas.append(node)

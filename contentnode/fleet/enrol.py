@@ -19,7 +19,7 @@ from contentnode.core.fleet_section import FLEET
 from contentnode.core.s3 import S3Error
 from contentnode.fleet import bundle, follower, joinclaims, joincode, keys, members, publisher, roster, shared, status
 from contentnode.fleet.service import SECTION, Fleet
-from contentnode.fleet.wire import Refused, unb64
+from contentnode.fleet.wire import Refused, loads, unb64
 
 DEFAULT_PREFIX = "contentnode/"
 _PREFIX = re.compile(r"^(?:[A-Za-z0-9._-]+/){1,10}$")
@@ -232,7 +232,8 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
         own = members.new()   # new at each join: keys of a past membership are not reused
         if isinstance(payload.get("claim_key"), str):
             _bucket_call("the join claim cannot be written", lambda: joinclaims.write_claim(
-                client, bucket["prefix"], join_id, payload["claim_key"], fleet.node_id(), now, own.public()))
+                client, bucket["prefix"], join_id, payload["claim_key"], fleet.node_id(), now, own.public(),
+                _own_leave(fleet, payload["fleet_id"])))
         keys.save(fleet.data_dir, made)
         members.make(fleet.data_dir, own)
         fleet.forget_secrets()
@@ -240,11 +241,18 @@ def join(fleet: Fleet, code: str, dry_run: bool) -> dict:
                      applied_at=None,
                      primary=opened.primary, last_error=None, last_purge_id=None, joined_at=rfc3339(now),
                      membership=secrets.token_hex(8),  # new at each join: the poll's ETag is for one
-                     members={}, sealing_id=None, listed=False, removed=None,
+                     members={}, sealing_id=None, listed=False, removed=None, left=None,
                      pin={"epoch": pin.epoch, "public_key": pin.public_key,
                           "recovery_public_key": pin.recovery_public_key})
     fleet.kick()
     return answer
+
+
+def _own_leave(fleet: Fleet, fleet_id: str) -> dict | None:
+    """This node's signed leave of `fleet_id` (kept by `leave`), which its claim carries when it
+    joins that fleet again: its status may be overwritten before the primary read it."""
+    left = fleet.state().get("left") or {}
+    return left.get("status") if left.get("fleet_id") == fleet_id else None
 
 
 def _joining_key(data, fleet_key: bytes | None) -> bytes | None:
@@ -284,14 +292,19 @@ def leave(fleet: Fleet) -> dict:
         state = fleet.state()
         if state["role"] == "standalone":
             raise Refused("not_in_fleet", "this node is not in a fleet")
+        signed = None
+        if state["role"] == "replica" and fleet.member() is not None and not state.get("removed"):
+            signed = fleet.authority("status").write({"node_id": fleet.node_id(), "left": True,
+                                                      "seen_at": rfc3339(fleet.clock.now())})
         try:  # a member's last status, signed: the primary removes it and replaces the sealing key
-            client, prefix = fleet.client(), state["bucket"]["prefix"]
-            if state["role"] == "replica" and fleet.member() is not None and not state.get("removed"):
-                status.write(client, prefix, {"node_id": fleet.node_id(), "left": True,
-                                              "seen_at": rfc3339(fleet.clock.now())}, fleet.authority("status"))
+            client, key = fleet.client(), status.key(state["bucket"]["prefix"], fleet.node_id())
+            if signed is not None:
+                client.put_object(key, signed, "application/json")
             else:
-                client.delete_object(status.key(prefix, fleet.node_id()))
+                client.delete_object(key)
         except (S3Error, Refused):
-            pass  # its status simply goes unseen on the primary (remove the node there)
+            pass  # its status simply goes unseen on the primary (a rejoin's claim carries the leave)
         _back_to_standalone(fleet)
+        if signed is not None:   # kept for a join again: the primary takes the claim only after it
+            fleet.record(left={"fleet_id": state.get("fleet_id"), "status": loads(signed)})
     return {"role": "standalone", "left": state.get("fleet_id"), "was": state.get("role")}

@@ -5,7 +5,8 @@ second joiner learns it too, and how the joiner's member keys reach the member l
 Each code's sealed payload carries a claim key (Ed25519, made at mint; the
 primary keeps only its public half). A joiner that completes a join first
 writes claims/<id>.json, {"id","node_id","claimed_at","keys"} signed with it
-("keys": the joiner's public member keys, fleet/members.py). At its next poll
+("keys": the joiner's public member keys, fleet/members.py; "left": a node
+that left this fleet and joins again adds its own signed leave). At its next poll
 the primary takes the first valid claim of each open code: the code is used by
 that node, the node is added to the members (fleet/roster.py), its sealed object joins/<id> is overwritten with a
 tombstone ({"id","state"}: the code's URL now opens nothing), and joins.json,
@@ -14,8 +15,14 @@ written again. A joiner refuses (join_code_used, join_code_revoked) when the
 tombstone, the signed list or another node's valid claim says so, so a
 bucket writer who puts the old sealed object back does not make a used code
 work again. Every object is read with a byte cap and checked for shape.
+
+A claim naming a node the primary lists is taken only with that node's leave,
+signed by the keys it is listed with (in the claim, or its "left" status read
+earlier in the same poll, fleet/roster.py): whoever holds an unused code cannot
+take over a member's id. The refused claim still uses the code up.
 """
 
+import logging
 import re
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -31,6 +38,7 @@ CLAIM_MAX_BYTES = 4 << 10
 LIST_MAX_BYTES = 64 << 10      # 100 live codes and as many revoked ones, a few dozen bytes each
 LIST_FORMAT = "contentnode-fleet-joins"
 _ID = re.compile(r"^[0-9a-f]{16}$")
+log = logging.getLogger("contentnode.fleet")
 
 
 def claim_key(prefix: str, join_id: str) -> str:
@@ -47,13 +55,13 @@ def _claim_of(body: bytes, join_id: str, public: str) -> dict | None:
     """A claim's fields when it is well formed and signed by the code's claim key, else None."""
     try:
         doc = loads(body)
-        if not isinstance(doc, dict) or set(doc) - {"keys"} != {"id", "node_id", "claimed_at", "signature"} \
+        if not isinstance(doc, dict) or set(doc) - {"keys", "left"} != {"id", "node_id", "claimed_at", "signature"} \
                 or doc["id"] != join_id or not isinstance(doc["node_id"], str) or not _ID.match(doc["node_id"]):
             return None
         keys.verify(public, doc["signature"], canonical({k: v for k, v in doc.items() if k != "signature"}), "claim")
     except (ValueError, UnicodeDecodeError, TypeError, Refused):
         return None
-    if "keys" in doc and members.public_of(doc["keys"]) is None:
+    if "keys" in doc and members.public_of(doc["keys"]) is None or "left" in doc and not isinstance(doc["left"], dict):
         return None
     return doc
 
@@ -82,8 +90,11 @@ def check_claim(client, prefix: str, join_id: str, private_b64: str, node_id: st
 
 
 def write_claim(client, prefix: str, join_id: str, private_b64: str, node_id: str, now: float,
-                public: dict) -> None:
-    doc = {"id": join_id, "node_id": node_id, "claimed_at": rfc3339(now), "keys": public}
+                public: dict, left: dict | None = None) -> None:
+    """`left`: this node's signed leave of the same fleet, when it joins again (the primary
+    takes a claim for a listed node id only after that node's leave)."""
+    doc = {"id": join_id, "node_id": node_id, "claimed_at": rfc3339(now), "keys": public,
+           **({"left": left} if left is not None else {})}
     doc["signature"] = keys.sign(_private(private_b64), canonical(doc))
     client.put_object(claim_key(prefix, join_id), canonical(doc), "application/json")
 
@@ -125,8 +136,9 @@ def write_list(client, prefix: str, fleet_id: str, signing, codes: list, revoked
 
 def collect(client, prefix: str, codes: list, now: float) -> list:
     """On the primary: the ids of open codes (unused, unexpired) with a valid claim in the bucket,
-    with the claiming node and its public member keys (None from a node before member keys):
-    [(id, node_id, keys)]. One LIST, then a capped GET per claim of an open code."""
+    with the claiming node, its public member keys (None from a node before member keys) and
+    its signed leave (None but on a rejoin): [(id, node_id, keys, left)]. One LIST, then a
+    capped GET per claim of an open code."""
     open_codes = {c["id"]: c for c in codes if not c.get("used_at") and c.get("claim_public")
                   and c["id"] not in joincode.expired_ids([c], now)}
     if not open_codes:
@@ -138,24 +150,39 @@ def collect(client, prefix: str, codes: list, now: float) -> list:
         if join_id in open_codes:
             claim = read_claim(client, prefix, join_id, open_codes[join_id]["claim_public"])
             if claim is not None:
-                out.append((join_id, claim["node_id"], claim.get("keys")))
+                out.append((join_id, claim["node_id"], claim.get("keys"), claim.get("left")))
     return out
 
 
-def mark_used(fleet, client, found: list) -> None:
+def left_by(doc, node_id: str, listed_row: dict | None) -> bool:
+    """Whether `doc` is `node_id`'s leave signed by the keys it is listed with (no row: not listed)."""
+    return listed_row is None or (isinstance(doc, dict) and doc.get("node_id") == node_id
+                                  and doc.get("left") is True and members.signed_by(doc, listed_row.get("sign")))
+
+
+def mark_used(fleet, client, found: list) -> bool:
     """Record each claimed code as used, tombstone its sealed object, republish joins.json and
-    add the claiming nodes to the members."""
+    add the claiming nodes to the members, but not one claiming the id of a listed member
+    without that member's signed leave (its code is used up all the same). Whether any was added."""
     state = fleet.state()
-    prefix, now = state["bucket"]["prefix"], fleet.clock.now()
-    for join_id, _, _ in found:
+    prefix, now, listed = state["bucket"]["prefix"], fleet.clock.now(), state.get("members") or {}
+    for join_id, _, _, _ in found:
         client.put_object(joincode.object_key(prefix, join_id), joincode.tombstone("used", join_id), "application/json")
-    by_id = {join_id: node_id for join_id, node_id, _ in found}
+    by_id = {join_id: node_id for join_id, node_id, _, _ in found}
     codes = [dict(c, used_at=rfc3339(now), used_by=by_id[c["id"]]) if c["id"] in by_id else c
              for c in state.get("join_codes") or []]
     publish_list(fleet, client, codes, state.get("join_revoked") or [])
     fleet.record(join_codes=codes)
-    roster.add(fleet, {node_id: public for _, node_id, public in found if public is not None})
+    joined = {}
+    for join_id, node_id, public, left in found:
+        if not left_by(left, node_id, listed.get(node_id)):
+            log.warning("fleet: join code %s names node %s, a member that has not left: claim refused, code used "
+                        "up (whoever holds the code tried to take over that node's id)", join_id, node_id)
+        elif public is not None:
+            joined[node_id] = public
+    roster.add(fleet, joined)
     fleet.republish()   # the bundle carries the codes' state (a promoted primary knows them)
+    return bool(joined)
 
 
 def publish_list(fleet, client, codes: list, revoked: list) -> None:

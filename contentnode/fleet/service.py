@@ -356,12 +356,17 @@ class Fleet:
         if role == "replica" and state.get("primary"):
             self.primary_seen = status.read_one(client, state["bucket"]["prefix"], state["primary"], key)
         if role == "primary" and (polls % STATUS_READ_EVERY == 1 or self._joins_open()):
-            used = joinclaims.collect(client, state["bucket"]["prefix"], state.get("join_codes") or [],
+            # leaves before claims: a node that left and joins again within one poll is removed
+            # first, so its claim is not one for a listed member's id (fleet/joinclaims.py)
+            found, unknown = self._read_statuses(client)
+            used = joinclaims.collect(client, state["bucket"]["prefix"], self.state().get("join_codes") or [],
                                       self.clock.now())
-            if used:   # before the statuses: a node that just joined is a member when they are read
+            if used:
                 with self.lock:
-                    joinclaims.mark_used(self, client, used)
-            self._read_nodes(client)
+                    added = joinclaims.mark_used(self, client, used)
+                if added:   # read again: a node that just joined is listed at this poll
+                    found, unknown = self._read_statuses(client)
+            self._show_nodes(found, unknown)
             publisher.delete_expired_joins(self, client)
 
     def _joins_open(self) -> bool:
@@ -383,13 +388,16 @@ class Fleet:
                 "address": self.address(),
                 "member_keys": member.public() if (member := self.member()) is not None else None}
 
-    def _read_nodes(self, client) -> None:
-        state = self.state()
-        found, unknown, error = status.read_all(client, state["bucket"]["prefix"], self.node_id(),
+    def _read_statuses(self, client) -> tuple[list, int]:
+        """(the other nodes' statuses, how many were unknown), after acting on the leaves among them."""
+        found, unknown, error = status.read_all(client, self.state()["bucket"]["prefix"], self.node_id(),
                                                 self.authority("status"))
         if error is not None:
             raise S3Error(BUCKET_ERROR, error)
-        found = roster.settle(self, client, found)
+        return roster.settle(self, client, found), unknown
+
+    def _show_nodes(self, found: list, unknown: int) -> None:
+        state = self.state()
         self.unknown_statuses = unknown
         now = self.clock.now()
         nodes = status.view(found, int(state.get("seq") or 0), self.version, self.poll_seconds, now)
