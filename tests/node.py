@@ -74,6 +74,7 @@ class Node:
         self.extra_env = {**LEAST_HASH_COST, **NO_DRAIN, **(env or {})}
         self.args = list(args)
         self.launcher = list(launcher)   # argv put before the daemon's: a seccomp filter (tests/peers/seccomp_exec.py), setpriv
+        self.root = ROOT   # the source tree the daemon runs from (an older build's, for upgrade tests)
         self.proc = None
         self.admin_port = self.public_port = None
         with open(self.clock_file, "w") as f:
@@ -82,7 +83,7 @@ class Node:
     def start(self, timeout: float = 20.0) -> "Node":
         if os.path.exists(self.ready_file):
             os.unlink(self.ready_file)
-        env = dict(os.environ, PYTHONPATH=ROOT, CONTENTNODE_TEST_CLOCK_FILE=self.clock_file,
+        env = dict(os.environ, PYTHONPATH=self.root, CONTENTNODE_TEST_CLOCK_FILE=self.clock_file,
                    CONTENTNODE_READY_FILE=self.ready_file)
         env.update(self.extra_env)
         cmd = [*self.launcher, sys.executable, "-m", "contentnode", "serve", "--data-dir", self.data_dir,
@@ -146,7 +147,7 @@ class Node:
 
     def cli(self, *args, input_text: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
         """Run `python -m contentnode ARGS --data-dir <this node's>` (offline commands)."""
-        env = dict(os.environ, PYTHONPATH=ROOT)
+        env = dict(os.environ, PYTHONPATH=self.root)
         return subprocess.run([sys.executable, "-m", "contentnode", *args, "--data-dir", self.data_dir],
                               input=input_text, capture_output=True, text=True, env=env, timeout=timeout)
 

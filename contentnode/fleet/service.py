@@ -259,8 +259,19 @@ class Fleet:
 
     def start(self) -> None:
         promotion.finish_rotation(self.data_dir, self.state())
+        self._upgraded_member_keys()
         thread = self._thread = threading.Thread(target=self._run, name="fleet", daemon=True)
         thread.start()
+
+    def _upgraded_member_keys(self) -> None:
+        """A replica that joined under a build from before member lists holds the fleet key and no
+        member keys: it makes them now, so its status carries them (beside the older MAC) and an
+        upgraded primary adopts it before its first rotation (docs/API.md, Fleet: upgrading)."""
+        secrets_ = self.secrets()
+        if self.state().get("role") == "replica" and secrets_ is not None and secrets_.fleet_key is not None \
+                and self.member() is None:
+            members.make(self.data_dir)
+            self.forget_secrets()
 
     def stop(self) -> None:
         self._stop.set()
