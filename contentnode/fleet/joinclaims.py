@@ -4,7 +4,7 @@ second joiner learns it too, and how the joiner's member keys reach the member l
 
 Each code's sealed payload carries a claim key (Ed25519, made at mint; the
 primary keeps only its public half). A joiner that completes a join first
-writes claims/<id>.json, {"id","node_id","claimed_at","keys"} signed with it
+writes claims/<id>.json, {"id","node_id","claimed_at","keys"[,"left"]} signed with it
 ("keys": the joiner's public member keys, fleet/members.py; "left": a node
 that left this fleet and joins again adds its own signed leave). At its next poll
 the primary takes the first valid claim of each open code: the code is used by
