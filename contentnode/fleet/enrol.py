@@ -82,7 +82,7 @@ def init(fleet: Fleet, body: dict) -> tuple[dict, str]:
                  "pin": {"epoch": 1, "public_key": keys.public_text(signing_key),
                          "recovery_public_key": recovery_public},
                  "key_certs": publisher.first_certificate(fleet_id, signing_key, recovery_text, now),
-                 "created_at": rfc3339(now), "applied_at": None, "last_error": None, "join_codes": []}
+                 "created_at": rfc3339(now), "applied_at": None, "last_error": None, "join_codes": [], "left": None}
         fleet.record(**state)
         try:
             _bucket_call("the first bundle cannot be written", lambda: publisher.publish(fleet, force=True))
