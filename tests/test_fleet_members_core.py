@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from contentnode.fleet import bundle, follower, members, shared, wire
+from contentnode.fleet import bundle, follower, joinclaims, members, shared, wire
 from contentnode.fleet.wire import Refused
 from tests.test_fleet_core import FLEET, _chain, _parts
 
@@ -101,3 +101,20 @@ def test_statuses_are_signed_by_their_member_and_the_older_mac_counts_only_in_an
     assert members.Authority(None, fleet_key, "status", {}, legacy=True).valid(mac_only, "cccc")
     # once the fleet seals under a member-wrapped key, holding the fleet key writes nothing accepted
     assert not members.Authority(None, fleet_key, "status", {}, legacy=False).valid(mac_only, "cccc")
+
+
+def test_a_claim_for_a_listed_id_needs_that_members_own_signed_leave():
+    """fleet/joinclaims.py left_by: what the primary takes as a listed member's leave in a claim."""
+    member, other = _member(), _member()
+    row = member.public()
+    leave = {"node_id": "aaaa", "left": True, "seen_at": "2026-01-01T00:00:00Z"}
+    signed = wire.loads(members.Authority(member, None, "status", {}, legacy=False).write(leave))
+    assert joinclaims.left_by(signed, "aaaa", row)
+    assert joinclaims.left_by(None, "aaaa", None)                 # not listed: nothing to leave
+    assert not joinclaims.left_by(None, "aaaa", row)              # listed, no leave
+    by_other = wire.loads(members.Authority(other, None, "status", {}, legacy=False).write(leave))
+    assert not joinclaims.left_by(by_other, "aaaa", row)          # signed by keys it is not listed with
+    assert not joinclaims.left_by(signed, "bbbb", row)            # another node's leave
+    status = wire.loads(members.Authority(member, None, "status", {}, legacy=False).write(dict(leave, left=None)))
+    assert not joinclaims.left_by(status, "aaaa", row)            # a status that is not a leave
+    assert not joinclaims.left_by(dict(signed, seen_at="2027-01-01T00:00:00Z"), "aaaa", row)   # altered
