@@ -1,6 +1,7 @@
 """A fleet of real daemons for the fleet tests: one primary and replicas on loopback,
 SeaweedFS as the bucket, fleet_poll_seconds 1 (the documented start-up value)."""
 
+import base64
 import contextlib
 import json
 import os
@@ -16,10 +17,21 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from contentnode.fleet import bundle, joinclaims, joincode, keys, members, publisher, shared
+from contentnode.fleet.wire import Refused
 from tests.content_setup import Site
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 
 POLL_ENV = {"CONTENTNODE_FLEET_POLL_SECONDS": "1"}
+
+
+def opens_sealed(doc: dict, key: bytes) -> bool:
+    """Whether `key` opens the sealed buckets part of a parsed bundle."""
+    blob = base64.b64decode(doc["parts"]["buckets"]["sealed"])
+    try:
+        bundle.unseal(key, doc["fleet_id"], doc["seq"], "buckets", blob)
+    except Refused:
+        return False
+    return True
 
 
 def wait_for(condition, timeout: float = 15.0, every: float = 0.1, what: str = "condition"):

@@ -3,7 +3,6 @@ with its public keys, statuses are signed by their node's key, and removing a no
 /api/fleet/nodes/{node_id}) or a node's leave replaces the sealing key, wrapped for the remaining
 members only. A primary, two replicas and SeaweedFS on loopback, poll 1 s."""
 
-import base64
 import json
 import os
 import time
@@ -16,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from contentnode.core import netguard
 from contentnode.fleet import bundle, joinclaims, joincode, keys, members
 from contentnode.fleet.wire import Refused, canonical
-from tests.fleet_setup import serving_fleet_fixture, wait_for
+from tests.fleet_setup import opens_sealed, serving_fleet_fixture, wait_for
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 fleet = serving_fleet_fixture(replicas=3)
@@ -42,16 +41,6 @@ def _sealing_key(doc: dict, node_id: str, keys_: members.MemberKeys) -> bytes:
     return members.unwrap(keys_, doc["fleet_id"], part["sealing_id"], node_id, row["wrapped"])
 
 
-def _opens(doc: dict, key: bytes) -> bool:
-    """Whether `key` opens the bundle's sealed buckets part."""
-    blob = base64.b64decode(doc["parts"]["buckets"]["sealed"])
-    try:
-        bundle.unseal(key, doc["fleet_id"], doc["seq"], "buckets", blob)
-    except Refused:
-        return False
-    return True
-
-
 def _listed_nodes(fleet) -> list:
     return [row["node_id"] for row in fleet.admin.get("/api/fleet").json["nodes"]]
 
@@ -65,7 +54,7 @@ def test_every_member_is_named_in_the_bundle_with_its_own_public_keys(fleet):
         node_id, own = _node_id(fleet, node), _member_keys(node)
         row = part["members"][node_id]
         assert {"sign": row["sign"], "wrap": row["wrap"]} == own.public()
-        assert _opens(doc, _sealing_key(doc, node_id, own))   # each unwraps the one sealing key
+        assert opens_sealed(doc, _sealing_key(doc, node_id, own))   # each unwraps the one sealing key
         mode = os.stat(os.path.join(node.data_dir, "fleet", "member.key")).st_mode & 0o777
         assert mode == 0o600
     # the statuses in the bucket are signed by their node's own key, and carry no fleet-key mac
@@ -135,8 +124,8 @@ def test_removing_a_replica_replaces_the_sealing_key_it_cannot_open(fleet):
     after = fleet.member_bundle()
     part = after["parts"][bundle.MEMBERS]["data"]
     assert removed_id not in part["members"] and part["sealing_id"] != before["parts"][bundle.MEMBERS]["data"]["sealing_id"]
-    assert not _opens(after, old_key)
-    assert _opens(after, _sealing_key(after, _node_id(fleet, kept), _member_keys(kept)))
+    assert not opens_sealed(after, old_key)
+    assert opens_sealed(after, _sealing_key(after, _node_id(fleet, kept), _member_keys(kept)))
     time.sleep(3)   # more polls: it still never applies (nor holds) the new secret
     assert secret not in open(os.path.join(removed.data_dir, "state.json")).read()
     assert removed_admin.get("/api/fleet").json["seq"] < fleet.seq()
@@ -154,7 +143,7 @@ def test_a_replica_that_leaves_is_removed_and_the_sealing_key_replaced(fleet):
     after = wait_for(lambda: leaver_id not in (d := fleet.member_bundle())["parts"][bundle.MEMBERS]["data"]["members"]
                      and d, 20, what="the primary removing the node that left")
     assert after["parts"][bundle.MEMBERS]["data"]["sealing_id"] != before["parts"][bundle.MEMBERS]["data"]["sealing_id"]
-    assert not _opens(after, old_key)
+    assert not opens_sealed(after, old_key)
     assert leaver_id not in _listed_nodes(fleet)
     assert "it left" in fleet.primary.log()
 
@@ -168,7 +157,7 @@ def test_rotate_key_replaces_the_sealing_key_and_members_follow(fleet):
     after = fleet.member_bundle()
     old_key = _sealing_key(before, _node_id(fleet, kept), _member_keys(kept))
     assert after["parts"][bundle.MEMBERS]["data"]["sealing_id"] != before["parts"][bundle.MEMBERS]["data"]["sealing_id"]
-    assert not _opens(after, old_key)
+    assert not opens_sealed(after, old_key)
     wait_for(lambda: fleet.synced([fleet.replica_admins[1]]), 20, what="the remaining replica at the new seq")
 
 

@@ -4,15 +4,13 @@ before member lists (taken with `git archive`, as tests/boot_packages.py takes i
 version), then each node's code is replaced with this checkout's over the same data dir.
 SeaweedFS as the bucket, polls of 1 s."""
 
-import base64
 import os
 import subprocess
 
 import pytest
 
 from contentnode.fleet import bundle, keys, members
-from contentnode.fleet.wire import Refused
-from tests.fleet_setup import Fleet, FleetNode, admin_of, wait_for
+from tests.fleet_setup import Fleet, FleetNode, admin_of, opens_sealed, wait_for
 from tests.node import ROOT
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
@@ -43,15 +41,6 @@ def _upgrade(node, admin=None):
 
 def _view(client) -> dict:
     return client.get("/api/fleet").json
-
-
-def _opens(doc: dict, key: bytes) -> bool:
-    blob = base64.b64decode(doc["parts"]["buckets"]["sealed"])
-    try:
-        bundle.unseal(key, doc["fleet_id"], doc["seq"], "buckets", blob)
-    except Refused:
-        return False
-    return True
 
 
 def test_the_primary_upgraded_over_replicas_of_the_previous_build(tmp_path_factory, seaweed,  # noqa: F811
@@ -125,7 +114,7 @@ def test_the_primary_upgraded_over_replicas_of_the_previous_build(tmp_path_facto
         wait_for(lambda: fleet.seq() > seq, what="the primary publishing under a new sealing key")
         after = fleet.member_bundle()
         assert after["parts"][bundle.MEMBERS]["data"]["sealing_id"] != members.LEGACY
-        assert not _opens(after, fleet_key)
+        assert not opens_sealed(after, fleet_key)
         seq = fleet.seq()
         fleet.site.put("site/b.txt", b"after", "text/plain")
         assert admin.post("/api/buckets", fleet.seaweed.bucket_definition(fleet.site.bucket,
