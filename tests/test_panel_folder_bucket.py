@@ -4,25 +4,15 @@ check and "Test an object" (its time shown from the answer's `ms`), then the fil
 import os
 import re
 
-import pytest
-
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.panel_browser import check_page, labelled, open_signed_in
+from tests.panel_node import node, set_up  # noqa: F401  (node: the fixture)
 
 TEXT = b"served from a folder, added in the panel\n"
 
 
-@pytest.fixture
-def node(tmp_path):
-    instance = Node(str(tmp_path)).start()
-    yield instance
-    instance.kill()
-
-
-def test_add_check_and_test_a_folder_bucket(browser, node):
-    api = node.client()
-    assert api.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
-    assert api.post("/api/domains", {"host": "localhost"}).status == 201
+def test_add_check_and_test_a_folder_bucket(browser, node):  # noqa: F811
+    api = set_up(node)
     folder = os.path.join(node.data_dir, "sites", "www")
     os.makedirs(folder)
     with open(os.path.join(folder, "hello.txt"), "wb") as f:

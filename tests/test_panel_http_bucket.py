@@ -4,24 +4,14 @@ TLS verification, timeouts), a guard refusal beside the URL, check first, the bu
 
 import re
 
-import pytest
-
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.origin_server import OriginServer
 from tests.panel_browser import check_page, labelled, open_signed_in
+from tests.panel_node import node, set_up  # noqa: F401  (node: the fixture)
 
 
-@pytest.fixture
-def node(tmp_path):
-    instance = Node(str(tmp_path)).start()
-    yield instance
-    instance.kill()
-
-
-def test_add_check_test_and_edit_an_http_bucket(browser, node):
-    api = node.client()
-    assert api.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
-    assert api.post("/api/domains", {"host": "localhost"}).status == 201
+def test_add_check_test_and_edit_an_http_bucket(browser, node):  # noqa: F811
+    api = set_up(node)
     with OriginServer() as origin:
         origin.script("/shop/", b"<h1>shop</h1>", headers={"Content-Type": "text/html"})
         origin.script("/shop/hello.txt", b"hello from the site\n", headers={"Content-Type": "text/plain"}, etag='"h1"')
