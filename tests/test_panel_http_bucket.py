@@ -7,7 +7,7 @@ import re
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.origin_server import OriginServer
 from tests.panel_browser import check_page, labelled, open_signed_in
-from tests.panel_node import node, set_up  # noqa: F401  (node: the fixture)
+from tests.panel_node import add_and_test_bucket, node, set_up  # noqa: F401  (node: the fixture)
 
 
 def test_add_check_test_and_edit_an_http_bucket(browser, node):  # noqa: F811
@@ -36,16 +36,7 @@ def test_add_check_test_and_edit_an_http_bucket(browser, node):  # noqa: F811
         dialog.locator(".field-error").filter(has_text="link-local").wait_for()
         context.watch.problems = [p for p in context.watch.problems if "status of 400" not in p]
         labelled(dialog, "Site URL").fill(origin.url + "/shop/")
-        dialog.get_by_role("button", name="Check first").click()
-        dialog.get_by_text("Every step passed").wait_for()
-        check_page(page, "bucket-add-http")
-        dialog.get_by_role("button", name="Add bucket").click()
-        page.get_by_role("heading", level=1, name="shop").wait_for()
-        page.get_by_role("button", name="Check", exact=True).click()
-        page.get_by_test_id("steps").last.wait_for()
-        page.get_by_label("Object key").fill("hello.txt")
-        page.get_by_role("button", name="Fetch").click()
-        page.get_by_text(re.compile(r"^Found: ")).wait_for()
+        add_and_test_bucket(page, dialog, "shop", "hello.txt", "bucket-add-http")
         check_page(page, "bucket-http")
 
         page.get_by_role("button", name="Edit").click()
