@@ -36,7 +36,7 @@ sys.path.insert(0, BENCH)
 sys.path.insert(1, os.path.dirname(BENCH))
 
 from common import install_cleanup, loadavg, percentile, temp_dir  # noqa: E402
-from contentnode.core.s3 import S3Error  # noqa: E402
+from contentnode.core.s3_errors import S3Error  # noqa: E402
 from tests.fleet_setup import Fleet, FleetNode, serving_fleet, wait_for  # noqa: E402
 from tests.peers.seaweed import SeaweedS3  # noqa: E402
 

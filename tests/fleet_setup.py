@@ -12,7 +12,8 @@ import uuid
 import pytest
 
 from contentnode.core import netguard
-from contentnode.core.s3 import BucketConfig, S3Client
+from contentnode.core.s3 import S3Client
+from contentnode.core.s3_records import BucketConfig
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 

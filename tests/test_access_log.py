@@ -15,7 +15,7 @@ import pytest
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 from tests.content_setup import Site
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
-from tests.test_public_workers import wait_until
+from tests.two_workers import both_serving, wait_until
 from tests.test_startup import run_cli
 
 pytestmark = pytest.mark.daemon_process
@@ -147,7 +147,7 @@ def test_file_reopened_on_sighup(tmp_path, workers):
                                     "CONTENTNODE_PUBLIC_WORKERS": str(workers)}).start()
     try:
         if workers > 1:
-            assert wait_until(lambda: len(re.findall(r"public worker \d+ serving", node.log())) == 2, 20)
+            assert both_serving(node)
         public = node.client("public", host="f.example.test")
         for _ in range(4):
             public.get("/before")

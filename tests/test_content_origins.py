@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from contentnode.core import netguard, s3
+from contentnode.core import netguard, s3, s3_records
 from contentnode.core.keepalive import ConnectionPool
 from tests.content_setup import Site
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
@@ -90,7 +90,7 @@ def test_a_connection_the_server_closed_while_idle_is_replaced():
     server = _ClosesWhenIdle()
     pool = ConnectionPool()
     try:
-        config = s3.BucketConfig(f"http://127.0.0.1:{server.port}", "us-east-1", "b", "AK", "SK", path_style=True)
+        config = s3_records.BucketConfig(f"http://127.0.0.1:{server.port}", "us-east-1", "b", "AK", "SK", path_style=True)
         client = s3.S3Client(config, netguard.OutboundPolicy(), timeout=5, pool=pool)
         assert client.head_object("one").size == 5
         assert server.closed.acquire(timeout=10)   # the kept connection is closed at the server's end

@@ -9,7 +9,7 @@ import pytest
 
 from contentnode.core.readiness import not_ready
 from tests.node import Node
-from tests.test_public_workers import wait_until
+from tests.two_workers import wait_until
 
 pytestmark = pytest.mark.daemon_process
 

@@ -3,19 +3,17 @@
 metrics by reason and named in the access line."""
 
 import http.client
-import re
 import threading
 import time
 
 import pytest
 
-from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.origin_server import OriginServer
 from tests.test_access_log import access_lines, fields
 from tests.test_metrics_endpoint import sample, scrape
 from tests.test_origin_cache import HOST
 from tests.test_origin_cache import shared_site as site
-from tests.test_public_workers import TwoWorkerNode, syscalls, wait_until
+from tests.two_workers import syscalls, two_workers_with_admin, wait_until, worker_syscalls  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.daemon_process
 
@@ -134,36 +132,25 @@ def test_rate_limit_refuses_past_the_burst_before_the_origin_and_per_client(node
     assert all(fetch(node.public_port, f"/fh{n}", "192.0.2.1")[0] == 200 for n in range(5))
 
 
-def worker_syscalls(node) -> dict:
-    pids = [int(pid) for pid in re.findall(r"public worker (\d+) started", node.log())]
-    return {pid: syscalls(pid) for pid in pids}
-
-
-def test_the_rate_limit_holds_across_two_public_workers(tmp_path, origin):
-    node = TwoWorkerNode(str(tmp_path)).start()
-    try:
-        admin = node.client()
-        assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
-        assert wait_until(lambda: len(re.findall(r"public worker \d+ serving", node.log())) == 2, 20)
-        site(admin, origin, rate_limit={"rate": 1, "burst": 10})
-        before = worker_syscalls(node)
-        answers: list = []
-        started = time.monotonic()
-        threads = [threading.Thread(target=lambda n=n: answers.append(fetch(node.public_port, f"/f{n}")))
-                   for n in range(60)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        elapsed = time.monotonic() - started
-        assert all(syscalls(pid) >= before[pid] + 5 for pid in before), "a worker served (almost) nothing"
-        passed = [a for a in answers if a[0] == 200]
-        # one budget of 10 (and a token a second) for the client, not 10 per worker
-        assert len(answers) == 60 and 10 <= len(passed) <= 10 + int(elapsed) + 1, (len(passed), elapsed)
-        assert len(origin.seen) == len(passed)
-        assert wait_until(lambda: refusals(node, "rate_limited") == 60 - len(passed), 10)
-    finally:
-        node.close()
+def test_the_rate_limit_holds_across_two_public_workers(two_workers_with_admin, origin):  # noqa: F811
+    node, admin = two_workers_with_admin
+    site(admin, origin, rate_limit={"rate": 1, "burst": 10})
+    before = worker_syscalls(node)
+    answers: list = []
+    started = time.monotonic()
+    threads = [threading.Thread(target=lambda n=n: answers.append(fetch(node.public_port, f"/f{n}")))
+               for n in range(60)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    elapsed = time.monotonic() - started
+    assert all(syscalls(pid) >= before[pid] + 5 for pid in before), "a worker served (almost) nothing"
+    passed = [a for a in answers if a[0] == 200]
+    # one budget of 10 (and a token a second) for the client, not 10 per worker
+    assert len(answers) == 60 and 10 <= len(passed) <= 10 + int(elapsed) + 1, (len(passed), elapsed)
+    assert len(origin.seen) == len(passed)
+    assert wait_until(lambda: refusals(node, "rate_limited") == 60 - len(passed), 10)
 
 
 # ---------------------------------------------------------------- headers

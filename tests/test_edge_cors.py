@@ -12,7 +12,7 @@ from tests.test_access_log import access_lines, fields
 from tests.test_edge_controls import refusals
 from tests.test_origin_cache import HOST
 from tests.test_origin_cache import shared_site as site
-from tests.test_public_workers import wait_until
+from tests.two_workers import wait_until
 
 pytestmark = pytest.mark.daemon_process
 PAGE = "https://app.example"

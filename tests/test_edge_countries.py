@@ -4,7 +4,6 @@ sending from those loopback addresses, and an origin that counts its requests.""
 
 import http.client
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -14,10 +13,10 @@ import pytest
 from tests.geo_db import write_country_db
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, ROOT, Node
 from tests.test_access_log import access_lines, fields
-from tests.test_edge_controls import origin, refusals, worker_syscalls  # noqa: F401 (the origin fixture)
+from tests.test_edge_controls import origin, refusals  # noqa: F401 (the origin fixture)
 from tests.test_origin_cache import HOST
 from tests.test_origin_cache import shared_site as site
-from tests.test_public_workers import TwoWorkerNode, syscalls, wait_until
+from tests.two_workers import TwoWorkerNode, both_serving, syscalls, wait_until, worker_syscalls
 
 pytestmark = pytest.mark.daemon_process
 
@@ -44,7 +43,7 @@ def started(tmp_path, node_class=Node, env=None):
 def test_country_lists_are_enforced_by_two_public_workers_before_the_origin(tmp_path, origin):  # noqa: F811
     node, admin = started(tmp_path, TwoWorkerNode)
     try:
-        assert wait_until(lambda: len(re.findall(r"public worker \d+ serving", node.log())) == 2, 20)
+        assert both_serving(node)
         listing = admin.get("/api/rules").json
         assert listing["country_database"] == {"available": True, "missing": None}
         rule = site(admin, origin, access={"countries": {"allow": ["de"]}})

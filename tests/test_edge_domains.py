@@ -4,18 +4,17 @@ rule's and before any origin request; an error answer carries the page its statu
 from the bucket of the rule that matched, with the error's status; with two public workers too."""
 
 import http.client
-import re
 import threading
 
 import pytest
 
-from tests.node import ADMIN_PASSWORD, ADMIN_USER
+from tests.node import ADMIN_PASSWORD
 from tests.origin_server import OriginServer
 from tests.test_access_log import access_lines, fields
-from tests.test_edge_controls import refusals, worker_syscalls
+from tests.test_edge_controls import refusals
 from tests.test_origin_cache import HOST
 from tests.test_origin_cache import shared_site as site
-from tests.test_public_workers import TwoWorkerNode, syscalls, wait_until
+from tests.two_workers import syscalls, two_workers_with_admin, wait_until, worker_syscalls  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.daemon_process
 PAGE_404 = b"<!doctype html><title>Not here</title><p>Nothing at this address."
@@ -164,43 +163,37 @@ def test_error_pages_come_from_the_matched_rules_bucket_with_the_errors_status(n
     assert send(node.public_port, "/f9")[::2] == (404, PAGE_404)   # a disabled rule still names the bucket
 
 
-def test_two_public_workers_follow_the_domains_members(tmp_path, origin):
-    node = TwoWorkerNode(str(tmp_path)).start()
-    try:
-        admin = node.client()
-        assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
-        assert wait_until(lambda: len(re.findall(r"public worker \d+ serving", node.log())) == 2, 20)
-        plain_site(admin, origin)
-        assert send(node.public_port, "/missing")[1]["content-type"].startswith("application/json")   # no page yet
-        assert admin.put(f"/api/domains/{HOST}", {"error_pages": PAGES,
-                                                   "access": {"deny": ["127.0.0.0/8"]}}).status == 200
-        before = worker_syscalls(node)
-        answers: list = []
-        for _ in range(5):   # the kernel may hand one round's connections to one worker on a busy machine
-            answers += at_once(node.public_port, [f"/f{len(answers) + n}" for n in range(40)])
-            if all(syscalls(pid) >= before[pid] + 5 for pid in before):
-                break
-        assert all(syscalls(pid) >= before[pid] + 5 for pid in before), "a worker served (almost) nothing"
-        assert all(a[0] == 403 and b'"forbidden_address"' in a[2] for a in answers)
-        assert not [s for s in origin.seen if s.path.startswith("/f")]
-        assert wait_until(lambda: refusals(node, "forbidden_address") == len(answers), 10)
-        assert admin.put(f"/api/domains/{HOST}", {"access": None}).status == 200
-        answers = at_once(node.public_port, [f"/gone{n}" for n in range(40)])
-        assert len(answers) == 40 and all(a[::2] == (404, PAGE_404) for a in answers)
-        # each process reads the page once at most (a fill in one is a hit in the other, or its own read)
-        assert 1 <= len(origin.requests_for("/errors/404.html")) <= 2
-        # a refusal with a page keeps its status, its count and its access line field
-        rule = admin.get("/api/rules").json["rules"][0]
-        assert admin.put(f"/api/rules/{rule['id']}", {"referers": {"allow": ["friend.example"], "empty": False}}).status == 200
-        assert admin.put(f"/api/domains/{HOST}", {"error_pages": {**PAGES, "403": "errors/404.html"}}).status == 200
-        answers = at_once(node.public_port, [f"/h{n}" for n in range(40)], Referer="https://evil.example/")
-        assert len(answers) == 40 and all(a[::2] == (403, PAGE_404) for a in answers)
-        assert at_once(node.public_port, ["/f-ok"], Referer="https://friend.example/a")[0][::2] == (200, b"fresh")
-        assert not [s for s in origin.seen if s.path.startswith("/h")]
-        assert wait_until(lambda: refusals(node, "forbidden_referer") == 40, 10)
-        assert wait_until(lambda: sum("refused=forbidden_referer" in line for line in access_lines(node.log())) == 40, 10)
-    finally:
-        node.close()
+def test_two_public_workers_follow_the_domains_members(two_workers_with_admin, origin):  # noqa: F811
+    node, admin = two_workers_with_admin
+    plain_site(admin, origin)
+    assert send(node.public_port, "/missing")[1]["content-type"].startswith("application/json")   # no page yet
+    assert admin.put(f"/api/domains/{HOST}", {"error_pages": PAGES,
+                                               "access": {"deny": ["127.0.0.0/8"]}}).status == 200
+    before = worker_syscalls(node)
+    answers: list = []
+    for _ in range(5):   # the kernel may hand one round's connections to one worker on a busy machine
+        answers += at_once(node.public_port, [f"/f{len(answers) + n}" for n in range(40)])
+        if all(syscalls(pid) >= before[pid] + 5 for pid in before):
+            break
+    assert all(syscalls(pid) >= before[pid] + 5 for pid in before), "a worker served (almost) nothing"
+    assert all(a[0] == 403 and b'"forbidden_address"' in a[2] for a in answers)
+    assert not [s for s in origin.seen if s.path.startswith("/f")]
+    assert wait_until(lambda: refusals(node, "forbidden_address") == len(answers), 10)
+    assert admin.put(f"/api/domains/{HOST}", {"access": None}).status == 200
+    answers = at_once(node.public_port, [f"/gone{n}" for n in range(40)])
+    assert len(answers) == 40 and all(a[::2] == (404, PAGE_404) for a in answers)
+    # each process reads the page once at most (a fill in one is a hit in the other, or its own read)
+    assert 1 <= len(origin.requests_for("/errors/404.html")) <= 2
+    # a refusal with a page keeps its status, its count and its access line field
+    rule = admin.get("/api/rules").json["rules"][0]
+    assert admin.put(f"/api/rules/{rule['id']}", {"referers": {"allow": ["friend.example"], "empty": False}}).status == 200
+    assert admin.put(f"/api/domains/{HOST}", {"error_pages": {**PAGES, "403": "errors/404.html"}}).status == 200
+    answers = at_once(node.public_port, [f"/h{n}" for n in range(40)], Referer="https://evil.example/")
+    assert len(answers) == 40 and all(a[::2] == (403, PAGE_404) for a in answers)
+    assert at_once(node.public_port, ["/f-ok"], Referer="https://friend.example/a")[0][::2] == (200, b"fresh")
+    assert not [s for s in origin.seen if s.path.startswith("/h")]
+    assert wait_until(lambda: refusals(node, "forbidden_referer") == 40, 10)
+    assert wait_until(lambda: sum("refused=forbidden_referer" in line for line in access_lines(node.log())) == 40, 10)
 
 
 def test_a_refused_hit_held_in_memory_gets_its_page_and_is_counted_once(node, admin, origin):

@@ -7,7 +7,7 @@ import time
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from contentnode.core import netguard, s3
+from contentnode.core import netguard, s3, s3_records
 from contentnode.core.acme import ChallengeStore
 from contentnode.fleet import challenges, keys
 from contentnode.fleet.wire import Refused
@@ -27,8 +27,8 @@ def stub(honouring_stub):  # noqa: F811
 
 def _client(stub):
     d = stub.bucket_definition("fleet")
-    return s3.S3Client(s3.BucketConfig(d["endpoint"], d["region"], d["bucket"], d["access_key"],
-                                       d["secret_key"], True), netguard.OutboundPolicy(), timeout=5)
+    return s3.S3Client(s3_records.BucketConfig(d["endpoint"], d["region"], d["bucket"], d["access_key"],
+                                               d["secret_key"], True), netguard.OutboundPolicy(), timeout=5)
 
 
 def _verifier(key):

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from contentnode.core import netguard, s3
+from contentnode.core import netguard, s3, s3_records
 from contentnode.fleet import lease as leases_mod
 from contentnode.fleet.lease import IssuerLeases, LeaseHeld
 from contentnode.fleet.members import Authority, MemberKeys
@@ -25,8 +25,8 @@ CHECK_NAMES = ["create_once", "bucket_clock", "if_match", "conditional_delete", 
 
 
 def _client(definition: dict) -> s3.S3Client:
-    config = s3.BucketConfig(definition["endpoint"], definition["region"], definition["bucket"],
-                             definition["access_key"], definition["secret_key"], True)
+    config = s3_records.BucketConfig(definition["endpoint"], definition["region"], definition["bucket"],
+                                     definition["access_key"], definition["secret_key"], True)
     return s3.S3Client(config, netguard.OutboundPolicy(), timeout=10)
 
 
@@ -162,12 +162,12 @@ def test_holding_refreshes_while_the_block_runs(honouring_stub):
 
 RACER = r"""
 import json, sys, time
-from contentnode.core import netguard, s3
+from contentnode.core import netguard, s3, s3_records
 from contentnode.fleet.lease import IssuerLeases, LeaseHeld
 from contentnode.fleet.members import Authority
 cfg = json.loads(sys.argv[1])
-client = s3.S3Client(s3.BucketConfig(cfg["endpoint"], cfg["region"], cfg["bucket"], cfg["access_key"],
-                                     cfg["secret_key"], True), netguard.OutboundPolicy(), timeout=10)
+client = s3.S3Client(s3_records.BucketConfig(cfg["endpoint"], cfg["region"], cfg["bucket"], cfg["access_key"],
+                                             cfg["secret_key"], True), netguard.OutboundPolicy(), timeout=10)
 prefix = "contentnode/"
 leases = IssuerLeases(client, prefix, cfg["node"], Authority(None, bytes(32), "lease", {}, legacy=True))
 time.sleep(max(0.0, cfg["start_at"] - time.time()))

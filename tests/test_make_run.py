@@ -11,7 +11,7 @@ import pytest
 
 from tests.node import ROOT
 from tests.test_drain import health
-from tests.test_public_workers import wait_until
+from tests.two_workers import wait_until
 
 pytestmark = pytest.mark.daemon_process
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from contentnode.core import netguard, s3
+from contentnode.core import netguard, s3, s3_errors, s3_records
 from contentnode.core.notify_transport import DeliveryError, send_email, send_telegram
 
 POLICY = netguard.OutboundPolicy()
@@ -192,11 +192,11 @@ def test_s3_calls_end_at_their_deadline_against_a_trickling_origin(server_factor
         trickle(b"X-Slow: " + b"z" * 60 + b"\r\n\r\n")(conn)
 
     server = server_factory(script)
-    config = s3.BucketConfig(f"http://127.0.0.1:{server.port}", "us-east-1", "media", "AKID", "secret-key",
-                             path_style=True)
+    config = s3_records.BucketConfig(f"http://127.0.0.1:{server.port}", "us-east-1", "media", "AKID", "secret-key",
+                                     path_style=True)
     client = s3.S3Client(config, POLICY, timeout=1.0)
     started = time.monotonic()
-    with pytest.raises(s3.S3Error) as err:
+    with pytest.raises(s3_errors.S3Error) as err:
         client.head_object("a.txt")
     assert err.value.code == "timeout"
     assert time.monotonic() - started < 3.0

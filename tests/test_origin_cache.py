@@ -8,9 +8,8 @@ import time
 
 import pytest
 
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 from tests.origin_server import OriginServer
-from tests.test_public_workers import wait_until
+from tests.two_workers import two_workers_with_admin  # noqa: F401  (the fixture)
 
 HOST = "site.example.test"
 
@@ -138,26 +137,15 @@ def test_an_origin_trickling_5_mb_over_12_s_is_not_cut(node, admin, origin):
     assert "hit" in fetch(node.public_port, "/big")[1]["cache-status"]
 
 
-class TwoWorkerNode(Node):
-    def __init__(self, workdir, env=None, args=()):
-        super().__init__(workdir, env={"CONTENTNODE_PUBLIC_WORKERS": "2", **(env or {})}, args=args)
-
-
 @pytest.mark.daemon_process
-def test_two_public_workers_share_one_origin_request(tmp_path, origin):
-    node = TwoWorkerNode(str(tmp_path)).start()
-    try:
-        admin = node.client()
-        assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
-        assert wait_until(lambda: len(re.findall(r"public worker \d+ serving", node.log())) == 2, 20)
-        shared_site(admin, origin)
-        origin.script("/w", b"w" * 1000, headers={"Cache-Control": "max-age=300"})
-        answers = [fetch(node.public_port, "/w") for _ in range(20)]
-        assert {(status, body) for status, _, body in answers} == {(200, b"w" * 1000)}
-        assert len(origin.requests_for("/w")) == 1
-        assert sum("hit" in headers["cache-status"] for _, headers, _ in answers) == 19
-    finally:
-        node.close()
+def test_two_public_workers_share_one_origin_request(two_workers_with_admin, origin):  # noqa: F811
+    node, admin = two_workers_with_admin
+    shared_site(admin, origin)
+    origin.script("/w", b"w" * 1000, headers={"Cache-Control": "max-age=300"})
+    answers = [fetch(node.public_port, "/w") for _ in range(20)]
+    assert {(status, body) for status, _, body in answers} == {(200, b"w" * 1000)}
+    assert len(origin.requests_for("/w")) == 1
+    assert sum("hit" in headers["cache-status"] for _, headers, _ in answers) == 19
 
 
 def test_a_100_kb_post_is_forwarded_intact(node, admin, origin):

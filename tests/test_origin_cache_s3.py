@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from contentnode.core import netguard, s3
+from contentnode.core import netguard, s3, s3_records
 from tests.content_setup import Site
 from tests.inprocess import node_class
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
@@ -24,8 +24,8 @@ def site(tmp_path, seaweed, request):  # noqa: F811
 
 def _writer(site) -> s3.S3Client:
     d = site.seaweed.bucket_definition(site.bucket)
-    return s3.S3Client(s3.BucketConfig(d["endpoint"], d["region"], d["bucket"], d["access_key"], d["secret_key"], True),
-                       netguard.OutboundPolicy(), timeout=5)
+    config = s3_records.BucketConfig(d["endpoint"], d["region"], d["bucket"], d["access_key"], d["secret_key"], True)
+    return s3.S3Client(config, netguard.OutboundPolicy(), timeout=5)
 
 
 def test_an_objects_cache_control_decides_on_an_s3_rule_in_origin_mode(site):

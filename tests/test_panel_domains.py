@@ -1,24 +1,14 @@
 """The domains pages in a real browser: a domain never checked says it serves anyway and how to
 check it (a `pending` status alone read as "not serving" to new users)."""
 
-import pytest
-
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.panel_browser import check_page, new_context
+from tests.panel_node import node, set_up  # noqa: F401  (node: the fixture)
 from tests.test_panel_journey import labelled
 
 
-@pytest.fixture
-def node(tmp_path):
-    instance = Node(str(tmp_path)).start()  # a process: the browser's threads outlive an in-process App
-    client = instance.client()
-    assert client.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
-    assert client.post("/api/domains", {"host": "files.example.test"}).status == 201
-    yield instance
-    instance.close()
-
-
-def test_a_never_checked_domain_says_it_serves_and_offers_the_check(browser, node):
+def test_a_never_checked_domain_says_it_serves_and_offers_the_check(browser, node):  # noqa: F811
+    set_up(node, "files.example.test")
     context = new_context(browser, node)
     page = context.new_page()
     try:

@@ -3,23 +3,13 @@ real browser against the daemon: what is typed is stored as the API normalises i
 beside its field, an edit shows the stored values; every page passes check_page (axe light and dark,
 375 px, screenshots)."""
 
-import pytest
-
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.panel_browser import check_page, labelled, open_signed_in
+from tests.panel_node import node, set_up  # noqa: F401  (node: the fixture)
 
 
-@pytest.fixture
-def node(tmp_path):
-    instance = Node(str(tmp_path)).start()
-    yield instance
-    instance.kill()
-
-
-def test_rule_cors_and_referers_and_the_domains_access_and_error_pages(browser, node):
-    api = node.client()
-    assert api.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
-    assert api.post("/api/domains", {"host": "localhost"}).status == 201
+def test_rule_cors_and_referers_and_the_domains_access_and_error_pages(browser, node):  # noqa: F811
+    api = set_up(node)
     bucket = api.post("/api/buckets", {"name": "site", "type": "http", "url": "http://127.0.0.1:9/site"})
     assert bucket.status == 201, bucket.body
 

@@ -4,25 +4,15 @@ check and "Test an object" (its time shown from the answer's `ms`), then the fil
 import os
 import re
 
-import pytest
-
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.panel_browser import check_page, labelled, open_signed_in
+from tests.panel_node import add_and_test_bucket, node, set_up  # noqa: F401  (node: the fixture)
 
 TEXT = b"served from a folder, added in the panel\n"
 
 
-@pytest.fixture
-def node(tmp_path):
-    instance = Node(str(tmp_path)).start()
-    yield instance
-    instance.kill()
-
-
-def test_add_check_and_test_a_folder_bucket(browser, node):
-    api = node.client()
-    assert api.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
-    assert api.post("/api/domains", {"host": "localhost"}).status == 201
+def test_add_check_and_test_a_folder_bucket(browser, node):  # noqa: F811
+    api = set_up(node)
     folder = os.path.join(node.data_dir, "sites", "www")
     os.makedirs(folder)
     with open(os.path.join(folder, "hello.txt"), "wb") as f:
@@ -45,16 +35,7 @@ def test_add_check_and_test_a_folder_bucket(browser, node):
     # chromium logs every error answer on the console: the 400 provoked here is expected
     context.watch.problems = [p for p in context.watch.problems if "status of 400" not in p]
     labelled(dialog, "Folder").fill(folder)
-    dialog.get_by_role("button", name="Check first").click()
-    dialog.get_by_text("Every step passed").wait_for()
-    check_page(page, "bucket-add-folder")
-    dialog.get_by_role("button", name="Add bucket").click()
-    page.get_by_role("heading", level=1, name="www").wait_for()
-    page.get_by_role("button", name="Check", exact=True).click()
-    page.get_by_test_id("steps").last.wait_for()
-    page.get_by_label("Object key").fill("hello.txt")
-    page.get_by_role("button", name="Fetch").click()
-    page.get_by_text(re.compile(r"^Found: ")).wait_for()
+    add_and_test_bucket(page, dialog, "www", "hello.txt", "bucket-add-folder")
     time_shown = page.locator("dd").filter(has_text=re.compile(r" ms$")).first.inner_text()
     assert re.fullmatch(r"\d+(\.\d+)? ms", time_shown), time_shown    # was "undefined ms"
     check_page(page, "bucket-folder")

@@ -4,24 +4,14 @@ TLS verification, timeouts), a guard refusal beside the URL, check first, the bu
 
 import re
 
-import pytest
-
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.origin_server import OriginServer
 from tests.panel_browser import check_page, labelled, open_signed_in
+from tests.panel_node import add_and_test_bucket, node, set_up  # noqa: F401  (node: the fixture)
 
 
-@pytest.fixture
-def node(tmp_path):
-    instance = Node(str(tmp_path)).start()
-    yield instance
-    instance.kill()
-
-
-def test_add_check_test_and_edit_an_http_bucket(browser, node):
-    api = node.client()
-    assert api.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
-    assert api.post("/api/domains", {"host": "localhost"}).status == 201
+def test_add_check_test_and_edit_an_http_bucket(browser, node):  # noqa: F811
+    api = set_up(node)
     with OriginServer() as origin:
         origin.script("/shop/", b"<h1>shop</h1>", headers={"Content-Type": "text/html"})
         origin.script("/shop/hello.txt", b"hello from the site\n", headers={"Content-Type": "text/plain"}, etag='"h1"')
@@ -46,16 +36,7 @@ def test_add_check_test_and_edit_an_http_bucket(browser, node):
         dialog.locator(".field-error").filter(has_text="link-local").wait_for()
         context.watch.problems = [p for p in context.watch.problems if "status of 400" not in p]
         labelled(dialog, "Site URL").fill(origin.url + "/shop/")
-        dialog.get_by_role("button", name="Check first").click()
-        dialog.get_by_text("Every step passed").wait_for()
-        check_page(page, "bucket-add-http")
-        dialog.get_by_role("button", name="Add bucket").click()
-        page.get_by_role("heading", level=1, name="shop").wait_for()
-        page.get_by_role("button", name="Check", exact=True).click()
-        page.get_by_test_id("steps").last.wait_for()
-        page.get_by_label("Object key").fill("hello.txt")
-        page.get_by_role("button", name="Fetch").click()
-        page.get_by_text(re.compile(r"^Found: ")).wait_for()
+        add_and_test_bucket(page, dialog, "shop", "hello.txt", "bucket-add-http")
         check_page(page, "bucket-http")
 
         page.get_by_role("button", name="Edit").click()

@@ -6,24 +6,14 @@ stored (its Cache-Status on the Cache page)."""
 
 import re
 
-import pytest
-
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.origin_server import OriginServer
 from tests.panel_browser import check_page, labelled, open_signed_in
+from tests.panel_node import node, set_up  # noqa: F401  (node: the fixture)
 
 
-@pytest.fixture
-def node(tmp_path):
-    instance = Node(str(tmp_path)).start()
-    yield instance
-    instance.kill()
-
-
-def test_rule_cache_settings_and_the_shared_cache_decision(browser, node):
-    api = node.client()
-    assert api.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
-    assert api.post("/api/domains", {"host": "localhost"}).status == 201
+def test_rule_cache_settings_and_the_shared_cache_decision(browser, node):  # noqa: F811
+    api = set_up(node)
     with OriginServer() as origin:
         origin.script("/site/page.html", b"<h1>page</h1>", etag='"p1"',
                       headers={"Content-Type": "text/html", "Cache-Control": "max-age=600"})

@@ -20,7 +20,7 @@ import pytest
 
 from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
-from tests.test_public_workers import wait_until
+from tests.two_workers import start_two_workers, wait_until
 
 pytestmark = pytest.mark.daemon_process
 
@@ -192,9 +192,7 @@ def raise_own_open_files(wanted: int) -> None:
 
 @pytest.fixture
 def two_workers(tmp_path):
-    node = Node(str(tmp_path), env={"CONTENTNODE_PUBLIC_WORKERS": "2",
-                                    "CONTENTNODE_HEADER_TIMEOUT": "30"}).start()
-    assert wait_until(lambda: node.log().count("serving (slot") == 2, 20)
+    node = start_two_workers(str(tmp_path), env={"CONTENTNODE_HEADER_TIMEOUT": "30"})
     yield node
     node.close()
 

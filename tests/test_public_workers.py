@@ -15,39 +15,19 @@ import time
 import pytest
 
 from tests.content_setup import Site
-from tests.node import Node
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
+from tests.two_workers import TwoWorkerNode, alive, both_serving, live_workers, syscalls, wait_until
 
 pytestmark = pytest.mark.daemon_process
-
-
-class TwoWorkerNode(Node):
-    def __init__(self, workdir, env=None, args=()):
-        super().__init__(workdir, env={"CONTENTNODE_PUBLIC_WORKERS": "2", **(env or {})}, args=args)
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, seaweed):  # noqa: F811
     instance = Site(str(tmp_path_factory.mktemp("workers")), seaweed, node_class=TwoWorkerNode)
     instance.add_rule("/w", prefix="w/", cache_ttl=3600)
-    assert wait_until(lambda: len(re.findall(r"public worker \d+ serving", instance.node.log())) == 2, 20)
+    assert both_serving(instance.node)
     yield instance
     instance.close()
-
-
-def worker_pids(node) -> list[int]:
-    return [int(pid) for pid in re.findall(r"public worker (\d+) started", node.log())]
-
-
-def live_workers(node) -> list[int]:
-    return [pid for pid in worker_pids(node) if _alive(pid)]
-
-
-def syscalls(pid: int) -> int:
-    """write(2)-family calls the process made so far: a served request writes its access line."""
-    with open(f"/proc/{pid}/io") as f:
-        fields = dict(line.split(": ") for line in f.read().splitlines())
-    return int(fields["syscw"])
 
 
 def parallel(count, fn, width=10):
@@ -66,15 +46,6 @@ def parallel(count, fn, width=10):
     for t in threads:
         t.join(60)
     return results
-
-
-def wait_until(predicate, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def test_two_workers_start_and_both_serve(site):
@@ -268,7 +239,7 @@ def test_sigterm_stops_daemon_and_workers(site):
     pids = live_workers(site.node)
     assert len(pids) == 2
     assert site.node.stop(timeout=15) == 0
-    assert wait_until(lambda: not any(_alive(pid) for pid in pids), 5)
+    assert wait_until(lambda: not any(alive(pid) for pid in pids), 5)
 
 
 def settled(read):
@@ -311,11 +282,3 @@ def _thread_cpus(pid: int) -> list:
         except ProcessLookupError:
             pass
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from contentnode.core import netguard, s3, s3_origin, s3_sign
+from contentnode.core import netguard, s3, s3_errors, s3_origin, s3_records, s3_sign
 from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 from tests.peers.stub import LoopbackListener
@@ -89,8 +89,8 @@ S3_DOC_TIME = calendar.timegm((2013, 5, 24, 0, 0, 0))
 
 
 def _doc_client(path_style=False):
-    cfg = s3.BucketConfig("https://s3.amazonaws.com", "us-east-1", "examplebucket", *S3_DOC_KEY,
-                          path_style=path_style)
+    cfg = s3_records.BucketConfig("https://s3.amazonaws.com", "us-east-1", "examplebucket", *S3_DOC_KEY,
+                                  path_style=path_style)
     return s3.S3Client(cfg, netguard.OutboundPolicy(), clock=lambda: S3_DOC_TIME)
 
 
@@ -122,25 +122,25 @@ def test_path_style_and_virtual_hosted_targets():
     assert _doc_client(path_style=True).config.target("a b/c+d.txt")[1:] == (
         "s3.amazonaws.com", 443, "s3.amazonaws.com", "/examplebucket/a%20b/c%2Bd.txt")
     assert _doc_client(path_style=True).config.target(None)[4] == "/examplebucket"
-    cfg = s3.BucketConfig("http://127.0.0.1:9000", "r", "bkt", "a", "s", path_style=True)
+    cfg = s3_records.BucketConfig("http://127.0.0.1:9000", "r", "bkt", "a", "s", path_style=True)
     assert cfg.target("k") == ("http", "127.0.0.1", 9000, "127.0.0.1:9000", "/bkt/k")
-    cfg6 = s3.BucketConfig("http://[::1]:9000", "r", "bkt", "a", "s", path_style=True)
+    cfg6 = s3_records.BucketConfig("http://[::1]:9000", "r", "bkt", "a", "s", path_style=True)
     assert cfg6.target("k")[3] == "[::1]:9000"
-    virtual = s3.BucketConfig("http://minio.lan:9000", "r", "bkt", "a", "s")
+    virtual = s3_records.BucketConfig("http://minio.lan:9000", "r", "bkt", "a", "s")
     assert virtual.target("x/y")[1:] == ("bkt.minio.lan", 9000, "bkt.minio.lan:9000", "/x/y")
 
 
 def test_an_endpoint_without_a_host_is_a_clear_error_not_a_made_up_host():
     """Once the target was "bkt.None" (virtual) or a TypeError (path style)."""
     for path_style in (False, True):
-        cfg = s3.BucketConfig("http://", "r", "bkt", "a", "s", path_style=path_style)
-        with pytest.raises(s3.S3Error) as err:
+        cfg = s3_records.BucketConfig("http://", "r", "bkt", "a", "s", path_style=path_style)
+        with pytest.raises(s3_errors.S3Error) as err:
             cfg.target("k")
         assert err.value.code == "url"
 
 
 def test_config_repr_hides_the_secret():
-    cfg = s3.BucketConfig("http://h", "r", "b", "AKID", "TOPSECRET")
+    cfg = s3_records.BucketConfig("http://h", "r", "b", "AKID", "TOPSECRET")
     assert "TOPSECRET" not in repr(cfg) and "AKID" not in repr(cfg)
 
 
@@ -151,15 +151,15 @@ def test_config_repr_hides_the_secret():
     (400, "AuthorizationHeaderMalformed", "wrong_region"), (503, "SlowDown", "s3_error")])
 def test_error_bodies_become_clear_causes(status, s3_code, code):
     body = f"<Error><Code>{s3_code}</Code><Message>detail here</Message></Error>".encode()
-    err = s3.error_from_response(status, {}, body, "object")
+    err = s3_errors.error_from_response(status, {}, body, "object")
     assert (err.code, err.s3_code, err.status) == (code, s3_code, status)
     assert "detail here" in err.message
 
 
 def test_bodyless_errors_are_interpreted_by_status():
-    assert s3.error_from_response(404, {}, b"", "object").code == "no_such_key"
-    assert s3.error_from_response(404, {}, b"", "bucket").code == "no_such_bucket"
-    moved = s3.error_from_response(301, {"x-amz-bucket-region": "eu-west-1"}, b"", "bucket")
+    assert s3_errors.error_from_response(404, {}, b"", "object").code == "no_such_key"
+    assert s3_errors.error_from_response(404, {}, b"", "bucket").code == "no_such_bucket"
+    moved = s3_errors.error_from_response(301, {"x-amz-bucket-region": "eu-west-1"}, b"", "bucket")
     assert moved.code == "wrong_region" and "eu-west-1" in moved.message
 
 
@@ -168,11 +168,11 @@ def test_parse_list_with_namespace():
             b"<IsTruncated>true</IsTruncated><NextContinuationToken>tok</NextContinuationToken>"
             b"<Contents><Key>a.txt</Key><Size>3</Size><ETag>\"e\"</ETag></Contents>"
             b"<Contents><Key>b.txt</Key><Size>4</Size></Contents></ListBucketResult>")
-    page = s3.parse_list(body)
+    page = s3_records.parse_list(body)
     assert [k["key"] for k in page.keys] == ["a.txt", "b.txt"]
     assert page.keys[0]["size"] == 3 and page.truncated and page.next_token == "tok"
-    with pytest.raises(s3.S3Error) as info:
-        s3.parse_list(b"<not xml")
+    with pytest.raises(s3_errors.S3Error) as info:
+        s3_records.parse_list(b"<not xml")
     assert info.value.code == "protocol"
 
 
@@ -194,7 +194,7 @@ def _client(seaweed, bucket, **over):
     fields = {"endpoint": seaweed.endpoint, "region": seaweed.region, "bucket": bucket,
               "access_key": seaweed.access_key, "secret_key": seaweed.secret_key, "path_style": True}
     fields.update(over)
-    return s3.S3Client(s3.BucketConfig(**fields), netguard.OutboundPolicy(), timeout=10)
+    return s3.S3Client(s3_records.BucketConfig(**fields), netguard.OutboundPolicy(), timeout=10)
 
 
 def test_head_get_and_range_against_seaweed(seaweed, bucket):
@@ -209,7 +209,7 @@ def test_head_get_and_range_against_seaweed(seaweed, bucket):
 
 
 def test_get_refuses_an_object_over_the_cap(seaweed, bucket):
-    with pytest.raises(s3.S3Error) as info:
+    with pytest.raises(s3_errors.S3Error) as info:
         _client(seaweed, bucket).get_object("docs/deep/b.bin", max_bytes=100)
     assert info.value.code == "too_large"
 
@@ -270,7 +270,7 @@ def test_check_refuses_a_forbidden_address(seaweed, bucket):
 def test_clock_skew_is_named(seaweed, bucket):
     client = _client(seaweed, bucket)
     client.clock = lambda: time.time() - 3 * 3600
-    with pytest.raises(s3.S3Error) as info:
+    with pytest.raises(s3_errors.S3Error) as info:
         client.list_objects(max_keys=1)
     assert info.value.code == "clock_skew"
 
@@ -384,24 +384,24 @@ def test_put_then_conditional_get_then_delete(seaweed, bucket):
 def test_put_is_signed_over_its_body_and_refuses_an_oversized_one(seaweed, bucket, monkeypatch):
     client = _client(seaweed, bucket)
     monkeypatch.setattr(s3, "PUT_MAX_BYTES", 10)
-    with pytest.raises(s3.S3Error) as info:
+    with pytest.raises(s3_errors.S3Error) as info:
         client.put_object("fleet/big", b"x" * 11, "application/octet-stream")
     assert info.value.code == "too_large"
     assert client.get_bytes("fleet/big") is None
     wrong = _client(seaweed, bucket, secret_key="wrong" * 8)
-    with pytest.raises(s3.S3Error) as info:
+    with pytest.raises(s3_errors.S3Error) as info:
         wrong.put_object("fleet/big", b"x", "application/octet-stream")
     assert info.value.status == 403 and info.value.code == "credentials_refused"
 
 
 def test_get_bytes_caps_the_body(seaweed, bucket):
-    with pytest.raises(s3.S3Error) as info:
+    with pytest.raises(s3_errors.S3Error) as info:
         _client(seaweed, bucket).get_bytes("docs/deep/b.bin", max_bytes=100)
     assert info.value.code == "too_large"
 
 
 def test_get_bytes_of_a_missing_bucket_is_an_error_not_none(seaweed):
-    with pytest.raises(s3.S3Error) as info:
+    with pytest.raises(s3_errors.S3Error) as info:
         _client(seaweed, "no-such-" + uuid.uuid4().hex[:8]).get_bytes("x")
     assert info.value.code == "no_such_bucket"
 
@@ -424,5 +424,5 @@ def test_presigned_get_works_until_it_expires(seaweed, bucket):
 def test_presign_refuses_lifetimes_sigv4_does_not_allow(seaweed, bucket):
     client = _client(seaweed, bucket)
     for seconds in (0, s3.PRESIGN_MAX_SECONDS + 1):
-        with pytest.raises(s3.S3Error):
+        with pytest.raises(s3_errors.S3Error):
             client.presign_get("k", seconds)

@@ -5,7 +5,6 @@ setting, never a query string, the hourly save (shortened by traffic_save_second
 import http.client
 import json
 import os
-import re
 import shutil
 import time
 
@@ -13,7 +12,7 @@ import pytest
 
 from contentnode.core.traffic_top import TrafficTop
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
-from tests.test_public_workers import TwoWorkerNode, wait_until
+from tests.two_workers import TwoWorkerNode, both_serving, wait_until
 
 pytestmark = pytest.mark.daemon_process
 
@@ -38,7 +37,7 @@ def start_site(workdir, host=HOST):
         assert admin.post("/api/domains", {"host": domain}).status == 201
         made = admin.post("/api/rules", {"domain": domain, "path": "/", "bucket": bucket.json["id"], "cache_ttl": 300})
         assert made.status == 201, made.body
-    assert wait_until(lambda: len(re.findall(r"public worker \d+ serving", node.log())) == 2, 20)
+    assert both_serving(node)
     return node, admin
 
 

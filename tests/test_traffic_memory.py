@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.test_public_workers import live_workers, wait_until
+from tests.two_workers import live_workers, wait_until
 from tests.test_traffic_insight import HOST, start_site
 
 pytestmark = pytest.mark.daemon_process

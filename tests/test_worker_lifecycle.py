@@ -11,7 +11,6 @@
 
 import http.client
 import os
-import re
 import signal
 import socket
 import time
@@ -19,32 +18,12 @@ import time
 import pytest
 
 from tests.content_setup import Site
-from tests.node import Node
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
-from tests.test_public_workers import TwoWorkerNode, wait_until
+from tests.two_workers import TwoWorkerNode, alive, both_serving, serving_pids, start_two_workers, wait_until
 
 pytestmark = pytest.mark.daemon_process
 
 NONCE_PATH = "/.well-known/service/check?nonce=" + "n" * 20
-
-
-def serving_pids(node) -> list[int]:
-    return [int(pid) for pid in re.findall(r"public worker (\d+) serving", node.log())]
-
-
-def alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie (a reaped or exited worker is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def start_two_workers(workdir, env=None) -> Node:
-    node = TwoWorkerNode(workdir, env=env).start()
-    assert wait_until(lambda: len(serving_pids(node)) == 2, 20), node.log()
-    return node
 
 
 def keep_alive_connections(node, count=8) -> list:
@@ -64,7 +43,7 @@ def keep_alive_connections(node, count=8) -> list:
 def test_a_new_rule_is_served_by_every_worker_on_the_very_next_request(tmp_path, seaweed):  # noqa: F811
     site = Site(str(tmp_path), seaweed, node_class=TwoWorkerNode)
     try:
-        assert wait_until(lambda: len(serving_pids(site.node)) == 2, 20)
+        assert both_serving(site.node)
         earlier = keep_alive_connections(site.node, 4)   # threads already waiting in both workers
         for n in range(8):
             site.put(f"ryw{n}/file.txt", b"fresh %d" % n, "text/plain")

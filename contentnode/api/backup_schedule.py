@@ -15,7 +15,7 @@ from contentnode.core import backup_schedule as sched
 from contentnode.core.backup_runner import Busy, RunFailed
 from contentnode.core.buckets import KINDS
 from contentnode.core.rules import MAX_PREFIX
-from contentnode.core.s3 import S3Error
+from contentnode.core.s3_errors import S3Error
 from contentnode.http.errors import ApiError, conflict, invalid, not_found
 from contentnode.http.router import Route
 from contentnode.http.schema import (BOOLEAN, STRING, answer, array, integer, nullable, obj, one_of, refused,

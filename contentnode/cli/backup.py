@@ -19,7 +19,7 @@ from contentnode.cli.context import Refused, add_data_dir_flags, open_offline
 from contentnode.core import backup, settings, stored_backups
 from contentnode.core import backup_schedule as sched
 from contentnode.core.netguard import OutboundPolicy
-from contentnode.core.s3 import S3Error
+from contentnode.core.s3_errors import S3Error
 from contentnode.fleet.service import state_of
 from contentnode.restore import restore_into
 from contentnode.fileio import atomic_write

@@ -20,7 +20,7 @@ from contentnode.core import backup, settings
 from contentnode.core import backup_schedule as sched
 from contentnode.core import stored_backups
 from contentnode.core.fields import FieldError
-from contentnode.core.s3 import S3Error
+from contentnode.core.s3_errors import S3Error
 
 log = logging.getLogger("contentnode.backup")
 AUDITED_KEYS = 20  # an audit entry names at most this many pruned keys (lowering keep can prune hundreds)

@@ -22,7 +22,8 @@ from contentnode.core.http_origin import HttpOrigin, HttpOriginConfig
 from contentnode.core.http_pool import OriginPools
 from contentnode.core.keepalive import ConnectionPool
 from contentnode.core.records import DERIVED, Field, Record
-from contentnode.core.s3 import BucketConfig, S3Client
+from contentnode.core.s3 import S3Client
+from contentnode.core.s3_records import BucketConfig
 from contentnode.core.s3_origin import S3Origin
 from contentnode.core.shapes import BOOLEAN, integer, one_of, text
 

@@ -8,26 +8,24 @@ hundred lines of http.client and hmac replace an SDK. Every connection goes
 through netguard (docs/ARCHITECTURE.md, "Trust boundaries"), and
 every failure becomes an S3Error whose `code` names the cause an operator can
 act on (credentials refused, no such bucket, clock skew, TLS, timeout...).
-The signing itself is core/s3_sign.py; the bucket as an origin (S3Origin, the
-check and probe) is core/s3_origin.py.
+The signing itself is core/s3_sign.py, the errors core/s3_errors.py, the
+records and the listing's XML core/s3_records.py; the bucket as an origin
+(S3Origin, the check and probe) is core/s3_origin.py.
 """
 
 import hashlib
 import hmac
 import http.client
-import re
-import socket
 import ssl
 import time
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from contentnode.core import netguard
 from contentnode.core.keepalive import ConnectionPool
-from contentnode.core.origin import OriginError
+from contentnode.core.s3_errors import S3Error, error_from_response, transport_error
+from contentnode.core.s3_records import (BucketConfig, Fetched, ListPage, ObjectInfo, object_info, parse_list,
+                                         response_headers)
 from contentnode.core.s3_sign import (EMPTY_SHA256, UNSIGNED_PAYLOAD, amz_date, authorization, canonical_query,
-                                      canonical_request, signing_key, uri_encode)
+                                      canonical_request, signing_key)
 from contentnode.core.text import whole_number
 
 LIST_MAX_BYTES = 4 << 20
@@ -37,174 +35,10 @@ PUT_MAX_BYTES = 64 << 20  # what the node ever writes (a fleet bundle, a status)
 SMALL_OBJECT_MAX_BYTES = 16 << 20  # default cap of get_bytes, which holds the whole body in memory
 PRESIGN_MAX_SECONDS = 7 * 24 * 3600  # SigV4's own limit for a presigned URL
 
-# S3 error codes -> (our cause code, what it means for the operator).
-_CAUSES = {
-    "InvalidAccessKeyId": ("credentials_refused", "the access key is not known to the server"),
-    "SignatureDoesNotMatch": ("credentials_refused", "the secret key does not match the access key"),
-    "InvalidToken": ("credentials_refused", "the credentials were refused"),
-    "ExpiredToken": ("credentials_refused", "the credentials have expired"),
-    "AccessDenied": ("access_denied", "the credentials are not allowed to do this"),
-    "AllAccessDisabled": ("access_denied", "all access to this bucket is disabled"),
-    "NoSuchBucket": ("no_such_bucket", "the bucket does not exist"),
-    "NoSuchKey": ("no_such_key", "no object has this key"),
-    "RequestTimeTooSkewed": ("clock_skew", "the node's clock differs too much from the server's"),
-    "AuthorizationHeaderMalformed": ("wrong_region", "the server expects another region"),
-    "PermanentRedirect": ("wrong_region", "the bucket lives at another endpoint or region"),
-    "InvalidRange": ("invalid_range", "the requested byte range is not satisfiable"),
-    "PreconditionFailed": ("precondition_failed", "the object changed since it was last read"),
-    "ConditionalRequestConflict": ("precondition_failed", "another write to the object is in progress"),
-}
-
-
-class S3Error(OriginError):
-    """A failed S3 call. `code` is one of ours (see _CAUSES and the transport
-    codes resolve, address, connect, tls, timeout, protocol, too_large, url),
-    `status` the HTTP status when the server answered, `s3_code` its own code."""
-
-    def __init__(self, code: str, message: str, status: int | None = None, s3_code: str | None = None):
-        super().__init__(code, message, status)
-        self.s3_code = s3_code
-
-    def as_dict(self) -> dict:
-        out = super().as_dict()
-        if self.s3_code:
-            out["s3_code"] = self.s3_code
-        return out
-
-
-@dataclass(frozen=True)
-class BucketConfig:
-    """Where a bucket lives and how to sign for it. repr hides the secret."""
-
-    endpoint: str  # http(s)://host[:port], no path
-    region: str
-    bucket: str
-    access_key: str
-    secret_key: str
-    path_style: bool = False
-
-    def __repr__(self):
-        return f"BucketConfig({self.endpoint!r}, bucket={self.bucket!r}, region={self.region!r})"
-
-    @classmethod
-    def from_record(cls, record: dict) -> "BucketConfig":
-        return cls(record["endpoint"], record["region"], record["bucket"], record["access_key"],
-                   record["secret_key"], bool(record.get("path_style", False)))
-
-    def target(self, key: str | None) -> tuple[str, str, int, str, str]:
-        """(scheme, host, port, Host header, canonical path) for a key, or the bucket when None."""
-        parts = urlsplit(self.endpoint)
-        scheme, host = parts.scheme, parts.hostname
-        if not host:  # core.buckets accepts no endpoint without a host; a hand-edited state file might hold one
-            raise S3Error("url", "the bucket's endpoint has no host")
-        port = parts.port or (443 if scheme == "https" else 80)
-        path = "/" + uri_encode(key, keep_slash=True) if key is not None else "/"
-        if self.path_style:
-            path = "/" + uri_encode(self.bucket) + (path if key is not None else "")
-        else:
-            host = f"{self.bucket}.{host}"
-        default = (scheme == "https" and port == 443) or (scheme == "http" and port == 80)
-        host_header = host if default else f"{host}:{port}"
-        if ":" in host and not host.startswith("["):
-            host_header = f"[{host}]" if default else f"[{host}]:{port}"
-        return scheme, host, port, host_header, path
-
-
-@dataclass
-class ObjectInfo:
-    status: int
-    size: int | None  # the whole object's size (from Content-Range when ranged)
-    content_type: str | None
-    etag: str | None
-    last_modified: str | None
-    headers: dict
-
-
-@dataclass(frozen=True)
-class Fetched:
-    """What a conditional GET found: the body and ETag, or (body None) "not modified"."""
-
-    body: bytes | None
-    etag: str | None
-
-    @property
-    def not_modified(self) -> bool:
-        return self.body is None
-
-
-@dataclass
-class ListPage:
-    keys: list  # [{"key","size","etag","last_modified"}]
-    truncated: bool
-    next_token: str | None
-
-
-def _headers(response) -> dict:
-    merged: dict[str, str] = {}
-    for name, value in response.getheaders():
-        key = name.lower()
-        merged[key] = f"{merged[key]}, {value}" if key in merged else value
-    return merged
-
-
-def _object_info(status: int, headers: dict) -> ObjectInfo:
-    size = None
-    match = re.match(r"bytes \d+-\d+/(\d+)", headers.get("content-range", ""))
-    if match:
-        size = whole_number(match.group(1))
-    else:
-        size = whole_number(headers.get("content-length", ""))
-    return ObjectInfo(status, size, headers.get("content-type"), headers.get("etag"),
-                      headers.get("last-modified"), headers)
-
 
 def _digits(text: str) -> bool:
     """Only ASCII digits (str.isdigit also accepts "²", which int() refuses)."""
     return text.isascii() and text.isdigit()
-
-
-INTERNAL_HINT = (" (the storage server failed inside and logged why; a common cause is no writable volume "
-                 "left, as SeaweedFS answers when each bucket's volumes used up its -volume.max)")
-
-
-def error_from_response(status: int, headers: dict, body: bytes, what: str) -> S3Error:
-    """Turn an S3 error answer (XML body or, for HEAD, none) into an S3Error."""
-    s3_code, detail = None, ""
-    try:
-        root = ET.fromstring(body) if body else None
-    except ET.ParseError:
-        root = None
-    if root is not None:
-        s3_code = root.findtext("Code")
-        detail = root.findtext("Message") or ""
-    if s3_code is None:
-        s3_code = {404: "NoSuchKey" if what == "object" else "NoSuchBucket",
-                   301: "PermanentRedirect"}.get(status)
-    if s3_code in _CAUSES:
-        code, meaning = _CAUSES[s3_code]
-    elif status == 403:
-        code, meaning = "access_denied", "the server refused the credentials or the access (HEAD answers carry no detail)"
-    else:
-        code, meaning = "s3_error", f"the server answered {status}"
-    region = headers.get("x-amz-bucket-region")
-    if region:
-        meaning += f" (the bucket's region is {region})"
-    message = f"{meaning}: {s3_code} {detail}".strip() if s3_code else meaning
-    if s3_code == "InternalError":  # the answer never says why; the likeliest cause on a small server
-        message += INTERNAL_HINT
-    return S3Error(code, message, status, s3_code)
-
-
-def _transport_error(exc: BaseException, timeout: float) -> S3Error:
-    if isinstance(exc, netguard.OutboundError):
-        return S3Error(exc.step if exc.step != "dns" else "resolve", exc.message)
-    if isinstance(exc, (socket.timeout, TimeoutError)):
-        return S3Error("timeout", f"no answer within {timeout:g} s")
-    if isinstance(exc, ssl.SSLError):
-        return S3Error("tls", f"TLS failure: {exc}")
-    if isinstance(exc, http.client.HTTPException):
-        return S3Error("protocol", f"the server's answer is not valid HTTP: {exc!r}")
-    return S3Error("connect", f"connection failed: {exc}")
 
 
 class ObjectStream:
@@ -226,7 +60,7 @@ class ObjectStream:
         except (OSError, http.client.HTTPException) as exc:
             if self._conn.deadline_passed():
                 raise S3Error("timeout", "the object did not arrive in time") from None
-            raise _transport_error(exc, self._timeout) from None
+            raise transport_error(exc, self._timeout) from None
         if self._conn.deadline_passed():
             raise S3Error("timeout", "the object did not arrive in time")
         self._left -= len(chunk)
@@ -301,7 +135,7 @@ class S3Client:
         try:
             return netguard.vet_address(host, port, self.policy)
         except netguard.OutboundError as exc:
-            raise _transport_error(exc, self.timeout) from None
+            raise transport_error(exc, self.timeout) from None
 
     def connect(self, key: str | None = None, deadline: float | None = None):
         """An open, vetted connection to the bucket's host (the 'connect' step of a check).
@@ -315,7 +149,7 @@ class S3Client:
             return netguard.open_connection(scheme, host, port, self.policy, self.timeout, self.ssl_context,
                                             deadline)
         except (netguard.OutboundError, OSError) as exc:
-            raise _transport_error(exc, self.timeout) from None
+            raise transport_error(exc, self.timeout) from None
 
     def _send(self, method: str, key: str | None, params=(), extra: dict | None = None, conn=None,
               deadline: float | None = None, body: bytes | None = None):
@@ -337,7 +171,7 @@ class S3Client:
             idle.set_deadline(deadline)
             try:
                 response = self._exchange(idle, method, target, body, headers)
-                return idle, response, _headers(response)
+                return idle, response, response_headers(response)
             except S3Error as exc:
                 if exc.code == "timeout":
                     raise
@@ -347,7 +181,7 @@ class S3Client:
         else:
             conn.set_deadline(deadline)
         response = self._exchange(conn, method, target, body, headers)
-        return conn, response, _headers(response)
+        return conn, response, response_headers(response)
 
     def _exchange(self, conn, method: str, target: str, body: bytes | None, headers: dict):
         """Send one request on `conn` and read the answer's status and headers (closing it on failure)."""
@@ -358,7 +192,7 @@ class S3Client:
             conn.close()
             if conn.deadline_passed():
                 raise S3Error("timeout", f"no answer within {self.timeout:g} s") from None
-            raise _transport_error(exc, self.timeout) from None
+            raise transport_error(exc, self.timeout) from None
         if conn.deadline_passed():  # cut while the headers arrived: they may be incomplete
             conn.close()
             raise S3Error("timeout", f"no answer within {self.timeout:g} s")
@@ -387,7 +221,7 @@ class S3Client:
         except (OSError, http.client.HTTPException) as exc:
             if conn.deadline_passed():
                 raise S3Error("timeout", f"the answer did not complete within {self.timeout:g} s") from None
-            raise _transport_error(exc, self.timeout) from None
+            raise transport_error(exc, self.timeout) from None
         finally:
             self._done(conn, response)
 
@@ -405,7 +239,7 @@ class S3Client:
             raise self._fail(conn, response, headers, "object", deadline)
         response.read()   # a HEAD answer has no body: this marks it complete
         self._done(conn, response)
-        return _object_info(response.status, headers)
+        return object_info(response.status, headers)
 
     def get_object(self, key: str, byte_range: tuple[int, int | None] | None = None,
                    max_bytes: int = DEFAULT_OBJECT_MAX_BYTES, conditions: dict | None = None) -> ObjectStream:
@@ -419,7 +253,7 @@ class S3Client:
             extra["range"] = f"bytes={first}-{'' if last is None else last}"
         conn, response, headers = self._send("GET", key, extra=extra or None, deadline=deadline)
         if response.status == 304 and conditions:
-            return ObjectStream(conn, response, _object_info(304, headers), deadline, 0, self.timeout, self._done)
+            return ObjectStream(conn, response, object_info(304, headers), deadline, 0, self.timeout, self._done)
         if response.status >= 300:
             raise self._fail(conn, response, headers, "object", deadline)
         length = headers.get("content-length", "")
@@ -427,7 +261,7 @@ class S3Client:
         if _digits(length) and (declared is None or declared > max_bytes):
             conn.close()
             raise S3Error("too_large", f"the object's {length[:20]} bytes exceed the {max_bytes} byte cap")
-        return ObjectStream(conn, response, _object_info(response.status, headers), deadline, max_bytes,
+        return ObjectStream(conn, response, object_info(response.status, headers), deadline, max_bytes,
                             self.timeout, self._done)
 
     def get_bytes(self, key: str, if_none_match: str | None = None,
@@ -488,25 +322,3 @@ class S3Client:
             raise self._fail(conn, response, headers, "bucket", deadline)
         body = self._read_body(conn, response, LIST_MAX_BYTES, deadline)
         return parse_list(body)
-
-
-def _strip_ns(root: ET.Element) -> None:
-    for element in root.iter():
-        if "}" in element.tag:
-            element.tag = element.tag.split("}", 1)[1]
-
-
-def parse_list(body: bytes) -> ListPage:
-    """Parse a ListObjectsV2 answer (namespace or not)."""
-    try:
-        root = ET.fromstring(body)
-    except ET.ParseError as exc:
-        raise S3Error("protocol", f"the listing is not valid XML: {exc}") from None
-    _strip_ns(root)
-    keys = []
-    for item in root.findall("Contents"):
-        size = item.findtext("Size") or "0"
-        keys.append({"key": item.findtext("Key"), "size": whole_number(size),
-                     "etag": item.findtext("ETag"), "last_modified": item.findtext("LastModified")})
-    truncated = (root.findtext("IsTruncated") or "false").lower() == "true"
-    return ListPage(keys, truncated, root.findtext("NextContinuationToken"))

@@ -14,7 +14,9 @@ import time
 
 from contentnode.core.cache_fill import CHUNK, OriginAnswer
 from contentnode.core.origin import OriginError
-from contentnode.core.s3 import ListPage, S3Client, S3Error
+from contentnode.core.s3 import S3Client
+from contentnode.core.s3_errors import S3Error
+from contentnode.core.s3_records import ListPage
 from contentnode.core.steps import Steps, elapsed_ms
 
 PREVIEW_BYTES = 64

@@ -11,7 +11,9 @@ import json
 
 from contentnode.core import backup_schedule as sched
 from contentnode.core.backup import BackupError
-from contentnode.core.s3 import PUT_MAX_BYTES, BucketConfig, S3Client, S3Error
+from contentnode.core.s3 import PUT_MAX_BYTES, S3Client
+from contentnode.core.s3_errors import S3Error
+from contentnode.core.s3_records import BucketConfig
 from contentnode.core.text import json_loads
 
 TIMEOUT = 60.0          # seconds for one bucket call (a backup of many certificates is megabytes)

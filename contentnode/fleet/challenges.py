@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict
 
 from contentnode.core.acme import AcmeError
-from contentnode.core.s3 import S3Error
+from contentnode.core.s3_errors import S3Error
 from contentnode.fleet.wire import canonical, loads
 
 log = logging.getLogger("contentnode.fleet.challenges")

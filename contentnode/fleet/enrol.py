@@ -16,7 +16,7 @@ from contentnode.clock import rfc3339
 from contentnode.core import buckets, signing
 from contentnode.core.fields import FieldError
 from contentnode.core.fleet_section import FLEET
-from contentnode.core.s3 import S3Error
+from contentnode.core.s3_errors import S3Error
 from contentnode.fleet import bundle, follower, joinclaims, joincode, keys, members, publisher, roster, shared, status
 from contentnode.fleet.service import SECTION, Fleet
 from contentnode.fleet.wire import Refused, loads, unb64

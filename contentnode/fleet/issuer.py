@@ -18,7 +18,7 @@
 
 from contextlib import ExitStack, contextmanager
 
-from contentnode.core.s3 import S3Error
+from contentnode.core.s3_errors import S3Error
 from contentnode.fleet import bundle, challenges, keys, publisher
 from contentnode.fleet.lease import IssuerLeases
 from contentnode.fleet.probe import probe

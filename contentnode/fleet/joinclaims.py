@@ -28,7 +28,7 @@ import re
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contentnode.clock import rfc3339
-from contentnode.core.s3 import S3Error
+from contentnode.core.s3_errors import S3Error
 from contentnode.fleet import joincode, keys, members, roster
 from contentnode.fleet.wire import Refused, b64, canonical, loads, unb64
 

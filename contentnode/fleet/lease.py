@@ -31,7 +31,8 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from contentnode.core.s3 import S3Client, S3Error
+from contentnode.core.s3 import S3Client
+from contentnode.core.s3_errors import S3Error
 from contentnode.core.text import http_date
 from contentnode.fleet.probe import refused
 from contentnode.fleet.wire import loads

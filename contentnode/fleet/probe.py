@@ -16,7 +16,8 @@ import threading
 import time
 
 from contentnode.clock import rfc3339
-from contentnode.core.s3 import S3Client, S3Error
+from contentnode.core.s3 import S3Client
+from contentnode.core.s3_errors import S3Error
 from contentnode.core.steps import Steps
 from contentnode.core.text import http_date
 

@@ -27,7 +27,7 @@ import os
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contentnode.clock import rfc3339
-from contentnode.core.s3 import S3Error
+from contentnode.core.s3_errors import S3Error
 from contentnode.fileio import fsync_dir
 from contentnode.fleet import bundle, joincode, keys, members, publisher, shared
 from contentnode.fleet.follower import pin_of

@@ -18,7 +18,7 @@ import secrets
 import logging
 
 from contentnode.clock import parse_rfc3339, rfc3339
-from contentnode.core.s3 import S3Error
+from contentnode.core.s3_errors import S3Error
 from contentnode.fleet import bundle, certfiles, joinclaims, joincode, keys, members, shared
 from contentnode.fleet.wire import Refused, canonical
 

@@ -12,7 +12,7 @@ remaining members only.
 import logging
 
 from contentnode.clock import rfc3339
-from contentnode.core.s3 import S3Error
+from contentnode.core.s3_errors import S3Error
 from contentnode.fleet import members, status
 from contentnode.fleet.wire import Refused
 

@@ -25,7 +25,9 @@ from contentnode.core.certs import CertStore
 from contentnode.core.fleet_section import FLEET, SECTION, state_of
 from contentnode.core.folders import FolderRoots
 from contentnode.core.netguard import OutboundPolicy
-from contentnode.core.s3 import BucketConfig, S3Client, S3Error
+from contentnode.core.s3 import S3Client
+from contentnode.core.s3_errors import S3Error
+from contentnode.core.s3_records import BucketConfig
 from contentnode.fleet import (alerts, folders, follower, issuer, joinclaims, joincode, keys, members, promotion,
                               publisher, roster, shared, status)
 from contentnode.fleet.wire import Refused

@@ -14,7 +14,8 @@ primary through it), and one missing status never hides the others.
 import re
 
 from contentnode.clock import parse_rfc3339
-from contentnode.core.s3 import S3Client, S3Error
+from contentnode.core.s3 import S3Client
+from contentnode.core.s3_errors import S3Error
 from contentnode.fleet.members import PENDING, public_of
 from contentnode.fleet.wire import loads
 
