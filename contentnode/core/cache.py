@@ -191,7 +191,7 @@ class Cache(CacheFills, CacheBooks, CachePurges, CacheUnsized):
 
     def _memory_hit(self, entry, body: bytes) -> Result:
         self._touch(entry, entry.path)
-        return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
+        return self.held_result(entry, body)
 
     def _open_shared(self, entry):
         """A hit on a large entry, read through the entry's shared descriptor (opened if needed)."""
@@ -272,11 +272,22 @@ class Cache(CacheFills, CacheBooks, CachePurges, CacheUnsized):
 
     def memory_hit(self, entry: Entry, body: bytes) -> Result:
         """The hit on an entry in_memory() found, counted and used as get() counts and uses one."""
+        self.count_memory_hit(entry)
+        return self.held_result(entry, body)
+
+    def count_memory_hit(self, entry: Entry) -> None:
+        """Count a hit on an entry in_memory() found (its LRU position and mtime refreshed) whose
+        Result (held_result) was made before it was known to be answered."""
         with self._lock:
             entry.used, entry.tick = self.clock(), next(self._ticks)
             self._hits += 1
             self.ledger.count(self._hits, self._misses)
-        return self._memory_hit(entry, body)
+        self._touch(entry, entry.path)
+
+    @staticmethod
+    def held_result(entry: Entry, body: bytes) -> Result:
+        """A hit's Result over a body held in memory, neither counted nor touched."""
+        return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
 
     # -- removal --------------------------------------------------------------
 

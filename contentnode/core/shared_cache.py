@@ -108,9 +108,11 @@ class SharedCache:
 
     # ---------------------------------------------------------------- looking up
 
-    def find(self, req: Request) -> tuple[tuple, Entry | None, str]:
-        """(key, entry or None, "uri-miss"|"vary-miss"): where this request's answer is kept."""
-        entry = self.cache.peek(req.key)
+    def find(self, req: Request, look: Callable[[tuple], Entry | None] | None = None) -> tuple[tuple, Entry | None, str]:
+        """(key, entry or None, "uri-miss"|"vary-miss"): where this request's answer is kept
+        (`look` finds an entry by key: the cache's peek unless said)."""
+        look = look or self.cache.peek
+        entry = look(req.key)
         if entry is None or not entry.meta.get("vary"):
             return req.key, entry, "uri-miss"
         names = entry.meta["vary"]
@@ -118,7 +120,29 @@ class SharedCache:
         if vkey is not None and vkey == entry.meta.get("vkey"):
             return req.key, entry, "uri-miss"
         key = _variant_key(req.key, names, vkey)
-        return key, (self.cache.peek(key) if vkey is not None else None), "vary-miss"
+        return key, (look(key) if vkey is not None else None), "vary-miss"
+
+    def _held_entry(self, key: tuple) -> Entry | None:
+        found = self.cache.in_memory(key)
+        return found[0] if found is not None else None
+
+    def held(self, req: Request) -> Exchange | None:
+        """The answer serve() would give from a stored answer held in memory that needs no origin
+        request (fresh, or stale where the request allows it), found without reading a file or
+        counting a hit; None for anything else. The public listeners' loop thread answers it
+        without a handoff; its result is uncounted until the cache's count_memory_hit."""
+        _key, entry, _miss = self.find(req, self._held_entry)
+        body = entry.body if entry is not None else None
+        if body is None:
+            return None
+        fields = _stored(entry)
+        age = hc.current_age(fields, entry.meta["request_time"], entry.meta["response_time"], self.clock())
+        decision = hc.reuse(fields, entry.meta["lifetime"], age, req.fields, req.defaults)
+        if decision.action not in ("fresh", "stale"):
+            return None
+        detail = None if decision.action == "fresh" else decision.action
+        return self._exchange(self.cache.held_result(entry, body), True,
+                              hc.cache_status(hit=True, ttl=decision.ttl, detail=detail), age)
 
     def state(self, req: Request) -> dict:
         """The cache decision for probe and diagnose: stored or not, its status, where its freshness
