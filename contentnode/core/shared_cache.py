@@ -133,7 +133,7 @@ class SharedCache:
         without a handoff; its result is uncounted until the cache's count_memory_hit."""
         _key, entry, _miss = self.find(req, self._held_entry)
         body = entry.body if entry is not None else None
-        if body is None:
+        if entry is None or body is None:
             return None
         fields = _stored(entry)
         age = hc.current_age(fields, entry.meta["request_time"], entry.meta["response_time"], self.clock())
