@@ -232,7 +232,7 @@ class Fill:
         self.adopted = False     # readers look the key up again: another fill stored it meanwhile, or a
                                  # purge dropped this one before it fetched
         self.generation = 0      # the ledger's purge generation when the fill started: a purge since drops it
-        self.key_hold = KeyHold(None)   # its key's lock, once the fill's thread holds it
+        self.key_hold = KeyHold(None)   # its key's lock, once the fill holds it
 
     def wait_ready(self):
         with self.cond:
