@@ -30,6 +30,8 @@ log = logging.getLogger("contentnode.shared_cache")
 KEEP_FOR = 31_536_000          # the cache's own ttl cap: an entry's expiry is its retention below
 REVALIDATE_KEEP = 86_400       # a stale entry with validators is kept this long for a cheap revalidation
 REFRESHES_AT_ONCE = 16         # background (stale-while-revalidate) refreshes running at once, per process
+PASS_FOR = 10.0                # seconds a key whose answer was not stored is asked without a fill
+PASS_KEYS = 1024               # such keys remembered per process, the oldest forgotten first
 # fields sent to the origin by the cache itself (revalidation) or never sent on a fill: the cache
 # needs the whole body, and answers the client's conditionals and ranges itself
 CLIENT_CONDITIONALS = frozenset({"if-none-match", "if-modified-since", "if-match", "if-unmodified-since",
@@ -101,6 +103,8 @@ class SharedCache:
         self.cache = cache
         self._refreshing: set[tuple] = set()
         self._refresh_lock = threading.Lock()
+        self._passing: dict[tuple, float] = {}   # key -> until when its misses pass (_pass)
+        self._pass_lock = threading.Lock()
 
     @property
     def clock(self):
@@ -179,6 +183,8 @@ class SharedCache:
         if entry is None:
             if "only-if-cached" in hc.directives(req.fields.get("cache-control")):
                 raise GatewayTimeout()
+            if self._passes(key):
+                return self._pass(req, key, forward, miss)
             return self._fill(req, key, forward, None, miss)
         fields = _stored(entry)
         now = self.clock()
@@ -233,18 +239,46 @@ class SharedCache:
                 return fallback
         age = hc.current_age(dict(meta["fields"]), meta["request_time"], meta["response_time"], self.clock())
         ttl = meta["lifetime"] - age if meta.get("stored") else None
+        if not result.hit:
+            self._note(key, passing=not meta.get("stored"))
         if result.hit:
             return self._exchange(result, True, hc.cache_status(hit=True, ttl=ttl), age)
         return self._exchange(result, False, hc.cache_status(
             fwd=meta.get("fwd") or fwd, fwd_status=meta["origin_status"], stored=bool(meta.get("stored")), ttl=ttl,
             detail=meta.get("why")), age)
 
-    def _own(self, req: Request, forward: Forward) -> Exchange:
+    def _own(self, req: Request, forward: Forward, fwd: str = "uri-miss") -> Exchange:
         """This request's own answer, neither stored nor shared."""
         answer = self._fetcher(req, forward, None, store=False)()
         result = streamed(answer)
-        return self._exchange(result, False, hc.cache_status(fwd="uri-miss", fwd_status=answer.meta["origin_status"],
+        return self._exchange(result, False, hc.cache_status(fwd=fwd, fwd_status=answer.meta["origin_status"],
                                                              detail=answer.meta.get("why")))
+
+    # ---------------------------------------------------------------- keys whose answers are not stored
+
+    def _passes(self, key: tuple) -> bool:
+        with self._pass_lock:
+            until = self._passing.get(key)
+        return until is not None and until > self.clock()
+
+    def _note(self, key: tuple, passing: bool) -> None:
+        """Remember (for PASS_FOR seconds) or forget that the key's last answer was not stored."""
+        with self._pass_lock:
+            self._passing.pop(key, None)
+            if passing:
+                self._passing[key] = self.clock() + PASS_FOR
+                if len(self._passing) > PASS_KEYS:
+                    del self._passing[next(iter(self._passing))]
+
+    def _pass(self, req: Request, key: tuple, forward: Forward, fwd: str) -> Exchange:
+        """A miss on a key whose last answer was not stored (no-store, private...): asked on its
+        own, like a Vary: * answer, without starting or joining the key's fill, so it neither
+        waits for another request's answer it could not share nor pays for a fill (temp file,
+        key lock, a thread's wake-up). An answer that may be stored now goes to this request
+        uncached, and the key's next miss fills the cache again."""
+        exchange = self._own(req, forward, fwd)
+        self._note(key, passing=exchange.result.meta.get("why") is not None)
+        return exchange
 
     def _stale_if_error(self, req: Request, key: tuple, stale: Entry | None, status: int | None) -> Exchange | None:
         """The stale entry in place of a failed origin, when stale-if-error allows (RFC 5861 §4)."""
