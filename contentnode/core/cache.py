@@ -6,10 +6,11 @@ body, so one os.replace makes an entry appear whole and a hit is one sendfile
 from a known offset. Small bodies are also kept in memory after their first
 hit, and large entries' files stay open between hits (core/cache_memory.py).
 
-Concurrent misses for one key share one fill: a background thread fetches the
-origin into a temp file while every waiting request (the first one included)
-tails that file, so the first response streams while the cache fills and the
-origin sees exactly one request.
+Concurrent misses for one key share one fill: the request that starts it asks
+the origin in its own thread, then (for an answer to store) a kept thread
+copies it into a temp file while every waiting request (the first one
+included) tails that file, so the first response streams while the cache
+fills and the origin sees exactly one request.
 
 One policy, whether the daemon serves the public port alone or with public
 worker processes: the folder is the truth and its books (core/cache_ledger.py)

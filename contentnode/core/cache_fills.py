@@ -136,7 +136,8 @@ class CacheFills:
         answer anyway): take the key's lock, ask the origin. An answer that is not stored (the
         owner's own, a refusal) ends the fill here, so the commonest uncached miss crosses no
         thread; one to store is copied into the cache by a kept thread (core/fill_threads.py),
-        which every joined request (the owner too) tails. A fill that waited for another one
+        which every joined request (the owner too) tails, unless its body is at hand (a
+        304's refresh, a compressed variant): that one is stored here. A fill that waited for another one
         finds its entry on disk and hands that to its readers."""
         fill.key_hold = self.ledger.key_lock(key_name(fill.key), KEY_LOCK_WAIT)
         answer, storing = None, False
@@ -159,8 +160,11 @@ class CacheFills:
                 answer, handed = None, answer
                 self._end_fill(fill, streamed=True, handed=handed)
                 return
-            self._threads.run(self._store_fill, fill, answer, ttl)
             storing = True   # the answer and the key's lock are the store's now
+            if answer.at_hand:   # nothing to wait for: no thread to wake
+                self._store_fill(fill, answer, ttl)
+            else:
+                self._threads.run(self._store_fill, fill, answer, ttl)
         except BaseException as exc:  # every failure must reach the waiting readers
             self._end_fill(fill, error=exc)
         finally:

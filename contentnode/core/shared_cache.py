@@ -348,7 +348,7 @@ class SharedCache:
         meta = dict(stale.meta, fields=list(merged.items()), request_time=request_time,
                     response_time=response_time, lifetime=lifetime.lifetime, source=lifetime.source,
                     origin_status=304, fwd="stale")
-        return OriginAnswer(200, meta, old.size, old.chunks(), old.close,
+        return OriginAnswer(200, meta, old.size, old.chunks(), old.close, at_hand=True,
                             expires_at=response_time + _retention(merged, lifetime.lifetime, stale.meta["defaults"]))
 
     def _answer(self, req: Request, response, fields: dict, request_time: float, response_time: float,

@@ -56,7 +56,7 @@ def _fetch(delivery, entry, coding: str):
         with delivery.compressions.hold(source.size):
             out = encodings.compress(coding, source.read_all())
         return OriginAnswer(200, {"source": entry.uid, "encoded": coding}, len(out), [out],
-                            expires_at=entry.expires_at)
+                            expires_at=entry.expires_at, at_hand=True)
     return fetch
 
 
