@@ -80,6 +80,42 @@ def test_no_store_and_private_are_asked_each_time(shared, client, origin):
         assert len(origin.requests_for(path)) == 2
 
 
+def test_misses_of_a_key_not_stored_pass_on_their_own(shared, client, origin, clock):
+    """After an answer that is not stored, the key's misses ask the origin each on its own (none
+    waits for another's answer it could not share); an answer that may be stored again goes out
+    uncached once, then the next miss fills the cache and the one after is a hit."""
+    origin.script("/n", b"x", headers={"Cache-Control": "no-store"}, delay=1.0)
+    assert get(shared, client, "/n")[1] == b"x"
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(get(shared, client, "/n"))) for _ in range(10)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert time.monotonic() - started < 1.9            # one origin delay, not two in a row
+    assert [body for _, body in answers] == [b"x"] * 10 and len(origin.requests_for("/n")) == 11
+    assert {e.cache_status for e, _ in answers} == {'contentnode; fwd=uri-miss; fwd-status=200; detail="no-store"'}
+    origin.script("/n", b"y", headers={"Cache-Control": "max-age=60"})
+    passed, body = get(shared, client, "/n")
+    assert body == b"y" and passed.cache_status == "contentnode; fwd=uri-miss; fwd-status=200"
+    filled, body = get(shared, client, "/n")
+    assert body == b"y" and filled.cache_status == "contentnode; fwd=uri-miss; fwd-status=200; stored; ttl=60"
+    hit, body = get(shared, client, "/n")
+    assert body == b"y" and hit.hit and len(origin.requests_for("/n")) == 13
+    origin.script("/m", b"m", headers={"Cache-Control": "no-store"})
+    get(shared, client, "/m")
+    clock.t += 11                                        # remembered for PASS_FOR seconds only
+    assert not shared._passes(("site.test", "/m", "", ""))
+
+
+def test_keys_not_stored_are_remembered_up_to_a_cap(shared, client, origin):
+    from contentnode.core.shared_cache import PASS_KEYS
+    for n in range(PASS_KEYS + 10):
+        shared._note(("site.test", f"/k{n}", "", ""), passing=True)
+    assert len(shared._passing) == PASS_KEYS and ("site.test", "/k0", "", "") not in shared._passing
+
+
 def test_fifty_concurrent_requests_make_one_origin_request(shared, client, origin):
     origin.script("/slow", b"z" * 100_000, headers={"Cache-Control": "max-age=60"}, delay=0.5)
     bodies, errors = [], []

@@ -6,10 +6,11 @@ body, so one os.replace makes an entry appear whole and a hit is one sendfile
 from a known offset. Small bodies are also kept in memory after their first
 hit, and large entries' files stay open between hits (core/cache_memory.py).
 
-Concurrent misses for one key share one fill: a background thread fetches the
-origin into a temp file while every waiting request (the first one included)
-tails that file, so the first response streams while the cache fills and the
-origin sees exactly one request.
+Concurrent misses for one key share one fill: the request that starts it asks
+the origin in its own thread, then (for an answer to store) a kept thread
+copies it into a temp file while every waiting request (the first one
+included) tails that file, so the first response streams while the cache
+fills and the origin sees exactly one request.
 
 One policy, whether the daemon serves the public port alone or with public
 worker processes: the folder is the truth and its books (core/cache_ledger.py)
@@ -191,7 +192,7 @@ class Cache(CacheFills, CacheBooks, CachePurges, CacheUnsized):
 
     def _memory_hit(self, entry, body: bytes) -> Result:
         self._touch(entry, entry.path)
-        return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
+        return self.held_result(entry, body)
 
     def _open_shared(self, entry):
         """A hit on a large entry, read through the entry's shared descriptor (opened if needed)."""
@@ -272,11 +273,22 @@ class Cache(CacheFills, CacheBooks, CachePurges, CacheUnsized):
 
     def memory_hit(self, entry: Entry, body: bytes) -> Result:
         """The hit on an entry in_memory() found, counted and used as get() counts and uses one."""
+        self.count_memory_hit(entry)
+        return self.held_result(entry, body)
+
+    def count_memory_hit(self, entry: Entry) -> None:
+        """Count a hit on an entry in_memory() found (its LRU position and mtime refreshed) whose
+        Result (held_result) was made before it was known to be answered."""
         with self._lock:
             entry.used, entry.tick = self.clock(), next(self._ticks)
             self._hits += 1
             self.ledger.count(self._hits, self._misses)
-        return self._memory_hit(entry, body)
+        self._touch(entry, entry.path)
+
+    @staticmethod
+    def held_result(entry: Entry, body: bytes) -> Result:
+        """A hit's Result over a body held in memory, neither counted nor touched."""
+        return Result(200, entry.meta, entry.size, True, entry=entry, body=body)
 
     # -- removal --------------------------------------------------------------
 

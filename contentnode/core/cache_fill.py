@@ -42,7 +42,9 @@ class OriginAnswer:
     is the requester's own (a shared cache may not store it nor hand it to
     anyone else): the request that started the fill streams it straight from
     the origin, the others ask the origin on their own; `length` may then be
-    None (the origin announced none).
+    None (the origin announced none). `at_hand`: the body is already here (in
+    memory, or the cache's own entry for a 304's refresh), so the request that
+    started the fill stores it itself instead of handing it to a thread.
     """
 
     status: int
@@ -52,6 +54,7 @@ class OriginAnswer:
     close: Callable[[], None] = lambda: None
     expires_at: float | None = None
     shared: bool = True
+    at_hand: bool = False
 
 
 class SharedFile:
@@ -232,7 +235,7 @@ class Fill:
         self.adopted = False     # readers look the key up again: another fill stored it meanwhile, or a
                                  # purge dropped this one before it fetched
         self.generation = 0      # the ledger's purge generation when the fill started: a purge since drops it
-        self.key_hold = KeyHold(None)   # its key's lock, once the fill's thread holds it
+        self.key_hold = KeyHold(None)   # its key's lock, once the fill holds it
 
     def wait_ready(self):
         with self.cond:

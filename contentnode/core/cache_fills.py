@@ -68,6 +68,8 @@ class CacheFills:
                     self._hits += 1
                 self.ledger.count(self._hits, self._misses)
             if entry is None:
+                if owner:
+                    self._begin_fill(fill, fetch, ttl)
                 result = self._join(fill, fd, fetch, owner)
             else:
                 result = self._open_hit(entry)
@@ -125,15 +127,20 @@ class CacheFills:
         self._temps.add(os.path.basename(tmp_path))
         fill.generation = self._seen[0]
         self._fills[key] = fill
-        self._threads.run(self._run_fill, fill, fetch, ttl)   # a kept thread (core/fill_threads.py)
         return fill
 
     # -- filling --------------------------------------------------------------
 
-    def _run_fill(self, fill, fetch, ttl):
-        """Fetch, copy, commit, holding the key's lock: a fill that waited for another one finds
-        its entry on disk and hands that to its readers."""
+    def _begin_fill(self, fill, fetch, ttl):
+        """The fill's start, in the thread of the request that started it (which waits for the
+        answer anyway): take the key's lock, ask the origin. An answer that is not stored (the
+        owner's own, a refusal) ends the fill here, so the commonest uncached miss crosses no
+        thread; one to store is copied into the cache by a kept thread (core/fill_threads.py),
+        which every joined request (the owner too) tails, unless its body is at hand (a
+        304's refresh, a compressed variant): that one is stored here. A fill that waited for another one
+        finds its entry on disk and hands that to its readers."""
         fill.key_hold = self.ledger.key_lock(key_name(fill.key), KEY_LOCK_WAIT)
+        answer, storing = None, False
         try:
             with self._lock:
                 discarded = fill.discard
@@ -145,13 +152,6 @@ class CacheFills:
                 # keep; either way its readers look the key up again (and fill it anew if need be)
                 self._end_fill(fill, adopted=True)
                 return
-            self._fetch_and_store(fill, fetch, ttl)
-        finally:
-            fill.key_hold.release()
-
-    def _fetch_and_store(self, fill, fetch, ttl):
-        answer = None
-        try:
             answer = fetch()
             if answer.status != 200:
                 self._end_fill(fill, answer=answer, done=True)
@@ -160,6 +160,28 @@ class CacheFills:
                 answer, handed = None, answer
                 self._end_fill(fill, streamed=True, handed=handed)
                 return
+            storing = True   # the answer and the key's lock are the store's now
+            if answer.at_hand:   # nothing to wait for: no thread to wake
+                self._store_fill(fill, answer, ttl)
+            else:
+                self._threads.run(self._store_fill, fill, answer, ttl)
+        except BaseException as exc:  # every failure must reach the waiting readers
+            self._end_fill(fill, error=exc)
+        finally:
+            if not storing:
+                if answer is not None:
+                    answer.close()
+                fill.key_hold.release()
+
+    def _store_fill(self, fill, answer, ttl):
+        """Copy and commit the origin's answer (a kept thread), then release the key's lock."""
+        try:
+            self._store(fill, answer, ttl)
+        finally:
+            fill.key_hold.release()
+
+    def _store(self, fill, answer, ttl):
+        try:
             if answer.length is None:
                 if self._store_unsized(fill, answer, ttl):
                     answer = None   # handed to the fill's owner

@@ -1,9 +1,11 @@
 """The threads that run the cache's fills, kept and reused.
 
-Every miss runs its origin fetch on a thread of its own (core/cache.py), and
-starting a thread costs more than the rest of a small miss: the new thread
-is made, scheduled, and its starter waits until it runs. So a fill's thread,
-once its fill is done, waits IDLE_SECONDS for the next fill before it ends.
+Every answer the cache stores is copied into it on a thread of its own
+(core/cache_fills.py; the origin request itself runs in the thread of the
+request that started the fill), and starting a thread costs more than the
+rest of a small fill: the new thread is made, scheduled, and its starter
+waits until it runs. So a fill's thread, once its fill is done, waits
+IDLE_SECONDS for the next fill before it ends.
 There is no cap here: a fill never waits for another one to finish (a slow
 origin holds only its own), and what bounds the fills in flight bounds
 these threads (each fill has a request waiting on it, or is one of the

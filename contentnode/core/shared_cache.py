@@ -30,6 +30,8 @@ log = logging.getLogger("contentnode.shared_cache")
 KEEP_FOR = 31_536_000          # the cache's own ttl cap: an entry's expiry is its retention below
 REVALIDATE_KEEP = 86_400       # a stale entry with validators is kept this long for a cheap revalidation
 REFRESHES_AT_ONCE = 16         # background (stale-while-revalidate) refreshes running at once, per process
+PASS_FOR = 10.0                # seconds a key whose answer was not stored is asked without a fill
+PASS_KEYS = 1024               # such keys remembered per process, the oldest forgotten first
 # fields sent to the origin by the cache itself (revalidation) or never sent on a fill: the cache
 # needs the whole body, and answers the client's conditionals and ranges itself
 CLIENT_CONDITIONALS = frozenset({"if-none-match", "if-modified-since", "if-match", "if-unmodified-since",
@@ -101,6 +103,8 @@ class SharedCache:
         self.cache = cache
         self._refreshing: set[tuple] = set()
         self._refresh_lock = threading.Lock()
+        self._passing: dict[tuple, float] = {}   # key -> until when its misses pass (_pass)
+        self._pass_lock = threading.Lock()
 
     @property
     def clock(self):
@@ -108,9 +112,11 @@ class SharedCache:
 
     # ---------------------------------------------------------------- looking up
 
-    def find(self, req: Request) -> tuple[tuple, Entry | None, str]:
-        """(key, entry or None, "uri-miss"|"vary-miss"): where this request's answer is kept."""
-        entry = self.cache.peek(req.key)
+    def find(self, req: Request, look: Callable[[tuple], Entry | None] | None = None) -> tuple[tuple, Entry | None, str]:
+        """(key, entry or None, "uri-miss"|"vary-miss"): where this request's answer is kept
+        (`look` finds an entry by key: the cache's peek unless said)."""
+        look = look or self.cache.peek
+        entry = look(req.key)
         if entry is None or not entry.meta.get("vary"):
             return req.key, entry, "uri-miss"
         names = entry.meta["vary"]
@@ -118,7 +124,29 @@ class SharedCache:
         if vkey is not None and vkey == entry.meta.get("vkey"):
             return req.key, entry, "uri-miss"
         key = _variant_key(req.key, names, vkey)
-        return key, (self.cache.peek(key) if vkey is not None else None), "vary-miss"
+        return key, (look(key) if vkey is not None else None), "vary-miss"
+
+    def _held_entry(self, key: tuple) -> Entry | None:
+        found = self.cache.in_memory(key)
+        return found[0] if found is not None else None
+
+    def held(self, req: Request) -> Exchange | None:
+        """The answer serve() would give from a stored answer held in memory that needs no origin
+        request (fresh, or stale where the request allows it), found without reading a file or
+        counting a hit; None for anything else. The public listeners' loop thread answers it
+        without a handoff; its result is uncounted until the cache's count_memory_hit."""
+        _key, entry, _miss = self.find(req, self._held_entry)
+        body = entry.body if entry is not None else None
+        if entry is None or body is None:
+            return None
+        fields = _stored(entry)
+        age = hc.current_age(fields, entry.meta["request_time"], entry.meta["response_time"], self.clock())
+        decision = hc.reuse(fields, entry.meta["lifetime"], age, req.fields, req.defaults)
+        if decision.action not in ("fresh", "stale"):
+            return None
+        detail = None if decision.action == "fresh" else decision.action
+        return self._exchange(self.cache.held_result(entry, body), True,
+                              hc.cache_status(hit=True, ttl=decision.ttl, detail=detail), age)
 
     def state(self, req: Request) -> dict:
         """The cache decision for probe and diagnose: stored or not, its status, where its freshness
@@ -155,6 +183,8 @@ class SharedCache:
         if entry is None:
             if "only-if-cached" in hc.directives(req.fields.get("cache-control")):
                 raise GatewayTimeout()
+            if self._passes(key):
+                return self._pass(req, key, forward, miss)
             return self._fill(req, key, forward, None, miss)
         fields = _stored(entry)
         now = self.clock()
@@ -209,18 +239,46 @@ class SharedCache:
                 return fallback
         age = hc.current_age(dict(meta["fields"]), meta["request_time"], meta["response_time"], self.clock())
         ttl = meta["lifetime"] - age if meta.get("stored") else None
+        if not result.hit:
+            self._note(key, passing=not meta.get("stored"))
         if result.hit:
             return self._exchange(result, True, hc.cache_status(hit=True, ttl=ttl), age)
         return self._exchange(result, False, hc.cache_status(
             fwd=meta.get("fwd") or fwd, fwd_status=meta["origin_status"], stored=bool(meta.get("stored")), ttl=ttl,
             detail=meta.get("why")), age)
 
-    def _own(self, req: Request, forward: Forward) -> Exchange:
+    def _own(self, req: Request, forward: Forward, fwd: str = "uri-miss") -> Exchange:
         """This request's own answer, neither stored nor shared."""
         answer = self._fetcher(req, forward, None, store=False)()
         result = streamed(answer)
-        return self._exchange(result, False, hc.cache_status(fwd="uri-miss", fwd_status=answer.meta["origin_status"],
+        return self._exchange(result, False, hc.cache_status(fwd=fwd, fwd_status=answer.meta["origin_status"],
                                                              detail=answer.meta.get("why")))
+
+    # ---------------------------------------------------------------- keys whose answers are not stored
+
+    def _passes(self, key: tuple) -> bool:
+        with self._pass_lock:
+            until = self._passing.get(key)
+        return until is not None and until > self.clock()
+
+    def _note(self, key: tuple, passing: bool) -> None:
+        """Remember (for PASS_FOR seconds) or forget that the key's last answer was not stored."""
+        with self._pass_lock:
+            self._passing.pop(key, None)
+            if passing:
+                self._passing[key] = self.clock() + PASS_FOR
+                if len(self._passing) > PASS_KEYS:
+                    del self._passing[next(iter(self._passing))]
+
+    def _pass(self, req: Request, key: tuple, forward: Forward, fwd: str) -> Exchange:
+        """A miss on a key whose last answer was not stored (no-store, private...): asked on its
+        own, like a Vary: * answer, without starting or joining the key's fill, so it neither
+        waits for another request's answer it could not share nor pays for a fill (temp file,
+        key lock, a thread's wake-up). An answer that may be stored now goes to this request
+        uncached, and the key's next miss fills the cache again."""
+        exchange = self._own(req, forward, fwd)
+        self._note(key, passing=exchange.result.meta.get("why") is not None)
+        return exchange
 
     def _stale_if_error(self, req: Request, key: tuple, stale: Entry | None, status: int | None) -> Exchange | None:
         """The stale entry in place of a failed origin, when stale-if-error allows (RFC 5861 §4)."""
@@ -290,7 +348,7 @@ class SharedCache:
         meta = dict(stale.meta, fields=list(merged.items()), request_time=request_time,
                     response_time=response_time, lifetime=lifetime.lifetime, source=lifetime.source,
                     origin_status=304, fwd="stale")
-        return OriginAnswer(200, meta, old.size, old.chunks(), old.close,
+        return OriginAnswer(200, meta, old.size, old.chunks(), old.close, at_hand=True,
                             expires_at=response_time + _retention(merged, lifetime.lifetime, stale.meta["defaults"]))
 
     def _answer(self, req: Request, response, fields: dict, request_time: float, response_time: float,

@@ -151,12 +151,18 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
         target = resolve(delivery, host, path, req.query_list, req.client_ip)
         coding = encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None
         shared = origin_mode.applies(target)
-        held = held_in_memory(delivery, target, coding) if req.inline and not shared else None
+        if not req.inline:
+            held = None
+        elif shared:
+            held = shared_answer.held(req, delivery, target)
+        else:
+            held = held_in_memory(delivery, target, coding)
         if held is None:
             req.may_wait()   # before the edge checks: a request served again is checked once
         edge_guard.check(req, target)
         if shared:
-            response, cached = shared_answer.respond(req, delivery, target)
+            response, cached = (shared_answer.respond_held(req, delivery, held) if held is not None
+                                else shared_answer.respond(req, delivery, target))
             return edge_guard.dressed(req, target.rule, response), cached
         result = fetch_held(delivery, held) if held is not None else fetch(delivery, target, coding)
     except NotServed as refused:

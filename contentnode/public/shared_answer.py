@@ -25,6 +25,19 @@ def visitor(req) -> origin_mode.Visitor:
                                req.client_ip != req.peer_ip, req.scheme, req.headers.get("Host") or "")
 
 
+def held(req, delivery, target):
+    """What respond() would answer from memory without a wait (origin_mode.held), or None; only
+    looked at: respond_held() answers it."""
+    return origin_mode.held(delivery, target, visitor(req))
+
+
+def respond_held(req, delivery, found) -> tuple[Response, str]:
+    """The answer to a request held() found, its hits counted: always a hit."""
+    exchange, entries = found
+    origin_mode.count_held(delivery, entries)
+    return _answer(req, exchange)
+
+
 def respond(req, delivery, target) -> tuple[Response, str]:
     """The answer and "hit" or "miss"."""
     try:
@@ -34,6 +47,11 @@ def respond(req, delivery, target) -> tuple[Response, str]:
     except (OriginError, FillStalled, FillTruncated, OSError) as exc:
         refused = origin_error(exc)
         raise ApiError(refused.status, refused.code, refused.message) from None
+    return _answer(req, exchange)
+
+
+def _answer(req, exchange) -> tuple[Response, str]:
+    """The client's answer to the shared cache's exchange: its conditionals and range on a 200."""
     result, headers, head = exchange.result, exchange.headers, req.method == "HEAD"
     cached = "hit" if exchange.hit else "miss"
     if result.size is None:   # the origin announced no length: streamed as it comes

@@ -56,8 +56,12 @@ def _fetch(delivery, entry, coding: str):
         with delivery.compressions.hold(source.size):
             out = encodings.compress(coding, source.read_all())
         return OriginAnswer(200, {"source": entry.uid, "encoded": coding}, len(out), [out],
-                            expires_at=entry.expires_at)
+                            expires_at=entry.expires_at, at_hand=True)
     return fetch
+
+
+def _variant_key(entry, coding: str) -> tuple:
+    return entry.key + ("coding\0" + coding,)
 
 
 def encoded(delivery, target, exchange: Exchange, accept_encoding: str | None) -> Exchange:
@@ -72,7 +76,7 @@ def encoded(delivery, target, exchange: Exchange, accept_encoding: str | None) -
         return Exchange(exchange.status, headers, exchange.result, exchange.hit, exchange.cache_status)
     uid = entry.uid
     try:
-        variant = delivery.cache.get(entry.key + ("coding\0" + coding,), _fetch(delivery, entry, coding),
+        variant = delivery.cache.get(_variant_key(entry, coding), _fetch(delivery, entry, coding),
                                      KEEP_FOR, lambda e: e.meta.get("source") == uid)
     except Exception as exc:  # noqa: BLE001 - a variant that cannot be made: the stored answer goes as it is
         log.warning("compressing a stored answer failed: %s", exc)
@@ -82,8 +86,31 @@ def encoded(delivery, target, exchange: Exchange, accept_encoding: str | None) -
             variant.close()
         return Exchange(exchange.status, headers, exchange.result, exchange.hit, exchange.cache_status)
     exchange.result.close()
+    return _as_variant(exchange, headers, variant, coding)
+
+
+def _as_variant(exchange: Exchange, headers: list, variant, coding: str) -> Exchange:
+    """The stored answer's exchange sent as its compressed variant (`variant`, a cache Result)."""
     etag = encodings.tagged(_field(headers, "etag"), coding)
     headers = [(k, v) for k, v in headers if k.lower() != "etag"] + [("Content-Encoding", coding)]
     if etag:
         headers.append(("ETag", etag))
     return Exchange(exchange.status, headers, variant, True, exchange.cache_status)
+
+
+def held(delivery, target, exchange: Exchange, accept_encoding: str | None) -> tuple[Exchange, list] | None:
+    """What encoded() gives for a hit held in memory (SharedCache.held), when it needs no wait:
+    (the exchange, the cache entries whose hits to count once it is answered); None when the
+    compressed variant it would send is not held in memory (made or read by encoded())."""
+    entry = exchange.result.entry
+    if not target.rule["compress"] or not compressible(exchange):
+        return exchange, [entry]
+    headers = _with_vary(exchange.headers)
+    coding = encodings.choose(accept_encoding)
+    if coding is None:
+        return Exchange(exchange.status, headers, exchange.result, True, exchange.cache_status), [entry]
+    found = delivery.cache.in_memory(_variant_key(entry, coding))
+    if found is None or found[0].meta.get("source") != entry.uid:
+        return None
+    variant = delivery.cache.held_result(*found)
+    return _as_variant(exchange, headers, variant, coding), [entry, found[0]]

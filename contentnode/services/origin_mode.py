@@ -70,6 +70,23 @@ def exchange(delivery, target, visitor: Visitor) -> Exchange:
     return origin_encoding.encoded(delivery, target, served, asked.fields.get("accept-encoding"))
 
 
+def held(delivery, target, visitor: Visitor) -> tuple[Exchange, list] | None:
+    """What exchange() answers from memory without a wait (a stored answer and, compressed, its
+    variant held in memory): (the exchange, the cache entries to count as hits once it is
+    answered, with `count_held`), or None when it would read a file or ask the origin."""
+    asked = request(target, visitor, kept_query(target, visitor))
+    found = delivery.shared.held(asked)
+    if found is None:
+        return None
+    return origin_encoding.held(delivery, target, found, asked.fields.get("accept-encoding"))
+
+
+def count_held(delivery, entries: list) -> None:
+    """Count the hits of an answer held() found, as exchange() counts them."""
+    for entry in entries:
+        delivery.cache.count_memory_hit(entry)
+
+
 def _served(delivery, target, visitor: Visitor) -> tuple[Request, Exchange]:
     origin = delivery.origin(target)
     query = kept_query(target, visitor)
