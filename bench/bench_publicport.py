@@ -3,7 +3,13 @@
 - 10 KB and 1 MB cache hits over HTTP and HTTPS, keep-alive, at 32 and at 1,000
   connections: requests/s, CPU per request (the server process's user+system
   time over the requests it answered), p50/p99 latency, errors (a failed
-  connect, read or handshake, or an answer other than 200).
+  connect, read or handshake, or an answer other than 200), counted by kind
+  below the table: connect, handshake, reset (a read failed), closed (the
+  server closed a connection waiting for an answer), unanswered (still
+  waiting 10 s after the cell's end), status (an answer other than 200). A
+  TLS socket that wakes with no application data (TLS 1.3 session tickets
+  arrive after the handshake, apart from the first answer when the server
+  answers later) keeps waiting, as any TLS client does: not an error.
 - A public process holding 10,000 idle keep-alive connections (each made one
   request first, from 157 loopback addresses under the per-client cap): its RSS
   and threads before and after, and a new client's /healthz time meanwhile.
@@ -45,6 +51,7 @@ from tests.certgen import cert_pem, key_pem, make_ca, make_leaf  # noqa: E402
 
 NAME = "bench.example.test"
 FILES = {"10k.bin": 10 * 1024, "1m.bin": 1024 * 1024}
+ERROR_KINDS = ("connect", "handshake", "reset", "closed", "unanswered", "status")
 
 # bench_content's nginx, its second server over TLS, room for 1,000 connections and more
 _NGINX = (_NGINX_TEMPLATE.replace("worker_processes 1;", "worker_processes 1;\nworker_rlimit_nofile 16384;")
@@ -85,7 +92,7 @@ def _worker(port: int, tls: bool, request: bytes, first: int, connections: int, 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     context = ssl.create_default_context(cadata=cadata) if tls else None
     sel = selectors.DefaultSelector()
-    latencies, errors = [], 0
+    latencies, kinds = [], dict.fromkeys(ERROR_KINDS, 0)
 
     made, bad = [first], [0]   # connections made; answers other than 200 on closed connections
 
@@ -94,24 +101,29 @@ def _worker(port: int, tls: bool, request: bytes, first: int, connections: int, 
         try:
             sock = socket.create_connection((HOST, port), timeout=10, source_address=(_source(made[0] % 1000), 0))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            kinds["connect"] += 1
+            return False
+        try:
             if context is not None:
                 sock = context.wrap_socket(sock, server_hostname=NAME)
             sock.setblocking(False)
             sock.send(request)
         except OSError:
+            kinds["handshake" if context is not None else "reset"] += 1
+            sock.close()
             return False
         sel.register(sock, selectors.EVENT_READ, {"head": b"", "need": -1, "bad": 0, "sent": time.monotonic()})
         return True
 
     for _ in range(connections):
-        if not connect():
-            errors += 1
+        connect()
     start = time.monotonic()
     deadline, hard = start + duration, start + duration + 10
     while sel.get_map() and time.monotonic() < hard:
         for key, _ in sel.select(timeout=0.5):
             sock, state = key.fileobj, key.data
-            chunks = []
+            chunks, kind = [], "closed"
             try:
                 while True:
                     chunk = sock.recv(262144)
@@ -121,23 +133,27 @@ def _worker(port: int, tls: bool, request: bytes, first: int, connections: int, 
                     if context is None or not sock.pending():
                         break
             except (BlockingIOError, ssl.SSLWantReadError, InterruptedError):
-                pass
+                if not chunks:
+                    continue   # TLS records with no application data (session tickets), or a part of one
             except OSError:
-                chunks = []
+                chunks, kind = [], "reset"
             if not chunks:
-                errors += 1 + state["bad"]
+                kinds[kind] += 1
+                kinds["status"] += state["bad"]
                 sel.unregister(sock)
                 sock.close()
-                if time.monotonic() < deadline and not connect():
-                    errors += 1
+                if time.monotonic() < deadline:
+                    connect()
                 continue
             for data in chunks:
                 if _consume(state, data) and not _next(sock, state, sel, deadline, latencies, request, bad):
                     break
     for key in list(sel.get_map().values()):
-        errors += key.data["bad"]
+        kinds["unanswered"] += 1
+        kinds["status"] += key.data["bad"]
         key.fileobj.close()
-    return latencies, errors + bad[0], time.monotonic() - start
+    kinds["status"] += bad[0]
+    return latencies, kinds, time.monotonic() - start
 
 
 def _consume(state: dict, data: bytes) -> bool:
@@ -187,7 +203,8 @@ def run_load(port: int, tls: bool, path: str, connections: int, duration: float,
         parts = pool.starmap(_worker, [(port, tls, request, sum(shares[:i]), n, duration, cadata)
                                        for i, n in enumerate(shares)])
     latencies = [x for lat, _, _ in parts for x in lat]
-    return {"requests": len(latencies), "rps": len(latencies) / duration, "errors": sum(e for _, e, _ in parts),
+    kinds = {kind: sum(k[kind] for _, k, _ in parts) for kind in ERROR_KINDS}
+    return {"requests": len(latencies), "rps": len(latencies) / duration, "errors": sum(kinds.values()), "kinds": kinds,
             "p50_ms": percentile(latencies, 50) * 1e3 if latencies else float("nan"),
             "p99_ms": percentile(latencies, 99) * 1e3 if latencies else float("nan")}
 
@@ -273,8 +290,17 @@ def main() -> int:
                     cells[f"{server} {path[:-4]} {scheme} c{conns}"] = (pid, port, "/" + path, tls, conns)
     if args.cells:
         cells = {name: cell for name, cell in cells.items() if any(part in name for part in args.cells.split(","))}
-    figures = run_cells(cells, args.duration, args.rounds,
-                        lambda port, path, tls, conns, seconds: run_load(port, tls, path, conns, seconds, cadata))
+    kinds = {(cell[1], cell[2], cell[3], cell[4]): dict.fromkeys(ERROR_KINDS, 0) for cell in cells.values()}
+
+    def measure(port, path, tls, conns, seconds):
+        one = run_load(port, tls, path, conns, seconds, cadata)
+        for kind, count in one["kinds"].items():
+            kinds[port, path, tls, conns][kind] += count
+        return one
+
+    figures = run_cells(cells, args.duration, args.rounds, measure)
+    for name, cell in cells.items():
+        figures[name]["kinds"] = kinds[cell[1:]]
     idle = hold_idle(daemon, args.idle) if args.idle else None
     load_after = loadavg()
     print(f"public port vs nginx (one worker); {os.cpu_count()} CPUs; load average {load_before:.1f} before / "
@@ -285,6 +311,9 @@ def main() -> int:
         ratio = f"{cell['rps'] / other['rps']:.0%}" if other and other["rps"] else ""
         print(f"{name:<26}{cell['rps']:>9.0f}{cell['cpu_us']:>12.1f}{cell['p50_ms']:>9.2f}{cell['p99_ms']:>9.2f}"
               f"{cell['errors']:>8}{ratio:>10}")
+    for name, cell in figures.items():
+        if cell["errors"]:
+            print(f"errors of {name}: " + ", ".join(f"{kind} {n}" for kind, n in cell["kinds"].items() if n))
     if idle:
         print(f"idle: {idle['connections']} keep-alive connections held ({idle['failed']} failed); RSS "
               f"{idle['before']['rss_kib']} -> {idle['after']['rss_kib']} KiB ({idle['kib_per_connection']:.2f} KiB "

@@ -8,10 +8,11 @@ to a bounded pool of threads only when it has bytes to read. The pool thread
 reads the head (header_timeout), serves the request, answers (send_timeout,
 progress only) and serves a pipelined request already buffered, then parks
 the connection again (EPOLLONESHOT: re-armed by the thread that parks it).
-On plain HTTP the loop thread reads what has arrived itself, parks a head
-not yet whole, and answers the requests that need no wait (a hit held in
-memory, /healthz, a refusal: _serve_inline), so the common hit costs no
-handoff between threads; the others it hands to the pool.
+The loop thread reads what has arrived itself, parks a head not yet whole,
+and answers the requests that need no wait (a hit held in memory, /healthz, a
+refusal: _serve_inline), so the common hit costs no handoff between threads;
+the others it hands to the pool. Over TLS it does so once the handshake is
+done (in the pool), with the socket in non-blocking mode for its turn.
 
 - A new connection that sends nothing is closed after header_timeout, a
   parked keep-alive one after idle_timeout. TLS handshakes run in the pool,
@@ -30,7 +31,7 @@ handoff between threads; the others it hands to the pool.
   is a trusted proxy (`uncapped`) is not counted: its clients only differ in
   X-Forwarded-For, which comes with each request. IPv6 clients count per /64.
 - Bytes buffered in unfinished heads (parked in _heads) have one budget per
-  listener and process (head_budget; only the plain listener parks heads):
+  listener and process (head_budget):
   past it, the connections with the oldest unfinished heads are closed.
 - A connection is never parked with bytes it already read: the SocketReader's
   buffer and, on TLS, what OpenSSL has decrypted (pending()) are served first.
@@ -199,7 +200,7 @@ class ParkingServer(Server):
             if self.tls_context is not None and conn.rfile is None and first_record(conn.sock) == "partial":
                 self._hellos[fd] = conn   # unarmed: the sweep looks again
                 return
-            inline = self.tls_context is None and conn.client not in self._waiting
+            inline = conn.client not in self._waiting and (self.tls_context is None or conn.rfile is not None)
         try:
             if inline and self._serve_inline(conn):
                 return
@@ -215,18 +216,21 @@ class ParkingServer(Server):
         self._pool.submit(conn)
 
     def _serve_inline(self, conn: Connection) -> bool:
-        """Plain HTTP, on the loop thread: answer the requests whose whole head is here and whose
-        answer needs no wait (a hit held in memory, a refusal, /healthz), sent without waiting,
-        then park the connection or close it (a head not whole yet is parked for the rest): no
-        pool thread, no handoff between threads. False hands the connection to the pool: a
-        request that may wait (it is read again there, Request.may_wait), an answer the socket
-        did not take whole (`unsent`), or pipelined requests past INLINE_TURNS."""
+        """On the loop thread: answer the requests whose whole head is here and whose answer
+        needs no wait (a hit held in memory, a refusal, /healthz), sent without waiting, then
+        park the connection or close it (a head not whole yet is parked for the rest): no pool
+        thread, no handoff between threads. False hands the connection to the pool: a request
+        that may wait (it is read again there, Request.may_wait), an answer the socket did not
+        take whole (`unsent`), or pipelined requests past INLINE_TURNS. A TLS connection comes
+        here handshaken; its socket stays non-blocking until a pool thread takes it (_serve)."""
         if conn.rfile is None:
             prepare(conn.sock, self.send_timeout)
             conn.rfile, conn.wfile = SocketReader(conn.sock), SocketWriter(conn.sock)
+        elif self.tls_context is not None and conn.sock.gettimeout() != 0:
+            conn.sock.settimeout(0)
         reader = conn.rfile
         for _ in range(INLINE_TURNS):
-            if not self._head_here(conn):   # parked again for the rest of its head, under header_timeout
+            if not self._head_here(conn, inline=True):   # parked again for the rest of its head, under header_timeout
                 with self._lock:
                     self._park_or_close_locked(conn, park=True)
                 return True
@@ -389,9 +393,15 @@ class ParkingServer(Server):
     def _serve(self, conn: Connection) -> None:
         """Serve what the connection has, then park it again or close it."""
         try:
-            if conn.unsent and not self._send_unsent(conn):
-                self._finish(conn, park=False)
-                return
+            if conn.sock.gettimeout() == 0:   # TLS, after the loop thread's turn: progress deadlines again
+                conn.sock.settimeout(self.send_timeout)
+            if conn.unsent:
+                if not self._send_unsent(conn):
+                    self._finish(conn, park=False)
+                    return
+                if self.tls_context is not None and not conn.holds_bytes():
+                    self._finish(conn, park=True)   # no read waits here for a next request
+                    return
             if conn.rfile is None:
                 if not self._open_connection(conn):
                     self._finish(conn, park=False)
@@ -418,20 +428,24 @@ class ParkingServer(Server):
 
     @staticmethod
     def _send_unsent(conn: Connection) -> bool:
-        """The rest of an answer the loop thread made (plain HTTP: a blocking send under SO_SNDTIMEO);
-        False when the connection closes after it, or the client went away or stalled."""
+        """The rest of an answer the loop thread made (blocking sends under the progress deadline;
+        over TLS in the same records QueuedWriter cut); False when the connection closes after
+        it, or the client went away or stalled."""
         unsent, conn.unsent = conn.unsent, b""
+        writer = conn.wfile
+        if writer is None:   # closed meanwhile
+            return False
         try:
-            conn.sock.sendall(unsent)
+            writer.write(unsent)
         except OSError:
             return False
         return not conn.then_close
 
-    def _head_here(self, conn: Connection) -> bool:
-        """Plain HTTP: take what has arrived without waiting; True when a whole head (or too much,
-        or the end) is there to parse, False to park the connection for the rest. No thread ever
-        waits on a client trickling its head. Over TLS the thread reads it under the watchdog."""
-        if self.tls_context is not None or conn.rfile is None:
+    def _head_here(self, conn: Connection, inline: bool = False) -> bool:
+        """Take what has arrived without waiting; True when a whole head (or too much, or the end)
+        is there to parse, False to park the connection for the rest. No thread ever waits on a
+        client trickling its head, except a pool thread over TLS: it reads under the watchdog."""
+        if conn.rfile is None or (self.tls_context is not None and not inline):
             return True
         reader = conn.rfile   # never read on while a head is buffered: the buffer stays bounded
         if reader.holds_head(MAX_HEAD) or not reader.fill_nowait() or reader.holds_head(MAX_HEAD):

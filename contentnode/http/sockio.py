@@ -8,6 +8,10 @@ request's start: on plain TCP the kernel's SO_RCVTIMEO/SO_SNDTIMEO end a
 call only when no byte moved for that long (a partial send counts as
 progress); on TLS the socket's timeout bounds each read and each record
 written (TLS_PIECE), as OpenSSL retries a blocking socket's EAGAIN itself.
+A listener's loop thread never waits: on plain TCP its reads and sends pass
+MSG_DONTWAIT; a TLS socket (which takes no flags) is put in non-blocking
+mode (timeout 0) for the loop's turn, so OpenSSL's WANT_READ/WANT_WRITE
+come back as SSLWantReadError/SSLWantWriteError.
 """
 
 import socket
@@ -16,6 +20,7 @@ import struct
 
 READ_CHUNK = 65536
 TLS_PIECE = 16384  # one TLS record: each write of a stalled client waits at most the timeout
+_WOULD_WAIT = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 
 def prepare(sock, progress_timeout: float) -> None:
@@ -34,12 +39,13 @@ def prepare(sock, progress_timeout: float) -> None:
 class SocketReader:
     """The handler's rfile: readline/read/peek over recv, and how much is already buffered."""
 
-    __slots__ = ("_sock", "_buffer", "_flags")
+    __slots__ = ("_sock", "_buffer", "_flags", "_tls")
 
     def __init__(self, sock):
         self._sock = sock
         self._buffer = b""
         self._flags = 0   # MSG_DONTWAIT while a listener's loop thread reads (never_wait)
+        self._tls = isinstance(sock, ssl.SSLSocket)   # takes no flags: the loop makes it non-blocking
 
     def buffered(self) -> int:
         return len(self._buffer)
@@ -53,13 +59,14 @@ class SocketReader:
 
     def never_wait(self, on: bool) -> None:
         """On a listener's loop thread a read that would wait fails as if the client had stalled
-        (it reads a head already whole in the buffer, so it never should)."""
-        self._flags = socket.MSG_DONTWAIT if on else 0
+        (it reads a head already whole in the buffer, so it never should). A TLS socket is made
+        non-blocking by the listener instead."""
+        self._flags = socket.MSG_DONTWAIT if on and not self._tls else 0
 
     def _fill(self) -> bool:
         try:
             data = self._sock.recv(READ_CHUNK, self._flags)
-        except BlockingIOError:  # SO_RCVTIMEO: no byte came for the whole progress deadline
+        except _WOULD_WAIT:  # SO_RCVTIMEO: no byte came for the whole progress deadline (or the loop's turn)
             raise TimeoutError("the client sent nothing for too long") from None
         if not data:
             return False
@@ -67,11 +74,14 @@ class SocketReader:
         return True
 
     def fill_nowait(self) -> bool:
-        """Take what has arrived without waiting (plain sockets); False at end of stream."""
+        """Take what has arrived without waiting (a plain socket, or a TLS one in non-blocking mode);
+        False at end of stream or when the connection failed."""
         try:
-            data = self._sock.recv(READ_CHUNK, socket.MSG_DONTWAIT)
-        except BlockingIOError:
+            data = self._sock.recv(READ_CHUNK) if self._tls else self._sock.recv(READ_CHUNK, socket.MSG_DONTWAIT)
+        except _WOULD_WAIT:
             return True
+        except OSError:   # reset, or a TLS record that does not decrypt
+            return False
         if not data:
             return False
         self._buffer = self._buffer + data if self._buffer else data
@@ -112,7 +122,7 @@ class SocketReader:
         while have < size:
             try:
                 data = self._sock.recv(min(READ_CHUNK, size - have))
-            except BlockingIOError:
+            except _WOULD_WAIT:
                 raise TimeoutError("the client sent nothing for too long") from None
             if not data:
                 break
@@ -123,26 +133,44 @@ class SocketReader:
 
 class QueuedWriter:
     """The wfile of a request a listener's loop thread answers: it sends what the socket takes at
-    once and keeps the rest (`unsent`) for a pool thread to send under the progress deadline."""
+    once and keeps the rest (`unsent`) for a pool thread to send under the progress deadline.
 
-    __slots__ = ("_sock", "unsent")
+    Over TLS it writes one record (TLS_PIECE) at a time. OpenSSL writes a record whole or answers
+    WANT_WRITE having kept it, and must then be called again with the same bytes: `unsent` starts
+    with that record, and SocketWriter cuts it into the same pieces, so the pool's first write is it.
+    """
+
+    __slots__ = ("_sock", "_tls", "unsent")
 
     def __init__(self, sock):
         self._sock = sock
+        self._tls = isinstance(sock, ssl.SSLSocket)
         self.unsent = b""
 
     def write(self, data) -> int:
         size = len(data)
         if not self.unsent:
-            try:
-                sent = self._sock.send(data, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                sent = 0
+            sent = self._send_tls(data) if self._tls else self._send(data)
             if sent == size:
                 return size
             data = data[sent:]
         self.unsent += bytes(data)
         return size
+
+    def _send(self, data) -> int:
+        try:
+            return self._sock.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return 0
+
+    def _send_tls(self, data) -> int:
+        view, sent = memoryview(data), 0
+        try:
+            while sent < len(view):
+                sent += self._sock.send(view[sent:sent + TLS_PIECE])
+        except _WOULD_WAIT:
+            pass
+        return sent
 
 
 class SocketWriter:
