@@ -27,6 +27,10 @@ log = logging.getLogger("contentnode.http")
 REASONS = {s.value: s.phrase for s in HTTPStatus}
 TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _RAW_TARGET_BYTE = re.compile(r"[^\x21-\x7e]")  # a byte RFC 9112 never lets a request target carry raw
+# A whole header line in one match: a token name, a colon, a value with no CR (RFC 9112 section 2.2:
+# a bare CR is refused) and no NUL (RFC 9110 section 5.5), then CRLF or LF. Obsolete line folding
+# (a line starting with a space) has no token name, so it fails too.
+_HEADER_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\r\n\0]*)\r?\n?")
 
 MAX_HEADERS = 100
 MAX_HEAD = 65536  # request line and header lines together; worst case per connection
@@ -181,12 +185,11 @@ class RequestHandler(BaseHTTPRequestHandler):
                 break
             if not line:
                 return False
-            name, colon, value = line.partition(b":")
-            bare_cr = b"\r" in value.removesuffix(b"\n").removesuffix(b"\r")  # RFC 9112 section 2.2
-            nul = b"\0" in value   # RFC 9110 section 5.5: no field-value character
-            if not colon or not TOKEN.fullmatch(name.decode("latin-1")) or bare_cr or nul:
+            found = _HEADER_LINE.fullmatch(line)
+            if found is None:
                 self.send_error(400, "malformed header line")
                 return False
+            name, value = found.groups()
             if not headers.add(name.decode("ascii").lower(), value.strip().decode("latin-1")):
                 self.send_error(400, "conflicting repeated header")
                 return False

@@ -36,8 +36,23 @@ class Request:
     """What a handler may know about one request.
 
     The body is read lazily by the router (after the size and type checks), so a
-    refused request never has its body read.
+    refused request never has its body read. What starts the same on every request
+    is a class default, set on the request only when a dispatcher or handler sets it.
     """
+
+    app: AppServices | None = None  # set by the dispatcher before any check or handler
+    route = None
+    raw_body = b""
+    body = None
+    user = None
+    session = None
+    pending_session = None
+    pending_user = None
+    token = None
+    api_token = None  # the API token record of a token session
+    if_match: int | str | None = None  # If-Match on an if_match row: None, "*" or a revision number
+    via_admin_host = False
+    visit = None  # on the public port: the Host and path its dispatcher parsed once
 
     def __init__(self, handler, port_name: str, scheme: str):
         self._handler = handler
@@ -57,20 +72,7 @@ class Request:
         self.client_ip = self.peer_ip
         self.host = (self.headers.get("Host") or "").strip().lower()
         self.started = time.monotonic()
-        self.app: AppServices | None = None  # set by the dispatcher before any check or handler
-        self.route = None
         self.params: dict[str, str] = {}
-        self.raw_body = b""
-        self.body = None
-        self.user = None
-        self.session = None
-        self.pending_session = None
-        self.pending_user = None
-        self.token = None
-        self.api_token = None  # the API token record of a token session
-        self.if_match: int | str | None = None  # If-Match on an if_match row: None, "*" or a revision number
-        self.via_admin_host = False
-        self.visit = None  # on the public port: the Host and path its dispatcher parsed once
         self.inline = getattr(handler, "inline", False)  # run by a listener's loop thread: see may_wait()
 
     def may_wait(self) -> None:
@@ -95,6 +97,12 @@ class Request:
         if number is not None:
             return number
         return TOO_LONG if value.isascii() and value.isdigit() else -1
+
+    def announces_body(self) -> bool:
+        """A body is announced: a Content-Length above 0, or chunked (most requests name neither)."""
+        if "content-length" not in self.headers and "transfer-encoding" not in self.headers:
+            return False
+        return (self.content_length or 0) > 0 or self.chunked
 
     @property
     def chunked(self) -> bool:

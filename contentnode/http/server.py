@@ -110,16 +110,35 @@ def header_line(name: str, value) -> str:
     return line
 
 
-_date = (0, "")  # (second, its Date text), replaced whole so a reader never sees half of it
+_date = (0, b"")  # (second, its Date text), replaced whole so a reader never sees half of it
 
 
-def http_date() -> str:
-    """The Date header, formatted once a second rather than once a request."""
+def http_date() -> bytes:
+    """The Date header's value, formatted once a second rather than once a request."""
     global _date
     now = int(time.time())
     if _date[0] != now:
-        _date = (now, email.utils.formatdate(now, usegmt=True))
+        _date = (now, email.utils.formatdate(now, usegmt=True).encode("ascii"))
     return _date[1]
+
+
+_HEADS: dict[tuple, tuple] = {}   # (status, headers, bodyless, length, close) -> _head_parts()
+_HEADS_MAX = 4096
+
+
+def _head_parts(status: int, headers, bodyless: bool, length: int | None, close: bool) -> tuple:
+    """The head's bytes before and after the Date value, its header lines checked; (whole, None)
+    when the answer carries its own Date (a cache answers with its stored answer's)."""
+    lines = [header_line(name, value) for name, value in headers]
+    if not bodyless and length is not None:
+        lines.append(f"Content-Length: {length}")
+    if close:
+        lines.append("Connection: close")
+    first = f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}\r\nServer: contentnode\r\n"
+    rest = "".join(line + "\r\n" for line in lines) + "\r\n"
+    if any(name.lower() == "date" for name, _ in headers):
+        return (first + rest).encode("latin-1"), None
+    return first.encode("latin-1") + b"Date: ", ("\r\n" + rest).encode("latin-1")
 
 
 def overloaded_answer(headers, message: str) -> bytes:
@@ -317,20 +336,28 @@ class Server(ThreadingHTTPServer):
         handler.bytes_sent = len(head) + ((response.length or 0) if send_body else 0)
 
     def _head(self, handler, response: Response) -> bytes:
+        """The answer's head. Its lines but Date are a pure function of the status, the headers,
+        the length and whether the connection closes: made and checked once per distinct set
+        (a hit's repeat but for Age), then only today's Date is put in."""
         status = response.status
-        lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "Server: contentnode"]
-        if response.header("Date") is None:   # a cache answers with its stored answer's own Date
-            lines.append(f"Date: {http_date()}")
-        lines += [header_line(name, value) for name, value in response.headers]
-        if not (status in (204, 304) or 100 <= status < 200):
-            if response.length is None:
-                handler.close_connection = True   # no length to announce: the close ends the body
-            else:
-                lines.append(f"Content-Length: {response.length}")
-        if handler.close_connection or self.closing or self.draining:
-            handler.close_connection = True
-            lines.append("Connection: close")
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        bodyless = status in (204, 304) or 100 <= status < 200
+        length = None if bodyless else response.length
+        if length is None and not bodyless:
+            handler.close_connection = True   # no length to announce: the close ends the body
+        close = handler.close_connection = handler.close_connection or self.closing or self.draining
+        try:
+            key = (status, tuple(response.headers), bodyless, length, close)
+            made = _HEADS.get(key)
+        except TypeError:   # a header given as a list (unhashable): made every time
+            key, made = None, None
+        if made is None:
+            made = _head_parts(status, response.headers, bodyless, length, close)
+            if key is not None:
+                if len(_HEADS) >= _HEADS_MAX:
+                    _HEADS.clear()   # bounded: Age and Content-Range vary
+                _HEADS[key] = made
+        first, rest = made
+        return first if rest is None else first + http_date() + rest
 
     def _send_file(self, handler, body: FileBody) -> None:
         """sendfile where the kernel can (plain TCP, not refused), else read and send in chunks."""

@@ -41,7 +41,7 @@ class PublicDispatcher:
         req.app = self.handler_context
         if self.follow:
             self.store.follow()   # read your writes: the daemon may have changed the state file
-        if (req.content_length or 0) > 0 or req.chunked:
+        if req.announces_body():
             req.close_after()  # public requests never have their body read
         try:
             req.visit = visit.parse(req)

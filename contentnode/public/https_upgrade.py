@@ -6,6 +6,8 @@ from contentnode.http.response import json_response
 def answer(req):
     if req.scheme != "http":
         return None
+    if not (req.app.store.data.get("https") or {}).get("redirect_http"):
+        return None   # not mine, in one lookup: redirect_http is off unless stored on
     tls = req.app.tls
     port = tls.listening_port()   # first: without an HTTPS listener there is nothing to upgrade to
     if not port:
