@@ -15,16 +15,21 @@ import ssl
 import threading
 from dataclasses import dataclass
 
-from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import NameOID
 
 from contentnode.clock import rfc3339
 from contentnode.fileio import atomic_write, ensure_private_dir
 
 MAX_CHAIN = 8
 MIN_RSA_BITS = 2048
+
+
+def _x509():
+    """cryptography.x509, imported when a certificate is first read or made: its import is about a
+    sixth of a daemon's start-up CPU, spent for nothing on a node that never reads a certificate."""
+    from cryptography import x509
+    return x509
 
 
 class CertError(ValueError):
@@ -52,6 +57,7 @@ def load_chain(pem) -> list:
     """The certificates of a PEM text, in the order given."""
     if not isinstance(pem, str) or "-----BEGIN CERTIFICATE-----" not in pem:
         raise CertError("cert_pem", "cert_pem must hold at least one PEM certificate")
+    x509 = _x509()
     try:
         chain = x509.load_pem_x509_certificates(pem.encode("ascii"))
     except (ValueError, UnicodeError):
@@ -84,6 +90,7 @@ def dns_names(cert) -> list:
 
     CertError when the extensions cannot be parsed (cryptography reads them lazily).
     """
+    x509 = _x509()
     try:
         ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
     except x509.ExtensionNotFound:
@@ -166,6 +173,7 @@ def validate_bundle(host: str, cert_pem, key_pem, now: float | None) -> Bundle:
 
 
 def _issuer_text(cert) -> str:
+    from cryptography.x509.oid import NameOID
     names = cert.issuer.get_attributes_for_oid(NameOID.COMMON_NAME)
     organisations = cert.issuer.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
     if names:
@@ -193,14 +201,22 @@ def summary_of_der(der: bytes, host: str) -> dict:
 
     The server chose these bytes: one that cannot be read is reported, not raised.
     """
+    x509 = _x509()
     try:
         return summary(x509.load_der_x509_certificate(der), host)
     except (ValueError, x509.DuplicateExtension, x509.UnsupportedGeneralNameType) as exc:
         return {"error": f"the certificate the server presented cannot be read ({type(exc).__name__})"}
 
 
+def load_der(der: bytes):
+    """A certificate from DER bytes (ValueError when they are not one)."""
+    return _x509().load_der_x509_certificate(der)
+
+
 def make_csr(hosts: list, key) -> bytes:
     """A DER CSR naming the hosts, for ACME finalize."""
+    from cryptography.x509.oid import NameOID
+    x509 = _x509()
     builder = x509.CertificateSigningRequestBuilder().subject_name(
         x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
     builder = builder.add_extension(
@@ -255,7 +271,7 @@ class CertStore:
         """The stored leaf certificate of host, or None."""
         try:
             with open(self.path(host), encoding="ascii") as f:
-                return x509.load_pem_x509_certificates(f.read().encode("ascii"))[0]
+                return _x509().load_pem_x509_certificates(f.read().encode("ascii"))[0]
         except (OSError, ValueError):
             return None
 

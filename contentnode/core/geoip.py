@@ -9,6 +9,7 @@ whoever else wants an address's country (traffic counting by country).
 """
 
 import importlib
+import importlib.util
 import ipaddress
 from functools import lru_cache
 
@@ -61,12 +62,13 @@ def open_countries(path: str) -> Countries:
     """The database named by `geoip_db` ("" : none), opened once; a named file that cannot be read as
     an MMDB file stops the start (ConfigError: the operator asked for one, so running without it
     would silently refuse or pass every country list)."""
+    if not path:   # the package is looked for, not imported: importing it is CPU every start would pay for nothing
+        installed = importlib.util.find_spec("maxminddb") is not None
+        return Countries(missing="the geoip_db start-up value" + ("" if installed else " and the maxminddb package"))
     try:
         maxminddb = importlib.import_module("maxminddb")
     except ImportError:   # the optional extra is not installed: country lists are refused at save
         maxminddb = None
-    if not path:
-        return Countries(missing="the geoip_db start-up value" + ("" if maxminddb else " and the maxminddb package"))
     if maxminddb is None:
         return Countries(missing=f"the maxminddb package to read geoip_db {path}")
     try:

@@ -30,7 +30,7 @@ def _certificate_text(der: bytes | None, host: str, now: float) -> str:
     info = certs.summary_of_der(der, host)
     if "error" in info:
         return info["error"]
-    days = int((certs.x509.load_der_x509_certificate(der).not_valid_after_utc.timestamp() - now) // 86400)
+    days = int((certs.load_der(der).not_valid_after_utc.timestamp() - now) // 86400)
     names = ", ".join(info["sans"]) or "no DNS names"
     expiry = f"expired {-days} days ago" if days < 0 else f"expires {info['not_after']} (in {days} days)"
     match = "" if info["matches_host"] else f"; it does not name {host}"
