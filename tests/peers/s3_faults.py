@@ -34,11 +34,12 @@ class FaultyProxy:
         with self.lock:
             return sum(1 for at, _, path, *_ in self.log if at >= since and path.split("?")[0].endswith(path_end))
 
-    def answers(self, since: float, path_end: str) -> list:
-        """(conditional, status) of each request since `since` for a key ending in `path_end`."""
+    def answers(self, since: float, path_end: str, until: float = float("inf")) -> list:
+        """(conditional, status) of each request that arrived from `since` to `until` for a key ending
+        in `path_end`; the status is None while the request is still being forwarded."""
         with self.lock:
             return [(conditional, status) for at, _, path, conditional, status in self.log
-                    if at >= since and path.split("?")[0].endswith(path_end)]
+                    if since <= at < until and path.split("?")[0].endswith(path_end)]
 
     def _handler(self):
         proxy = self
