@@ -8,6 +8,7 @@ a hit is answered while every pool thread is held by a slow reader.
 Against the real daemon on loopback; 127.0.0.2 and up are other client addresses.
 """
 
+import contextlib
 import os
 import socket
 import time
@@ -95,12 +96,18 @@ def _more(sock) -> bytes:
 HEADER_TIMEOUT = 2.0
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    instance = Site(str(tmp_path_factory.mktemp("loopsite")), env={"CONTENTNODE_HEADER_TIMEOUT": str(HEADER_TIMEOUT)})
+def warmed_site(tmp_path_factory, site_class, name: str):
+    """A module's site (plain or TLS) under a short header_timeout, /small.txt and /mid.bin held in
+    memory; its node closed after the module."""
+    instance = site_class(str(tmp_path_factory.mktemp(name)), env={"CONTENTNODE_HEADER_TIMEOUT": str(HEADER_TIMEOUT)})
     instance.warm("/small.txt", "/mid.bin")
     yield instance
     instance.node.close()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    yield from warmed_site(tmp_path_factory, Site, "loopsite")
 
 
 def test_pipelined_hits_misses_and_refusals_answered_in_order(site):
@@ -158,17 +165,34 @@ def test_hits_answered_while_every_pool_thread_is_busy(tmp_path):
     site = Site(str(tmp_path), env={"CONTENTNODE_PUBLIC_THREADS": "1"})
     try:
         site.warm("/small.txt")
-        with site.connect(source="127.0.0.3", rcvbuf=4096) as stuck:
-            stuck.sendall(get("/big.bin"))
-            time.sleep(1.0)   # the pool thread is sending into a full socket
-            for path, body in (("/small.txt", SMALL), ("/healthz", None)):
-                started = time.monotonic()
-                with site.connect(source="127.0.0.2") as sock:
-                    sock.sendall(get(path))
-                    [(status, _, answer)] = read_answers(sock, 1)
-                assert status == 200 and (body is None or answer == body)
-                assert time.monotonic() - started < 1.0, path
-            stuck.settimeout(0.2)
-            assert stuck.recv(65536).startswith(b"HTTP/1.1 200")   # the big one is being sent all along
+
+        def ask(path):
+            with site.connect(source="127.0.0.2") as sock:
+                sock.sendall(get(path))
+                [(status, _, answer)] = read_answers(sock, 1)
+            return status, answer
+
+        with pool_held(site):
+            assert_answered_at_once(ask)
     finally:
         site.node.close()
+
+
+@contextlib.contextmanager
+def pool_held(site):
+    """The one pool thread sending 16 MB to a client that reads nothing (a 4 KiB receive buffer)."""
+    with site.connect(source="127.0.0.3", rcvbuf=4096) as stuck:
+        stuck.sendall(get("/big.bin"))
+        time.sleep(1.0)   # the pool thread is sending into a full socket
+        yield
+        stuck.settimeout(0.2)
+        assert stuck.recv(65536).startswith(b"HTTP/1.1 200")   # the big one is being sent all along
+
+
+def assert_answered_at_once(ask):
+    """`ask(path)` -> (status, body): a hit held in memory and /healthz, each answered within 1 s."""
+    for path, body in (("/small.txt", SMALL), ("/healthz", None)):
+        started = time.monotonic()
+        status, answer = ask(path)
+        assert status == 200 and (body is None or answer == body)
+        assert time.monotonic() - started < 1.0, path

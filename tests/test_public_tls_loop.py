@@ -19,7 +19,8 @@ import pytest
 
 from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
-from tests.test_public_loop_answers import HOST, SMALL, Site, get, read_answers
+from tests.test_public_loop_answers import (HEADER_TIMEOUT, HOST, SMALL, Site, assert_answered_at_once, get, pool_held,
+                                            read_answers, warmed_site)
 from tests.test_public_loop_answers import (  # noqa: F401  (collected here, run over TLS)
     test_a_head_sent_in_two_parts_then_kept_alive_past_header_timeout,
     test_answers_the_socket_does_not_take_at_once_arrive_whole,
@@ -27,7 +28,6 @@ from tests.test_public_loop_answers import (  # noqa: F401  (collected here, run
 
 pytestmark = pytest.mark.daemon_process
 
-HEADER_TIMEOUT = 2.0
 
 
 class TlsSite(Site):
@@ -57,10 +57,7 @@ class TlsSite(Site):
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    instance = TlsSite(str(tmp_path_factory.mktemp("tlsloop")), env={"CONTENTNODE_HEADER_TIMEOUT": str(HEADER_TIMEOUT)})
-    instance.warm("/small.txt", "/mid.bin")
-    yield instance
-    instance.node.close()
+    yield from warmed_site(tmp_path_factory, TlsSite, "tlsloop")
 
 
 def test_tls_trickled_head_cut_at_header_timeout(site):
@@ -82,16 +79,13 @@ def test_tls_hit_answered_while_every_pool_thread_is_busy(tmp_path):
         with site.connect(source="127.0.0.2") as tls:
             tls.sendall(get("/small.txt"))
             assert read_answers(tls, 1)[0][2] == SMALL   # handshaken (in the pool) and kept alive
-            with site.connect(source="127.0.0.3", rcvbuf=4096) as stuck:
-                stuck.sendall(get("/big.bin"))
-                time.sleep(1.0)   # the pool thread is sending into a full socket
-                for path, body in (("/small.txt", SMALL), ("/healthz", None)):
-                    started = time.monotonic()
-                    tls.sendall(get(path))
-                    [(status, _, answer)] = read_answers(tls, 1)
-                    assert status == 200 and (body is None or answer == body)
-                    assert time.monotonic() - started < 1.0, path
-                stuck.settimeout(0.2)
-                assert stuck.recv(65536).startswith(b"HTTP/1.1 200")   # the big one is being sent all along
+
+            def ask(path):
+                tls.sendall(get(path))
+                [(status, _, answer)] = read_answers(tls, 1)
+                return status, answer
+
+            with pool_held(site):
+                assert_answered_at_once(ask)
     finally:
         site.node.close()
