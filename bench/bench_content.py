@@ -38,7 +38,7 @@ sys.path.insert(0, BENCH)
 sys.path.insert(1, os.path.dirname(BENCH))
 
 from common import (Daemon, _spawn, cpu_seconds, free_port, http_request, install_cleanup,  # noqa: E402
-                    load, loadavg, temp_dir, wait_http)
+                    load, loadavg, median, temp_dir, wait_http)
 from tests.peers.seaweed import SeaweedS3  # noqa: E402
 
 TARGET_HIT = 0.20        # node / nginx requests/s, 10 KB hit
@@ -179,9 +179,7 @@ def paired_ratio(figures: dict, name: str, base: str) -> float:
     """The median over the rounds of (CPU per request of `name` / of `base`) in the same round: the
     two slices of a round run back to back, so a burst of other work skews a round's pair, not the
     figure (the totals' ratio takes every burst in whole)."""
-    ratios = sorted(a / b for a, b in zip(figures[name]["slice_cpu_us"], figures[base]["slice_cpu_us"]))
-    middle = len(ratios) // 2
-    return ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+    return median([a / b for a, b in zip(figures[name]["slice_cpu_us"], figures[base]["slice_cpu_us"])])
 
 
 def print_figures(figures: dict, heading: str, load_before: float, load_after: float) -> None:

@@ -25,7 +25,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 sys.path.insert(1, os.path.dirname(BENCH))
 
-from common import Daemon, cpu_seconds, http_request, install_cleanup, load, loadavg, temp_dir  # noqa: E402
+from common import Daemon, cpu_seconds, http_request, install_cleanup, load, loadavg, median, temp_dir  # noqa: E402
 
 GOAL = 1.05
 HOST = "bench.example.test"
@@ -109,8 +109,7 @@ def main() -> int:
             totals[name]["errors"] += result["errors"]
     per_request = {name: 1e6 * t["cpu"] / max(1, t["requests"]) for name, t in totals.items()}
     totals_ratio = per_request["counting"] / per_request["without"]
-    pairs = sorted(a / b for a, b in zip(totals["counting"]["slices"], totals["without"]["slices"]))
-    ratio = (pairs[(len(pairs) - 1) // 2] + pairs[len(pairs) // 2]) / 2   # the median of the rounds' pairs
+    ratio = median([a / b for a, b in zip(totals["counting"]["slices"], totals["without"]["slices"])])   # rounds' pairs
     load_after = loadavg()
     print(f"10 KB hits over {args.paths} paths, {args.connections} connections, {args.rounds} x "
           f"{args.duration / args.rounds:.1f} s per daemon")
