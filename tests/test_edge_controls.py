@@ -77,10 +77,11 @@ def test_a_refused_address_never_reaches_the_origin(node, admin, origin):
     assert wait_until(lambda: refusals(node, "forbidden_address") == 4, 5)
     assert wait_until(lambda: len(access_lines(node.log())) >= 5, 5)
     lines = [fields(line) for line in access_lines(node.log()) if "port=public" in line]
-    assert [(f["client"], f["status"], f.get("refused")) for f in lines] == [
+    # lines are written once each answer is sent, so two may swap: compare them as a multiset
+    assert sorted((f["client"], f["status"], f.get("refused") or "") for f in lines) == sorted([
         ("127.0.0.1", "403", "forbidden_address"), ("127.0.0.1", "403", "forbidden_address"),
-        ("10.1.2.3", "200", None), ("10.9.8.7", "403", "forbidden_address"),
-        ("192.0.2.1", "403", "forbidden_address")]
+        ("10.1.2.3", "200", ""), ("10.9.8.7", "403", "forbidden_address"),
+        ("192.0.2.1", "403", "forbidden_address")])
 
 
 def test_a_deny_list_alone_lets_everyone_else_in(node, admin, origin):
