@@ -1,11 +1,13 @@
 """Function calls per memory hit, counted (not timed): the figure other load cannot move.
 
 Timed figures (bench_origin.py, bench_content.py) move with whatever else runs
-on the machine. This tool runs a real daemon with every serving thread under
-cProfile (profile_hit.py's daemon), asks one 10 KB object N times, then 2N
-times in a second daemon, over one kept-alive connection, and prints the
-difference of the profiles' call counts over N: the Python and C function
-calls one hit costs, start-up and warm-up removed.
+on the machine. This tool runs a real daemon in which each request's handling
+(RequestHandler.handle_one_request: reading the head, answering, sending)
+runs under one cProfile.Profile, enabled for that request only, so no idle
+wake-up or background work is counted. It asks one 10 KB object WARM times,
+reads the count (SIGUSR2 writes it to a file), asks it N times more over one
+kept-alive connection, reads the count again and prints the difference over
+N: the Python and C function calls one hit costs.
 
 - origin: a rule in cache_mode "origin" on an http bucket (a static nginx
   origin with ETag and Last-Modified), the answer held in memory and fresh.
@@ -27,11 +29,63 @@ sys.path.insert(1, os.path.dirname(BENCH))
 
 from bench_content import HOST, api, start_nginx  # noqa: E402
 from bench_origin import _ORIGIN_CONF  # noqa: E402
-from common import install_cleanup, temp_dir  # noqa: E402
-from profile_hit import ProfiledDaemon  # noqa: E402
+from common import Daemon, install_cleanup, temp_dir  # noqa: E402
 
 SIZE = 10 * 1024
 WARM = 50
+# the origin's answer fresh for a day: a heuristic freshness (a tenth of a file's age, which is seconds
+# here) would make some of the counted requests revalidations
+_FRESH_CONF = _ORIGIN_CONF.replace(
+    "location /reval/", 'location /fresh/ {{ add_header Cache-Control "max-age=86400"; try_files /obj.bin =404; }}'
+    "\n        location /reval/")
+
+
+def counted_serve(count_path: str, argv: list) -> int:
+    """`contentnode serve` with every request's handling profiled; SIGUSR2 writes the calls so far."""
+    import cProfile
+
+    from contentnode.cli import main
+    from contentnode.http.connection import RequestHandler
+
+    profile, plain = cProfile.Profile(), RequestHandler.handle_one_request
+
+    def counted(self):
+        profile.enable()
+        try:
+            return plain(self)
+        finally:
+            profile.disable()
+
+    def dump(*_):
+        with open(count_path + ".tmp", "w") as f:
+            f.write(str(sum(entry.callcount for entry in profile.getstats())))
+        os.replace(count_path + ".tmp", count_path)
+
+    RequestHandler.handle_one_request = counted
+    signal.signal(signal.SIGUSR2, dump)
+    return main(argv)
+
+
+class CountedDaemon(Daemon):
+    def __init__(self, workdir: str, **kwargs):
+        super().__init__(workdir, **kwargs)
+        self.count_path = os.path.join(workdir, "calls")
+
+    def _cmd(self, admin_port: int, public_port: int) -> list:
+        return [sys.executable, os.path.abspath(__file__), "serve", self.count_path] + super()._cmd(
+            admin_port, public_port)[3:]
+
+    def calls(self) -> int:
+        """The calls counted so far."""
+        if os.path.exists(self.count_path):
+            os.unlink(self.count_path)
+        os.kill(self.pid, signal.SIGUSR2)
+        for _ in range(200):
+            if os.path.exists(self.count_path):
+                with open(self.count_path) as f:
+                    return int(f.read())
+            threading.Event().wait(0.05)
+        raise RuntimeError("the daemon wrote no count")
 
 
 def _origin_node(factory, origin_port: int):
@@ -40,7 +94,8 @@ def _origin_node(factory, origin_port: int):
     root = api(daemon, "POST", "/api/buckets", {"name": "origin", "type": "http",
                                                 "url": f"http://127.0.0.1:{origin_port}"})
     api(daemon, "POST", "/api/domains", {"host": HOST})
-    api(daemon, "POST", "/api/rules", {"domain": HOST, "path": "/hit", "bucket": root["id"], "cache_ttl": 3600})
+    api(daemon, "POST", "/api/rules", {"domain": HOST, "path": "/hit", "bucket": root["id"], "cache_ttl": 3600,
+                                       "prefix": "fresh/"})
     return daemon
 
 
@@ -58,27 +113,16 @@ def _ask(port: int, count: int) -> None:
         conn.close()
 
 
-def _calls(start, requests: int) -> int:
-    """Total calls the serving threads of a fresh daemon made for WARM + `requests` hits."""
-    import pstats
-    stats_path = os.path.join(temp_dir("contentnode-bench-calls-"), "hit.pstats")
-    daemon = start(lambda wd, **kw: ProfiledDaemon(wd, stats_path, "cpu", **kw))
+def per_hit(start, requests: int) -> float:
+    """Calls per hit of a daemon `start(factory)` sets up."""
+    daemon = start(CountedDaemon)
     try:
         _ask(daemon.public_port, WARM)
+        before = daemon.calls()
         _ask(daemon.public_port, requests)
-        os.kill(daemon.pid, signal.SIGUSR2)
-        for _ in range(200):
-            if os.path.exists(stats_path):
-                break
-            threading.Event().wait(0.05)
-        threading.Event().wait(0.3)   # the dump is written whole
-        return pstats.Stats(stats_path).total_calls
+        return (daemon.calls() - before) / requests
     finally:
         daemon.stop()
-
-
-def per_hit(start, requests: int) -> float:
-    return (_calls(start, 2 * requests) - _calls(start, requests)) / requests
 
 
 def main() -> int:
@@ -92,17 +136,14 @@ def main() -> int:
     install_cleanup()
     body = os.urandom(SIZE)
     if args.kind in ("origin", "both"):
-        _, origin_port, _ = start_nginx({"obj.bin": body}, _ORIGIN_CONF)
+        _, origin_port, _ = start_nginx({"obj.bin": body}, _FRESH_CONF)
         print(f"origin-mode memory hit: {per_hit(lambda f: _origin_node(f, origin_port), args.requests):.1f} "
               "calls per hit")
     if args.kind in ("s3", "both"):
         seaweed = SeaweedS3(temp_dir("contentnode-bench-weed-")).start()
         try:
-            names = iter(range(2))   # a bucket per daemon
-
             def s3_node(factory):
-                return start_node(seaweed, body, os.urandom(1024), bucket=f"bench{next(names)}",
-                                  daemon_factory=factory)
+                return start_node(seaweed, body, os.urandom(1024), daemon_factory=factory)
             print(f"S3 fixed-TTL memory hit: {per_hit(s3_node, args.requests):.1f} calls per hit")
         finally:
             seaweed.close()
@@ -110,4 +151,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "serve":
+        sys.exit(counted_serve(sys.argv[2], sys.argv[3:]))
     sys.exit(main())

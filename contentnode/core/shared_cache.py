@@ -24,6 +24,7 @@ from contentnode.core.cache import Cache
 from contentnode.core.cache_entries import Entry
 from contentnode.core.cache_fill import OriginAnswer, Result, streamed
 from contentnode.core.forwarding import response_fields
+from contentnode.core.shared_hit import NOT_SENT, parsed
 
 log = logging.getLogger("contentnode.shared_cache")
 
@@ -36,8 +37,6 @@ PASS_KEYS = 1024               # such keys remembered per process, the oldest fo
 # needs the whole body, and answers the client's conditionals and ranges itself
 CLIENT_CONDITIONALS = frozenset({"if-none-match", "if-modified-since", "if-match", "if-unmodified-since",
                                  "if-range", "range"})
-# what the node computes or frames itself when it answers
-NOT_SENT = frozenset({"content-length", "age", "cache-status", "x-cache"}) | hc.HOP_BY_HOP
 
 
 class OriginResponse(Protocol):
@@ -139,9 +138,9 @@ class SharedCache:
         body = entry.body if entry is not None else None
         if entry is None or body is None:
             return None
-        fields = _stored(entry)
-        age = hc.current_age(fields, entry.meta["request_time"], entry.meta["response_time"], self.clock())
-        decision = hc.reuse(fields, entry.meta["lifetime"], age, req.fields, req.defaults)
+        memo = parsed(entry)
+        age = memo.age(self.clock())
+        decision = hc.reuse(memo.fields, entry.meta["lifetime"], age, req.fields, req.defaults, memo.directives)
         if decision.action not in ("fresh", "stale"):
             return None
         detail = None if decision.action == "fresh" else decision.action
@@ -186,17 +185,16 @@ class SharedCache:
             if self._passes(key):
                 return self._pass(req, key, forward, miss)
             return self._fill(req, key, forward, None, miss)
-        fields = _stored(entry)
-        now = self.clock()
-        age = hc.current_age(fields, entry.meta["request_time"], entry.meta["response_time"], now)
-        decision = hc.reuse(fields, entry.meta["lifetime"], age, req.fields, req.defaults)
+        memo = parsed(entry)
+        age = memo.age(self.clock())
+        decision = hc.reuse(memo.fields, entry.meta["lifetime"], age, req.fields, req.defaults, memo.directives)
         if decision.action in ("fresh", "stale", "stale-while-revalidate"):
             result = self.cache.lookup(key)
             if result is not None and result.entry is not None and result.entry.uid == entry.uid:
                 if decision.action == "stale-while-revalidate":
                     self._refresh_later(req, key, entry, forward)
                 detail = None if decision.action == "fresh" else decision.action
-                return self._exchange(result, True, hc.cache_status(hit=True, ttl=decision.ttl, detail=detail))
+                return self._exchange(result, True, hc.cache_status(hit=True, ttl=decision.ttl, detail=detail), age)
             if result is not None:
                 result.close()
             return self._fill(req, key, forward, None, miss)
@@ -205,12 +203,17 @@ class SharedCache:
         return self._fill(req, key, forward, entry, decision.fwd or "stale")
 
     def _exchange(self, result: Result, hit: bool, status_field: str, age: float | None = None) -> Exchange:
+        """The answer's exchange: a hit sends its entry's stored head (parsed once, shared_hit.py)."""
         meta = result.meta
-        fields = meta["fields"] if not hit else list(hc.unvalidated_fields(dict(meta["fields"])).items())
+        if hit and result.entry is not None:
+            head = parsed(result.entry).head
+        else:
+            fields = meta["fields"] if not hit else list(hc.unvalidated_fields(dict(meta["fields"])).items())
+            head = response_fields((name, value) for name, value in fields if name.lower() not in NOT_SENT)
         if age is None:
             age = hc.current_age(dict(meta["fields"]), meta["request_time"], meta["response_time"], self.clock())
-        headers = response_fields((name, value) for name, value in fields if name.lower() not in NOT_SENT)
-        headers += [("age", str(int(age))), ("cache-status", status_field), ("x-cache", "HIT" if hit else "MISS")]
+        headers = head + [("age", str(int(age))), ("cache-status", status_field),
+                          ("x-cache", "HIT" if hit else "MISS")]
         return Exchange(meta["status"], headers, result, hit, status_field)
 
     def _fill(self, req: Request, key: tuple, forward: Forward, stale: Entry | None, fwd: str) -> Exchange:

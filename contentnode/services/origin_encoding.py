@@ -16,6 +16,7 @@ from contentnode.core import encodings
 from contentnode.core import http_cache as hc
 from contentnode.core.cache_fill import OriginAnswer
 from contentnode.core.shared_cache import KEEP_FOR, Exchange
+from contentnode.core.shared_hit import parsed
 
 log = logging.getLogger("contentnode.content")
 
@@ -98,12 +99,22 @@ def _as_variant(exchange: Exchange, headers: list, variant, coding: str) -> Exch
     return Exchange(exchange.status, headers, variant, True, exchange.cache_status)
 
 
+def _entry_compressible(entry, exchange: Exchange) -> bool:
+    """compressible() of a hit on `entry`, decided once per entry: it reads only the stored
+    answer's status, size and fields."""
+    derived = parsed(entry).derived
+    verdict = derived.get("compressible")
+    if verdict is None:
+        verdict = derived["compressible"] = compressible(exchange)
+    return verdict
+
+
 def held(delivery, target, exchange: Exchange, accept_encoding: str | None) -> tuple[Exchange, list] | None:
     """What encoded() gives for a hit held in memory (SharedCache.held), when it needs no wait:
     (the exchange, the cache entries whose hits to count once it is answered); None when the
     compressed variant it would send is not held in memory (made or read by encoded())."""
     entry = exchange.result.entry
-    if not target.rule["compress"] or not compressible(exchange):
+    if not target.rule["compress"] or not _entry_compressible(entry, exchange):
         return exchange, [entry]
     headers = _with_vary(exchange.headers)
     coding = encodings.choose(accept_encoding)
