@@ -63,6 +63,7 @@ class Exchange:
     result: Result
     hit: bool
     cache_status: str
+    known: dict | None = None   # the validators of a hit's head, read once per entry (shared_hit.py)
 
     def field(self, name: str) -> str | None:
         name = name.lower()
@@ -70,6 +71,12 @@ class Exchange:
             if key.lower() == name:
                 return value
         return None
+
+    def validators(self) -> dict:
+        """{"etag", "last_modified"} as the answer sends them (None when it does not)."""
+        if self.known is not None:
+            return self.known
+        return {"etag": self.field("etag"), "last_modified": self.field("last-modified")}
 
 
 class GatewayTimeout(Exception):
@@ -205,8 +212,10 @@ class SharedCache:
     def _exchange(self, result: Result, hit: bool, status_field: str, age: float | None = None) -> Exchange:
         """The answer's exchange: a hit sends its entry's stored head (parsed once, shared_hit.py)."""
         meta = result.meta
+        known = None
         if hit and result.entry is not None:
-            head = parsed(result.entry).head
+            memo = parsed(result.entry)
+            head, known = memo.head, memo.validators
         else:
             fields = meta["fields"] if not hit else list(hc.unvalidated_fields(dict(meta["fields"])).items())
             head = response_fields((name, value) for name, value in fields if name.lower() not in NOT_SENT)
@@ -214,7 +223,7 @@ class SharedCache:
             age = hc.current_age(dict(meta["fields"]), meta["request_time"], meta["response_time"], self.clock())
         headers = head + [("age", str(int(age))), ("cache-status", status_field),
                           ("x-cache", "HIT" if hit else "MISS")]
-        return Exchange(meta["status"], headers, result, hit, status_field)
+        return Exchange(meta["status"], headers, result, hit, status_field, known)
 
     def _fill(self, req: Request, key: tuple, forward: Forward, stale: Entry | None, fwd: str) -> Exchange:
         """Ask the origin through the key's one fill (a revalidation when `stale` is given); a

@@ -21,14 +21,16 @@ NOT_SENT = frozenset({"content-length", "age", "cache-status", "x-cache"}) | hc.
 @dataclass
 class Parsed:
     """One entry's stored answer, read: its fields (lower-case names), the directives this cache
-    obeys, its age when received and when that was, and the fields a hit sends before Age,
-    Cache-Status and X-Cache. `derived` keeps what callers derive from those (by their own key)."""
+    obeys, its age when received and when that was, the fields a hit sends before Age,
+    Cache-Status and X-Cache, and the validators among them (Exchange.validators). `derived`
+    keeps what callers derive from those (by their own key)."""
 
     fields: dict
     directives: dict
     received_age: float
     response_time: float
     head: list
+    validators: dict
     derived: dict = field(default_factory=dict)
 
     def age(self, now: float) -> float:
@@ -46,7 +48,12 @@ def parsed(entry: Entry) -> Parsed:
 
 def _parse(meta: dict) -> Parsed:
     fields = dict(meta["fields"])
-    sent = hc.unvalidated_fields(fields).items()
+    sent = hc.unvalidated_fields(fields)
+    head = response_fields((name, value) for name, value in sent.items() if name.lower() not in NOT_SENT)
     return Parsed(fields, hc.response_directives(fields),
                   hc.age_at_receipt(fields, meta["request_time"], meta["response_time"]), meta["response_time"],
-                  response_fields((name, value) for name, value in sent if name.lower() not in NOT_SENT))
+                  head, {"etag": _sent(head, "etag"), "last_modified": _sent(head, "last-modified")})
+
+
+def _sent(head: list, name: str) -> str | None:
+    return next((value for key, value in head if key.lower() == name), None)

@@ -58,7 +58,7 @@ def _answer(req, exchange) -> tuple[Response, str]:
         return Response(exchange.status, headers, StreamBody(result.chunks(), None, result.close), head), cached
     if exchange.status != 200:
         return Response(exchange.status, headers, result.sendable(0, result.size), head_only=head), cached
-    meta = {"etag": exchange.field("etag"), "last_modified": exchange.field("last-modified")}
+    meta = exchange.validators()
     try:
         if content.not_modified(req.headers, meta):
             result.close()
