@@ -5,7 +5,7 @@ on the machine. This tool runs a real daemon in which each request's handling
 (RequestHandler.handle_one_request: reading the head, answering, sending)
 runs under one cProfile.Profile, enabled for that request only, so no idle
 wake-up or background work is counted. It asks one 10 KB object WARM times,
-reads the count (SIGUSR2 writes it to a file), asks it N times more over one
+reads the counts by function (SIGUSR2 writes them to a file), asks it N times more over one
 kept-alive connection, reads the count again and prints the difference over
 N: the Python and C function calls one hit costs.
 
@@ -18,6 +18,7 @@ N: the Python and C function calls one hit costs.
 
 import argparse
 import http.client
+import json
 import os
 import signal
 import sys
@@ -57,8 +58,13 @@ def counted_serve(count_path: str, argv: list) -> int:
             profile.disable()
 
     def dump(*_):
+        counts: dict = {}
+        for entry in profile.getstats():
+            code = entry.code
+            name = code if isinstance(code, str) else f"{code.co_filename}:{code.co_firstlineno} {code.co_name}"
+            counts[name] = counts.get(name, 0) + entry.callcount
         with open(count_path + ".tmp", "w") as f:
-            f.write(str(sum(entry.callcount for entry in profile.getstats())))
+            json.dump(counts, f)
         os.replace(count_path + ".tmp", count_path)
 
     RequestHandler.handle_one_request = counted
@@ -75,15 +81,15 @@ class CountedDaemon(Daemon):
         return [sys.executable, os.path.abspath(__file__), "serve", self.count_path] + super()._cmd(
             admin_port, public_port)[3:]
 
-    def calls(self) -> int:
-        """The calls counted so far."""
+    def calls(self) -> dict:
+        """The calls counted so far, by function."""
         if os.path.exists(self.count_path):
             os.unlink(self.count_path)
         os.kill(self.pid, signal.SIGUSR2)
         for _ in range(200):
             if os.path.exists(self.count_path):
                 with open(self.count_path) as f:
-                    return int(f.read())
+                    return json.load(f)
             threading.Event().wait(0.05)
         raise RuntimeError("the daemon wrote no count")
 
@@ -113,16 +119,24 @@ def _ask(port: int, count: int) -> None:
         conn.close()
 
 
-def per_hit(start, requests: int) -> float:
-    """Calls per hit of a daemon `start(factory)` sets up."""
+def per_hit(start, requests: int) -> dict:
+    """Calls per hit, by function, of a daemon `start(factory)` sets up."""
     daemon = start(CountedDaemon)
     try:
         _ask(daemon.public_port, WARM)
         before = daemon.calls()
         _ask(daemon.public_port, requests)
-        return (daemon.calls() - before) / requests
+        after = daemon.calls()
     finally:
         daemon.stop()
+    return {name: (count - before.get(name, 0)) / requests for name, count in after.items()}
+
+
+def show(label: str, calls: dict, top: int) -> None:
+    print(f"{label}: {sum(calls.values()):.1f} calls per hit")
+    root = os.path.dirname(BENCH) + os.sep
+    for name, count in sorted(calls.items(), key=lambda item: -item[1])[:top]:
+        print(f"  {count:7.2f}  {name.replace(root, '')}")
 
 
 def main() -> int:
@@ -132,19 +146,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", choices=("origin", "s3", "both"), default="both")
     parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--top", type=int, default=0, help="also show the functions called most per hit")
     args = parser.parse_args()
     install_cleanup()
     body = os.urandom(SIZE)
     if args.kind in ("origin", "both"):
         _, origin_port, _ = start_nginx({"obj.bin": body}, _FRESH_CONF)
-        print(f"origin-mode memory hit: {per_hit(lambda f: _origin_node(f, origin_port), args.requests):.1f} "
-              "calls per hit")
+        show("origin-mode memory hit", per_hit(lambda f: _origin_node(f, origin_port), args.requests), args.top)
     if args.kind in ("s3", "both"):
         seaweed = SeaweedS3(temp_dir("contentnode-bench-weed-")).start()
         try:
             def s3_node(factory):
                 return start_node(seaweed, body, os.urandom(1024), daemon_factory=factory)
-            print(f"S3 fixed-TTL memory hit: {per_hit(s3_node, args.requests):.1f} calls per hit")
+            show("S3 fixed-TTL memory hit", per_hit(s3_node, args.requests), args.top)
         finally:
             seaweed.close()
     return 0

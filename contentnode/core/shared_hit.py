@@ -41,7 +41,7 @@ class Parsed:
 def parsed(entry: Entry) -> Parsed:
     """The entry's Parsed, made at its first use (two threads making it at once make equal ones)."""
     memo = entry.memo
-    if memo is None:
+    if not isinstance(memo, Parsed):
         memo = entry.memo = _parse(entry.meta)
     return memo
 
