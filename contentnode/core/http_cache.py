@@ -253,7 +253,7 @@ def may_serve_stale(cc: Mapping[str, str | None]) -> bool:
     return not ({"must-revalidate", "proxy-revalidate", "s-maxage"} & cc.keys())
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Reuse:
     """What to do with a stored answer for one request.
 
@@ -280,17 +280,19 @@ def reuse(resp: Mapping[str, str], lifetime: float, age: float, req: Mapping[str
     """
     if cc is None:
         cc = response_directives(resp)
-    rq = directives(req.get("cache-control"))
+    asked = req.get("cache-control")
+    rq = directives(asked) if asked else {}
     ttl = lifetime - age
     if "no-cache" in cc and cc["no-cache"] is None:
         return Reuse("validate", ttl, "stale")
     if "no-cache" in rq:
         return Reuse("validate", ttl, "request")
     fresh = ttl > 0
-    limit = delta_seconds(rq.get("max-age"))
+    # a request without directives (most hits) parses none
+    limit = delta_seconds(rq.get("max-age")) if rq else None
     if limit is not None and age > limit:
         fresh = False
-    need = delta_seconds(rq.get("min-fresh"))
+    need = delta_seconds(rq.get("min-fresh")) if rq else None
     if need is not None and ttl < need:
         fresh = False
     if fresh:

@@ -74,7 +74,7 @@ def encoded(delivery, target, exchange: Exchange, accept_encoding: str | None) -
     coding = encodings.choose(accept_encoding)
     entry = exchange.result.entry
     if coding is None or not exchange.hit or entry is None:
-        return Exchange(exchange.status, headers, exchange.result, exchange.hit, exchange.cache_status, exchange.known)
+        return Exchange(exchange.status, headers, exchange.result, exchange.hit, exchange.cache_status, exchange.memo)
     uid = entry.uid
     try:
         variant = delivery.cache.get(_variant_key(entry, coding), _fetch(delivery, entry, coding),
@@ -85,7 +85,7 @@ def encoded(delivery, target, exchange: Exchange, accept_encoding: str | None) -
     if variant is None or variant.status != 200:
         if variant is not None:
             variant.close()
-        return Exchange(exchange.status, headers, exchange.result, exchange.hit, exchange.cache_status, exchange.known)
+        return Exchange(exchange.status, headers, exchange.result, exchange.hit, exchange.cache_status, exchange.memo)
     exchange.result.close()
     return _as_variant(exchange, headers, variant, coding)
 
@@ -102,7 +102,7 @@ def _as_variant(exchange: Exchange, headers: list, variant, coding: str) -> Exch
 def _entry_compressible(entry, exchange: Exchange) -> bool:
     """compressible() of a hit on `entry`, decided once per entry: it reads only the stored
     answer's status, size and fields."""
-    derived = parsed(entry).derived
+    derived = (exchange.memo or parsed(entry)).derived
     verdict = derived.get("compressible")
     if verdict is None:
         verdict = derived["compressible"] = compressible(exchange)
@@ -119,7 +119,7 @@ def held(delivery, target, exchange: Exchange, accept_encoding: str | None) -> t
     headers = _with_vary(exchange.headers)
     coding = encodings.choose(accept_encoding)
     if coding is None:
-        return Exchange(exchange.status, headers, exchange.result, True, exchange.cache_status, exchange.known), [entry]
+        return Exchange(exchange.status, headers, exchange.result, True, exchange.cache_status, exchange.memo), [entry]
     found = delivery.cache.in_memory(_variant_key(entry, coding))
     if found is None or found[0].meta.get("source") != entry.uid:
         return None
