@@ -13,7 +13,7 @@ N: the Python and C function calls one hit costs.
   origin with ETag and Last-Modified), the answer held in memory and fresh.
 - s3: a fixed-TTL rule on an S3 bucket (SeaweedFS), the same object size.
 
-    python bench/calls_per_hit.py [--kind origin|s3|both] [--requests 2000]
+    python bench/calls_per_hit.py [--kind origin|s3|both] [--requests 2000] [--top 0] [--browser]
 """
 
 import argparse
@@ -105,12 +105,20 @@ def _origin_node(factory, origin_port: int):
     return daemon
 
 
-def _ask(port: int, count: int) -> None:
-    """`count` GETs of /hit/obj.bin on one kept-alive connection, each a 200 of SIZE bytes."""
+# what a browser sends with a page request (--browser): the fields each hit reads or passes over
+BROWSER = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0",
+           "Accept": "text/html,application/xhtml+xml,*/*;q=0.8", "Accept-Language": "en-US,en;q=0.5",
+           "Accept-Encoding": "gzip, deflate, br", "Connection": "keep-alive", "Cookie": "a=1; b=2",
+           "Upgrade-Insecure-Requests": "1", "Sec-Fetch-Dest": "document", "Sec-Fetch-Mode": "navigate",
+           "Sec-Fetch-Site": "none", "Sec-Fetch-User": "?1", "DNT": "1"}
+
+
+def _ask(port: int, count: int, fields: dict) -> None:
+    """`count` GETs of /hit/obj.bin with `fields` on one kept-alive connection, each a 200 of SIZE bytes."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         for _ in range(count):
-            conn.request("GET", "/hit/obj.bin", headers={"Host": HOST})
+            conn.request("GET", "/hit/obj.bin", headers={"Host": HOST, **fields})
             answer = conn.getresponse()
             body = answer.read()
             if answer.status != 200 or len(body) != SIZE:
@@ -119,13 +127,13 @@ def _ask(port: int, count: int) -> None:
         conn.close()
 
 
-def per_hit(start, requests: int) -> dict:
+def per_hit(start, requests: int, fields: dict) -> dict:
     """Calls per hit, by function, of a daemon `start(factory)` sets up."""
     daemon = start(CountedDaemon)
     try:
-        _ask(daemon.public_port, WARM)
+        _ask(daemon.public_port, WARM, fields)
         before = daemon.calls()
-        _ask(daemon.public_port, requests)
+        _ask(daemon.public_port, requests, fields)
         after = daemon.calls()
     finally:
         daemon.stop()
@@ -147,18 +155,21 @@ def main() -> int:
     parser.add_argument("--kind", choices=("origin", "s3", "both"), default="both")
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--top", type=int, default=0, help="also show the functions called most per hit")
+    parser.add_argument("--browser", action="store_true", help="send a browser's 13 request fields, not 2")
     args = parser.parse_args()
+    fields = BROWSER if args.browser else {}
     install_cleanup()
     body = os.urandom(SIZE)
     if args.kind in ("origin", "both"):
         _, origin_port, _ = start_nginx({"obj.bin": body}, _FRESH_CONF)
-        show("origin-mode memory hit", per_hit(lambda f: _origin_node(f, origin_port), args.requests), args.top)
+        show("origin-mode memory hit", per_hit(lambda f: _origin_node(f, origin_port), args.requests, fields),
+             args.top)
     if args.kind in ("s3", "both"):
         seaweed = SeaweedS3(temp_dir("contentnode-bench-weed-")).start()
         try:
             def s3_node(factory):
                 return start_node(seaweed, body, os.urandom(1024), daemon_factory=factory)
-            show("S3 fixed-TTL memory hit", per_hit(s3_node, args.requests), args.top)
+            show("S3 fixed-TTL memory hit", per_hit(s3_node, args.requests, fields), args.top)
         finally:
             seaweed.close()
     return 0
