@@ -229,3 +229,27 @@ def test_state_shows_the_decision(shared, client, origin, clock):
     state = shared.state(req)
     assert state["cached"] and state["expires_in"] == 55 and state["etag"] == '"d1"' and state["freshness"] == "max-age"
     assert (state["status"], state["size"], state["lifetime"], state["vary"]) == (200, 1, 60, [])
+
+
+def test_a_hit_reads_its_stored_answer_once_per_entry_and_a_refresh_reads_it_anew(shared, client, origin, clock):
+    key = ("site.test", "/m", "", "")
+    origin.script("/m", b"m" * 100, etag='"m1"', headers={
+        "Cache-Control": 'max-age=30, no-cache="x-secret"', "Age": "5", "X-Secret": "s", "X-Version": "1"})
+    get(shared, client, "/m")
+    clock.t += 10
+    first, _ = get(shared, client, "/m")
+    memo = shared.cache.peek(key).memo
+    assert first.hit and memo is not None
+    clock.t += 5
+    second, _ = get(shared, client, "/m")
+    assert shared.cache.peek(key).memo is memo       # parsed once, kept with the entry
+    # Age counts the origin's 5 s and the time since; no-cache="x-secret" keeps that field off a hit
+    assert (first.field("age"), second.field("age")) == ("15", "20") and second.field("x-secret") is None
+    assert second.validators() == {"etag": '"m1"', "last_modified": None}
+    assert second.cache_status == "contentnode; hit; ttl=10"
+    clock.t += 20
+    origin.script("/m", b"m" * 100, etag='"m1"', headers={"Cache-Control": "max-age=100", "X-Version": "2"})
+    refreshed, body = get(shared, client, "/m")
+    assert body == b"m" * 100 and refreshed.field("x-version") == "2" and len(origin.requests_for("/m")) == 2
+    third, _ = get(shared, client, "/m")
+    assert third.hit and third.field("x-version") == "2" and shared.cache.peek(key).memo is not memo

@@ -19,7 +19,7 @@ import itertools
 import json
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from contentnode.fileio import ensure_private_dir
 
@@ -42,6 +42,7 @@ class Entry:
     uid: str = ""         # the random id in the header: another process may replace the file at this path
     used: float = 0.0     # this process's last use of the entry (cache clock) ...
     tick: int = 0         # ... and its rank among this process's uses: LruOrder's finer order
+    memo: object = field(default=None, compare=False, repr=False)   # what the shared cache parsed once from meta for its hits (core/shared_hit.py)
 
     def last_use(self) -> tuple[int, int]:
         return int(self.used * 1e9), self.tick

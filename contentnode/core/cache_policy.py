@@ -10,6 +10,7 @@ Here are their record rules (value to store or FieldError) and what the
 delivery path derives from them.
 """
 
+import functools
 from collections.abc import Iterable
 
 from contentnode.core.fields import FieldError
@@ -70,5 +71,12 @@ def kept_query(policy, pairs: Iterable[tuple[str, str]], dropped: Iterable[str] 
 
 def stale_defaults(rule: dict) -> StaleDefaults:
     """The rule's stale windows, used only when an origin's answer names none of its own."""
-    return StaleDefaults(rule["stale_while_revalidate"], rule["stale_if_error"])
+    return _stale_defaults(rule["stale_while_revalidate"], rule["stale_if_error"])
+
+
+@functools.lru_cache(maxsize=256)
+def _stale_defaults(while_revalidate: int, if_error: int) -> StaleDefaults:
+    """One immutable StaleDefaults per pair of windows, shared by every request on rules with it
+    (a hit makes none)."""
+    return StaleDefaults(while_revalidate, if_error)
 

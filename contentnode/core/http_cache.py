@@ -219,13 +219,19 @@ def freshness_lifetime(status: int, resp: Mapping[str, str], response_time: floa
     return Freshness(0.0, "none")
 
 
-def current_age(resp: Mapping[str, str], request_time: float, response_time: float, now: float) -> float:
-    """The age of a stored answer at `now` (RFC 9111 §4.2.3), from its Age and Date fields."""
+def age_at_receipt(resp: Mapping[str, str], request_time: float, response_time: float) -> float:
+    """The age of a stored answer when it was received (RFC 9111 §4.2.3's corrected_initial_age),
+    from its Age and Date fields."""
     age_value = delta_seconds((resp.get("age") or "").split(",")[0].strip()) or 0
     date = http_date(resp.get("date"))
     apparent_age = max(0.0, response_time - date) if date is not None else 0.0
     corrected_age_value = age_value + max(0.0, response_time - request_time)
-    return max(apparent_age, corrected_age_value) + max(0.0, now - response_time)
+    return max(apparent_age, corrected_age_value)
+
+
+def current_age(resp: Mapping[str, str], request_time: float, response_time: float, now: float) -> float:
+    """The age of a stored answer at `now` (RFC 9111 §4.2.3): its age when received plus the time since."""
+    return age_at_receipt(resp, request_time, response_time) + max(0.0, now - response_time)
 
 
 @dataclass(frozen=True)
@@ -247,7 +253,7 @@ def may_serve_stale(cc: Mapping[str, str | None]) -> bool:
     return not ({"must-revalidate", "proxy-revalidate", "s-maxage"} & cc.keys())
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Reuse:
     """What to do with a stored answer for one request.
 
@@ -264,25 +270,29 @@ class Reuse:
 
 
 def reuse(resp: Mapping[str, str], lifetime: float, age: float, req: Mapping[str, str],
-          defaults: StaleDefaults) -> Reuse:
+          defaults: StaleDefaults, cc: Mapping[str, str | None] | None = None) -> Reuse:
     """May the stored answer (its fields, freshness lifetime and current age) answer this request?
 
     Follows RFC 9111 §4.2.4, §5.2.1 (the request's max-age, min-fresh,
     max-stale, no-cache, only-if-cached), §5.2.2.4 (no-cache) and RFC 5861
     stale-while-revalidate (the rule's default only when the answer has none).
+    `cc` is the answer's response_directives when the caller already has them.
     """
-    cc = response_directives(resp)
-    rq = directives(req.get("cache-control"))
+    if cc is None:
+        cc = response_directives(resp)
+    asked = req.get("cache-control")
+    rq = directives(asked) if asked else {}
     ttl = lifetime - age
     if "no-cache" in cc and cc["no-cache"] is None:
         return Reuse("validate", ttl, "stale")
     if "no-cache" in rq:
         return Reuse("validate", ttl, "request")
     fresh = ttl > 0
-    limit = delta_seconds(rq.get("max-age"))
+    # a request without directives (most hits) parses none
+    limit = delta_seconds(rq.get("max-age")) if rq else None
     if limit is not None and age > limit:
         fresh = False
-    need = delta_seconds(rq.get("min-fresh"))
+    need = delta_seconds(rq.get("min-fresh")) if rq else None
     if need is not None and ttl < need:
         fresh = False
     if fresh:

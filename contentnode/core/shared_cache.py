@@ -24,6 +24,7 @@ from contentnode.core.cache import Cache
 from contentnode.core.cache_entries import Entry
 from contentnode.core.cache_fill import OriginAnswer, Result, streamed
 from contentnode.core.forwarding import response_fields
+from contentnode.core.shared_hit import NOT_SENT, Parsed, parsed
 
 log = logging.getLogger("contentnode.shared_cache")
 
@@ -36,8 +37,6 @@ PASS_KEYS = 1024               # such keys remembered per process, the oldest fo
 # needs the whole body, and answers the client's conditionals and ranges itself
 CLIENT_CONDITIONALS = frozenset({"if-none-match", "if-modified-since", "if-match", "if-unmodified-since",
                                  "if-range", "range"})
-# what the node computes or frames itself when it answers
-NOT_SENT = frozenset({"content-length", "age", "cache-status", "x-cache"}) | hc.HOP_BY_HOP
 
 
 class OriginResponse(Protocol):
@@ -64,6 +63,7 @@ class Exchange:
     result: Result
     hit: bool
     cache_status: str
+    memo: Parsed | None = None   # a hit's entry's stored answer, read once per entry (shared_hit.py)
 
     def field(self, name: str) -> str | None:
         name = name.lower()
@@ -72,15 +72,22 @@ class Exchange:
                 return value
         return None
 
+    def validators(self) -> dict:
+        """{"etag", "last_modified"} as the answer sends them (None when it does not)."""
+        if self.memo is not None:
+            return self.memo.validators
+        return {"etag": self.field("etag"), "last_modified": self.field("last-modified")}
+
 
 class GatewayTimeout(Exception):
     """only-if-cached and nothing usable is stored (RFC 9111 §5.2.1.7): the answer is 504."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Request:
     """One request as the shared cache sees it: the cache key of its URL (host and path first),
-    its fields (lower-case names), the rule's heuristic cap and stale windows."""
+    its fields (lower-case names), the rule's heuristic cap and stale windows. Made per request
+    and never changed (not frozen: a frozen dataclass pays an object.__setattr__ per field)."""
 
     key: tuple
     fields: Mapping[str, str]
@@ -116,7 +123,11 @@ class SharedCache:
         """(key, entry or None, "uri-miss"|"vary-miss"): where this request's answer is kept
         (`look` finds an entry by key: the cache's peek unless said)."""
         look = look or self.cache.peek
-        entry = look(req.key)
+        return self._variant(req, look(req.key), look)
+
+    def _variant(self, req: Request, entry: Entry | None, look: Callable[[tuple], Entry | None]) -> tuple:
+        """find() once the URL's first answer (`entry`) is known: the variant a Vary on it selects,
+        by the secondary key of only the request fields that Vary names."""
         if entry is None or not entry.meta.get("vary"):
             return req.key, entry, "uri-miss"
         names = entry.meta["vary"]
@@ -135,18 +146,21 @@ class SharedCache:
         request (fresh, or stale where the request allows it), found without reading a file or
         counting a hit; None for anything else. The public listeners' loop thread answers it
         without a handoff; its result is uncounted until the cache's count_memory_hit."""
-        _key, entry, _miss = self.find(req, self._held_entry)
+        found = self.cache.in_memory(req.key)
+        entry = found[0] if found is not None else None
+        if entry is not None and entry.meta.get("vary"):
+            _key, entry, _miss = self._variant(req, entry, self._held_entry)
         body = entry.body if entry is not None else None
         if entry is None or body is None:
             return None
-        fields = _stored(entry)
-        age = hc.current_age(fields, entry.meta["request_time"], entry.meta["response_time"], self.clock())
-        decision = hc.reuse(fields, entry.meta["lifetime"], age, req.fields, req.defaults)
+        memo = parsed(entry)
+        age = memo.age(self.cache.clock())
+        decision = hc.reuse(memo.fields, entry.meta["lifetime"], age, req.fields, req.defaults, memo.directives)
         if decision.action not in ("fresh", "stale"):
             return None
         detail = None if decision.action == "fresh" else decision.action
         return self._exchange(self.cache.held_result(entry, body), True,
-                              hc.cache_status(hit=True, ttl=decision.ttl, detail=detail), age)
+                              hc.cache_status(hit=True, ttl=decision.ttl, detail=detail), age, memo)
 
     def state(self, req: Request) -> dict:
         """The cache decision for probe and diagnose: stored or not, its status, where its freshness
@@ -186,17 +200,17 @@ class SharedCache:
             if self._passes(key):
                 return self._pass(req, key, forward, miss)
             return self._fill(req, key, forward, None, miss)
-        fields = _stored(entry)
-        now = self.clock()
-        age = hc.current_age(fields, entry.meta["request_time"], entry.meta["response_time"], now)
-        decision = hc.reuse(fields, entry.meta["lifetime"], age, req.fields, req.defaults)
+        memo = parsed(entry)
+        age = memo.age(self.clock())
+        decision = hc.reuse(memo.fields, entry.meta["lifetime"], age, req.fields, req.defaults, memo.directives)
         if decision.action in ("fresh", "stale", "stale-while-revalidate"):
             result = self.cache.lookup(key)
             if result is not None and result.entry is not None and result.entry.uid == entry.uid:
                 if decision.action == "stale-while-revalidate":
                     self._refresh_later(req, key, entry, forward)
                 detail = None if decision.action == "fresh" else decision.action
-                return self._exchange(result, True, hc.cache_status(hit=True, ttl=decision.ttl, detail=detail))
+                return self._exchange(result, True, hc.cache_status(hit=True, ttl=decision.ttl, detail=detail), age,
+                                      memo)
             if result is not None:
                 result.close()
             return self._fill(req, key, forward, None, miss)
@@ -204,14 +218,23 @@ class SharedCache:
             raise GatewayTimeout()
         return self._fill(req, key, forward, entry, decision.fwd or "stale")
 
-    def _exchange(self, result: Result, hit: bool, status_field: str, age: float | None = None) -> Exchange:
+    def _exchange(self, result: Result, hit: bool, status_field: str, age: float | None = None,
+                  memo: Parsed | None = None) -> Exchange:
+        """The answer's exchange: a hit sends its entry's stored head (parsed once, shared_hit.py;
+        `memo` when the caller has its entry's already)."""
         meta = result.meta
-        fields = meta["fields"] if not hit else list(hc.unvalidated_fields(dict(meta["fields"])).items())
+        if memo is None and hit and result.entry is not None:
+            memo = parsed(result.entry)
+        if memo is not None:
+            head = memo.head
+        else:
+            fields = meta["fields"] if not hit else list(hc.unvalidated_fields(dict(meta["fields"])).items())
+            head = response_fields((name, value) for name, value in fields if name.lower() not in NOT_SENT)
         if age is None:
             age = hc.current_age(dict(meta["fields"]), meta["request_time"], meta["response_time"], self.clock())
-        headers = response_fields((name, value) for name, value in fields if name.lower() not in NOT_SENT)
-        headers += [("age", str(int(age))), ("cache-status", status_field), ("x-cache", "HIT" if hit else "MISS")]
-        return Exchange(meta["status"], headers, result, hit, status_field)
+        headers = head + [("age", str(int(age))), ("cache-status", status_field),
+                          ("x-cache", "HIT" if hit else "MISS")]
+        return Exchange(meta["status"], headers, result, hit, status_field, memo)
 
     def _fill(self, req: Request, key: tuple, forward: Forward, stale: Entry | None, fwd: str) -> Exchange:
         """Ask the origin through the key's one fill (a revalidation when `stale` is given); a

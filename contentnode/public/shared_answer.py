@@ -27,8 +27,9 @@ def visitor(req) -> origin_mode.Visitor:
 
 def held(req, delivery, target):
     """What respond() would answer from memory without a wait (origin_mode.held), or None; only
-    looked at: respond_held() answers it."""
-    return origin_mode.held(delivery, target, visitor(req))
+    looked at: respond_held() answers it. A hit reads only the request's fields (already one value
+    per lower-case name) and query: no Visitor is built for it."""
+    return origin_mode.held(delivery, target, dict(req.headers), req.query_list)
 
 
 def respond_held(req, delivery, found) -> tuple[Response, str]:
@@ -58,7 +59,7 @@ def _answer(req, exchange) -> tuple[Response, str]:
         return Response(exchange.status, headers, StreamBody(result.chunks(), None, result.close), head), cached
     if exchange.status != 200:
         return Response(exchange.status, headers, result.sendable(0, result.size), head_only=head), cached
-    meta = {"etag": exchange.field("etag"), "last_modified": exchange.field("last-modified")}
+    meta = exchange.validators()
     try:
         if content.not_modified(req.headers, meta):
             result.close()

@@ -16,6 +16,7 @@ from contentnode.core import encodings
 from contentnode.core import http_cache as hc
 from contentnode.core.cache_fill import OriginAnswer
 from contentnode.core.shared_cache import KEEP_FOR, Exchange
+from contentnode.core.shared_hit import parsed
 
 log = logging.getLogger("contentnode.content")
 
@@ -73,7 +74,7 @@ def encoded(delivery, target, exchange: Exchange, accept_encoding: str | None) -
     coding = encodings.choose(accept_encoding)
     entry = exchange.result.entry
     if coding is None or not exchange.hit or entry is None:
-        return Exchange(exchange.status, headers, exchange.result, exchange.hit, exchange.cache_status)
+        return Exchange(exchange.status, headers, exchange.result, exchange.hit, exchange.cache_status, exchange.memo)
     uid = entry.uid
     try:
         variant = delivery.cache.get(_variant_key(entry, coding), _fetch(delivery, entry, coding),
@@ -84,7 +85,7 @@ def encoded(delivery, target, exchange: Exchange, accept_encoding: str | None) -
     if variant is None or variant.status != 200:
         if variant is not None:
             variant.close()
-        return Exchange(exchange.status, headers, exchange.result, exchange.hit, exchange.cache_status)
+        return Exchange(exchange.status, headers, exchange.result, exchange.hit, exchange.cache_status, exchange.memo)
     exchange.result.close()
     return _as_variant(exchange, headers, variant, coding)
 
@@ -98,17 +99,27 @@ def _as_variant(exchange: Exchange, headers: list, variant, coding: str) -> Exch
     return Exchange(exchange.status, headers, variant, True, exchange.cache_status)
 
 
+def _entry_compressible(entry, exchange: Exchange) -> bool:
+    """compressible() of a hit on `entry`, decided once per entry: it reads only the stored
+    answer's status, size and fields."""
+    derived = (exchange.memo or parsed(entry)).derived
+    verdict = derived.get("compressible")
+    if verdict is None:
+        verdict = derived["compressible"] = compressible(exchange)
+    return verdict
+
+
 def held(delivery, target, exchange: Exchange, accept_encoding: str | None) -> tuple[Exchange, list] | None:
     """What encoded() gives for a hit held in memory (SharedCache.held), when it needs no wait:
     (the exchange, the cache entries whose hits to count once it is answered); None when the
     compressed variant it would send is not held in memory (made or read by encoded())."""
     entry = exchange.result.entry
-    if not target.rule["compress"] or not compressible(exchange):
+    if not target.rule["compress"] or not _entry_compressible(entry, exchange):
         return exchange, [entry]
     headers = _with_vary(exchange.headers)
     coding = encodings.choose(accept_encoding)
     if coding is None:
-        return Exchange(exchange.status, headers, exchange.result, True, exchange.cache_status), [entry]
+        return Exchange(exchange.status, headers, exchange.result, True, exchange.cache_status, exchange.memo), [entry]
     found = delivery.cache.in_memory(_variant_key(entry, coding))
     if found is None or found[0].meta.get("source") != entry.uid:
         return None

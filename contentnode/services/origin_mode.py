@@ -12,6 +12,7 @@ a successful unsafe one purges what is stored for its URL and for the
 Location/Content-Location URLs of its answer on the same host (RFC 9111 §4.4).
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit
 
@@ -50,16 +51,19 @@ def applies(target) -> bool:
 
 def kept_query(target, visitor: Visitor) -> str:
     """The query string the cache key and the origin request keep (the rule's `query` policy)."""
-    return urlencode(cache_policy.kept_query(target.rule["query"], visitor.query, LINK_PARAMS))
+    return _kept(target.rule["query"], visitor.query)
 
 
-def cache_key(target, query: str) -> tuple:
-    """The shared cache's key: host and path first (a URL purge matches them), then the query."""
-    return (target.host, target.path, "", "?" + query)
+def _kept(policy, query: list) -> str:
+    if not query or policy == "ignore":   # nothing kept: no pairs to filter and encode
+        return ""
+    return urlencode(cache_policy.kept_query(policy, query, LINK_PARAMS))
 
 
-def request(target, visitor: Visitor, query: str) -> Request:
-    return Request(cache_key(target, query), hc.fields(visitor.fields), target.rule["cache_ttl"],
+def request(target, fields: Mapping[str, str], query: str) -> Request:
+    """The request as the shared cache sees it; `fields` by lower-case name, one value each. Its
+    key: host and path first (a URL purge matches them), then the query."""
+    return Request((target.host, target.path, "", "?" + query), fields, target.rule["cache_ttl"],
                    cache_policy.stale_defaults(target.rule))
 
 
@@ -70,15 +74,15 @@ def exchange(delivery, target, visitor: Visitor) -> Exchange:
     return origin_encoding.encoded(delivery, target, served, asked.fields.get("accept-encoding"))
 
 
-def held(delivery, target, visitor: Visitor) -> tuple[Exchange, list] | None:
+def held(delivery, target, fields: dict, query: list) -> tuple[Exchange, list] | None:
     """What exchange() answers from memory without a wait (a stored answer and, compressed, its
     variant held in memory): (the exchange, the cache entries to count as hits once it is
-    answered, with `count_held`), or None when it would read a file or ask the origin."""
-    asked = request(target, visitor, kept_query(target, visitor))
-    found = delivery.shared.held(asked)
+    answered, with `count_held`), or None when it would read a file or ask the origin. `fields`
+    are the request's by lower-case name (hc.fields of its lines), `query` its decoded pairs."""
+    found = delivery.shared.held(request(target, fields, _kept(target.rule["query"], query)))
     if found is None:
         return None
-    return origin_encoding.held(delivery, target, found, asked.fields.get("accept-encoding"))
+    return origin_encoding.held(delivery, target, found, fields.get("accept-encoding"))
 
 
 def count_held(delivery, entries: list) -> None:
@@ -94,7 +98,7 @@ def _served(delivery, target, visitor: Visitor) -> tuple[Request, Exchange]:
 
     def forward(extra: dict):
         return origin.forward("GET", target.key, query, sent + list(extra.items()), client_host=visitor.host)
-    asked = request(target, visitor, query)
+    asked = request(target, hc.fields(visitor.fields), query)
     return asked, delivery.shared.serve(asked, forward)
 
 
@@ -159,8 +163,7 @@ def forward(delivery, target, visitor: Visitor, body, length: int | None):
 
 def _bare_request(target, query: list) -> Request:
     """The URL asked without request fields (its first stored variant)."""
-    kept = urlencode(cache_policy.kept_query(target.rule["query"], query, LINK_PARAMS))
-    return Request(cache_key(target, kept), {}, target.rule["cache_ttl"], cache_policy.stale_defaults(target.rule))
+    return request(target, {}, _kept(target.rule["query"], query))
 
 
 def cache_state(delivery, target, query: list) -> dict:
