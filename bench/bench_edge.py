@@ -45,22 +45,22 @@ RULES = {"plain": {}, "edge": EDGE,
          "edge_countries": dict(EDGE, access=dict(ACCESS, countries={"deny": ["FR"]}))}
 
 
-def start_node(seaweed, body: bytes) -> Daemon:
-    """A node with the three rules, each path's object cached and checked."""
+def start_node(seaweed, body: bytes, rules: dict = RULES, daemon_class=Daemon, **start) -> Daemon:
+    """A node with `rules` (name -> edge members) under /name, each path's object cached and checked."""
     workdir = temp_dir()
     database = write_country_db(os.path.join(workdir, "countries.mmdb"))
-    daemon = Daemon(workdir, env={"CONTENTNODE_PUBLIC_WORKERS": "1", "CONTENTNODE_GEOIP_DB": database}).start()
+    daemon = daemon_class(workdir, env={"CONTENTNODE_PUBLIC_WORKERS": "1", "CONTENTNODE_GEOIP_DB": database}).start(**start)
     daemon.setup_admin()
     seaweed.create_bucket("bench")
     seaweed.put_object("bench", "obj.bin", body)
     record = api(daemon, "POST", "/api/buckets", seaweed.bucket_definition("bench", endpoint=seaweed.direct_endpoint))
     api(daemon, "POST", "/api/domains", {"host": HOST})
-    for name, members in RULES.items():
+    for name, members in rules.items():
         api(daemon, "POST", "/api/rules", {"domain": HOST, "path": f"/{name}", "bucket": record["id"], **members})
-    warm = api(daemon, "POST", "/api/warm", {"urls": [f"http://{HOST}/{name}/obj.bin" for name in RULES]})
+    warm = api(daemon, "POST", "/api/warm", {"urls": [f"http://{HOST}/{name}/obj.bin" for name in rules]})
     if not all(r["ok"] for r in warm["results"]):
         raise RuntimeError(f"warming the object failed: {warm}")
-    for name, members in RULES.items():
+    for name, members in rules.items():
         status, headers, got = http_request(daemon.public_port, "GET", f"/{name}/obj.bin", headers={"Host": HOST})
         added = {k.lower() for k in members.get("headers", {})}
         if status != 200 or got != body or not added <= {k.lower() for k in headers}:

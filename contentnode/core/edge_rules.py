@@ -153,9 +153,12 @@ def address_allowed(access: dict | None, client_ip: str, countries=None) -> bool
     address the database does not place (None) is in no allow list and in no deny list."""
     if not access:
         return True
-    if not _networks_allow(tuple(access["deny"]), tuple(access["allow"]), client_ip):
+    return _allowed(tuple(access["deny"]), tuple(access["allow"]), access.get("countries"), client_ip, countries)
+
+
+def _allowed(deny: tuple, allow: tuple, listed: dict | None, client_ip: str, countries) -> bool:
+    if not _networks_allow(deny, allow, client_ip):
         return False
-    listed = access.get("countries")
     if not listed:
         return True
     if countries is None or not countries.available:
@@ -164,6 +167,35 @@ def address_allowed(access: dict | None, client_ip: str, countries=None) -> bool
     if "allow" in listed:
         return country in listed["allow"]
     return country not in listed["deny"]
+
+
+class EdgeRule:
+    """A rule's `access`, `rate_limit` and `headers` in the form the public port uses them on every
+    request, made once per rule when the rule index is built (core/rules.py RuleIndex): the CIDR
+    lists as the tuples the verdicts are remembered by, the rate and burst, the header fields to add
+    and their lower-case names (a hit would otherwise rebuild them, costing more than the checks)."""
+
+    __slots__ = ("access", "_lists", "rate_limit", "headers", "header_names")
+
+    def __init__(self, rule: dict):
+        self.access = access = rule.get("access")
+        self._lists = (tuple(access["deny"]), tuple(access["allow"]), access.get("countries")) if access else None
+        limit = rule.get("rate_limit")
+        self.rate_limit = (limit["rate"], limit["burst"]) if limit else None
+        extra = rule.get("headers") or {}
+        self.headers = tuple(extra.items())
+        self.header_names = frozenset(name.lower() for name in extra)
+
+    def allows(self, client_ip: str, countries=None) -> bool:
+        """address_allowed() of the rule's `access`."""
+        return self._lists is None or _allowed(*self._lists, client_ip, countries)
+
+    def added(self, headers: list) -> list:
+        """`headers` with the rule's `headers` added, replacing any of the same names (any case)."""
+        if not self.headers:
+            return headers
+        names = self.header_names
+        return [h for h in headers if h[0].lower() not in names] + list(self.headers)
 
 
 def client_key(client_ip: str) -> bytes:

@@ -139,6 +139,7 @@ def key_for(rule_path: str, prefix: str, request_path: str) -> str:
 class Match:
     rule: dict  # the rule record (check rule["enabled"]: a disabled rule still claims its path)
     key: str
+    edge: edge_rules.EdgeRule   # its edge members as the public port checks them, made with the index
 
 
 class RuleIndex:
@@ -149,9 +150,9 @@ class RuleIndex:
     """
 
     def __init__(self, rules) -> None:
-        hosts: dict[str, dict[str, dict]] = {}
+        hosts: dict[str, dict[str, tuple]] = {}
         for rule in rules:
-            hosts.setdefault(rule["domain"], {})[rule["path"]] = rule
+            hosts.setdefault(rule["domain"], {})[rule["path"]] = (rule, edge_rules.EdgeRule(rule))
         self._hosts = hosts
         self.size = sum(len(paths) for paths in hosts.values())
 
@@ -166,9 +167,10 @@ class RuleIndex:
             return None
         candidate = path.rstrip("/") or "/"
         while True:
-            rule = table.get(candidate)
-            if rule is not None:
-                return Match(rule, key_for(rule["path"], rule["prefix"], path))
+            found = table.get(candidate)
+            if found is not None:
+                rule, edge = found
+                return Match(rule, key_for(rule["path"], rule["prefix"], path), edge)
             if candidate == "/":
                 return None
             candidate = candidate[:candidate.rfind("/")] or "/"

@@ -106,7 +106,7 @@ def _fixed_headers(target: Target, result, cache: str) -> list:
         out.append(("Content-Encoding", coding))
     if meta.get("encoded") or target.compress and encodings.compressible(meta, result.size):
         out.append(("Vary", "Accept-Encoding"))   # every answer of an object sent compressed to some
-    return out
+    return target.edge.added(out)   # the rule's `headers` (public/edge_guard.py dressed)
 
 
 def _headers(req, target: Target, result) -> list:
@@ -163,11 +163,12 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
         if shared:
             response, cached = (shared_answer.respond_held(req, delivery, held) if held is not None
                                 else shared_answer.respond(req, delivery, target))
-            return edge_guard.dressed(req, target.rule, response), cached
+            return edge_guard.dressed(req, target, response), cached
         result = fetch_held(delivery, held) if held is not None else fetch(delivery, target, coding)
     except NotServed as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
-    return edge_guard.dressed(req, target.rule, object_response(req, result, target)), "hit" if result.hit else "miss"
+    response = edge_guard.dressed(req, target, object_response(req, result, target), added=True)
+    return response, "hit" if result.hit else "miss"
 
 
 def _other_method(req, delivery, host) -> tuple[Response, str | None]:
@@ -186,7 +187,7 @@ def _other_method(req, delivery, host) -> tuple[Response, str | None]:
     req.may_wait()
     edge_guard.check(req, target)
     response, cached = shared_answer.forwarded(req, delivery, target)
-    return edge_guard.dressed(req, target.rule, response), cached
+    return edge_guard.dressed(req, target, response), cached
 
 
 def answer(req) -> Response:

@@ -21,18 +21,18 @@ from contentnode.http.response import Response
 
 
 def check(req, target) -> None:
-    """Refuse the request with an ApiError when the domain or the target's rule does not let this client in now."""
-    rule = target.rule
-    domain = req.app.store.data["domains"].get(target.host)
-    if not (edge_rules.address_allowed(domain and domain["access"], req.client_ip, req.app.countries)
-            and edge_rules.address_allowed(rule["access"], req.client_ip, req.app.countries)):
+    """Refuse the request with an ApiError when the domain or the target's rule does not let this client in now.
+    The rule's members are read in the form made once with the rule index (core/edge_rules.py EdgeRule)."""
+    app, edge = req.app, target.edge
+    domain = app.store.data["domains"].get(target.host)
+    if not (edge_rules.address_allowed(domain and domain["access"], req.client_ip, app.countries)
+            and edge.allows(req.client_ip, app.countries)):
         raise ApiError(403, "forbidden_address", "this address may not fetch from here")
-    if not referers.referer_allowed(rule["referers"], req.headers.get("Referer"), target.host):
+    if not referers.referer_allowed(target.rule["referers"], req.headers.get("Referer"), target.host):
         raise ApiError(403, "forbidden_referer", "this content may not be fetched from that page")
-    limit = rule["rate_limit"]
+    limit = edge.rate_limit
     if limit:
-        wait = req.app.delivery.rate_table.take(target.rule_id, edge_rules.client_key(req.client_ip),
-                                                limit["rate"], limit["burst"])
+        wait = app.delivery.rate_table.take(target.rule_id, edge_rules.client_key(req.client_ip), *limit)
         if wait:
             raise ApiError(429, "rate_limited", "too many requests from this address; try again later",
                            headers={"Retry-After": str(wait)})
@@ -62,15 +62,14 @@ def _vary(policy: dict) -> list:
     return [("Vary", "Origin")] if cors.varies(policy) else []
 
 
-def dressed(req, rule: dict, response):
-    """The rule's `headers` added to a content answer, replacing the answer's own of the same names,
-    and its `cors` fields replacing any the origin sent (a new list: a hit's headers are shared by
-    the answers of one cache entry)."""
-    extra = rule["headers"]
-    if extra:
-        names = {name.lower() for name in extra}
-        response.headers = [h for h in response.headers if h[0].lower() not in names] + list(extra.items())
-    policy = rule["cors"]
+def dressed(req, target, response, added: bool = False):
+    """The rule's `headers` added to a content answer, replacing the answer's own of the same names
+    (unless `added`: public/content.py adds them where it makes an object's headers, once per cache
+    entry for a hit), and its `cors` fields replacing any the origin sent (a new list: a hit's
+    headers are shared by the answers of one cache entry)."""
+    if not added:
+        response.headers = target.edge.added(response.headers)
+    policy = target.rule["cors"]
     if policy:   # the rule's CORS decides: an http origin's own Access-Control-* fields go
         allowed = cors.allow_origin(policy, req.headers.get("Origin"))
         fields = [("Access-Control-Allow-Origin", allowed)] if allowed else []

@@ -31,7 +31,8 @@ def answer(req, host: str | None, error: ApiError) -> Response | None:
     if match is None:
         return None
     rule = match.rule
-    target = Target(host, "/" + key, rule["id"], rule, doc["buckets"].get(rule["bucket"]), key, None)
+    target = Target(host, "/" + key, rule["id"], rule, doc["buckets"].get(rule["bucket"]), key, None,
+                    match.edge)
     target.cache_key = (host, target.path, f"{PAGE} {rule['bucket']}")   # one bucket's page is not another's
     req.may_wait()   # a bucket read: a listener's loop thread hands the request to the pool
     try:

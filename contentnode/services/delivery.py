@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from contentnode.core import buckets, encodings, images, rules, signing
+from contentnode.core import buckets, edge_rules, encodings, images, rules, signing
 from contentnode.core.cache import Cache
 from contentnode.core.cache_fill import FillStalled, FillTruncated, OriginAnswer, StreamedResult
 from contentnode.core.keepalive import ConnectionPool
@@ -63,6 +63,7 @@ class Target:
     bucket: dict | None
     key: str
     variant: images.Variant | None
+    edge: edge_rules.EdgeRule   # the rule's edge members as checked, made with the rule index (Match.edge)
     ttl: int = field(init=False)
     cache_key: tuple = field(init=False)
     compress: bool = field(init=False)   # compressible objects go compressed to clients that accept it
@@ -297,7 +298,7 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
             raise NotServed(403, code, message)
     variant = _variant(rule, params, trace) if rule["images"] else None
     bucket = doc.get("buckets", {}).get(rule["bucket"])
-    target = Target(host, path, rule["id"], rule, bucket, match.key, variant)
+    target = Target(host, path, rule["id"], rule, bucket, match.key, variant, match.edge)
     if not rule["signed"] and not rule["images"]:
         delivery.remember(doc, target)   # the query, the client and the time change nothing here
     return target
