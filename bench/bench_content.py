@@ -178,8 +178,12 @@ def run_cells(cells: dict, duration: float, rounds: int, measure=_wrk) -> dict:
 def paired_ratio(figures: dict, name: str, base: str) -> float:
     """The median over the rounds of (CPU per request of `name` / of `base`) in the same round: the
     two slices of a round run back to back, so a burst of other work skews a round's pair, not the
-    figure (the totals' ratio takes every burst in whole)."""
-    return median([a / b for a, b in zip(figures[name]["slice_cpu_us"], figures[base]["slice_cpu_us"])])
+    figure (the totals' ratio takes every burst in whole). A round where a slice read no CPU tick
+    (a slice starved by other work answers nothing) has no ratio and is left out."""
+    ratios = [a / b for a, b in zip(figures[name]["slice_cpu_us"], figures[base]["slice_cpu_us"]) if a and b]
+    if not ratios:
+        raise SystemExit(f"no round measured both {name} and {base}: the machine is too busy")
+    return median(ratios)
 
 
 def print_figures(figures: dict, heading: str, load_before: float, load_after: float) -> None:
