@@ -42,7 +42,8 @@ from common import Daemon, install_cleanup, load, loadavg, temp_dir  # noqa: E40
 def profiled_serve(stats_path: str, timer: str, argv: list) -> int:
     """`contentnode serve` with a cProfile.Profile per serving thread, merged on SIGUSR2."""
     from contentnode.cli import main
-    from contentnode.http.parking import ParkingServer, Pool
+    from contentnode.http.parking import ParkingServer
+    from contentnode.http.pool import Pool
     from contentnode.http.server import Server
 
     profiles, lock = [], threading.Lock()
