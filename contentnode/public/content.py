@@ -159,15 +159,18 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
             held = held_in_memory(delivery, target, coding)
         if held is None:
             req.may_wait()   # before the edge checks: a request served again is checked once
-        edge_guard.check(req, target)
+        if target.edge_checked:   # else no access list, referer list or rate limit applies
+            edge_guard.check(req, target)
         if shared:
             response, cached = (shared_answer.respond_held(req, delivery, held) if held is not None
                                 else shared_answer.respond(req, delivery, target))
-            return edge_guard.dressed(req, target.rule, response), cached
+            return (edge_guard.dressed(req, target.rule, response) if target.dressed else response), cached
         result = fetch_held(delivery, held) if held is not None else fetch(delivery, target, coding)
     except NotServed as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
-    return edge_guard.dressed(req, target.rule, object_response(req, result, target)), "hit" if result.hit else "miss"
+    response = object_response(req, result, target)
+    return (edge_guard.dressed(req, target.rule, response) if target.dressed else response), \
+        "hit" if result.hit else "miss"
 
 
 def _other_method(req, delivery, host) -> tuple[Response, str | None]:

@@ -69,8 +69,12 @@ class Target:
     # coding ("" for identity) -> (cache entry, its hit headers without Age): a remembered target
     # serves many hits of one entry per representation
     hit_headers: dict = field(init=False, default_factory=dict)
+    # decided once per target, so a plain hit skips the stages that do nothing for it:
+    edge_checked: bool = field(init=False, default=True)   # the domain or rule has access, referers or a rate limit
+    dressed: bool = field(init=False)   # the rule adds headers or CORS fields to its answers
 
     def __post_init__(self):
+        self.dressed = bool(self.rule["headers"] or self.rule["cors"])
         self.ttl = self.rule["cache_ttl"]
         self.cache_key = (self.host, self.path, self.variant.key() if self.variant else "")
         # only what is cached is compressed (once); image variants are images
@@ -298,6 +302,7 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
     variant = _variant(rule, params, trace) if rule["images"] else None
     bucket = doc.get("buckets", {}).get(rule["bucket"])
     target = Target(host, path, rule["id"], rule, bucket, match.key, variant)
+    target.edge_checked = bool(domain["access"] or rule["access"] or rule["referers"] or rule["rate_limit"])
     if not rule["signed"] and not rule["images"]:
         delivery.remember(doc, target)   # the query, the client and the time change nothing here
     return target
