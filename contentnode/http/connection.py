@@ -182,7 +182,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.headers = headers
         if not self._framing_ok(headers):
             return False
-        connection = headers.get("connection", "").lower()
+        connection = dict.get(headers, "connection", "").lower()   # lower-case names: the dict's own lookup
         self.close_connection = ("close" in connection if version == "HTTP/1.1"
                                  else "keep-alive" not in connection)
         return True
@@ -236,8 +236,8 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def _framing_ok(self, headers) -> bool:
         """RFC 9112 §6: one unambiguous body length, or refuse and close (smuggling defence)."""
-        length = headers.get("content-length")
-        coding = headers.get("transfer-encoding")
+        length = dict.get(headers, "content-length")   # lower-case names: the dict's own lookup
+        coding = dict.get(headers, "transfer-encoding")
         if length is not None and not (length.isascii() and length.isdigit()):
             self.send_error(400, "Content-Length is malformed")
             return False

@@ -182,10 +182,11 @@ class ParkingServer(Server):
         that may wait (it is read again there, Request.may_wait), an answer the socket did not
         take whole (`unsent`), or pipelined requests past INLINE_TURNS. A TLS connection comes
         here handshaken; its socket stays non-blocking until a pool thread takes it (_serve)."""
+        tls = self.tls_context is not None
         if conn.rfile is None:
             prepare(conn.sock, self.send_timeout)
             conn.rfile, conn.wfile = SocketReader(conn.sock), SocketWriter(conn.sock)
-        elif self.tls_context is not None and conn.sock.gettimeout() != 0:
+        elif tls and conn.sock.gettimeout() != 0:
             conn.sock.settimeout(0)
         reader = conn.rfile
         for _ in range(INLINE_TURNS):
@@ -209,7 +210,7 @@ class ParkingServer(Server):
             if writer.unsent:
                 conn.unsent, conn.then_close = writer.unsent, close
                 return False
-            if close or not conn.holds_bytes():
+            if close or not (reader.buffered() or tls and conn.sock.pending()):   # conn.holds_bytes()
                 with self._lock:
                     self._park_or_close_locked(conn, park=not close)
                 return True
