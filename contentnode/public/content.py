@@ -117,7 +117,7 @@ def _headers(req, target: Target, result) -> list:
     entry, fixed = target.hit_headers.get(coding, (None, None))
     if entry is not result.entry:
         entry, fixed = target.hit_headers[coding] = (result.entry, _fixed_headers(target, result, "HIT"))
-    return fixed + [("Age", str(max(0, int(req.app.clock.now() - entry.stored_at))))]
+    return fixed + [("Age", str(max(0, int(req.visit.now - entry.stored_at))))]
 
 
 # representation metadata a 304 leaves out (RFC 9110 15.4.5): the cached 200's stands
@@ -156,7 +156,7 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
         elif shared:
             held = shared_answer.held(req, delivery, target)
         else:
-            held = held_in_memory(delivery, target, coding)
+            held = held_in_memory(delivery, target, coding, req.visit.now)
         if held is None:
             req.may_wait()   # before the edge checks: a request served again is checked once
         if target.edge_checked:   # else no access list, referer list or rate limit applies
@@ -165,7 +165,7 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
             response, cached = (shared_answer.respond_held(req, delivery, held) if held is not None
                                 else shared_answer.respond(req, delivery, target))
             return (edge_guard.dressed(req, target.rule, response) if target.dressed else response), cached
-        result = fetch_held(delivery, held) if held is not None else fetch(delivery, target, coding)
+        result = fetch_held(delivery, held, req.visit.now) if held is not None else fetch(delivery, target, coding)
     except NotServed as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
     response = object_response(req, result, target)
@@ -206,12 +206,12 @@ def answer(req) -> Response:
         if response.refusal:
             req.app.metrics.refusals.inc(response.refusal)
     except Exception:
-        delivery.traffic.record(host if known else None, 500, 0)
+        delivery.traffic.record(host if known else None, 500, 0, None, req.visit.now)
         if known:
             insight.count(req, host, 500, 0, None)
         raise
     sent = 0 if req.method == "HEAD" or response.status == 304 else response.length or 0
-    delivery.traffic.record(host if known else None, response.status, sent, cached)
+    delivery.traffic.record(host if known else None, response.status, sent, cached, req.visit.now)
     if known:
         insight.count(req, host, response.status, sent, cached)
     return response

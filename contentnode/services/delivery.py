@@ -440,24 +440,25 @@ def fetch(delivery, target: Target, coding: str | None = None):
     return encoded
 
 
-def held_in_memory(delivery, target: Target, coding: str | None) -> list | None:
-    """What fetch() would answer from memory for `target` in `coding`, only looked at: the cache
-    entries (with their bodies) it would count as hits, the answering one last; None when it would
-    read a file, fill or compress. The public listeners' loop thread answers only such hits."""
+def held_in_memory(delivery, target: Target, coding: str | None, now: float) -> list | None:
+    """What fetch() would answer from memory for `target` in `coding` at `now`, only looked at: the
+    cache entries (with their bodies) it would count as hits, the answering one last; None when it
+    would read a file, fill or compress. The public listeners' loop thread answers only such hits."""
     cache = delivery.cache
-    found = cache.in_memory(target.cache_key)
+    found = cache.in_memory(target.cache_key, now)
     if found is None:
         return None
     entry = found[0]
     if coding is None or not target.compress or not encodings.compressible(entry.meta, entry.size):
         return [found]
-    encoded = cache.in_memory(target.cache_key + (coding,))
+    encoded = cache.in_memory(target.cache_key + (coding,), now)
     return None if encoded is None else [found, encoded]
 
 
-def fetch_held(delivery, held: list):
-    """The Result fetch() gives for what held_in_memory() found, its hits counted as fetch() counts them."""
-    results = [delivery.cache.memory_hit(entry, body) for entry, body in held]
+def fetch_held(delivery, held: list, now: float):
+    """The Result fetch() gives for what held_in_memory() found, its hits counted (at `now`) as fetch()
+    counts them."""
+    results = [delivery.cache.memory_hit(entry, body, now) for entry, body in held]
     for passed in results[:-1]:
         passed.close()
     return results[-1]
