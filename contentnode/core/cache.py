@@ -263,14 +263,37 @@ class Cache(CacheFills, CacheBooks, CachePurges, CacheUnsized):
         the body is held in memory, else None. Only looked at (neither counted nor moved in the LRU
         order): the public listeners' loop thread asks first, answers only from memory, and calls
         memory_hit() once it answers."""
+        held = self.held_hits(key, self.clock() if now is None else now, None, None, False)
+        return None if held is None else held[0]
+
+    def held_hits(self, key: tuple, now: float, variant_key: tuple | None, wants_variant,
+                  count: bool) -> list | None:
+        """[(entry, body)] for key's entry fresh at `now` and held in memory, plus (entry, body) of
+        `variant_key`'s when that is given and wants_variant(meta, size) of the first says it answers;
+        None when either is not held. With `count`, what is found is counted as memory_hit() counts
+        it, in the same locked step (for a caller that answers whatever is found)."""
         with self._lock:
             seen = self.ledger.changes()
             if seen != self._seen:
                 self._follow(seen)
             entry = self._index.get(key)
-            if entry is None or entry.body is None or entry.expires_at <= (self.clock() if now is None else now):
+            if entry is None or entry.body is None or entry.expires_at <= now:
                 return None
-            return entry, entry.body
+            held = [(entry, entry.body)]
+            if variant_key is not None and wants_variant(entry.meta, entry.size):
+                entry = self._index.get(variant_key)
+                if entry is None or entry.body is None or entry.expires_at <= now:
+                    return None
+                held.append((entry, entry.body))
+            if count:
+                for entry, _ in held:
+                    entry.used, entry.tick = now, next(self._ticks)
+                self._hits += len(held)
+                self.ledger.count(self._hits, self._misses)
+        if count:
+            for entry, _ in held:
+                self._touch(entry, entry.path)
+        return held
 
     def memory_hit(self, entry: Entry, body: bytes, now: float | None = None) -> Result:
         """The hit on an entry in_memory() found, counted and used as get() counts and uses one."""

@@ -156,7 +156,8 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
         elif shared:
             held = shared_answer.held(req, delivery, target)
         else:
-            held = held_in_memory(delivery, target, coding, req.visit.now)
+            # a target with no edge check answers what is found: its hits are counted as they are found
+            held = held_in_memory(delivery, target, coding, req.visit.now, not target.edge_checked)
         if held is None:
             req.may_wait()   # before the edge checks: a request served again is checked once
         if target.edge_checked:   # else no access list, referer list or rate limit applies
@@ -165,7 +166,8 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
             response, cached = (shared_answer.respond_held(req, delivery, held) if held is not None
                                 else shared_answer.respond(req, delivery, target))
             return (edge_guard.dressed(req, target.rule, response) if target.dressed else response), cached
-        result = fetch_held(delivery, held, req.visit.now) if held is not None else fetch(delivery, target, coding)
+        result = (fetch_held(delivery, held, req.visit.now, not target.edge_checked) if held is not None
+                  else fetch(delivery, target, coding))
     except NotServed as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
     response = object_response(req, result, target)

@@ -440,25 +440,21 @@ def fetch(delivery, target: Target, coding: str | None = None):
     return encoded
 
 
-def held_in_memory(delivery, target: Target, coding: str | None, now: float) -> list | None:
-    """What fetch() would answer from memory for `target` in `coding` at `now`, only looked at: the
-    cache entries (with their bodies) it would count as hits, the answering one last; None when it
-    would read a file, fill or compress. The public listeners' loop thread answers only such hits."""
-    cache = delivery.cache
-    found = cache.in_memory(target.cache_key, now)
-    if found is None:
-        return None
-    entry = found[0]
-    if coding is None or not target.compress or not encodings.compressible(entry.meta, entry.size):
-        return [found]
-    encoded = cache.in_memory(target.cache_key + (coding,), now)
-    return None if encoded is None else [found, encoded]
+def held_in_memory(delivery, target: Target, coding: str | None, now: float, count: bool) -> list | None:
+    """What fetch() would answer from memory for `target` in `coding` at `now`: the cache entries (with
+    their bodies) it would count as hits, the answering one last, counted already with `count` (for a
+    caller that answers whatever is found), else only looked at; None when fetch() would read a file,
+    fill or compress. The public listeners' loop thread answers only such hits."""
+    variant_key = target.cache_key + (coding,) if coding is not None and target.compress else None
+    return delivery.cache.held_hits(target.cache_key, now, variant_key, encodings.compressible, count)
 
 
-def fetch_held(delivery, held: list, now: float):
+def fetch_held(delivery, held: list, now: float, counted: bool):
     """The Result fetch() gives for what held_in_memory() found, its hits counted (at `now`) as fetch()
-    counts them."""
-    results = [delivery.cache.memory_hit(entry, body, now) for entry, body in held]
+    counts them unless held_in_memory() `counted` them."""
+    cache = delivery.cache
+    results = ([cache.held_result(entry, body) for entry, body in held] if counted
+               else [cache.memory_hit(entry, body, now) for entry, body in held])
     for passed in results[:-1]:
         passed.close()
     return results[-1]
