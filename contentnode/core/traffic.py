@@ -66,7 +66,8 @@ class Traffic:
         """
         minute = int(self.clock() if now is None else now) // 60 * 60
         with self._lock:
-            key = (self.label(domain), minute)
+            # a domain already labelled (every request but a domain's first) without the call
+            key = (domain if domain in self._labels else self.label(domain), minute)
             row = self._pending.get(key)
             if row is None:
                 row = self._pending[key] = _empty()
