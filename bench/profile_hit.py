@@ -17,12 +17,20 @@ hit held in memory, answered by the public listener's loop thread, costs one
 recvfrom, one sendto and one epoll_ctl; the futex calls per request show how
 many GIL handoffs between threads the answers made by pool threads take.
 
+--mode trace counts what the public listener's loop thread runs per hit
+(every `_wake`, which answers a hit held in memory): bytecodes, Python calls
+and calls into C, over --requests sequential requests on one keep-alive
+connection, and the functions that run the most bytecodes. The counts do not
+move with the machine's load, so two trees compare in one run each.
+
 CPU per request (daemon user+system time over the requests answered) is shown
 with and without the profiler's own overhead, so two runs can be compared.
 """
 
 import argparse
+import collections
 import cProfile
+import json
 import os
 import pstats
 import shutil
@@ -42,7 +50,8 @@ from common import Daemon, install_cleanup, load, loadavg, temp_dir  # noqa: E40
 def profiled_serve(stats_path: str, timer: str, argv: list) -> int:
     """`contentnode serve` with a cProfile.Profile per serving thread, merged on SIGUSR2."""
     from contentnode.cli import main
-    from contentnode.http.parking import ParkingServer, Pool
+    from contentnode.http.parking import ParkingServer
+    from contentnode.http.pool import Pool
     from contentnode.http.server import Server
 
     profiles, lock = [], threading.Lock()
@@ -75,12 +84,95 @@ def profiled_serve(stats_path: str, timer: str, argv: list) -> int:
                 profile.disable()
         return run
 
+    if timer == "trace":
+        return traced_serve(stats_path, argv)
     Server._work = profiled(Server._work)   # the admin listener: a thread per connection
     # the public listeners (http/parking.py): the loop thread and each pool thread
     ParkingServer.serve_forever = profiled(ParkingServer.serve_forever)
     Pool._run = profiled(Pool._run)
     signal.signal(signal.SIGUSR2, dump)
     return main(argv)
+
+
+def traced_serve(counts_path: str, argv: list) -> int:
+    """`contentnode serve` counting the bytecodes and calls of each ParkingServer._wake (the loop
+    thread's turn for a woken connection); written as JSON to counts_path on SIGUSR2."""
+    from contentnode.cli import main
+    from contentnode.http.parking import ParkingServer
+
+    totals = {"wakes": 0, "bytecodes": 0, "calls": 0, "c_calls": 0}
+    per_function: collections.Counter = collections.Counter()   # bytecodes run in each function
+    called: collections.Counter = collections.Counter()         # calls of each function
+
+    def trace(frame, event, _arg):
+        if event == "call":
+            totals["calls"] += 1
+            called[_where(frame.f_code)] += 1
+            frame.f_trace_opcodes = True
+        elif event == "opcode":
+            totals["bytecodes"] += 1
+            per_function[_where(frame.f_code)] += 1
+        return trace
+
+    def profile(_frame, event, _arg):
+        if event == "c_call":
+            totals["c_calls"] += 1
+
+    plain = ParkingServer._wake
+
+    def wake(self, fd):
+        totals["wakes"] += 1
+        sys.settrace(trace)
+        sys.setprofile(profile)
+        try:
+            return plain(self, fd)
+        finally:
+            sys.setprofile(None)
+            sys.settrace(None)
+
+    def dump(*_):
+        with open(counts_path + ".tmp", "w") as f:
+            json.dump({"totals": totals, "functions": [(name, opcodes, called[name])
+                                                       for name, opcodes in per_function.most_common(60)]}, f)
+        os.replace(counts_path + ".tmp", counts_path)
+
+    def reset(*_):
+        for key in totals:
+            totals[key] = 0
+        per_function.clear()
+        called.clear()
+
+    ParkingServer._wake = wake
+    signal.signal(signal.SIGUSR2, dump)
+    signal.signal(signal.SIGUSR1, reset)
+    return main(argv)
+
+
+def _where(code) -> str:
+    return f"{os.path.basename(code.co_filename)}:{code.co_qualname}"
+
+
+def sequential(port: int, path: str, count: int) -> int:
+    """`count` GET requests one after the other on one keep-alive connection; the answers that were 200."""
+    import http.client
+    from bench_content import HOST
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    ok = 0
+    for _ in range(count):
+        conn.request("GET", path, headers={"Host": HOST})
+        answer = conn.getresponse()
+        answer.read()
+        ok += answer.status == 200
+    conn.close()
+    return ok
+
+
+def wait_for(path: str) -> None:
+    for _ in range(200):
+        if os.path.exists(path):
+            return
+        threading.Event().wait(0.05)
+    raise RuntimeError(f"{path} was not written")
 
 
 def cpu_split(pid: int) -> tuple:
@@ -141,9 +233,11 @@ def main() -> int:
     parser.add_argument("--log-level", default="warning",
                         help="the daemon's log_level; info writes access lines (the default config) "
                              "(default warning, as bench_content.py)")
-    parser.add_argument("--mode", choices=("profile", "plain", "syscalls"), default="profile",
+    parser.add_argument("--requests", type=int, default=2000, help="sequential requests counted (--mode trace)")
+    parser.add_argument("--mode", choices=("profile", "plain", "syscalls", "trace"), default="profile",
                         help="profile: cProfile (default); plain: CPU per request only; syscalls: "
-                             "`strace -c -f` on the daemon, system calls per request (futex: GIL handoffs)")
+                             "`strace -c -f` on the daemon, system calls per request (futex: GIL handoffs); "
+                             "trace: bytecodes and calls per hit on the loop thread")
     args = parser.parse_args()
     install_cleanup()
     workdir = temp_dir("contentnode-bench-profile-")
@@ -151,10 +245,26 @@ def main() -> int:
     syscalls_path = os.path.join(workdir, "syscalls.txt")
     seaweed = SeaweedS3(temp_dir("contentnode-bench-weed-")).start()
     try:
-        factory = Daemon if args.mode != "profile" else (
-            lambda wd, **kw: ProfiledDaemon(wd, stats_path, args.timer, **kw))
+        factory = Daemon if args.mode not in ("profile", "trace") else (
+            lambda wd, **kw: ProfiledDaemon(wd, stats_path, "trace" if args.mode == "trace" else args.timer, **kw))
         daemon = start_node(seaweed, os.urandom(args.size), os.urandom(1024), daemon_factory=factory,
                             log_level=args.log_level)
+        if args.mode == "trace":
+            sequential(daemon.public_port, "/hit/obj.bin", 200)   # warm-up
+            os.kill(daemon.pid, signal.SIGUSR1)
+            threading.Event().wait(0.2)
+            ok = sequential(daemon.public_port, "/hit/obj.bin", args.requests)
+            os.kill(daemon.pid, signal.SIGUSR2)
+            wait_for(stats_path)
+            with open(stats_path) as f:
+                counted = json.load(f)
+            per = max(1, ok)
+            print(f"{ok} sequential hits of {args.size} bytes answered 200; per hit on the loop thread: "
+                  + ", ".join(f"{key} {value / per:.1f}" for key, value in counted["totals"].items()))
+            print("bytecodes  calls  function (per hit)")
+            for name, opcodes, calls in counted["functions"][:args.top]:
+                print(f"{opcodes / per:9.1f} {calls / per:6.1f}  {name}")
+            return 0
         load(daemon.public_port, "/hit/obj.bin", args.connections, 1.0, {"Host": HOST}, tool="wrk")  # warm-up
         before = loadavg()
         tracer = start_strace(daemon.pid, syscalls_path) if args.mode == "syscalls" else None

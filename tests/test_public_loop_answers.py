@@ -196,3 +196,26 @@ def assert_answered_at_once(ask):
         status, answer = ask(path)
         assert status == 200 and (body is None or answer == body)
         assert time.monotonic() - started < 1.0, path
+
+
+def test_hits_answered_from_memory_are_counted_once_per_entry_they_answer_from(site):
+    """A hit the loop thread answers counts as a pool thread's would: once per cache entry it answers
+    from, so a compressed answer counts its identity entry and its variant, a plain one its entry."""
+    admin = site.node.client()
+    assert admin.login(ADMIN_USER, ADMIN_PASSWORD).status == 200
+
+    def hits() -> int:
+        return sum(process["hits"] for process in admin.get("/api/cache").json["processes"])
+
+    zipped = get("/small.txt").replace(b"\r\n\r\n", b"\r\nAccept-Encoding: gzip\r\n\r\n")
+    with site.connect() as sock:
+        for _ in range(3):   # the variant filled, hit from its file (then kept in memory), hit from memory
+            sock.sendall(zipped)
+            read_answers(sock, 1)
+        before = hits()
+        sock.sendall(get("/small.txt") * 3 + zipped * 4)
+        answers = read_answers(sock, 7)
+    assert [status for status, _, _ in answers] == [200] * 7
+    assert [headers.get("content-encoding") for _, headers, _ in answers] == [None] * 3 + ["gzip"] * 4
+    assert [headers["x-cache"] for _, headers, _ in answers] == ["HIT"] * 7
+    assert hits() - before == 3 + 2 * 4

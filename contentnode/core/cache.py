@@ -258,29 +258,54 @@ class Cache(CacheFills, CacheBooks, CachePurges, CacheUnsized):
         with self._lock:
             return self._fresh(key)
 
-    def in_memory(self, key: tuple) -> tuple[Entry, bytes] | None:
-        """The fresh entry for key and its body when the body is held in memory, else None.
-        Only looked at (neither counted nor moved in the LRU order): the public listeners' loop
-        thread asks first, answers only from memory, and calls memory_hit() once it answers."""
+    def in_memory(self, key: tuple, now: float | None = None) -> tuple[Entry, bytes] | None:
+        """The fresh entry for key (fresh at `now`, the clock's time by default) and its body when
+        the body is held in memory, else None. Only looked at (neither counted nor moved in the LRU
+        order): the public listeners' loop thread asks first, answers only from memory, and calls
+        memory_hit() once it answers."""
+        held = self.held_hits(key, self.clock() if now is None else now, None, None, False)
+        return None if held is None else held[0]
+
+    def held_hits(self, key: tuple, now: float, variant_key: tuple | None, wants_variant,
+                  count: bool) -> list | None:
+        """[(entry, body)] for key's entry fresh at `now` and held in memory, plus (entry, body) of
+        `variant_key`'s when that is given and wants_variant(meta, size) of the first says it answers;
+        None when either is not held. With `count`, what is found is counted as memory_hit() counts
+        it, in the same locked step (for a caller that answers whatever is found)."""
         with self._lock:
             seen = self.ledger.changes()
             if seen != self._seen:
                 self._follow(seen)
             entry = self._index.get(key)
-            if entry is None or entry.body is None or entry.expires_at <= self.clock():
+            if entry is None or entry.body is None or entry.expires_at <= now:
                 return None
-            return entry, entry.body
+            held = [(entry, entry.body)]
+            if variant_key is not None and wants_variant(entry.meta, entry.size):
+                entry = self._index.get(variant_key)
+                if entry is None or entry.body is None or entry.expires_at <= now:
+                    return None
+                held.append((entry, entry.body))
+            if count:
+                for entry, _ in held:
+                    entry.used, entry.tick = now, next(self._ticks)
+                self._hits += len(held)
+                self.ledger.count(self._hits, self._misses)
+        if count:
+            for entry, _ in held:
+                self._touch(entry, entry.path)
+        return held
 
-    def memory_hit(self, entry: Entry, body: bytes) -> Result:
+    def memory_hit(self, entry: Entry, body: bytes, now: float | None = None) -> Result:
         """The hit on an entry in_memory() found, counted and used as get() counts and uses one."""
-        self.count_memory_hit(entry)
+        self.count_memory_hit(entry, now)
         return self.held_result(entry, body)
 
-    def count_memory_hit(self, entry: Entry) -> None:
-        """Count a hit on an entry in_memory() found (its LRU position and mtime refreshed) whose
-        Result (held_result) was made before it was known to be answered."""
+    def count_memory_hit(self, entry: Entry, now: float | None = None) -> None:
+        """Count a hit on an entry in_memory() found (its LRU position and mtime refreshed, used at
+        `now`, the clock's time by default) whose Result (held_result) was made before it was known
+        to be answered."""
         with self._lock:
-            entry.used, entry.tick = self.clock(), next(self._ticks)
+            entry.used, entry.tick = self.clock() if now is None else now, next(self._ticks)
             self._hits += 1
             self.ledger.count(self._hits, self._misses)
         self._touch(entry, entry.path)

@@ -56,15 +56,18 @@ class Traffic:
         self._labels.add(domain)
         return domain
 
-    def record(self, domain: str | None, status: int, bytes_out: int, cache: str | None = None):
-        """Count one public request; cache is "hit", "miss" or None (not a cacheable answer).
+    def record(self, domain: str | None, status: int, bytes_out: int, cache: str | None = None,
+               now: float | None = None):
+        """Count one public request; cache is "hit", "miss" or None (not a cacheable answer); `now`,
+        the request's time when its caller took it already.
 
         This runs on every public request, so it only adds to a per-minute row;
         the rows are folded into the series when they are read or saved.
         """
-        minute = int(self.clock()) // 60 * 60
+        minute = int(self.clock() if now is None else now) // 60 * 60
         with self._lock:
-            key = (self.label(domain), minute)
+            # a domain already labelled (every request but a domain's first) without the call
+            key = (domain if domain in self._labels else self.label(domain), minute)
             row = self._pending.get(key)
             if row is None:
                 row = self._pending[key] = _empty()

@@ -173,41 +173,71 @@ class RequestHandler(BaseHTTPRequestHandler):
             self.send_error(505 if version.startswith("HTTP/") else 400)
             return False
         self.request_version = version
-        headers = Headers()
         budget = MAX_HEAD - len(self.raw_requestline)
+        headers = self._buffered_headers(budget)
+        if headers is None:
+            headers = self._read_headers(budget)
+            if headers is None:
+                return False
+        self.headers = headers
+        if not self._framing_ok(headers):
+            return False
+        connection = dict.get(headers, "connection", "").lower()   # lower-case names: the dict's own lookup
+        self.close_connection = ("close" in connection if version == "HTTP/1.1"
+                                 else "keep-alive" not in connection)
+        return True
+
+    def _buffered_headers(self, budget: int) -> "Headers | None":
+        """The header lines in one pass when the whole rest of the head is already buffered (the
+        usual case: a public listener's loop thread parses only whole heads) and every line is
+        well-formed and allowed; None leaves the buffer as it was for `_read_headers`, which
+        then reads the same lines one by one and refuses the first bad one as it always did."""
+        rest = self.rfile.head_rest(budget) if isinstance(self.rfile, SocketReader) else 0
+        if not rest:
+            return None
+        lines = self.rfile.mark()[:rest].split(b"\n")[:-2]   # the empty line and what follows it go
+        if len(lines) > MAX_HEADERS:
+            return None
+        headers = Headers()
+        match = _HEADER_LINE.fullmatch
+        for line in lines:
+            found = match(line)
+            if found is None:
+                return None
+            name, value = found.groups()
+            if not headers.add(name.decode("ascii").lower(), value.strip().decode("latin-1")):
+                return None
+        self.rfile.skip(rest)
+        return headers
+
+    def _read_headers(self, budget: int) -> "Headers | None":
+        """The header lines read one by one; None once a refusal is sent or the client went away."""
+        headers = Headers()
         for _ in range(MAX_HEADERS + 1):
             line = self.rfile.readline(budget + 1)
             budget -= len(line)
             if budget < 0:
                 self.send_error(431, f"the request head is larger than {MAX_HEAD} bytes")
-                return False
+                return None
             if line in (b"\r\n", b"\n"):
-                break
+                return headers
             if not line:
-                return False
+                return None
             found = _HEADER_LINE.fullmatch(line)
             if found is None:
                 self.send_error(400, "malformed header line")
-                return False
+                return None
             name, value = found.groups()
             if not headers.add(name.decode("ascii").lower(), value.strip().decode("latin-1")):
                 self.send_error(400, "conflicting repeated header")
-                return False
-        else:
-            self.send_error(431, "too many headers")
-            return False
-        self.headers = headers
-        if not self._framing_ok(headers):
-            return False
-        connection = headers.get("connection", "").lower()
-        self.close_connection = ("close" in connection if version == "HTTP/1.1"
-                                 else "keep-alive" not in connection)
-        return True
+                return None
+        self.send_error(431, "too many headers")
+        return None
 
     def _framing_ok(self, headers) -> bool:
         """RFC 9112 §6: one unambiguous body length, or refuse and close (smuggling defence)."""
-        length = headers.get("content-length")
-        coding = headers.get("transfer-encoding")
+        length = dict.get(headers, "content-length")   # lower-case names: the dict's own lookup
+        coding = dict.get(headers, "transfer-encoding")
         if length is not None and not (length.isascii() and length.isdigit()):
             self.send_error(400, "Content-Length is malformed")
             return False

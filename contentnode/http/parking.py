@@ -35,26 +35,29 @@ done (in the pool), with the socket in non-blocking mode for its turn.
   past it, the connections with the oldest unfinished heads are closed.
 - A connection is never parked with bytes it already read: the SocketReader's
   buffer and, on TLS, what OpenSSL has decrypted (pending()) are served first.
+
+This module keeps the loop and the parking; the pool of threads is
+http/pool.py, the caps per client http/client_shares.py, the ClientHello peek
+http/tls_peek.py and the open files limit http/open_files.py.
 """
 
 import collections
 import errno
 import heapq
-import ipaddress
 import itertools
 import logging
-import queue
-import resource
 import select
-import socket
 import threading
 import time
 
-from contentnode import oscalls
+from contentnode.http.client_shares import ClientShares, client_key
 from contentnode.http.connection import MAX_HEAD, RequestHandler
+from contentnode.http.open_files import OWN_FDS, ensure_open_files
+from contentnode.http.pool import Pool
 from contentnode.http.server import Server, _shutdown, overloaded_answer
 from contentnode.http.request import Deferred
 from contentnode.http.sockio import QueuedWriter, SocketReader, SocketWriter, prepare
+from contentnode.http.tls_peek import first_record
 
 log = logging.getLogger("contentnode.http")
 
@@ -62,8 +65,6 @@ ACCEPT_BATCH = 64          # connections accepted per loop turn, so parked ones 
 SWEEP_SECONDS = 0.25       # deadlines of parked connections are kept this closely
 INLINE_TURNS = 16          # pipelined requests of one connection the loop thread answers before the pool does
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT
-TLS_RECORD_MAX = 5 + (1 << 14) + 2048   # header and the largest record a peer may send (RFC 8446 5.2)
-_OWN_FDS = 64              # descriptors a process needs besides its connections (files, pipes, the ledger)
 
 
 class Connection:
@@ -88,44 +89,6 @@ class Connection:
         return bool(self.rfile and self.rfile.buffered()) or bool(getattr(self.sock, "pending", int)())
 
 
-class Pool:
-    """Up to `size` threads, started when work waits and none is free; one queue."""
-
-    def __init__(self, size: int, work, name: str):
-        self._size, self._work, self._name = size, work, name
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._threads = self._free = 0
-
-    @property
-    def threads(self) -> int:
-        return self._threads
-
-    def submit(self, item) -> None:
-        self._queue.put(item)
-        with self._lock:
-            start = self._free < self._queue.qsize() and self._threads < self._size
-            if start:
-                self._threads += 1
-        if start:
-            threading.Thread(target=self._run, name=f"{self._name}-pool", daemon=True).start()
-
-    def stop(self) -> None:
-        for _ in range(self._threads):
-            self._queue.put(None)
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                self._free += 1
-            item = self._queue.get()
-            with self._lock:
-                self._free -= 1
-            if item is None:
-                return
-            self._work(item)
-
-
 class ParkingServer(Server):
     """A public listener (plain or TLS): parked idle connections, a bounded pool of threads."""
 
@@ -140,25 +103,21 @@ class ParkingServer(Server):
                          header_timeout=header_timeout, idle_timeout=idle_timeout, send_timeout=send_timeout,
                          on_request=on_request, sock=sock, headers=headers)
         self.tls_context = tls_context
-        self.per_client, self.requests_per_client = per_client, requests_per_client
+        self._shares = ClientShares(per_client, requests_per_client, uncapped)   # the caps per client
         self.head_budget = head_budget
         self._head_bytes = 0   # buffered by the connections in _heads
-        self._uncapped = uncapped or (lambda ip: False)
         self._fresh: collections.OrderedDict[int, Connection] = collections.OrderedDict()
         self._idle: collections.OrderedDict[int, Connection] = collections.OrderedDict()
         self._heads: collections.OrderedDict[int, Connection] = collections.OrderedDict()   # waiting for the rest of a head
         self._hellos: collections.OrderedDict[int, Connection] = collections.OrderedDict()  # first TLS record not whole
         self._head_deadlines: list = []   # heap of (head_due, sequence, connection); stale ones skipped
         self._sequence = itertools.count()
-        self._clients: dict[str, int] = {}   # client -> open connections
-        self._in_service: dict[str, int] = {}   # client -> connections a pool thread holds
-        self._waiting: dict[str, collections.deque[Connection]] = {}   # client -> woken, over its share
-        self._open = self._busy = 0
+        self._open = 0
         self._epoll = select.epoll()
         self._pool = Pool(threads, self._serve, name)
         self._stop = threading.Event()
         self._stopped = threading.Event()
-        ensure_open_files(max_connections + _OWN_FDS)
+        ensure_open_files(max_connections + OWN_FDS)
 
     # --- the loop thread ----------------------------------------------------------
 
@@ -200,7 +159,7 @@ class ParkingServer(Server):
             if self.tls_context is not None and conn.rfile is None and first_record(conn.sock) == "partial":
                 self._hellos[fd] = conn   # unarmed: the sweep looks again
                 return
-            inline = conn.client not in self._waiting and (self.tls_context is None or conn.rfile is not None)
+            inline = conn.client not in self._shares.waiting and (self.tls_context is None or conn.rfile is not None)
         try:
             if inline and self._serve_inline(conn):
                 return
@@ -210,8 +169,8 @@ class ParkingServer(Server):
                 self._park_or_close_locked(conn, park=False)
             return
         with self._lock:
-            if not self._take_thread_locked(conn):
-                self._waiting.setdefault(conn.client, collections.deque()).append(conn)
+            if not self._shares.take_thread(conn):
+                self._shares.wait(conn)
                 return
         self._pool.submit(conn)
 
@@ -223,10 +182,11 @@ class ParkingServer(Server):
         that may wait (it is read again there, Request.may_wait), an answer the socket did not
         take whole (`unsent`), or pipelined requests past INLINE_TURNS. A TLS connection comes
         here handshaken; its socket stays non-blocking until a pool thread takes it (_serve)."""
+        tls = self.tls_context is not None
         if conn.rfile is None:
             prepare(conn.sock, self.send_timeout)
             conn.rfile, conn.wfile = SocketReader(conn.sock), SocketWriter(conn.sock)
-        elif self.tls_context is not None and conn.sock.gettimeout() != 0:
+        elif tls and conn.sock.gettimeout() != 0:
             conn.sock.settimeout(0)
         reader = conn.rfile
         for _ in range(INLINE_TURNS):
@@ -250,7 +210,7 @@ class ParkingServer(Server):
             if writer.unsent:
                 conn.unsent, conn.then_close = writer.unsent, close
                 return False
-            if close or not conn.holds_bytes():
+            if close or not (reader.buffered() or tls and conn.sock.pending()):   # conn.holds_bytes()
                 with self._lock:
                     self._park_or_close_locked(conn, park=not close)
                 return True
@@ -266,33 +226,11 @@ class ParkingServer(Server):
             del self._hellos[fd]
             if state != "whole":
                 self._close_locked(conn)
-            elif self._take_thread_locked(conn):
+            elif self._shares.take_thread(conn):
                 ready.append(conn)
             else:
-                self._waiting.setdefault(conn.client, collections.deque()).append(conn)
+                self._shares.wait(conn)
         return ready
-
-    def _take_thread_locked(self, conn: Connection) -> bool:
-        """Count `conn` as served unless its client already holds its share of the pool."""
-        serving = self._in_service.get(conn.client, 0)
-        if serving >= self.requests_per_client and not self._uncapped(conn.address[0]):
-            return False
-        self._in_service[conn.client] = serving + 1
-        self._busy += 1
-        return True
-
-    def _release_thread_locked(self, conn: Connection) -> Connection | None:
-        """`conn` leaves its thread: the next waiting connection of its client, to submit."""
-        self._busy -= 1
-        _count_down(self._in_service, conn.client)
-        waiting = self._waiting.get(conn.client)
-        if not waiting:
-            return None
-        following = waiting.popleft()
-        if not waiting:
-            del self._waiting[conn.client]
-        self._take_thread_locked(following)
-        return following
 
     def _accept(self) -> None:
         for _ in range(ACCEPT_BATCH):
@@ -311,17 +249,16 @@ class ParkingServer(Server):
     def _admit(self, sock, address) -> None:
         ip, client = address[0], client_key(address[0])
         with self._lock:
-            count = self._clients.get(client, 0)
             if self.closing:
                 refusal = "closing"
-            elif count >= self.per_client and not self._uncapped(ip):
+            elif self._shares.full(client, ip):
                 refusal = "client"
             elif self._open >= self.max_connections and not self._evict_locked():
                 refusal = "overloaded"
             else:
                 refusal = None
                 self._open += 1
-                self._clients[client] = count + 1
+                self._shares.opened(client)
                 conn = Connection(sock, address, time.monotonic())
                 self._fresh[sock.fileno()] = conn
                 self._epoll.register(sock.fileno(), _ARMED)
@@ -382,7 +319,7 @@ class ParkingServer(Server):
         self._unhold_locked(conn)
         conn.rfile = conn.wfile = None   # the heap of head deadlines may keep `conn` a while, not its buffer
         self._open -= 1
-        _count_down(self._clients, conn.client)
+        self._shares.closed(conn.client)
         try:
             conn.sock.close()
         except OSError:
@@ -481,7 +418,7 @@ class ParkingServer(Server):
 
     def _finish(self, conn: Connection, park: bool) -> None:
         with self._lock:
-            following = self._release_thread_locked(conn)
+            following = self._shares.release_thread(conn)
             self._park_or_close_locked(conn, park)
         if following is not None:
             self._pool.submit(following)
@@ -511,12 +448,12 @@ class ParkingServer(Server):
         with self._lock:
             return {"open": self._open,
                     "parked": len(self._fresh) + len(self._idle) + len(self._heads) + len(self._hellos),
-                    "busy": self._busy,
+                    "busy": self._shares.busy,
                     "threads": self._pool.threads}
 
     def active_requests(self) -> int:
         with self._lock:
-            return self._busy
+            return self._shares.busy
 
     def close_gracefully(self, grace: float = 30.0) -> None:
         """Stop accepting, close parked connections, wait for the ones being served."""
@@ -525,10 +462,8 @@ class ParkingServer(Server):
             for table in (self._fresh, self._idle, self._hellos, self._heads):
                 while table:
                     self._close_locked(table.popitem()[1])
-            for waiting in self._waiting.values():
-                while waiting:
-                    self._close_locked(waiting.popleft())
-            self._waiting.clear()
+            for conn in self._shares.drop_waiting():
+                self._close_locked(conn)
         deadline = time.monotonic() + grace
         while self.active_requests() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -536,57 +471,3 @@ class ParkingServer(Server):
         self._pool.stop()
         self._epoll.close()
 
-
-def _count_down(counts: dict[str, int], client: str) -> None:
-    """One fewer for `client`; a client at zero leaves the table (it stays as small as the clients)."""
-    left = counts.get(client, 1) - 1
-    if left:
-        counts[client] = left
-    else:
-        counts.pop(client, None)
-
-
-def first_record(sock) -> str:
-    """'whole' when the first TLS record is in the kernel's buffer (or the bytes are no TLS record:
-    the handshake refuses them at once), 'partial' while it is coming, 'gone' at end of stream."""
-    try:
-        data = sock.recv(TLS_RECORD_MAX, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-    except BlockingIOError:
-        return "partial"
-    except OSError:
-        return "gone"
-    if not data:
-        return "gone"
-    if len(data) < 5:
-        return "partial"
-    return "whole" if data[0] != 0x16 or len(data) >= 5 + int.from_bytes(data[3:5], "big") else "partial"
-
-
-def client_key(ip: str) -> str:
-    """What the per-client caps count: the address, or its /64 for IPv6 (one host's usual share)."""
-    if ":" not in ip:
-        return ip
-    try:
-        address = ipaddress.IPv6Address(ip.split("%", 1)[0])
-    except ValueError:
-        return ip
-    if address.ipv4_mapped is not None:
-        return str(address.ipv4_mapped)
-    return str(ipaddress.IPv6Network((address, 64), strict=False))
-
-
-def ensure_open_files(wanted: int) -> None:
-    """Raise this process's soft RLIMIT_NOFILE to its hard limit when `wanted` needs more (logged)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft >= wanted:
-        return
-    target = max(wanted, soft) if hard == resource.RLIM_INFINITY else hard
-    oscalls.attempt("setrlimit", "the open files limit stays as it was set",
-                    resource.setrlimit, resource.RLIMIT_NOFILE, (target, hard))
-    now = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if now > soft:
-        log.info("open files limit raised from %d to %d (a public listener holds up to %d connections)",
-                 soft, now, wanted - _OWN_FDS)
-    if now < wanted:
-        log.warning("the open files limit is %d: a public listener holds fewer than its %d connections; "
-                    "raise LimitNOFILE (the shipped unit sets 65536)", now, wanted - _OWN_FDS)

@@ -100,7 +100,8 @@ class Request:
 
     def announces_body(self) -> bool:
         """A body is announced: a Content-Length above 0, or chunked (most requests name neither)."""
-        if "content-length" not in self.headers and "transfer-encoding" not in self.headers:
+        headers = self.headers   # its names are lower-case: the plain dict lookup
+        if not dict.__contains__(headers, "content-length") and not dict.__contains__(headers, "transfer-encoding"):
             return False
         return (self.content_length or 0) > 0 or self.chunked
 

@@ -91,6 +91,20 @@ class SocketReader:
         """A whole request head is buffered (it ends at an empty line), or more than `limit` bytes."""
         return b"\n\r\n" in self._buffer or b"\n\n" in self._buffer or len(self._buffer) > limit
 
+    def head_rest(self, limit: int) -> int:
+        """How many buffered bytes the rest of a head takes (its header lines and the empty line
+        ending it) when all of it is buffered within `limit` bytes; 0 when not (read it by lines).
+        Nothing is consumed: `skip` does once the lines are taken."""
+        buffer = self._buffer
+        if buffer.startswith((b"\r\n", b"\n")):   # no header line
+            return 2 if buffer[0] == 13 else 1
+        crlf = buffer.find(b"\n\r\n", 0, limit)
+        lf = buffer.find(b"\n\n", 0, limit if crlf < 0 else crlf + 1)   # an empty line before it ends the head
+        return lf + 2 if lf >= 0 else crlf + 3 if crlf >= 0 else 0
+
+    def skip(self, size: int) -> None:
+        self._buffer = self._buffer[size:]
+
     def peek(self, size: int = 1) -> bytes:
         if not self._buffer:
             self._fill()

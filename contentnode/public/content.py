@@ -117,7 +117,7 @@ def _headers(req, target: Target, result) -> list:
     entry, fixed = target.hit_headers.get(coding, (None, None))
     if entry is not result.entry:
         entry, fixed = target.hit_headers[coding] = (result.entry, _fixed_headers(target, result, "HIT"))
-    return fixed + [("Age", str(max(0, int(req.app.clock.now() - entry.stored_at))))]
+    return fixed + [("Age", str(max(0, int(req.visit.now - entry.stored_at))))]
 
 
 # representation metadata a 304 leaves out (RFC 9110 15.4.5): the cached 200's stands
@@ -156,18 +156,23 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
         elif shared:
             held = shared_answer.held(req, delivery, target)
         else:
-            held = held_in_memory(delivery, target, coding)
+            # a target with no edge check answers what is found: its hits are counted as they are found
+            held = held_in_memory(delivery, target, coding, req.visit.now, not target.edge_checked)
         if held is None:
             req.may_wait()   # before the edge checks: a request served again is checked once
-        edge_guard.check(req, target)
+        if target.edge_checked:   # else no access list, referer list or rate limit applies
+            edge_guard.check(req, target)
         if shared:
             response, cached = (shared_answer.respond_held(req, delivery, held) if held is not None
                                 else shared_answer.respond(req, delivery, target))
-            return edge_guard.dressed(req, target, response), cached
-        result = fetch_held(delivery, held) if held is not None else fetch(delivery, target, coding)
+            return (edge_guard.dressed(req, target, response) if target.dressed else response), cached
+        result = (fetch_held(delivery, held, req.visit.now, not target.edge_checked) if held is not None
+                  else fetch(delivery, target, coding))
     except NotServed as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field) from None
-    response = edge_guard.dressed(req, target, object_response(req, result, target), added=True)
+    response = object_response(req, result, target)   # the rule's headers are in it (added once per entry)
+    if target.rule["cors"]:
+        response = edge_guard.dressed(req, target, response, added=True)
     return response, "hit" if result.hit else "miss"
 
 
@@ -204,12 +209,12 @@ def answer(req) -> Response:
         if response.refusal:
             req.app.metrics.refusals.inc(response.refusal)
     except Exception:
-        delivery.traffic.record(host if known else None, 500, 0)
+        delivery.traffic.record(host if known else None, 500, 0, None, req.visit.now)
         if known:
             insight.count(req, host, 500, 0, None)
         raise
     sent = 0 if req.method == "HEAD" or response.status == 304 else response.length or 0
-    delivery.traffic.record(host if known else None, response.status, sent, cached)
+    delivery.traffic.record(host if known else None, response.status, sent, cached, req.visit.now)
     if known:
         insight.count(req, host, response.status, sent, cached)
     return response

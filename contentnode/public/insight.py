@@ -12,7 +12,7 @@ geoip_db: a remembered lookup per address), None without one.
 
 def count(req, host: str, status: int, sent: int, cached: str | None) -> None:
     app = req.app
-    row = (int(app.clock.now()), host, req.method, req.raw_path, status, sent, cached, req.client_ip,
+    row = (int(req.visit.now), host, req.method, req.raw_path, status, sent, cached, req.client_ip,
            req.headers.get("Referer"), app.countries.country_of(req.client_ip))
     app.traffic_top.record(row)
     app.traffic_tail.record(row)

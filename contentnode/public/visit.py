@@ -21,11 +21,12 @@ class Visit(NamedTuple):
 
     host: str | None   # the normalised Host header without its port; None when absent or unusable
     path: str          # the percent-decoded path
+    now: float         # the App clock's time, taken once: the cache's freshness, Age, the traffic minute
 
 
 def parse(req) -> Visit:
     """The Visit of a request, or a 400 ApiError for a hostile target."""
-    return Visit(host_from_header(req.headers.get("Host")), checked_target(req.target))
+    return Visit(host_from_header(req.headers.get("Host")), checked_target(req.target), req.app.clock.now())
 
 
 def checked_target(target: str) -> str:

@@ -70,8 +70,12 @@ class Target:
     # coding ("" for identity) -> (cache entry, its hit headers without Age): a remembered target
     # serves many hits of one entry per representation
     hit_headers: dict = field(init=False, default_factory=dict)
+    # decided once per target, so a plain hit skips the stages that do nothing for it:
+    edge_checked: bool = field(init=False, default=True)   # the domain or rule has access, referers or a rate limit
+    dressed: bool = field(init=False)   # the rule adds headers or CORS fields to its answers
 
     def __post_init__(self):
+        self.dressed = bool(self.rule["headers"] or self.rule["cors"])
         self.ttl = self.rule["cache_ttl"]
         self.cache_key = (self.host, self.path, self.variant.key() if self.variant else "")
         # only what is cached is compressed (once); image variants are images
@@ -299,6 +303,7 @@ def resolve(delivery, host: str, path: str, query: list, client_ip: str | None,
     variant = _variant(rule, params, trace) if rule["images"] else None
     bucket = doc.get("buckets", {}).get(rule["bucket"])
     target = Target(host, path, rule["id"], rule, bucket, match.key, variant, match.edge)
+    target.edge_checked = bool(domain["access"] or rule["access"] or rule["referers"] or rule["rate_limit"])
     if not rule["signed"] and not rule["images"]:
         delivery.remember(doc, target)   # the query, the client and the time change nothing here
     return target
@@ -436,24 +441,21 @@ def fetch(delivery, target: Target, coding: str | None = None):
     return encoded
 
 
-def held_in_memory(delivery, target: Target, coding: str | None) -> list | None:
-    """What fetch() would answer from memory for `target` in `coding`, only looked at: the cache
-    entries (with their bodies) it would count as hits, the answering one last; None when it would
-    read a file, fill or compress. The public listeners' loop thread answers only such hits."""
+def held_in_memory(delivery, target: Target, coding: str | None, now: float, count: bool) -> list | None:
+    """What fetch() would answer from memory for `target` in `coding` at `now`: the cache entries (with
+    their bodies) it would count as hits, the answering one last, counted already with `count` (for a
+    caller that answers whatever is found), else only looked at; None when fetch() would read a file,
+    fill or compress. The public listeners' loop thread answers only such hits."""
+    variant_key = target.cache_key + (coding,) if coding is not None and target.compress else None
+    return delivery.cache.held_hits(target.cache_key, now, variant_key, encodings.compressible, count)
+
+
+def fetch_held(delivery, held: list, now: float, counted: bool):
+    """The Result fetch() gives for what held_in_memory() found, its hits counted (at `now`) as fetch()
+    counts them unless held_in_memory() `counted` them."""
     cache = delivery.cache
-    found = cache.in_memory(target.cache_key)
-    if found is None:
-        return None
-    entry = found[0]
-    if coding is None or not target.compress or not encodings.compressible(entry.meta, entry.size):
-        return [found]
-    encoded = cache.in_memory(target.cache_key + (coding,))
-    return None if encoded is None else [found, encoded]
-
-
-def fetch_held(delivery, held: list):
-    """The Result fetch() gives for what held_in_memory() found, its hits counted as fetch() counts them."""
-    results = [delivery.cache.memory_hit(entry, body) for entry, body in held]
+    results = ([cache.held_result(entry, body) for entry, body in held] if counted
+               else [cache.memory_hit(entry, body, now) for entry, body in held])
     for passed in results[:-1]:
         passed.close()
     return results[-1]
