@@ -1,57 +1,112 @@
 """A bounded top-K summary (Space-Saving with batched eviction) of requests and bytes by key.
 
 The top paths or clients of a domain must be found without holding every
-distinct path or client, which anonymous clients choose. A Summary holds at
-most 2 * keep keys; when a new key arrives at that size, it keeps the `keep`
-keys with the largest estimates and remembers the largest estimate it dropped
-as its floor. A new key starts at the floor (it may have been dropped before
-with that many requests), so a key seen more often than
+distinct path or client, which anonymous clients choose. Counts arrive a
+batch at a time (a fold's exact counts, another worker's or another minute's
+summary: merge()); when a batch leaves more than 2 * keep keys, the summary
+keeps the `keep` keys with the largest estimates and remembers the largest
+estimate it dropped as its floor, so eviction costs one sort per at least
+`keep` new keys. A new key starts at the floor (it may have been dropped
+before with that many requests), so a key seen more often than
 (requests / keep) stays in the summary whatever else arrives. Each key keeps
 two counts: the estimate (which decides what is kept) and what it was seen
 doing since it last entered (what the API shows). While no key was ever
 dropped (floor 0) both are exact.
+
+The counts are three dicts by key, added a batch at a time with no call per
+key (a per-key method call costs more than the addition): the fold of every
+request into these summaries is traffic insight's main cost (bench/README.md,
+bench_traffic_fold.py).
 """
 
 import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from itertools import repeat
 
-ROW = 3   # estimate, requests seen, bytes seen
+
+def accumulate(into: dict, keys: Iterable, values: Iterable) -> None:
+    """into[key] += value for each key and value in step, a missing key starting at 0 (a plain loop:
+    in CPython 3.11 it is faster than the same done by maps of dict methods)."""
+    for key, value in zip(keys, values):
+        if key in into:
+            into[key] += value
+        else:
+            into[key] = value
 
 
 class Summary:
-    __slots__ = ("keep", "floor", "rows")
+    __slots__ = ("keep", "floor", "estimates", "requests", "bytes")
 
     def __init__(self, keep: int):
         self.keep = keep
         self.floor = 0
-        self.rows: dict[str, list] = {}
+        # the same keys in the same order in all three (merge() walks them side by side)
+        self.estimates: dict = {}   # key -> estimate (what decides what is kept)
+        self.requests: dict = {}    # key -> requests seen since it last entered
+        self.bytes: dict = {}       # key -> bytes seen since it last entered
 
-    def add(self, key: str, requests: int, nbytes: int, estimate: int | None = None) -> None:
-        row = self.rows.get(key)
-        if row is None:
-            if len(self.rows) >= 2 * self.keep:
-                self._prune()
-            self.rows[sys.intern(key)] = [self.floor + (requests if estimate is None else estimate),
-                                          requests, nbytes]
-            return
-        row[0] += requests if estimate is None else estimate
-        row[1] += requests
-        row[2] += nbytes
+    @classmethod
+    def counted(cls, values: Sequence, sizes: Sequence, view: Callable[[list], Iterable]) -> "Summary":
+        """The exact counts of a column of values with each one's bytes (a fold's, never bounded: it is
+        merged into bounded ones next), under the keys `view` makes of the distinct values in order
+        (equal keys add up, None ones are dropped)."""
+        distinct = list(dict.fromkeys(values))
+        keys = list(view(distinct))
+        if keys != distinct:
+            values = list(map(dict(zip(distinct, keys)).__getitem__, values))
+        counted = cls(len(values))
+        counted.requests = Counter(values)
+        accumulate(counted.bytes, values, sizes)
+        counted.requests.pop(None, None)
+        counted.bytes.pop(None, None)
+        counted.estimates = dict(counted.requests)
+        return counted
 
-    def _prune(self) -> None:
-        ranked = sorted(self.rows.items(), key=lambda item: item[1][0], reverse=True)
-        self.floor = max(self.floor, ranked[self.keep][1][0])
-        self.rows = dict(ranked[:self.keep])
+    def rekeyed(self, keys: list) -> "Summary":
+        """This summary's counts under other keys, one for each of its keys in order: equal keys add
+        up, None ones are dropped (itself when nothing changes)."""
+        old = list(self.estimates)
+        if keys == old and None not in self.estimates:
+            return self
+        out = Summary(self.keep)
+        out.floor = self.floor
+        for name in ("estimates", "requests", "bytes"):
+            counts = getattr(out, name)
+            accumulate(counts, keys, map(getattr(self, name).__getitem__, old))
+            counts.pop(None, None)
+        return out
 
     def merge(self, other: "Summary") -> None:
-        """Add another summary's counts (another worker's, or another minute's)."""
-        for key, (estimate, requests, nbytes) in other.rows.items():
-            self.add(key, requests, nbytes, estimate)
+        """Add another summary's counts (a fold's, another worker's, or another minute's)."""
+        estimates, requests, nbytes, floor = self.estimates, self.requests, self.bytes, self.floor
+        for key, estimate, seen, sent in zip(other.estimates, other.estimates.values(),
+                                             other.requests.values(), other.bytes.values()):
+            if key in estimates:
+                estimates[key] += estimate
+                requests[key] += seen
+                nbytes[key] += sent
+            else:
+                estimates[key] = floor + estimate
+                requests[key] = seen
+                nbytes[key] = sent
         self.floor += other.floor
+        if len(self.estimates) > 2 * self.keep:
+            self._prune()
+
+    def _prune(self) -> None:
+        estimates = self.estimates
+        ranked = sorted(estimates, key=estimates.__getitem__, reverse=True)
+        self.floor = max(self.floor, estimates[ranked[self.keep]])
+        kept = ranked[:self.keep]
+        for name in ("estimates", "requests", "bytes"):
+            setattr(self, name, dict(zip(kept, map(getattr(self, name).__getitem__, kept))))
 
     def top(self, count: int) -> list:
         """[(key, requests, bytes)] of the `count` keys seen most, most first (ties by key)."""
-        ranked = sorted(self.rows.items(), key=lambda item: (-item[1][1], item[0]))
-        return [(key, row[1], row[2]) for key, row in ranked[:count]]
+        requests = self.requests
+        ranked = sorted(sorted(requests), key=requests.__getitem__, reverse=True)[:count]
+        return list(zip(ranked, map(requests.__getitem__, ranked), map(self.bytes.__getitem__, ranked)))
 
     @property
     def approximate(self) -> bool:
@@ -60,16 +115,27 @@ class Summary:
     # a summary crosses the workers' pipe and the disk as [floor, [[key, estimate, requests, bytes], ...]]
 
     def dump(self) -> list:
-        return [self.floor, [[key, *row] for key, row in self.rows.items()]]
+        keys = list(self.estimates)
+        return [self.floor, list(map(list, zip(keys, map(self.estimates.__getitem__, keys),
+                                               map(self.requests.__getitem__, keys),
+                                               map(self.bytes.__getitem__, keys))))]
 
     @classmethod
     def load(cls, keep: int, data) -> "Summary":
         """A summary from dump(); ValueError (or TypeError) for anything else."""
         floor, rows = data
         summary = cls(keep)
-        for key, estimate, requests, nbytes in rows:
-            if not isinstance(key, str):
+        if rows:
+            if set(map(len, rows)) != {4}:
+                raise ValueError("a summary row is [key, estimate, requests, bytes]")
+            keys, estimates, requests, nbytes = zip(*rows)
+            if not all(map(isinstance, keys, repeat(str))):
                 raise ValueError("a summary key must be text")
-            summary.add(key, int(requests), int(nbytes), int(estimate))
+            keys = tuple(map(sys.intern, keys))
+            accumulate(summary.estimates, keys, map(int, estimates))
+            accumulate(summary.requests, keys, map(int, requests))
+            accumulate(summary.bytes, keys, map(int, nbytes))
         summary.floor = int(floor)
+        if len(summary.estimates) > 2 * keep:
+            summary._prune()
         return summary

@@ -1,12 +1,14 @@
 """Traffic insight: the top paths, clients, referers, statuses, cache outcomes and countries per domain.
 
 A public request only appends its raw tuple to a queue (the request thread's
-cost must stay small: see bench/bench_traffic.py); the queue is folded,
-counted by distinct tuple and each made what may be kept (shaped()), into a bounded Summary (core/traffic_summary.py) per domain,
-minute and dimension when it is reported or reaches MAX_ROWS. A public worker
-only collects what it counted since its last report (`take_pending`); the daemon adds the reports of every
-process (`merge_pending`) into per-minute summaries (the last hour) and
-per-hour summaries (the last 7 days), so memory depends on the number of
+cost must stay small: see bench/bench_traffic.py); the queue is folded when it
+is reported, read or reaches MAX_ROWS, a column at a time (_counted: each
+dimension's values counted per domain and minute, only each distinct value
+made what may be kept, as shaped() does for one row), into a bounded Summary
+(core/traffic_summary.py) per domain, minute and dimension. A public worker
+only collects what it counted since its last report (`take_pending`); the
+daemon adds the reports of every process (`merge_pending`) and its own folds
+into per-minute summaries (the last hour) and per-hour summaries (the last 7 days), so memory depends on the number of
 domains and the time kept, never on how many distinct paths or clients
 arrive. The daemon saves the summaries to <data_dir>/traffic_top.json every
 `traffic_save_seconds` (an hour unless the start-up value says otherwise) and
@@ -17,8 +19,10 @@ import ipaddress
 import json
 import os
 import threading
-from collections import Counter, deque
+from collections import defaultdict, deque
 from collections.abc import Callable
+from itertools import repeat
+from operator import call, floordiv, getitem, itemgetter
 
 from contentnode.core.traffic_summary import Summary
 from contentnode.fileio import atomic_write
@@ -76,6 +80,37 @@ def shaped(row: tuple, client_mode: str) -> tuple:
             client_view(client, client_mode), referer_host(referer), country)
 
 
+CUT_PATH = slice(MAX_PATH)
+CACHE_NONE = {None: "none"}
+
+
+def _views(client_mode: str) -> tuple:
+    """Per dimension (DIMENSIONS order), what makes a column's distinct raw values the keys kept:
+    shaped()'s rules, run over a column (in C but for the client and the referer)."""
+    return (lambda paths: map(getitem, paths, repeat(CUT_PATH)),
+            lambda clients: map(client_view, clients, repeat(client_mode)),
+            lambda referers: map(referer_host, referers),
+            lambda statuses: map(str, statuses),
+            lambda caches: map(CACHE_NONE.get, caches, caches),
+            lambda countries: countries)
+
+
+def _counted(rows: list, client_mode: str) -> dict:
+    """{(domain, minute start): [Summary per dimension]}: the exact counts of raw rows, as kept.
+    The rows are grouped by domain and minute; each group's columns are counted (Counter, and one
+    plain loop for the bytes) and only each column's distinct values shaped, not each row."""
+    groups: defaultdict = defaultdict(list)
+    minutes = map(floordiv, map(itemgetter(0), rows), repeat(60))
+    deque(map(list.append, map(groups.__getitem__, zip(map(itemgetter(1), rows), minutes)), rows), maxlen=0)
+    views = _views(client_mode)
+    counted = {}
+    for (domain, minute), group in groups.items():
+        _, _, _, path, status, sizes, cache, client, referer, country = zip(*group)
+        counted[domain, minute * 60] = [Summary.counted(column, sizes, view) for column, view
+                                        in zip((path, client, referer, status, cache, country), views)]
+    return counted
+
+
 def _summaries(keep: int) -> list:
     return [Summary(keep) for _ in DIMENSIONS]
 
@@ -88,7 +123,7 @@ class TrafficTop:
         self.clock = clock
         self.client_mode = client_mode   # the client_addresses setting as it is now
         self._lock = threading.Lock()
-        self._rows: deque = deque()               # (domain, minute, *keys, bytes) not yet folded
+        self._rows: deque = deque()               # raw rows (see shaped()) not yet folded
         self._pending: dict[tuple, list] = {}     # (domain, minute) -> summaries since the last report
         self._minutes: dict[tuple, list] = {}     # (domain, minute start) -> summaries
         self._hours: dict[tuple, list] = {}       # (domain, hour start) -> summaries
@@ -106,20 +141,20 @@ class TrafficTop:
             self._fold_rows()
 
     def _fold_rows(self) -> None:
-        """Add the appended requests to the pending summaries, once per distinct raw row."""
-        pop = self._rows.popleft
+        """Add the appended requests to the summaries: a worker's pending ones (for its next report),
+        the daemon's minutes and hours (when it serves the public port itself)."""
         mode = self.client_mode()
         with self._lock:
-            rows = [pop() for _ in range(len(self._rows))]
-            for row, times in Counter(rows).items():
-                second, domain, _, path, status, nbytes, cache, client, referer, country = shaped(row, mode)
-                minute = second // 60 * 60
-                summaries = self._pending.get((domain, minute))
-                if summaries is None:
-                    summaries = self._pending[domain, minute] = _summaries(PENDING_KEEP)
-                for summary, key in zip(summaries, (path, client, referer, str(status), cache, country)):
-                    if key is not None:
-                        summary.add(key, times, times * nbytes)
+            rows = list(map(call, repeat(self._rows.popleft, len(self._rows))))
+            for (domain, minute), summaries in _counted(rows, mode).items():
+                if self.path is not None:
+                    self._add(domain, minute, summaries)
+                    continue
+                pending = self._pending.get((domain, minute))
+                if pending is None:
+                    pending = self._pending[domain, minute] = _summaries(PENDING_KEEP)
+                for summary, other in zip(pending, summaries):
+                    summary.merge(other)
 
     def take_pending(self) -> list:
         """[[domain, minute, [summary dump per dimension]], ...] since the last take, now forgotten here."""
@@ -134,24 +169,23 @@ class TrafficTop:
             if not isinstance(domain, str) or len(dumps) != len(DIMENSIONS):
                 continue
             loaded = [Summary.load(PENDING_KEEP, dump) for dump in dumps]
-            minute = int(minute)
             with self._lock:
-                if domain not in self._domains:
-                    if len(self._domains) >= MAX_DOMAINS:
-                        continue
-                    self._domains.add(domain)
-                for table, start in ((self._minutes, minute), (self._hours, minute - minute % 3600)):
-                    summaries = table.get((domain, start))
-                    if summaries is None:
-                        summaries = table[domain, start] = _summaries(KEEP)
-                        self._prune()
-                    for summary, other in zip(summaries, loaded):
-                        summary.merge(other)
-                self._dirty = True
+                self._add(domain, int(minute), loaded)
 
-    def fold_own(self) -> None:
-        """The daemon's own counts (when it serves the public port itself) join the merged ones."""
-        self.merge_pending(self.take_pending())
+    def _add(self, domain: str, minute: int, summaries: list) -> None:
+        """Merge a domain's minute of counts into its minute's and its hour's summaries (lock held)."""
+        if domain not in self._domains:
+            if len(self._domains) >= MAX_DOMAINS:
+                return
+            self._domains.add(domain)
+        for table, start in ((self._minutes, minute), (self._hours, minute - minute % 3600)):
+            kept = table.get((domain, start))
+            if kept is None:
+                kept = table[domain, start] = _summaries(KEEP)
+                self._prune()
+            for summary, other in zip(kept, summaries):
+                summary.merge(other)
+        self._dirty = True
 
     def _prune(self) -> None:
         """Forget minutes older than an hour and hours older than 7 days (lock held)."""
@@ -167,7 +201,7 @@ class TrafficTop:
         """The ANSWERED most seen values of a dimension over a range; KeyError for an unknown one."""
         step, count = RANGES[range_name]
         index = DIMENSIONS.index(dimension)
-        self.fold_own()
+        self._fold_rows()
         now = int(self.clock())
         last = now - now % step
         merged = Summary(1 << 30)
@@ -210,7 +244,7 @@ class TrafficTop:
         """Write the summaries atomically if anything was counted since the last save."""
         if self.path is None:
             return False
-        self.fold_own()
+        self._fold_rows()
         with self._lock:
             if not self._dirty:
                 return False
@@ -228,10 +262,4 @@ def _clients_as(merged: Summary, mode: str) -> Summary:
     """The client summary as the current setting shows it (stored earlier under another setting)."""
     if mode == "full":
         return merged
-    shown = Summary(merged.keep)
-    for key, (estimate, requests, nbytes) in merged.rows.items():
-        view = client_view(key, mode)
-        if view is not None:
-            shown.add(view, requests, nbytes, estimate)
-    shown.floor = merged.floor
-    return shown
+    return merged.rekeyed([client_view(key, mode) for key in merged.estimates])
