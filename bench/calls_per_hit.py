@@ -1,4 +1,4 @@
-"""Function calls per memory hit, counted (not timed): the figure other load cannot move.
+"""Function calls per memory hit or origin miss, counted (not timed): the figure other load cannot move.
 
 Timed figures (bench_origin.py, bench_content.py) move with whatever else runs
 on the machine. This tool runs a real daemon in which each request's handling
@@ -7,13 +7,17 @@ runs under one cProfile.Profile, enabled for that request only, so no idle
 wake-up or background work is counted. It asks one 10 KB object WARM times,
 reads the counts by function (SIGUSR2 writes them to a file), asks it N times more over one
 kept-alive connection, reads the count again and prints the difference over
-N: the Python and C function calls one hit costs.
+N: the Python and C function calls one request costs.
 
 - origin: a rule in cache_mode "origin" on an http bucket (a static nginx
   origin with ETag and Last-Modified), the answer held in memory and fresh.
 - s3: a fixed-TTL rule on an S3 bucket (SeaweedFS), the same object size.
+- miss: a rule in cache_mode "origin" on the same origin's /nostore/ path
+  (`Cache-Control: no-store`): every request asks the origin over a kept-alive
+  connection and nothing is stored (bench_origin.py's miss). Counted in the
+  request's own thread: the origin's wait is not a call.
 
-    python bench/calls_per_hit.py [--kind origin|s3|both] [--requests 2000] [--top 0] [--browser]
+    python bench/calls_per_hit.py [--kind origin|s3|miss|both] [--requests 2000] [--top 0] [--browser]
 """
 
 import argparse
@@ -94,14 +98,14 @@ class CountedDaemon(Daemon):
         raise RuntimeError("the daemon wrote no count")
 
 
-def _origin_node(factory, origin_port: int):
+def _origin_node(factory, origin_port: int, prefix: str = "fresh/"):
     daemon = factory(temp_dir(), log_level="warning").start()
     daemon.setup_admin()
     root = api(daemon, "POST", "/api/buckets", {"name": "origin", "type": "http",
                                                 "url": f"http://127.0.0.1:{origin_port}"})
     api(daemon, "POST", "/api/domains", {"host": HOST})
     api(daemon, "POST", "/api/rules", {"domain": HOST, "path": "/hit", "bucket": root["id"], "cache_ttl": 3600,
-                                       "prefix": "fresh/"})
+                                       "cache_mode": "origin", "prefix": prefix})
     return daemon
 
 
@@ -141,7 +145,7 @@ def per_hit(start, requests: int, fields: dict) -> dict:
 
 
 def show(label: str, calls: dict, top: int) -> None:
-    print(f"{label}: {sum(calls.values()):.1f} calls per hit")
+    print(f"{label}: {sum(calls.values()):.1f} calls per request")
     root = os.path.dirname(BENCH) + os.sep
     for name, count in sorted(calls.items(), key=lambda item: -item[1])[:top]:
         print(f"  {count:7.2f}  {name.replace(root, '')}")
@@ -152,9 +156,10 @@ def main() -> int:
     from tests.peers.seaweed import SeaweedS3
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", choices=("origin", "s3", "both"), default="both")
+    parser.add_argument("--kind", choices=("origin", "s3", "miss", "both"), default="both",
+                        help="both: origin and s3 (miss only when asked)")
     parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--top", type=int, default=0, help="also show the functions called most per hit")
+    parser.add_argument("--top", type=int, default=0, help="also show the functions called most per request")
     parser.add_argument("--browser", action="store_true", help="send a browser's 13 request fields, not 2")
     args = parser.parse_args()
     fields = BROWSER if args.browser else {}
@@ -164,6 +169,10 @@ def main() -> int:
         _, origin_port, _ = start_nginx({"obj.bin": body}, _FRESH_CONF)
         show("origin-mode memory hit", per_hit(lambda f: _origin_node(f, origin_port), args.requests, fields),
              args.top)
+    if args.kind == "miss":
+        _, origin_port, _ = start_nginx({"obj.bin": body}, _FRESH_CONF)
+        show("origin no-store miss", per_hit(lambda f: _origin_node(f, origin_port, "nostore/"), args.requests,
+                                             fields), args.top)
     if args.kind in ("s3", "both"):
         seaweed = SeaweedS3(temp_dir("contentnode-bench-weed-")).start()
         try:
