@@ -77,14 +77,14 @@ class HttpOriginConfig:
 
 
 class OriginResponse:
-    """An origin's answer with its body unread: `status`, `headers` (pairs as sent), `length`
-    (None when the origin sent none), `interim` (the statuses of the 1xx answers read before
-    it); read/chunks stream the body; close() gives the connection back to the pool when the
-    body was read whole, else closes it."""
+    """An origin's answer with its body unread: `status`, `headers` (pairs as sent), `fields`
+    (by lower-case name, repeats joined), `length` (None when the origin sent none), `interim`
+    (the statuses of the 1xx answers read before it); read/chunks stream the body; close()
+    gives the connection back to the pool when the body was read whole, else closes it."""
 
     def __init__(self, pool: OriginPool, conn: OriginConnection, head: Head, reused: bool):
         self._pool, self._conn = pool, conn
-        self.status, self.reason, self.headers = head.status, head.reason, head.headers
+        self.status, self.reason, self.headers, self.fields = head.status, head.reason, head.headers, head.fields
         self.length = head.length
         self.interim = head.interim
         self.reused = reused          # the connection carried an earlier answer
@@ -93,9 +93,7 @@ class OriginResponse:
 
     def header(self, name: str) -> str | None:
         """One field's value, repeats joined with ", " (None when absent)."""
-        name = name.lower()
-        values = [v for k, v in self.headers if k.lower() == name]
-        return ", ".join(values) if values else None
+        return self.fields.get(name.lower())
 
     def read(self, size: int = CHUNK) -> bytes:
         """Up to `size` bytes of the body (b"" at its end); OriginError when the origin fails."""
@@ -123,8 +121,18 @@ class OriginResponse:
         self._pool.release(self._conn, reusable and self._conn.sock is not None)
 
 
-def _header_pairs(headers) -> list[tuple[str, str]]:
-    return list(headers.items()) if isinstance(headers, dict) else list(headers)
+def _sent_fields(headers) -> list[tuple[str, str]]:
+    """The fields a request carries as given (pairs or a dict): all but HOP_BY_HOP, each name
+    lower-cased once, and User-Agent added when the caller sent none."""
+    sent, agent = [], False
+    for name, value in headers.items() if isinstance(headers, dict) else headers:
+        lower = name.lower()
+        if lower not in HOP_BY_HOP:
+            sent.append((name, value))
+            agent = agent or lower == "user-agent"
+    if not agent:
+        sent.append(("User-Agent", USER_AGENT))
+    return sent
 
 
 class HttpOrigin:
@@ -147,9 +155,7 @@ class HttpOrigin:
         once, when the request can be sent again (no body, or bytes).
         """
         target = self.config.target(key, query)
-        sent = [(k, v) for k, v in _header_pairs(headers) if k.lower() not in HOP_BY_HOP]
-        if not any(k.lower() == "user-agent" for k, _ in sent):
-            sent.append(("User-Agent", USER_AGENT))
+        sent = _sent_fields(headers)
         replayable = body is None or isinstance(body, bytes)
         if isinstance(body, bytes):
             length = len(body)
@@ -176,7 +182,7 @@ class HttpOrigin:
             lines.append(f"Content-Length: {length}")
         elif chunked:
             lines.append("Transfer-Encoding: chunked")
-        if any(_LINE_BREAKING.search(line) for line in lines):   # never a second request in a field
+        if _LINE_BREAKING.search("".join(lines)):   # never a second request in a field
             raise OriginError("invalid", "a request field holds a line break or NUL")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 

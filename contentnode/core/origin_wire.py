@@ -9,10 +9,18 @@ never join the final one's. The body's framing follows RFC 9112 §6.3: none
 for HEAD, 1xx, 204 and 304; chunked when Transfer-Encoding ends with it
 (trailers read and dropped); Content-Length when it is one valid length;
 else until the origin closes the connection (then never reused).
+
+A head the connection's buffer already holds whole (the usual case: one recv
+brings it) is checked with one regular expression and split with another,
+never a call per line; any head that expression does not accept (a refusal,
+or a head not yet wholly received) is read again line by line, which makes
+every refusal with its own message. The expression accepts only heads the
+line reader accepts, and splits them into the same fields.
 """
 
 import re
 
+from contentnode.core import http_cache as hc
 from contentnode.core.origin import OriginError
 
 MAX_HEAD = 65536       # status line and field lines together, per answer (interim ones count apart)
@@ -20,6 +28,13 @@ MAX_FIELDS = 100
 MAX_INTERIM = 16       # interim answers before the final one
 _CHUNK_LINE = 4096     # a chunk-size line with its extensions
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")   # a field name (RFC 9110 5.1)
+# What _status_line and _fields accept, as expressions (possessive: linear on any input): a status
+# line; a field line (a token name, a colon, the value without the spaces, tabs and CRs around it
+# that _fields strips and without CR or NUL within); the empty line ending the head.
+_STATUS = r"(HTTP/1\.[^ \n]*+) ([0-9]{3}) ([^\n]*+)\n"
+_FIELD = r"([!#$%&'*+\-.^_`|~0-9A-Za-z]++):[ \t\r]*+((?:[^\r\n\0 \t]++|[ \t]++(?=[^\r\n\0 \t]))*+)[ \t\r]*+\n"
+_WHOLE_HEAD = re.compile(f"{_STATUS}(?:{_FIELD}){{0,{MAX_FIELDS}}}+\\r?\\n".encode("latin-1"))
+_FIELD_TEXT = re.compile(_FIELD)
 
 
 class ClosedBeforeAnswer(ConnectionError):
@@ -32,14 +47,15 @@ def _protocol(message: str) -> OriginError:
 
 
 class Head:
-    """The final answer's status line and fields (pairs as sent), its framing, and the interim
-    answers' statuses read before it."""
+    """The final answer's status line and fields (pairs as sent, and `fields`: by lower-case name,
+    repeats joined, as http_cache.fields makes them), its framing, and the interim answers'
+    statuses read before it."""
 
-    __slots__ = ("status", "reason", "headers", "length", "chunked", "close", "interim")
+    __slots__ = ("status", "reason", "headers", "fields", "length", "chunked", "close", "interim")
 
-    def __init__(self, status: int, reason: str, headers: list, length: int | None, chunked: bool, close: bool,
-                 interim: list):
-        self.status, self.reason, self.headers = status, reason, headers
+    def __init__(self, status: int, reason: str, headers: list, fields: dict, length: int | None, chunked: bool,
+                 close: bool, interim: list):
+        self.status, self.reason, self.headers, self.fields = status, reason, headers, fields
         self.length, self.chunked, self.close, self.interim = length, chunked, close, interim
 
 
@@ -72,9 +88,28 @@ def _fields(reader, budget: int) -> list[tuple[str, str]]:
     raise _protocol(f"more than {MAX_FIELDS} fields")
 
 
-def _one(fields: list, name: str) -> str | None:
-    values = [v for k, v in fields if k.lower() == name]
-    return ", ".join(values) if values else None
+def _buffered_head(reader) -> tuple[str, int, str, list] | None:
+    """(version, status, reason, fields) of a head the reader's buffer holds whole within MAX_HEAD
+    and MAX_FIELDS, taken from the buffer; None (nothing taken) for any other, which the line
+    reader then reads (and refuses, when it must)."""
+    found = _WHOLE_HEAD.match(reader.peek(), 0, MAX_HEAD)
+    if found is None:
+        return None
+    version, code, reason = found.group(1, 2, 3)
+    text = reader.read(found.end()).decode("latin-1")
+    return (version.decode("latin-1"), int(code), reason.rstrip(b"\r").decode("latin-1"),
+            _FIELD_TEXT.findall(text, found.end(3) + 1))
+
+
+def _read_lines(reader) -> tuple[str, int, str, list] | None:
+    """(version, status, reason, fields) read line by line; None when nothing came at all."""
+    line = reader.readline(MAX_HEAD + 1)
+    if not line:
+        return None
+    if len(line) > MAX_HEAD or not line.endswith(b"\n"):
+        raise _protocol("status line")
+    version, status, reason = _status_line(line)
+    return version.decode("latin-1"), status, reason, _fields(reader, MAX_HEAD - len(line))
 
 
 def read_head(reader, method: str) -> Head:
@@ -82,38 +117,36 @@ def read_head(reader, method: str) -> Head:
     answers before it are read and counted. ClosedBeforeAnswer when nothing came at all."""
     interim: list[int] = []
     while True:
-        line = reader.readline(MAX_HEAD + 1)
-        if not line:
+        head = _buffered_head(reader) or _read_lines(reader)
+        if head is None:
             if interim:
                 raise _protocol("closed after an interim answer")
             raise ClosedBeforeAnswer("the origin closed the connection before answering")
-        if len(line) > MAX_HEAD or not line.endswith(b"\n"):
-            raise _protocol("status line")
-        version, status, reason = _status_line(line)
-        fields = _fields(reader, MAX_HEAD - len(line))
+        version, status, reason, pairs = head
         if 100 <= status < 200 and status != 101:
             interim.append(status)
             if len(interim) > MAX_INTERIM:
                 raise _protocol(f"more than {MAX_INTERIM} interim answers")
             continue
         break
-    connection = (_one(fields, "connection") or "").lower()
-    close = "close" in connection or (version == b"HTTP/1.0" and "keep-alive" not in connection)
+    fields = hc.fields(pairs)
+    connection = fields.get("connection", "").lower()
+    close = "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection)
     if method == "HEAD" or status < 200 or status in (204, 304):
-        return Head(status, reason, fields, 0, False, close, interim)
-    coding = _one(fields, "transfer-encoding")
+        return Head(status, reason, pairs, fields, 0, False, close, interim)
+    coding = fields.get("transfer-encoding")
     if coding is not None:
         chunked = coding.replace(" ", "").lower().rsplit(",", 1)[-1] == "chunked"
         # with Transfer-Encoding, Content-Length means nothing; not chunked: read until the close
-        return Head(status, reason, fields, None, chunked, close or not chunked, interim)
-    length = _one(fields, "content-length")
+        return Head(status, reason, pairs, fields, None, chunked, close or not chunked, interim)
+    length = fields.get("content-length")
     if length is None:
-        return Head(status, reason, fields, None, False, True, interim)
+        return Head(status, reason, pairs, fields, None, False, True, interim)
     values = {v.strip() for v in length.split(",")}
     value = values.pop() if len(values) == 1 else ""
     if not (value.isascii() and value.isdigit()):
         raise _protocol("Content-Length")
-    return Head(status, reason, fields, int(value), False, close, interim)
+    return Head(status, reason, pairs, fields, int(value), False, close, interim)
 
 
 class Body:

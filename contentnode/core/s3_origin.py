@@ -12,6 +12,7 @@ import base64
 import ssl
 import time
 
+from contentnode.core import http_cache as hc
 from contentnode.core.cache_fill import CHUNK, OriginAnswer
 from contentnode.core.origin import OriginError
 from contentnode.core.s3 import S3Client
@@ -108,10 +109,11 @@ def probe_object(client: S3Client, key: str) -> dict:
 
 class S3Answer:
     """An S3 GET as the shared cache reads an origin's answer (the shape of core/http_origin.py's
-    OriginResponse): `status`, `headers` (pairs), `length`, the body's chunks, close()."""
+    OriginResponse): `status`, `headers` (pairs), `fields` (by lower-case name), `length`, the
+    body's chunks, close()."""
 
     def __init__(self, status: int, headers: list, length: int | None, chunks, close):
-        self.status, self.headers, self.length = status, headers, length
+        self.status, self.headers, self.fields, self.length = status, headers, hc.fields(headers), length
         self._chunks, self.close = chunks, close
 
     def chunks(self):

@@ -42,6 +42,7 @@ CLIENT_CONDITIONALS = frozenset({"if-none-match", "if-modified-since", "if-match
 class OriginResponse(Protocol):
     status: int
     headers: list
+    fields: dict        # the headers by lower-case name, repeats joined (http_cache.fields)
     length: int | None
 
     def chunks(self): ...
@@ -347,14 +348,14 @@ class SharedCache:
             request_time = clock()
             response = forward(extra)
             response_time = clock()
-            fields = hc.fields(response.headers)
+            fields = response.fields
             if response.status == 304 and stale is not None and hc.refreshable(_stored(stale), fields):
                 response.close()
                 return self._refreshed(stale, fields, request_time, response_time)
             if response.status == 304:
                 response.close()
                 response = forward({})
-                fields = hc.fields(response.headers)
+                fields = response.fields
             return self._answer(req, response, fields, request_time, response_time, store)
         return fetch
 
