@@ -150,9 +150,11 @@ class Decision:
     reason: str
 
 
-def storable(method: str, status: int, req: Mapping[str, str], resp: Mapping[str, str]) -> Decision:
-    """May a shared cache store this answer (RFC 9111 §3, §3.5)? The reason names the deciding rule."""
-    cc = response_directives(resp)
+def storable(method: str, status: int, req: Mapping[str, str], resp: Mapping[str, str],
+             cc: Mapping[str, str | None] | None = None) -> Decision:
+    """May a shared cache store this answer (RFC 9111 §3, §3.5)? The reason names the deciding rule.
+    `cc`: the answer's response_directives, when the caller has them already."""
+    cc = response_directives(resp) if cc is None else cc
     if method not in ("GET", "HEAD"):
         return Decision(False, "method")
     if status < 200 or status in (206, 304):
@@ -190,16 +192,18 @@ class Freshness:
     source: str   # "s-maxage", "max-age", "expires", "heuristic", "none"
 
 
-def freshness_lifetime(status: int, resp: Mapping[str, str], response_time: float, heuristic_cap: int) -> Freshness:
+def freshness_lifetime(status: int, resp: Mapping[str, str], response_time: float, heuristic_cap: int,
+                       cc: Mapping[str, str | None] | None = None) -> Freshness:
     """How long a stored answer stays fresh (RFC 9111 §4.2.1, §4.2.2).
 
     s-maxage, then max-age, then Expires minus Date (the time received when
     Date is missing; an invalid Expires is already stale). Without any, a
     heuristic of a tenth of the time since Last-Modified for heuristically
     cacheable statuses or a `public` answer, capped by `heuristic_cap` (the
-    rule's cache_ttl); no Last-Modified gives no heuristic freshness.
+    rule's cache_ttl); no Last-Modified gives no heuristic freshness. `cc`:
+    the answer's response_directives, when the caller has them already.
     """
-    cc = response_directives(resp)
+    cc = response_directives(resp) if cc is None else cc
     for name in ("s-maxage", "max-age"):
         if name in cc:
             value = delta_seconds(cc[name])

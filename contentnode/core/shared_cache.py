@@ -16,7 +16,7 @@ beside the URL's first answer under keys of their own, so a purge of the URL
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 from typing import Protocol
 
 from contentnode.core import http_cache as hc
@@ -57,7 +57,8 @@ Forward = Callable[[dict], OriginResponse]
 @dataclass
 class Exchange:
     """What the shared cache answers one request: the origin's status and the fields to send
-    (Age and Cache-Status included), the body as a cache Result, and whether it was a hit."""
+    (Age and Cache-Status included; each field named once), the body as a cache Result, and
+    whether it was a hit."""
 
     status: int
     headers: list
@@ -65,13 +66,14 @@ class Exchange:
     hit: bool
     cache_status: str
     memo: Parsed | None = None   # a hit's entry's stored answer, read once per entry (shared_hit.py)
+    _by_name: dict | None = dataclass_field(default=None, init=False, repr=False, compare=False)
 
     def field(self, name: str) -> str | None:
-        name = name.lower()
-        for key, value in self.headers:
-            if key.lower() == name:
-                return value
-        return None
+        """The value of the field `name` (lower case) sent, or None; the headers are mapped by
+        lower-case name once, at the first question."""
+        if self._by_name is None:
+            self._by_name = hc.fields(self.headers)
+        return self._by_name.get(name)
 
     def validators(self) -> dict:
         """{"etag", "last_modified"} as the answer sends them (None when it does not)."""
@@ -230,7 +232,7 @@ class SharedCache:
             head = memo.head
         else:
             fields = meta["fields"] if not hit else list(hc.unvalidated_fields(dict(meta["fields"])).items())
-            head = response_fields((name, value) for name, value in fields if name.lower() not in NOT_SENT)
+            head = response_fields(fields, NOT_SENT)
         if age is None:
             age = hc.current_age(dict(meta["fields"]), meta["request_time"], meta["response_time"], self.clock())
         headers = head + [("age", str(int(age))), ("cache-status", status_field),
@@ -396,19 +398,20 @@ class SharedCache:
 
 def verdict(req: Request, status: int, fields: Mapping[str, str], response_time: float):
     """(why it is not stored or None, its freshness, how long it is kept) for an origin's answer."""
-    decision = hc.storable("GET", status, req.fields, fields)
-    lifetime = hc.freshness_lifetime(status, fields, response_time, req.heuristic_cap)
-    keep = _retention(fields, lifetime.lifetime, [req.defaults.while_revalidate, req.defaults.if_error])
+    cc = hc.response_directives(fields)   # read once for the three
+    decision = hc.storable("GET", status, req.fields, fields, cc)
+    lifetime = hc.freshness_lifetime(status, fields, response_time, req.heuristic_cap, cc)
+    keep = _retention(fields, lifetime.lifetime, [req.defaults.while_revalidate, req.defaults.if_error], cc)
     why = decision.reason if not decision.ok else None
     if decision.ok and keep <= 0:
         why = "no freshness and no validators"
     return why, lifetime, keep
 
 
-def _retention(fields: Mapping[str, str], lifetime: float, defaults) -> float:
+def _retention(fields: Mapping[str, str], lifetime: float, defaults, cc: Mapping[str, str | None] | None = None) -> float:
     """How long an entry is kept: its freshness, then as long as it may still serve stale or be
-    revalidated cheaply (its validators)."""
-    cc = hc.response_directives(fields)
+    revalidated cheaply (its validators). `cc`: the fields' response_directives, when at hand."""
+    cc = hc.response_directives(fields) if cc is None else cc
     windows = [hc.delta_seconds(cc.get(name)) or 0 for name in ("stale-while-revalidate", "stale-if-error")]
     validators = "etag" in fields or "last-modified" in fields
     return lifetime + max(windows + list(defaults) + [REVALIDATE_KEEP if validators else 0])

@@ -23,24 +23,19 @@ log = logging.getLogger("contentnode.content")
 NOT_ENCODED = 409   # the variant's fill when its source went away meanwhile: identity is sent
 
 
-def _field(headers: list, name: str) -> str | None:
-    values = [value for key, value in headers if key.lower() == name]
-    return ", ".join(values) if values else None
-
-
 def compressible(exchange: Exchange) -> bool:
     """Whether clients that accept a coding get this answer compressed (a hit or not)."""
-    headers = exchange.headers
-    if exchange.status != 200 or exchange.result.size is None or _field(headers, "content-encoding"):
+    if exchange.status != 200 or exchange.result.size is None or exchange.field("content-encoding"):
         return False
-    if "no-transform" in hc.directives(_field(headers, "cache-control")) or "*" in (_field(headers, "vary") or ""):
+    if "no-transform" in hc.directives(exchange.field("cache-control")) or "*" in (exchange.field("vary") or ""):
         return False   # the origin forbids transforms, or varies on everything (never stored)
-    meta = {"content_type": _field(headers, "content-type")}
+    meta = {"content_type": exchange.field("content-type")}
     return encodings.compressible(meta, exchange.result.size)
 
 
-def _with_vary(headers: list) -> list:
-    vary = _field(headers, "vary")
+def _with_vary(exchange: Exchange) -> list:
+    """The exchange's headers saying `Vary: Accept-Encoding` (added to its Vary, or a new one)."""
+    headers, vary = exchange.headers, exchange.field("vary")
     if vary is not None and "accept-encoding" in [v.strip().lower() for v in vary.split(",")]:
         return headers
     kept = [(k, v) for k, v in headers if k.lower() != "vary"]
@@ -70,7 +65,7 @@ def encoded(delivery, target, exchange: Exchange, accept_encoding: str | None) -
     coding (a hit only), with `Vary: Accept-Encoding` whenever the answer is compressible."""
     if not target.rule["compress"] or not compressible(exchange):
         return exchange
-    headers = _with_vary(exchange.headers)
+    headers = _with_vary(exchange)
     coding = encodings.choose(accept_encoding)
     entry = exchange.result.entry
     if coding is None or not exchange.hit or entry is None:
@@ -92,7 +87,7 @@ def encoded(delivery, target, exchange: Exchange, accept_encoding: str | None) -
 
 def _as_variant(exchange: Exchange, headers: list, variant, coding: str) -> Exchange:
     """The stored answer's exchange sent as its compressed variant (`variant`, a cache Result)."""
-    etag = encodings.tagged(_field(headers, "etag"), coding)
+    etag = encodings.tagged(exchange.field("etag"), coding)   # `headers` differ from the exchange's in Vary only
     headers = [(k, v) for k, v in headers if k.lower() != "etag"] + [("Content-Encoding", coding)]
     if etag:
         headers.append(("ETag", etag))
@@ -116,7 +111,7 @@ def held(delivery, target, exchange: Exchange, accept_encoding: str | None) -> t
     entry = exchange.result.entry
     if not target.rule["compress"] or not _entry_compressible(entry, exchange):
         return exchange, [entry]
-    headers = _with_vary(exchange.headers)
+    headers = _with_vary(exchange)
     coding = encodings.choose(accept_encoding)
     if coding is None:
         return Exchange(exchange.status, headers, exchange.result, True, exchange.cache_status, exchange.memo), [entry]
