@@ -4,6 +4,7 @@ cache folder. The refresh appends a head record to the stored entry's file; the 
 inode stay; both public workers serve the refreshed head; the file is rewritten after MAX_HEADS
 refreshes; a torn record (a death mid-append, by hand and by kill -9) leaves the head before it."""
 
+import gzip
 import http.client
 import os
 import random
@@ -260,3 +261,32 @@ def test_both_public_workers_serve_the_refreshed_head(tmp_path):
     finally:
         node.close()
 
+
+
+def test_a_refreshed_answer_keeps_its_compressed_variant_under_the_new_head(node, admin):
+    """The gzip variant is made from the body, which a refresh does not move: it is kept (not
+    compressed again) and sent with the refreshed fields."""
+    css = b"body { color: black; }\n" * 400
+    gz = {"Accept-Encoding": "gzip"}
+    with _origin() as origin:
+        shared_site(admin, origin)
+        origin.script("/c.css", css, headers={"Cache-Control": "max-age=1", "Content-Type": "text/css",
+                                              "X-Rev": "1"}, etag='"c"')
+        fetch(node.public_port, "/c.css", gz)                  # the fill, sent as the origin sent it
+        status, headers, body = fetch(node.public_port, "/c.css", gz)
+        assert headers["content-encoding"] == "gzip" and gzip.decompress(body) == css
+        assert len(entry_files(node)) == 2                      # the stored answer and its gzip variant
+        before = {p: layout(p) for p in entry_files(node)}
+        time.sleep(2.2)
+        origin.script("/c.css", css, headers={"Cache-Control": "max-age=300", "Content-Type": "text/css",
+                                              "X-Rev": "2"}, etag='"c"')
+        status, headers, body = fetch(node.public_port, "/c.css", gz)   # the refresh
+        assert headers["x-rev"] == "2" and "fwd-status=304" in headers["cache-status"]
+        status, headers, body = fetch(node.public_port, "/c.css", gz)
+        assert (headers["content-encoding"], headers["x-rev"], headers["cache-control"]) == ("gzip", "2", "max-age=300")
+        assert gzip.decompress(body) == css and "hit" in headers["cache-status"]
+        after = {p: layout(p) for p in entry_files(node)}
+        assert sorted(after) == sorted(before)
+        assert sorted(after[p]["heads"] for p in after) == [0, 1]     # the source refreshed, the variant kept
+        assert all(after[p]["front"] == before[p]["front"] for p in after)
+        assert len(origin.requests_for("/c.css")) == 2
