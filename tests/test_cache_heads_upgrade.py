@@ -6,14 +6,14 @@ longer than its header says, drops it as torn, and asks the origin anew; this bu
 the cache back."""
 
 import os
-import subprocess
 
 import pytest
 
+from tests import previous_build
 from tests.node import ROOT
 from tests.origin_server import OriginServer
 from tests.test_origin_cache import fetch, shared_site
-from tests.test_origin_refresh import BODY, TYPE, layout, only_entry
+from tests.test_origin_refresh import BODY, layout, only_entry, script
 
 # The last commit of main before head records (this branch's base).
 PREVIOUS = "017e3da"
@@ -21,23 +21,16 @@ PREVIOUS = "017e3da"
 
 @pytest.fixture(scope="module")
 def previous_tree(tmp_path_factory):
-    """The previous build's contentnode package as plain files. A checkout without that commit
-    (a shallow clone) fails here, naming it: the test needs the history, never a stand-in."""
-    dest = str(tmp_path_factory.mktemp("previous-build"))
-    archive = subprocess.run(["git", "archive", PREVIOUS, "contentnode"], cwd=ROOT, capture_output=True)
-    assert archive.returncode == 0, (f"git archive {PREVIOUS} failed (a shallow clone lacks the previous "
-                                     f"build): {archive.stderr.decode()}")
-    subprocess.run(["tar", "-x", "-C", dest], input=archive.stdout, check=True)
-    assert not os.path.exists(os.path.join(dest, "contentnode", "core", "cache_refresh.py"))   # truly before them
-    return dest
+    """The previous build's contentnode package as plain files (truly before head records)."""
+    return previous_build.previous_tree(tmp_path_factory, PREVIOUS, os.path.join("core", "cache_refresh.py"))
 
 
 def test_the_previous_build_drops_an_entry_with_head_records(node, admin, previous_tree):
     with OriginServer() as origin:
         shared_site(admin, origin)
-        origin.script("/o", BODY, headers={**TYPE, "Cache-Control": "max-age=0", "X-Rev": "1"}, etag='"o"')
+        script(origin, "/o", "max-age=0", 1)
         assert fetch(node.public_port, "/o")[2] == BODY
-        origin.script("/o", BODY, headers={**TYPE, "Cache-Control": "max-age=300", "X-Rev": "2"}, etag='"o"')
+        script(origin, "/o", "max-age=300", 2)
         assert fetch(node.public_port, "/o")[1]["x-rev"] == "2"
         refreshed = layout(only_entry(node))
         assert refreshed["heads"] == 1 and refreshed["size"] > refreshed["body_end"]
@@ -45,7 +38,7 @@ def test_the_previous_build_drops_an_entry_with_head_records(node, admin, previo
 
         node.root = previous_tree
         node.start()
-        origin.script("/o", BODY, headers={**TYPE, "Cache-Control": "max-age=300", "X-Rev": "3"}, etag='"o"')
+        script(origin, "/o", "max-age=300", 3)
         asked = len(origin.requests_for("/o"))
         status, headers, body = fetch(node.public_port, "/o")
         # not the first header's max-age=0 answer revalidated, nor a hit on it: a new fill

@@ -69,6 +69,14 @@ def head_field(head: dict, name: str) -> str | None:
     return dict(head["meta"]["fields"]).get(name)
 
 
+def script(origin, path: str, cache_control: str, rev, **fields) -> None:
+    """The origin answers `path` with BODY, this Cache-Control and X-Rev (and `fields`, x_new as
+    X-New), and the path's own ETag (a conditional request with it answers 304)."""
+    extra = {name.replace("_", "-").title(): value for name, value in fields.items()}
+    origin.script(path, BODY, headers={**TYPE, "Cache-Control": cache_control, "X-Rev": str(rev), **extra},
+                  etag=f'"{path}"')
+
+
 def books_match_the_folder(node, admin) -> None:
     stats = admin.get("/api/cache").json
     assert stats["bytes"] == sum(os.path.getsize(p) for p in entry_files(node)), stats
@@ -77,18 +85,17 @@ def books_match_the_folder(node, admin) -> None:
 def test_a_304_appends_the_refreshed_head_and_leaves_the_body(node, admin):
     with _origin() as origin:
         shared_site(admin, origin)
-        origin.script("/r", BODY, headers={**TYPE, "Cache-Control": "max-age=1", "X-Rev": "1"}, etag='"r1"')
+        script(origin, "/r", "max-age=1", "1")
         assert fetch(node.public_port, "/r")[2] == BODY
         before = layout(only_entry(node))
         assert before["heads"] == 0 and before["size"] == before["body_end"] and before["body"] == BODY
         time.sleep(2.2)
-        origin.script("/r", BODY, headers={**TYPE, "Cache-Control": "max-age=300", "X-Rev": "2", "X-New": "yes"},
-                      etag='"r1"')
+        script(origin, "/r", "max-age=300", "2", x_new="yes")
         status, headers, body = fetch(node.public_port, "/r")
         assert status == 200 and body == BODY
         assert headers["cache-status"].startswith("contentnode; fwd=stale; fwd-status=304; stored")
         assert (headers["x-rev"], headers["x-new"], headers["cache-control"], headers["etag"]) == \
-            ("2", "yes", "max-age=300", '"r1"')
+            ("2", "yes", "max-age=300", '"/r"')
         after = layout(only_entry(node))
         # the same file, its header and body byte for byte, one whole record after them
         assert after["inode"] == before["inode"] and after["front"] == before["front"]
@@ -117,12 +124,12 @@ def test_a_304_appends_the_refreshed_head_and_leaves_the_body(node, admin):
 def test_refreshes_past_the_cap_rewrite_the_file_and_its_size_stays_bounded(node, admin):
     with _origin() as origin:
         shared_site(admin, origin)
-        origin.script("/m", BODY, headers={**TYPE, "Cache-Control": "max-age=0", "X-Rev": "0"}, etag='"m"')
+        script(origin, "/m", "max-age=0", "0")
         assert fetch(node.public_port, "/m")[2] == BODY
         first = layout(only_entry(node))
         ids = {first["id"]}
         for rev in range(1, 3 * (MAX_HEADS + 1) + 1):
-            origin.script("/m", BODY, headers={**TYPE, "Cache-Control": "max-age=0", "X-Rev": str(rev)}, etag='"m"')
+            script(origin, "/m", "max-age=0", str(rev))
             status, headers, body = fetch(node.public_port, "/m")
             assert (status, body, headers["x-rev"]) == (200, BODY, str(rev))
             assert "fwd-status=304" in headers["cache-status"]
@@ -143,11 +150,11 @@ def test_refreshes_past_the_cap_rewrite_the_file_and_its_size_stays_bounded(node
 def test_a_torn_head_record_leaves_the_head_before_it(node, admin):
     with _origin() as origin:
         shared_site(admin, origin)
-        origin.script("/t", BODY, headers={**TYPE, "Cache-Control": "max-age=0", "X-Rev": "1"}, etag='"t"')
+        script(origin, "/t", "max-age=0", "1")
         fetch(node.public_port, "/t")
-        origin.script("/t", BODY, headers={**TYPE, "Cache-Control": "max-age=0", "X-Rev": "2"}, etag='"t"')
+        script(origin, "/t", "max-age=0", "2")
         fetch(node.public_port, "/t")
-        origin.script("/t", BODY, headers={**TYPE, "Cache-Control": "max-age=300", "X-Rev": "3"}, etag='"t"')
+        script(origin, "/t", "max-age=300", "3")
         assert fetch(node.public_port, "/t")[1]["x-rev"] == "3"
         path = only_entry(node)
         whole = layout(path)
@@ -161,11 +168,11 @@ def test_a_torn_head_record_leaves_the_head_before_it(node, admin):
         asked = len(origin.requests_for("/t"))
         assert layout(path)["inode"] == whole["inode"]   # kept at start, not dropped as torn
         # the head that stands is the first record's (max-age=0): revalidated, not the torn max-age=300
-        origin.script("/t", BODY, headers={**TYPE, "Cache-Control": "max-age=300", "X-Rev": "4"}, etag='"t"')
+        script(origin, "/t", "max-age=300", "4")
         status, headers, body = fetch(node.public_port, "/t")
         assert (status, body, headers["x-rev"]) == (200, BODY, "4")
         assert len(origin.requests_for("/t")) == asked + 1
-        assert origin.requests_for("/t")[-1].headers["if-none-match"] == '"t"'
+        assert origin.requests_for("/t")[-1].headers["if-none-match"] == '"/t"'
         # the new record was written over the torn bytes
         again = layout(path)
         assert again["inode"] == whole["inode"] and again["heads"] == 2 and again["size"] == again["heads_end"]
@@ -179,11 +186,11 @@ def test_kill_9_during_refreshes_leaves_a_servable_entry(node, admin):
     rng = random.Random(31)
     with _origin() as origin:
         shared_site(admin, origin)
-        origin.script("/k", BODY, headers={**TYPE, "Cache-Control": "max-age=0", "X-Rev": "0"}, etag='"k"')
+        script(origin, "/k", "max-age=0", "0")
         assert fetch(node.public_port, "/k")[2] == BODY
         sent = {"0"}
         for rev in range(1, 6):
-            origin.script("/k", BODY, headers={**TYPE, "Cache-Control": "max-age=0", "X-Rev": str(rev)}, etag='"k"')
+            script(origin, "/k", "max-age=0", str(rev))
             sent.add(str(rev))
             stop = threading.Event()
 
@@ -222,12 +229,11 @@ def test_both_public_workers_serve_the_refreshed_head(tmp_path):
         assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
         with _origin() as origin:
             shared_site(admin, origin)
-            origin.script("/b", BODY, headers={**TYPE, "Cache-Control": "max-age=1", "X-Rev": "1"}, etag='"b"')
+            script(origin, "/b", "max-age=1", "1")
             for _ in range(20):   # both workers hold the entry (and its body, in memory)
                 assert fetch(node.public_port, "/b")[2] == BODY
             time.sleep(2.2)
-            origin.script("/b", BODY, headers={**TYPE, "Cache-Control": "max-age=300", "X-Rev": "2",
-                                               "X-New": "yes"}, etag='"b"')
+            script(origin, "/b", "max-age=300", "2", x_new="yes")
             assert fetch(node.public_port, "/b")[1]["x-rev"] == "2"
             assert len(origin.requests_for("/b")) == 2
             before = worker_syscalls(node)
@@ -239,12 +245,11 @@ def test_both_public_workers_serve_the_refreshed_head(tmp_path):
             assert len(origin.requests_for("/b")) == 2   # the other worker asked no origin
             assert layout(entry_for(node, "/b"))["heads"] == 1
             # stale-while-revalidate: the background refresh appends too, and both workers serve it
-            origin.script("/s", BODY, headers={**TYPE, "Cache-Control": "max-age=1, stale-while-revalidate=60",
-                                               "X-Rev": "1"}, etag='"s"')
+            script(origin, "/s", "max-age=1, stale-while-revalidate=60", "1")
             for _ in range(10):
                 fetch(node.public_port, "/s")
             time.sleep(2.2)
-            origin.script("/s", BODY, headers={**TYPE, "Cache-Control": "max-age=300", "X-Rev": "2"}, etag='"s"')
+            script(origin, "/s", "max-age=300", "2")
             status, headers, body = fetch(node.public_port, "/s")
             assert (status, body, headers["x-rev"]) == (200, BODY, "1")
             assert 'detail="stale-while-revalidate"' in headers["cache-status"]
