@@ -5,11 +5,11 @@ version), then each node's code is replaced with this checkout's over the same d
 SeaweedFS as the bucket, polls of 1 s."""
 
 import os
-import subprocess
 
 import pytest
 
 from contentnode.fleet import bundle, keys, members
+from tests import previous_build
 from tests.fleet_setup import Fleet, FleetNode, admin_of, opens_sealed, wait_for
 from tests.node import ROOT
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
@@ -20,15 +20,8 @@ PREVIOUS = "a4394fa"
 
 @pytest.fixture(scope="module")
 def previous_tree(tmp_path_factory):
-    """The previous build's contentnode package as plain files. A checkout without that commit
-    (a shallow clone) fails here, naming it: the test needs the history, never a stand-in."""
-    dest = str(tmp_path_factory.mktemp("previous-build"))
-    archive = subprocess.run(["git", "archive", PREVIOUS, "contentnode"], cwd=ROOT, capture_output=True)
-    assert archive.returncode == 0, (f"git archive {PREVIOUS} failed (a shallow clone lacks the previous "
-                                     f"build): {archive.stderr.decode()}")
-    subprocess.run(["tar", "-x", "-C", dest], input=archive.stdout, check=True)
-    assert not os.path.exists(os.path.join(dest, "contentnode", "fleet", "members.py"))   # truly before them
-    return dest
+    """The previous build's contentnode package as plain files (truly before member lists)."""
+    return previous_build.previous_tree(tmp_path_factory, PREVIOUS, os.path.join("fleet", "members.py"))
 
 
 def _upgrade(node, admin=None):

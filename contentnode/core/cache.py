@@ -40,6 +40,7 @@ from contentnode.core.cache_fill import (Fill, FillTruncated, Result, SharedFile
 from contentnode.core.cache_ledger import CacheLedger
 from contentnode.core.cache_memory import HOT_MAX_OBJECT, HotBodies, OpenFiles
 from contentnode.core.cache_purge import CachePurges
+from contentnode.core.cache_refresh import CacheRefresh
 from contentnode.core.cache_unsized import CacheUnsized
 from contentnode.core.fill_threads import FillThreads
 from contentnode.fileio import ensure_private_dir
@@ -48,7 +49,7 @@ TOUCH_EVERY = 60.0       # refresh an entry's mtime (its LRU position for every 
 INDEX_SLACK = 1024                  # index entries (and queued files) allowed beyond twice the folder's
 
 
-class Cache(CacheFills, CacheBooks, CachePurges, CacheUnsized):
+class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
     """The node's object cache under `root` (normally <data_dir>/cache)."""
 
     def __init__(self, root: str, max_bytes: int, clock: Callable[[], float] = time.time,
@@ -155,6 +156,27 @@ class Cache(CacheFills, CacheBooks, CachePurges, CacheUnsized):
             return None
         self._indexed(entry, (int(entry.touched * 1e9), 0))
         return entry
+
+    def _current_on_disk(self, entry: Entry) -> Entry | None:
+        """The key's entry as its file holds it now, when another process refreshed its head or
+        replaced it since this one indexed `entry` (lock held); None when neither happened or
+        the entry is gone or expired. Asked before an origin request only, never on a hit."""
+        found = read_entry(entry.path, os.path.basename(entry.path))
+        if found is None or found.key != entry.key or found.version == entry.version:
+            return None
+        self._forget(entry)
+        found = self._from_disk(entry.key)   # read again under the books lock, as any lookup
+        now = self.clock()
+        if found is None or found.expires_at <= now:
+            return None
+        found.used, found.tick = now, next(self._ticks)
+        return found
+
+    def reread(self, entry: Entry) -> Entry | None:
+        """The key's entry on disk when another process refreshed or replaced `entry` (a stale
+        answer about to be served looks first), else None."""
+        with self._lock:
+            return self._current_on_disk(entry)
 
     def _indexed(self, entry: Entry, used: tuple) -> None:
         """Index an entry and queue its file for eviction (lock held). Other processes evict and

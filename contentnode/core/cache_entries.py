@@ -1,4 +1,4 @@
-"""The cache's entries on disk: one file per key, a small JSON header, then the body.
+"""The cache's entries on disk: one file per key, a small JSON header, the body, then heads.
 
 The file is named by SHA-256 digests of the object (host, path) and of the
 whole key (with the image variant, and room for more parts such as an
@@ -7,6 +7,14 @@ the key, size, meta, times and a random id, so a file alone says what it is,
 whether it is whole, and whether it is still the very entry a process indexed
 (inode numbers are reused, so they cannot say that). core/cache.py indexes
 these files and core/cache_purge.py removes them; nothing else reads them.
+
+A 304 that refreshes a stored answer appends a head record after the body
+(magic, length, CRC-32, then JSON: meta and times) instead of copying the
+body: the last whole record is the entry's head, and a torn one (a death
+mid-append) is ignored, so the head before it stands. A file takes at most
+MAX_HEADS records in MAX_HEADS_BYTES; past either a refresh writes a new file.
+A build that knows no records sees a file longer than its header says: torn,
+so it never serves a head it cannot read.
 
 A file's mtime is the time of its last use (set at the store and refreshed by
 hits, at most once a minute, in the cache clock's time): LruOrder picks the
@@ -19,6 +27,7 @@ import itertools
 import json
 import os
 import struct
+import zlib
 from dataclasses import dataclass, field
 
 from contentnode.fileio import ensure_private_dir
@@ -26,6 +35,10 @@ from contentnode.fileio import ensure_private_dir
 MAGIC = b"CNC1"
 _PREFIX = struct.Struct(">4sI")
 MAX_HEADER = 64 * 1024
+HEAD_MAGIC = b"CNH1"
+_HEAD_PREFIX = struct.Struct(">4sII")   # magic, length, CRC-32 of the JSON that follows
+MAX_HEADS = 8                  # head records appended to one file before a refresh rewrites it
+MAX_HEADS_BYTES = 16 * 1024    # their bytes in all (prefixes included): the most a file grows by refreshes
 
 
 @dataclass
@@ -40,6 +53,7 @@ class Entry:
     touched: float = 0.0
     body: bytes | None = None   # the body in memory, for a small entry that was hit (cache.HOT_MAX_BYTES)
     uid: str = ""         # the random id in the header: another process may replace the file at this path
+    head: int = 0         # head records appended after the body (refreshes); the last one is this entry's
     used: float = 0.0     # this process's last use of the entry (cache clock) ...
     tick: int = 0         # ... and its rank among this process's uses: LruOrder's finer order
     memo: object = field(default=None, compare=False, repr=False)   # what the shared cache parsed once from meta for its hits (core/shared_hit.py)
@@ -48,8 +62,10 @@ class Entry:
         return int(self.used * 1e9), self.tick
 
     @property
-    def file_size(self) -> int:
-        return self.offset + self.size
+    def version(self) -> tuple[str, int]:
+        """What tells this stored answer from another: its file's id and its head's number (a
+        refreshed head keeps the body, and so the id, that compressed variants are made from)."""
+        return self.uid, self.head
 
 
 def object_name(host: str, path: str) -> str:
@@ -87,6 +103,34 @@ def read_header(fd: int):
     return header, _PREFIX.size + length
 
 
+def head_record(head: dict) -> bytes:
+    """A head record's bytes: `head` holds meta, stored_at and expires_at."""
+    raw = json.dumps(head, separators=(",", ":")).encode()
+    return _HEAD_PREFIX.pack(HEAD_MAGIC, len(raw), zlib.crc32(raw)) + raw
+
+
+def read_heads(fd: int, body_end: int, file_size: int) -> tuple[dict | None, int, int]:
+    """(the last whole head record or None, how many whole ones, where they end) of an entry file
+    whose body ends at body_end: records are read in order up to the first torn or foreign one."""
+    tail = os.pread(fd, min(file_size - body_end, MAX_HEADS_BYTES), body_end) if file_size > body_end else b""
+    last, count, pos = None, 0, 0
+    while pos + _HEAD_PREFIX.size <= len(tail):
+        magic, length, crc = _HEAD_PREFIX.unpack_from(tail, pos)
+        end = pos + _HEAD_PREFIX.size + length
+        raw = tail[pos + _HEAD_PREFIX.size:end]
+        if magic != HEAD_MAGIC or end > len(tail) or zlib.crc32(raw) != crc:
+            break
+        try:
+            head = json.loads(raw)
+            if not isinstance(head["meta"], dict):
+                break
+            float(head["stored_at"]), float(head["expires_at"])
+        except (ValueError, KeyError, TypeError):
+            break
+        last, count, pos = head, count + 1, end
+    return last, count, body_end + pos
+
+
 def new_uid() -> str:
     return os.urandom(8).hex()
 
@@ -98,8 +142,9 @@ LEGACY_UID = ""
 
 
 def _whole_file(path: str):
-    """(header, key, body offset, stat) of a whole entry file at path; None when it is gone,
-    torn (shorter or longer than its header says) or not an entry."""
+    """(header, key, body offset, stat) of a whole entry file at path, the header's meta and times
+    those of its last whole head record, and "heads" their count; None when it is gone, torn
+    (shorter than its header says) or not an entry."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -108,8 +153,12 @@ def _whole_file(path: str):
         header, offset = read_header(fd)
         st = os.fstat(fd)
         key = tuple(header["key"])
-        if len(key) < 3 or not all(isinstance(part, str) for part in key) or st.st_size != offset + header["size"]:
+        body_end = offset + header["size"]
+        if len(key) < 3 or not all(isinstance(part, str) for part in key) or st.st_size < body_end:
             return None
+        head, header["heads"], _end = read_heads(fd, body_end, st.st_size)
+        if head is not None:
+            header.update(meta=head["meta"], stored_at=head["stored_at"], expires_at=head["expires_at"])
         return header, key, offset, st
     except (ValueError, KeyError, TypeError, OSError):
         return None
@@ -125,7 +174,7 @@ def read_entry(path: str, name: str) -> Entry | None:
     header, key, offset, st = found
     try:
         return Entry(key, path, offset, header["size"], header["meta"], header["stored_at"],
-                     header["expires_at"], st.st_mtime, uid=header.get("id", LEGACY_UID))
+                     header["expires_at"], st.st_mtime, uid=header.get("id", LEGACY_UID), head=header["heads"])
     except (KeyError, AttributeError):
         return None
 
@@ -143,8 +192,8 @@ def adopt_legacy(root: str, path: str, name: str) -> str | None:
     found = _whole_file(path)
     if found is None:
         return None
-    header, key = found[0], found[1]
-    if "id" in header or len(key) != 3 or name != _digest("\0".join(key)):
+    header, key, offset, st = found
+    if "id" in header or st.st_size != offset + header["size"] or len(key) != 3 or name != _digest("\0".join(key)):
         return None
     new_name = key_name(key)
     folder = os.path.join(root, new_name[:2])

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from contentnode.core.bodies import FileBody, StreamBody
+from contentnode.core.cache_entries import Entry
 from contentnode.core.cache_ledger import KeyHold
 
 CHUNK = 256 * 1024
@@ -45,6 +46,8 @@ class OriginAnswer:
     None (the origin announced none). `at_hand`: the body is already here (in
     memory, or the cache's own entry for a 304's refresh), so the request that
     started the fill stores it itself instead of handing it to a thread.
+    `refresh_of`: the stored entry a 304 refreshes; `meta` is its new head, and
+    the body stays where it is (core/cache_refresh.py).
     """
 
     status: int
@@ -55,6 +58,7 @@ class OriginAnswer:
     expires_at: float | None = None
     shared: bool = True
     at_hand: bool = False
+    refresh_of: Entry | None = None
 
 
 class SharedFile:
@@ -85,6 +89,7 @@ class Result:
         self._on_close = on_close
         self._shared_fd = shared_fd   # a descriptor this Result reads but does not close
         self._rest: OriginAnswer | None = None   # an overflowed fill's origin stream, read past the cap
+        self.refreshed = False   # a hit on the entry this request's revalidation just refreshed (a 304)
 
     def open_file(self):
         """(fd, body offset) of a hit; close() closes fd (opened here for a body held in memory)."""
@@ -236,6 +241,7 @@ class Fill:
                                  # purge dropped this one before it fetched
         self.generation = 0      # the ledger's purge generation when the fill started: a purge since drops it
         self.key_hold = KeyHold(None)   # its key's lock, once the fill holds it
+        self.refreshed: Entry | None = None   # the entry a 304 refreshed in place: its readers read it
 
     def wait_ready(self):
         with self.cond:

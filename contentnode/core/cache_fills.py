@@ -40,6 +40,8 @@ class CacheFills:
     _forget: Callable[[Entry], None]
     _open_hit: Callable[[Entry], Result]
     _joined_unsized: Callable[[Fill], bool]
+    _store_refresh: Callable[[Fill, OriginAnswer, int], None]
+    _current_on_disk: Callable[[Entry], Entry | None]
 
     def get(self, key: tuple, fetch: Callable[[], OriginAnswer], ttl: int,
             usable: Callable[[Entry], bool] | None = None) -> Result:
@@ -89,6 +91,13 @@ class CacheFills:
             if handed is not None:
                 handed.close()
             raise
+        if fill.refreshed is not None:   # a 304 refreshed the stored entry: read it as a hit
+            os.close(fd)
+            self._leave(fill)
+            result = self._open_hit(fill.refreshed)
+            if result is not None:
+                result.refreshed = True
+            return result
         if answer is not None and answer.length is None and not owner and not fill.streamed:
             os.close(fd)
             self._leave(fill)
@@ -137,8 +146,9 @@ class CacheFills:
         owner's own, a refusal) ends the fill here, so the commonest uncached miss crosses no
         thread; one to store is copied into the cache by a kept thread (core/fill_threads.py),
         which every joined request (the owner too) tails, unless its body is at hand (a
-        304's refresh, a compressed variant): that one is stored here. A fill that waited for another one
-        finds its entry on disk and hands that to its readers."""
+        compressed variant): that one is stored here, as is a 304's refresh (its head appended to
+        the stored entry, core/cache_refresh.py). A fill that waited for another one (of this
+        process or another) finds its entry on disk and hands that to its readers."""
         fill.key_hold = self.ledger.key_lock(key_name(fill.key), KEY_LOCK_WAIT)
         answer, storing = None, False
         try:
@@ -146,7 +156,10 @@ class CacheFills:
                 discarded = fill.discard
                 entry = None if discarded else self._fresh(fill.key)
                 if entry is not None and fill.usable is not None and not fill.usable(entry):
-                    entry = None
+                    # another process may have refreshed or replaced it since this one read it
+                    entry = self._current_on_disk(entry)
+                    if entry is not None and not fill.usable(entry):
+                        entry = None
             if discarded or entry is not None:
                 # purged while it waited for the lock, it stops before fetching what it would not
                 # keep; either way its readers look the key up again (and fill it anew if need be)
@@ -161,7 +174,9 @@ class CacheFills:
                 self._end_fill(fill, streamed=True, handed=handed)
                 return
             storing = True   # the answer and the key's lock are the store's now
-            if answer.at_hand:   # nothing to wait for: no thread to wake
+            if answer.refresh_of is not None:   # a 304: the stored body stays, its head is refreshed
+                self._store_refresh(fill, answer, ttl)
+            elif answer.at_hand:   # nothing to wait for: no thread to wake
                 self._store_fill(fill, answer, ttl)
             else:
                 self._threads.run(self._store_fill, fill, answer, ttl)

@@ -5,8 +5,8 @@ the fields a shared cache may store, the times they were asked for and
 received, their freshness lifetime and the Vary names with the request's
 values for them. core/http_cache.py decides; this module runs a request
 through those decisions: a fresh hit, a revalidation with the stored
-validators through the key's one fill (a 304 copies the stored body under
-refreshed fields; nothing moves from the origin), a stale answer while a
+validators through the key's one fill (a 304 appends the refreshed fields to
+the stored entry, core/cache_refresh.py; no body moves), a stale answer while a
 background refresh runs or while the origin fails, a miss filled by one
 origin request that every waiter shares when it may. Vary variants live
 beside the URL's first answer under keys of their own, so a purge of the URL
@@ -203,12 +203,15 @@ class SharedCache:
             if self._passes(key):
                 return self._pass(req, key, forward, miss)
             return self._fill(req, key, forward, None, miss)
-        memo = parsed(entry)
-        age = memo.age(self.clock())
-        decision = hc.reuse(memo.fields, entry.meta["lifetime"], age, req.fields, req.defaults, memo.directives)
+        memo, age, decision = self._reuse(req, entry)
+        if decision.action == "stale-while-revalidate":
+            newer = self.cache.reread(entry)   # another process may have refreshed it already
+            if newer is not None:
+                entry = newer
+                memo, age, decision = self._reuse(req, entry)
         if decision.action in ("fresh", "stale", "stale-while-revalidate"):
             result = self.cache.lookup(key)
-            if result is not None and result.entry is not None and result.entry.uid == entry.uid:
+            if result is not None and result.entry is not None and result.entry.version == entry.version:
                 if decision.action == "stale-while-revalidate":
                     self._refresh_later(req, key, entry, forward)
                 detail = None if decision.action == "fresh" else decision.action
@@ -220,6 +223,12 @@ class SharedCache:
         if decision.action == "gateway-timeout":
             raise GatewayTimeout()
         return self._fill(req, key, forward, entry, decision.fwd or "stale")
+
+    def _reuse(self, req: Request, entry: Entry) -> tuple[Parsed, float, hc.Reuse]:
+        """(the entry's parsed answer, its age, whether and how it may answer this request)."""
+        memo = parsed(entry)
+        age = memo.age(self.clock())
+        return memo, age, hc.reuse(memo.fields, entry.meta["lifetime"], age, req.fields, req.defaults, memo.directives)
 
     def _exchange(self, result: Result, hit: bool, status_field: str, age: float | None = None,
                   memo: Parsed | None = None) -> Exchange:
@@ -242,7 +251,7 @@ class SharedCache:
     def _fill(self, req: Request, key: tuple, forward: Forward, stale: Entry | None, fwd: str) -> Exchange:
         """Ask the origin through the key's one fill (a revalidation when `stale` is given); a
         waiter whose Vary values differ from the answer's goes on under its variant's key."""
-        usable = (lambda e: e.uid != stale.uid) if stale is not None else None
+        usable = (lambda e: e.version != stale.version) if stale is not None else None
         try:
             result = self.cache.get(key, self._fetcher(req, forward, stale), KEEP_FOR, usable)
         except Exception:
@@ -267,7 +276,7 @@ class SharedCache:
         ttl = meta["lifetime"] - age if meta.get("stored") else None
         if not result.hit:
             self._note(key, passing=not meta.get("stored"))
-        if result.hit:
+        if result.hit and not result.refreshed:
             return self._exchange(result, True, hc.cache_status(hit=True, ttl=ttl), age)
         return self._exchange(result, False, hc.cache_status(
             fwd=meta.get("fwd") or fwd, fwd_status=meta["origin_status"], stored=bool(meta.get("stored")), ttl=ttl,
@@ -330,8 +339,12 @@ class SharedCache:
 
         def run():
             try:
-                self.cache.get(key, self._fetcher(req, forward, entry), KEEP_FOR,
-                               lambda e: e.uid != entry.uid).read_all()
+                result = self.cache.get(key, self._fetcher(req, forward, entry), KEEP_FOR,
+                                        lambda e: e.version != entry.version)
+                if result.hit:
+                    result.close()   # refreshed in place (or by another request): nothing to read
+                else:
+                    result.read_all()
             except Exception as exc:  # noqa: BLE001 - a failed refresh leaves the stale entry; the next request retries
                 log.info("background refresh failed: %s", exc)
             finally:
@@ -342,7 +355,7 @@ class SharedCache:
     # ---------------------------------------------------------------- the origin request
 
     def _fetcher(self, req: Request, forward: Forward, stale: Entry | None, store: bool = True):
-        """The fill's fetch: one origin request; a 304 to a revalidation copies the stored body."""
+        """The fill's fetch: one origin request; a 304 to a revalidation refreshes the stored head."""
         clock = self.clock
 
         def fetch() -> OriginAnswer:
@@ -362,19 +375,15 @@ class SharedCache:
         return fetch
 
     def _refreshed(self, stale: Entry, fields: dict, request_time: float, response_time: float) -> OriginAnswer:
-        """The stored answer under the fields a 304 refreshed (RFC 9111 §3.2, §4.3.4)."""
-        old = self.cache.lookup(stale.key)
-        if old is None or old.entry is None or old.entry.uid != stale.uid:
-            if old is not None:
-                old.close()
-            raise FileNotFoundError("the stored answer went away while it was revalidated")
+        """The stored answer under the fields a 304 refreshed (RFC 9111 §3.2, §4.3.4): the fill
+        appends them to the stored entry, whose body stays where it is."""
         merged = hc.refreshed_fields(_stored(stale), fields)
         lifetime = hc.freshness_lifetime(stale.meta["status"], merged, response_time,
                                          stale.meta.get("heuristic_cap", 0))
         meta = dict(stale.meta, fields=list(merged.items()), request_time=request_time,
                     response_time=response_time, lifetime=lifetime.lifetime, source=lifetime.source,
                     origin_status=304, fwd="stale")
-        return OriginAnswer(200, meta, old.size, old.chunks(), old.close, at_hand=True,
+        return OriginAnswer(200, meta, stale.size, at_hand=True, refresh_of=stale,
                             expires_at=response_time + _retention(merged, lifetime.lifetime, stale.meta["defaults"]))
 
     def _answer(self, req: Request, response, fields: dict, request_time: float, response_time: float,

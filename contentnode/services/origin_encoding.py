@@ -6,7 +6,8 @@ coding compressed once per stored answer and coding, and every answer of it says
 
 The compressed variant is a cache entry beside the stored answer (its key plus the coding, so
 a purge of the URL takes it too), made from the stored body when a hit first needs it, tied to
-that very entry (a refreshed or replaced answer is compressed again) and expiring with it. The
+that very entry's body (a replaced answer is compressed again; a 304's refresh keeps the body, its id
+and so the variant, sent under the refreshed fields) and expiring with it. The
 answer that fills the cache streams as the origin sent it; the hits after it go compressed.
 """
 
