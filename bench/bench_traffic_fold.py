@@ -55,10 +55,10 @@ def fold(mix: str, made: int, count: int) -> None:
         top.take_pending()
 
 
-def counted(mix: str, made: int, count: int) -> int:
+def counted(mix: str, made: int, count: int, env: dict) -> int:
     out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
                           sys.executable, os.path.abspath(__file__), "--run", mix, str(made), str(count)],
-                         capture_output=True, text=True, check=True, timeout=1800)
+                         capture_output=True, text=True, check=True, timeout=1800, env=env)
     return int(re.search(r"Collected : (\d+)", out.stderr).group(1))
 
 
@@ -71,8 +71,13 @@ def main() -> None:
     if args.run:
         fold(args.run[0], int(args.run[1]), int(args.run[2]))
         return
+    # compiled modules kept (in a temporary folder) and the first run's compiling not counted: with no
+    # bytecode written, each run compiles every module, which moves the count by millions between runs
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": tempfile.mkdtemp(), "PYTHONHASHSEED": "0"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    counted(args.mix if args.mix != "both" else "bench", 10, 10, env)
     for mix in ("bench", "distinct") if args.mix == "both" else (args.mix,):
-        base, work = counted(mix, args.rows, 0), counted(mix, args.rows, args.rows)
+        base, work = counted(mix, args.rows, 0, env), counted(mix, args.rows, args.rows, env)
         print(f"{mix}: {(work - base) / args.rows:,.0f} instructions per row "
               f"({args.rows} rows: {work:,}; none: {base:,})")
 

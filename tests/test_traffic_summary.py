@@ -7,18 +7,25 @@ from collections import Counter
 import pytest
 
 from contentnode.core.traffic_summary import Summary
-from contentnode.core.traffic_top import DIMENSIONS, TrafficTop, shaped
+from contentnode.core.traffic_shape import shaped
+from contentnode.core.traffic_top import DIMENSIONS, TrafficTop
 
 T0 = 1_700_000_000 - 1_700_000_000 % 3600
 
 
-def raw_rows(count: int, seed: int) -> list:
-    """Raw rows as the request path appends them, over two domains and a few minutes."""
+PLAIN = {"client": ["10.0.0.1", "10.0.0.2", "10.0.1.9"],
+         "referer": [None, "https://Ref.example:8443/p?q", "not a url", "http://u:p@Host.EXAMPLE/x", "HTTP://a.example?b=c"]}
+ODD = {"client": PLAIN["client"] + ["2001:db8::1", None, "", "not an address", "10.0.0.0/24"],
+       "referer": PLAIN["referer"] + ["https://[2001:DB8::1]:8443/p", "https://", "ftp://" + "h" * 300 + "/x"]}
+
+
+def raw_rows(count: int, seed: int, pools: dict = ODD) -> list:
+    """Raw rows as the request path appends them, over two domains and a few minutes (PLAIN: values the
+    fold shapes by string methods over a whole column; ODD: some it shapes one call each)."""
     pick = random.Random(seed).choice
     return [(T0 + 60 * pick(range(5)) + pick(range(60)), pick(["a.example", "b.example"]), "GET",
              pick(["/a", "/b", "/c", "/" + "x" * 300]), pick([200, 404]), pick([10, 200]),
-             pick(["hit", "miss", None]), pick(["10.0.0.1", "10.0.0.2", "2001:db8::1", None]),
-             pick([None, "https://Ref.example:8443/p?q", "not a url"]), pick([None, "DE"]))
+             pick(["hit", "miss", None]), pick(pools["client"]), pick(pools["referer"]), pick([None, "DE"]))
             for _ in range(count)]
 
 
@@ -36,9 +43,10 @@ def expected(rows: list, mode: str, domain: str, dimension: str) -> dict:
     return {key: (requests[key], nbytes[key]) for key in requests}
 
 
+@pytest.mark.parametrize("pools", [PLAIN, ODD], ids=["plain", "odd"])
 @pytest.mark.parametrize("mode", ["full", "truncated", "off"])
-def test_the_fold_counts_what_shaped_rows_count(tmp_path, mode):
-    rows = raw_rows(3000, seed=len(mode))
+def test_the_fold_counts_what_shaped_rows_count(tmp_path, mode, pools):
+    rows = raw_rows(3000, seed=len(mode), pools=pools)
     daemon = TrafficTop(str(tmp_path / "top.json"), lambda: T0 + 3599.0, lambda: mode)
     worker = TrafficTop(None, lambda: T0 + 3599.0, lambda: mode)
     for number, row in enumerate(rows):
@@ -78,3 +86,16 @@ def test_a_bad_dump_is_refused():
     for dump in ([0, [[1, 1, 1, 1]]], [0, [["/a", 1, 1]]], [0, [["/a", 1, 1, 1], ["/b", 1, 1]]], [0, [["/a", "x", 1, 1]]]):
         with pytest.raises((ValueError, TypeError)):
             Summary.load(8, dump)
+
+
+def test_one_group_of_distinct_values_counts_what_shaped_rows_count(tmp_path):
+    """A fold of one domain's minute (no grouping), every path distinct, a few repeated sizes."""
+    rows = [(T0 + 7, "a.example", "GET", f"/p/{number % 250}", 200 + number % 3, number % 5, "hit",
+             f"10.0.{number % 4}.{number}", f"https://r{number % 9}.example/x", None) for number in range(300)]
+    daemon = TrafficTop(str(tmp_path / "top.json"), lambda: T0 + 59.0, lambda: "truncated")
+    for row in rows:
+        daemon.record(row)
+    for dimension in ("client", "referer", "status"):
+        answer = daemon.top("a.example", "1h", dimension, "truncated")
+        assert {row["value"]: (row["requests"], row["bytes"]) for row in answer["top"]} == \
+            expected(rows, "truncated", "a.example", dimension), dimension

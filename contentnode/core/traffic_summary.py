@@ -22,7 +22,9 @@ bench_traffic_fold.py).
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate as running_totals
 from itertools import repeat
+from operator import sub
 
 
 def accumulate(into: dict, keys: Iterable, values: Iterable) -> None:
@@ -33,6 +35,21 @@ def accumulate(into: dict, keys: Iterable, values: Iterable) -> None:
             into[key] += value
         else:
             into[key] = value
+
+
+def column_sums(values: Sequence, sizes: Sequence, counts: dict) -> dict:
+    """{key: the sum of its `sizes`} for each key of `counts` (the Counter of `values`, in order), by calls
+    that run in C: the rows sorted by their key's number, running totals, and each key's run of
+    rows read off them (a plain loop costs several times more per row)."""
+    if len(counts) == len(values):
+        return dict(zip(values, sizes))
+    if len(counts) == 1:
+        return dict.fromkeys(counts, sum(sizes))
+    number = dict(zip(counts, range(len(counts))))
+    order = sorted(range(len(values)), key=list(map(number.__getitem__, values)).__getitem__)
+    totals = list(running_totals(map(sizes.__getitem__, order), initial=0))
+    ends = list(running_totals(counts.values()))
+    return dict(zip(counts, map(sub, map(totals.__getitem__, ends), map(totals.__getitem__, [0, *ends[:-1]]))))
 
 
 class Summary:
@@ -50,17 +67,17 @@ class Summary:
     def counted(cls, values: Sequence, sizes: Sequence, view: Callable[[list], Iterable]) -> "Summary":
         """The exact counts of a column of values with each one's bytes (a fold's, never bounded: it is
         merged into bounded ones next), under the keys `view` makes of the distinct values in order
-        (equal keys add up, None ones are dropped)."""
+        (equal keys add up, None ones are dropped). No Python runs per value: see column_sums()."""
         distinct = list(dict.fromkeys(values))
         keys = list(view(distinct))
         if keys != distinct:
             values = list(map(dict(zip(distinct, keys)).__getitem__, values))
         counted = cls(len(values))
-        counted.requests = Counter(values)
-        accumulate(counted.bytes, values, sizes)
-        counted.requests.pop(None, None)
+        requests = counted.requests = Counter(values)
+        counted.bytes = column_sums(values, sizes, requests)
+        requests.pop(None, None)
         counted.bytes.pop(None, None)
-        counted.estimates = dict(counted.requests)
+        counted.estimates = dict(requests)
         return counted
 
     def rekeyed(self, keys: list) -> "Summary":

@@ -13,7 +13,7 @@ from collections import deque
 from contentnode.clock import rfc3339
 from collections.abc import Callable
 
-from contentnode.core.traffic_top import client_view, shaped
+from contentnode.core.traffic_shape import client_view, shaped
 
 MAX = 1000
 FIELDS = ("time", "domain", "method", "path", "status", "bytes", "cache", "client", "referer", "country")

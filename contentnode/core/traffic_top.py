@@ -4,7 +4,7 @@ A public request only appends its raw tuple to a queue (the request thread's
 cost must stay small: see bench/bench_traffic.py); the queue is folded when it
 is reported, read or reaches MAX_ROWS, a column at a time (_counted: each
 dimension's values counted per domain and minute, only each distinct value
-made what may be kept, as shaped() does for one row), into a bounded Summary
+made what may be kept, as traffic_shape.shaped() does for one row), into a bounded Summary
 (core/traffic_summary.py) per domain, minute and dimension. A public worker
 only collects what it counted since its last report (`take_pending`); the
 daemon adds the reports of every process (`merge_pending`) and its own folds
@@ -15,15 +15,15 @@ arrive. The daemon saves the summaries to <data_dir>/traffic_top.json every
 at a clean stop, so a restart keeps the 24 h and 7 d views.
 """
 
-import ipaddress
 import json
 import os
 import threading
 from collections import defaultdict, deque
 from collections.abc import Callable
 from itertools import repeat
-from operator import call, floordiv, getitem, itemgetter
+from operator import call, floordiv
 
+from contentnode.core.traffic_shape import client_view, column_views
 from contentnode.core.traffic_summary import Summary
 from contentnode.fileio import atomic_write
 
@@ -34,78 +34,27 @@ PENDING_KEEP = 128    # keys per dimension a worker collects between two reports
 MAX_ROWS = 20_000     # requests appended before they are folded into the summaries
 MAX_DOMAINS = 50      # domains with summaries of their own; later ones are not summarised
 ANSWERED = 20         # keys a top answer lists
-MAX_PATH = 256        # characters of a path kept (the query string is never part of it)
-MAX_REFERER = 253     # a referer is kept as its host name only
 FORMAT_VERSION = 1
-
-
-def client_view(address: str | None, mode: str) -> str | None:
-    """A client address as the `client_addresses` setting lets it be kept and shown:
-    whole, truncated (IPv4 to its /24, IPv6 to its /48) or not at all."""
-    if not address or mode == "off":
-        return None
-    if mode == "full" or "/" in address:
-        return address
-    if "." in address and ":" not in address:
-        return address.rsplit(".", 1)[0] + ".0/24"
-    try:
-        return str(ipaddress.ip_network(f"{address}/48", strict=False))
-    except ValueError:
-        return None
-
-
-def referer_host(value: str | None) -> str:
-    """The host name of a Referer header, "" when there is none (or nothing like a URL)."""
-    if not value:
-        return ""
-    _, sep, rest = value.partition("://")
-    if not sep:
-        return ""
-    host = rest.split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]
-    if host.startswith("["):
-        host = host.split("]", 1)[0] + "]"
-    else:
-        host = host.split(":", 1)[0]
-    return host.lower()[:MAX_REFERER]
-
-
-def shaped(row: tuple, client_mode: str) -> tuple:
-    """A raw row as the request path appends it, (second, domain, method, path as sent, status,
-    bytes, cache outcome or None, client address, Referer header or None, country or None),
-    made what is kept and shown: the path without its query string (the request path hands it
-    without) cut at MAX_PATH, the cache outcome "none" for neither, the client as the setting
-    allows, the referer as its host name."""
-    second, domain, method, path, status, nbytes, cache, client, referer, country = row
-    return (second, domain, method, path[:MAX_PATH], status, nbytes, cache or "none",
-            client_view(client, client_mode), referer_host(referer), country)
-
-
-CUT_PATH = slice(MAX_PATH)
-CACHE_NONE = {None: "none"}
-
-
-def _views(client_mode: str) -> tuple:
-    """Per dimension (DIMENSIONS order), what makes a column's distinct raw values the keys kept:
-    shaped()'s rules, run over a column (in C but for the client and the referer)."""
-    return (lambda paths: map(getitem, paths, repeat(CUT_PATH)),
-            lambda clients: map(client_view, clients, repeat(client_mode)),
-            lambda referers: map(referer_host, referers),
-            lambda statuses: map(str, statuses),
-            lambda caches: map(CACHE_NONE.get, caches, caches),
-            lambda countries: countries)
 
 
 def _counted(rows: list, client_mode: str) -> dict:
     """{(domain, minute start): [Summary per dimension]}: the exact counts of raw rows, as kept.
-    The rows are grouped by domain and minute; each group's columns are counted (Counter, and one
-    plain loop for the bytes) and only each column's distinct values shaped, not each row."""
-    groups: defaultdict = defaultdict(list)
-    minutes = map(floordiv, map(itemgetter(0), rows), repeat(60))
-    deque(map(list.append, map(groups.__getitem__, zip(map(itemgetter(1), rows), minutes)), rows), maxlen=0)
-    views = _views(client_mode)
+    The rows are grouped by domain and minute (usually there is one group: a fold's rows are a
+    report's or a read's); each group's columns are counted with no Python per row (Summary.counted)
+    and only each column's distinct values shaped, a column at a time (core/traffic_shape.py)."""
+    if not rows:
+        return {}
+    seconds, domains, *_ = columns = list(zip(*rows))
+    if len(set(domains)) == 1 and min(seconds) // 60 == max(seconds) // 60:
+        groups = {(domains[0], seconds[0] // 60): columns}
+    else:
+        grouped: defaultdict = defaultdict(list)
+        minutes = map(floordiv, seconds, repeat(60))
+        deque(map(list.append, map(grouped.__getitem__, zip(domains, minutes)), rows), maxlen=0)
+        groups = {key: list(zip(*group)) for key, group in grouped.items()}
+    views = column_views(client_mode)
     counted = {}
-    for (domain, minute), group in groups.items():
-        _, _, _, path, status, sizes, cache, client, referer, country = zip(*group)
+    for (domain, minute), (_, _, _, path, status, sizes, cache, client, referer, country) in groups.items():
         counted[domain, minute * 60] = [Summary.counted(column, sizes, view) for column, view
                                         in zip((path, client, referer, status, cache, country), views)]
     return counted
@@ -123,7 +72,7 @@ class TrafficTop:
         self.clock = clock
         self.client_mode = client_mode   # the client_addresses setting as it is now
         self._lock = threading.Lock()
-        self._rows: deque = deque()               # raw rows (see shaped()) not yet folded
+        self._rows: deque = deque()               # raw rows (see traffic_shape.shaped()) not yet folded
         self._pending: dict[tuple, list] = {}     # (domain, minute) -> summaries since the last report
         self._minutes: dict[tuple, list] = {}     # (domain, minute start) -> summaries
         self._hours: dict[tuple, list] = {}       # (domain, hour start) -> summaries
@@ -133,7 +82,7 @@ class TrafficTop:
             self._load()
 
     def record(self, row: tuple) -> None:
-        """Count one request, a raw row (see shaped()): its values are made what is kept at the fold.
+        """Count one request, a raw row (see traffic_shape.shaped()): its values are made what is kept at the fold.
         No lock: deque.append is atomic, and the fold pops only what was appended before it began."""
         rows = self._rows
         rows.append(row)
