@@ -173,7 +173,14 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
     response = object_response(req, result, target)   # the rule's headers are in it (added once per entry)
     if target.rule["cors"]:
         response = edge_guard.dressed(req, target, response, added=True)
+    elif held is not None and not target.edge_checked and not target.rule["signed"]:
+        req.reusable = held, _age_turns(result.entry, req.visit.now)   # public/prepared.py may give it again
     return response, "hit" if result.hit else "miss"
+
+
+def _age_turns(entry, now: float) -> float:
+    """When the Age a hit on `entry` shows at `now` (_headers) next changes."""
+    return entry.stored_at + max(0, int(now - entry.stored_at)) + 1
 
 
 def _other_method(req, delivery, host) -> tuple[Response, str | None]:
@@ -217,5 +224,7 @@ def answer(req) -> Response:
     delivery.traffic.record(host if known else None, response.status, sent, cached, req.visit.now)
     if known:
         insight.count(req, host, response.status, sent, cached)
+    if req.reusable is not None:
+        req.app.prepared.offer(req, response, host if known else None, sent, cached)
     return response
 
