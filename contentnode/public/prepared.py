@@ -99,9 +99,11 @@ class PreparedAnswers:
         key = request_key(req.port_name, req.method, req.target, req.headers)
         referer = req.headers.get("Referer")
 
+        own_date = any(name.lower() == "date" for name, _ in response.headers)   # a stored answer's
+
         def keep(head: bytes) -> None:
             second = int(time.time())
-            if email.utils.formatdate(second, usegmt=True).encode("ascii") not in head:
+            if not own_date and email.utils.formatdate(second, usegmt=True).encode("ascii") not in head:
                 return   # the second turned while the head was made
             response.keep, response.head = None, head
             if len(self._kept) >= MAX_KEPT:
