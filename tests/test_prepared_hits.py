@@ -31,7 +31,26 @@ AGAIN = "contentnode_public_prepared_answers_total"
 _probes = itertools.count()
 
 
-class Site:
+class KeptAlive:
+    """Raw requests for `host` over one kept-alive connection (`sock`) to `node`'s public port."""
+
+    host = HOST
+    node: Node
+    sock: socket.socket
+
+    def ask(self, path: str, fields=(), method: str = "GET", probe: bool = False, version: str = "HTTP/1.1"):
+        """(status, [(name, value)] as sent, body); with `probe`, a header no request sent before is
+        added, so the pipeline answers."""
+        fields = [("Host", self.host), *fields] + ([("X-Probe", str(next(_probes)))] if probe else [])
+        head = f"{method} {path} {version}\r\n" + "".join(f"{n}: {v}\r\n" for n, v in fields) + "\r\n"
+        self.sock.sendall(head.encode("latin-1"))
+        return read_answer(self.sock, method == "HEAD")
+
+    def again(self) -> float:
+        return sample(scrape(self.node), AGAIN)
+
+
+class Site(KeptAlive):
     """A node with a folder bucket under HOST and rules with their own settings per path prefix."""
 
     def __init__(self, workdir: str):
@@ -64,17 +83,6 @@ class Site:
     def connect(self) -> socket.socket:
         sock = socket.create_connection(("127.0.0.1", self.node.public_port), timeout=10)
         return sock
-
-    def ask(self, path: str, fields=(), method: str = "GET", probe: bool = False, version: str = "HTTP/1.1"):
-        """(status, [(name, value)] as sent, body) over the kept-alive connection; with `probe`, a header
-        no request sent before is added, so the pipeline answers."""
-        fields = [("Host", HOST), *fields] + ([("X-Probe", str(next(_probes)))] if probe else [])
-        head = f"{method} {path} {version}\r\n" + "".join(f"{n}: {v}\r\n" for n, v in fields) + "\r\n"
-        self.sock.sendall(head.encode("latin-1"))
-        return read_answer(self.sock, method == "HEAD")
-
-    def again(self) -> float:
-        return sample(scrape(self.node), AGAIN)
 
     def warm(self, path: str, fields=()) -> None:
         """Filled, hit from its file, then from memory (for each encoding asked)."""

@@ -6,25 +6,24 @@ Age. Age and Cache-Status follow the node's clock, a stale answer goes to the or
 chosen by a Vary is never given again, and the origin is asked once."""
 
 import gzip
-import itertools
 import socket
 
 import pytest
 
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 from tests.origin_server import OriginServer
-from tests.test_metrics_endpoint import sample, scrape
 from tests.test_origin_cache import HOST, shared_site
-from tests.test_prepared_hits import AGAIN, age_lag, field, read_answer, shape
+from tests.test_prepared_hits import KeptAlive, age_lag, field, shape
 
 pytestmark = pytest.mark.daemon_process
 
 CSS = b"body { color: black; }\n" * 450   # about 10 KB, compressible
-_probes = itertools.count()
 
 
-class OriginSite:
+class OriginSite(KeptAlive):
     """A node whose rule in cache_mode "origin" is on the scripted origin; one kept-alive connection."""
+
+    host = HOST
 
     def __init__(self, workdir: str, origin: OriginServer):
         self.origin = origin
@@ -37,15 +36,6 @@ class OriginSite:
         origin.script("/v.css", CSS, headers={"Cache-Control": "max-age=300", "Content-Type": "text/css",
                                               "Vary": "Accept-Language"})
         self.sock = socket.create_connection(("127.0.0.1", self.node.public_port), timeout=10)
-
-    def ask(self, path: str, fields=(), method: str = "GET", probe: bool = False):
-        fields = [("Host", HOST), *fields] + ([("X-Probe", str(next(_probes)))] if probe else [])
-        head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{n}: {v}\r\n" for n, v in fields) + "\r\n"
-        self.sock.sendall(head.encode("latin-1"))
-        return read_answer(self.sock, method == "HEAD")
-
-    def again(self) -> float:
-        return sample(scrape(self.node), AGAIN)
 
 
 @pytest.fixture(scope="module")
