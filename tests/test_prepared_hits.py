@@ -53,12 +53,12 @@ class KeptAlive:
 class Site(KeptAlive):
     """A node with a folder bucket under HOST and rules with their own settings per path prefix."""
 
-    def __init__(self, workdir: str):
+    def __init__(self, workdir: str, env=None):
         self.root = os.path.join(workdir, "root", "site")
         os.makedirs(self.root)
         for name, body in {"page.html": PAGE, "blob.bin": BLOB, "other.html": PAGE}.items():
             self.write(name, body)
-        self.node = Node(workdir, env={"CONTENTNODE_FOLDER_ROOTS": os.path.dirname(self.root)}).start()
+        self.node = Node(workdir, env={"CONTENTNODE_FOLDER_ROOTS": os.path.dirname(self.root), **(env or {})}).start()
         self.admin = self.node.client()
         assert self.admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
         assert self.admin.post("/api/domains", {"host": HOST}).status == 201
