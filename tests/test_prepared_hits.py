@@ -186,6 +186,7 @@ def test_an_etag_match_is_a_304_given_again(site):
     ("/limited/page.html", []),                          # a rate limit decides per request
     ("/cors/page.html", [("Origin", "https://app.example.test")]),   # CORS fields per request
     ("/page.html", [("Range", "bytes=999999-")]),        # a refusal (416)
+    ("/page.html", [("X-Large", "x" * 9000)]),           # a key over MAX_KEY_BYTES is never kept
 ])
 def test_never_given_again(site, kind):
     path, fields = kind

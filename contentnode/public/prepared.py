@@ -27,17 +27,24 @@ public/content.py). Anything else, and any request whose key was not offered
 or no longer holds, runs the pipeline unchanged, which offers it again. The
 traffic series, the insight rows, the metrics and the access line count an
 answer given again as the pipeline counts it (the last two in the write
-path, as for every answer). At most MAX_KEPT keys are kept (cleared when
-full): keys come from anonymous clients.
+path, as for every answer). Keys and what they hold come from anonymous
+clients, so at most MAX_KEPT keys are kept, holding at most MAX_KEPT_BYTES
+of keys, heads and bodies (a body evicted from the memory cache stays held
+while a key holds it): past either, all are forgotten; a key longer than
+MAX_KEY_BYTES is never kept.
 """
 
 import email.utils
+import threading
 import time
 
+from contentnode.core.cache_memory import HOT_MAX_BYTES
 from contentnode.public import insight
 from contentnode.public.acme_challenge import CHALLENGE_PREFIX
 
 MAX_KEPT = 4096
+MAX_KEPT_BYTES = HOT_MAX_BYTES   # as much again as the memory cache holds
+MAX_KEY_BYTES = 8192
 _UNKEYED = "x-forwarded-for"
 
 
@@ -53,12 +60,12 @@ class _Kept:
     """One answer given again and what it holds on to."""
 
     __slots__ = ("response", "held", "doc", "second", "until", "counted", "raw_path", "referer", "status", "sent",
-                 "cached")
+                 "cached", "size")
 
-    def __init__(self, response, held, doc, second, until, counted, raw_path, referer, status, sent, cached):
+    def __init__(self, response, held, doc, second, until, counted, raw_path, referer, status, sent, cached, size):
         self.response, self.held, self.doc, self.second, self.until = response, held, doc, second, until
         self.counted, self.raw_path, self.referer = counted, raw_path, referer
-        self.status, self.sent, self.cached = status, sent, cached
+        self.status, self.sent, self.cached, self.size = status, sent, cached, size
 
 
 class PreparedAnswers:
@@ -67,6 +74,8 @@ class PreparedAnswers:
     def __init__(self, app):
         self._app = app
         self._kept: dict[tuple, _Kept] = {}
+        self._bytes = 0   # what the kept ones hold (a body held by two counted twice)
+        self._lock = threading.Lock()   # for changes: readers (again) only look a key up
 
     def again(self, handler, port_name: str):
         """The Response for a request whose key was offered and still holds, its hits and traffic
@@ -97,6 +106,9 @@ class PreparedAnswers:
                 or req.scheme == "http" and (doc.get("https") or {}).get("redirect_http")):
             return   # stages that answer from more than the state document could answer it next time
         key = request_key(req.port_name, req.method, req.target, req.headers)
+        key_bytes = len(req.target) + sum(len(name) + len(value) for name, value in key[3])
+        if key_bytes > MAX_KEY_BYTES:
+            return
         referer = req.headers.get("Referer")
 
         own_date = any(name.lower() == "date" for name, _ in response.headers)   # a stored answer's
@@ -106,9 +118,18 @@ class PreparedAnswers:
             if not own_date and email.utils.formatdate(second, usegmt=True).encode("ascii") not in head:
                 return   # the second turned while the head was made
             response.keep, response.head = None, head
-            if len(self._kept) >= MAX_KEPT:
-                self._kept.clear()
-            self._kept[key] = _Kept(response, held, doc, second, until, counted, req.raw_path, referer,
-                                    response.status, sent, cached)
+            size = key_bytes + len(head) + sum(len(body) for _, body in held)
+            made = _Kept(response, held, doc, second, until, counted, req.raw_path, referer, response.status, sent,
+                         cached, size)
+            with self._lock:
+                kept = self._kept
+                old = kept.pop(key, None)
+                if old is not None:
+                    self._bytes -= old.size
+                if len(kept) >= MAX_KEPT or self._bytes + size > MAX_KEPT_BYTES:
+                    kept.clear()
+                    self._bytes = 0
+                kept[key] = made
+                self._bytes += size
 
         response.keep = keep
