@@ -102,9 +102,9 @@ class PreparedAnswers:
         if the connection stays open."""
         held, until = req.reusable
         doc = req.visit.doc
-        if (req.raw_path.startswith(CHALLENGE_PREFIX)
+        if (not isinstance(response.body, bytes) or req.raw_path.startswith(CHALLENGE_PREFIX)
                 or req.scheme == "http" and (doc.get("https") or {}).get("redirect_http")):
-            return   # stages that answer from more than the state document could answer it next time
+            return   # a body not in memory, or a stage that reads more than the state document could answer next
         key = request_key(req.port_name, req.method, req.target, req.headers)
         key_bytes = len(req.target) + sum(len(name) + len(value) for name, value in key[3])
         if key_bytes > MAX_KEY_BYTES:
