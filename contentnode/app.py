@@ -52,6 +52,7 @@ from contentnode.http.parking import ParkingServer
 from contentnode.http.server import Server
 from contentnode.logs import AccessLog, RequestLog
 from contentnode.public import PublicDispatcher
+from contentnode.public.prepared import PreparedAnswers
 from contentnode.schema import REVISIONED, SECTIONS
 from contentnode.services.certificates import Certificates
 from contentnode.services.delivery import Delivery
@@ -88,6 +89,7 @@ class App:
     panel_files: dict  # the web panel's static files, read once at start
     admin_dispatcher: AdminDispatcher
     public_dispatcher: PublicDispatcher
+    prepared: PreparedAnswers  # the public port's memory hits given again (public/prepared.py)
     tls: TlsRuntime
     delivery: Delivery
     traffic_top: TrafficTop  # top paths, clients... per domain and minute/hour (core/traffic_top.py)
@@ -199,7 +201,8 @@ class App:
         limits = dict(header_timeout=config.header_timeout, idle_timeout=config.idle_timeout,
                       send_timeout=config.send_timeout, on_request=self.request_log, sock=sock, headers=headers)
         try:
-            entry = Entry(name, "https" if tls_context else "http", dispatcher, self.addresses.client_ip)
+            again = dispatcher.again if isinstance(dispatcher, PublicDispatcher) else None
+            entry = Entry(name, "https" if tls_context else "http", dispatcher, self.addresses.client_ip, again)
             if name == "admin":
                 server = Server((bind, port), entry, name, **limits,
                                 max_connections=min(config.max_connections, ADMIN_MAX_CONNECTIONS))
@@ -283,6 +286,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
                                replica_primary=lambda: app.fleet.primary_of_replica())
     app.admin_dispatcher = AdminDispatcher(app.routes, app.admin_gate, handler_context=app)
     app.public_dispatcher = PublicDispatcher(app, app.store, follow=worker_slot is not None)
+    app.prepared = PreparedAnswers(app)
     app.tls = TlsRuntime(app, app.public_dispatcher)
     app.folder_roots = FolderRoots(config.folder_roots, config.data_dir)
     app.countries = open_countries(config.geoip_db)

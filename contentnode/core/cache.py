@@ -308,14 +308,35 @@ class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
                     return None
                 held.append((entry, entry.body))
             if count:
-                for entry, _ in held:
-                    entry.used, entry.tick = now, next(self._ticks)
-                self._hits += len(held)
-                self.ledger.count(self._hits, self._misses)
+                self._count_held_locked(held, now)
         if count:
             for entry, _ in held:
                 self._touch(entry, entry.path)
         return held
+
+    def recount(self, held: list, now: float) -> bool:
+        """Count again, as held_hits() with `count` counted them, the hits it found: True when each
+        entry is still the one its key holds, with the same body in memory and fresh at `now`; False
+        (nothing counted) once any was purged, evicted, replaced or expired, here or by another
+        process. public/prepared.py answers a repeated request again with this."""
+        with self._lock:
+            seen = self.ledger.changes()
+            if seen != self._seen:
+                self._follow(seen)
+            index = self._index
+            for entry, body in held:
+                if entry.body is not body or entry.expires_at <= now or index.get(entry.key) is not entry:
+                    return False
+            self._count_held_locked(held, now)
+        for entry, _ in held:
+            self._touch(entry, entry.path)
+        return True
+
+    def _count_held_locked(self, held: list, now: float) -> None:
+        for entry, _ in held:
+            entry.used, entry.tick = now, next(self._ticks)
+        self._hits += len(held)
+        self.ledger.count(self._hits, self._misses)
 
     def memory_hit(self, entry: Entry, body: bytes, now: float | None = None) -> Result:
         """The hit on an entry in_memory() found, counted and used as get() counts and uses one."""

@@ -211,6 +211,10 @@ class NodeMetrics:
             ("reason",))
         for reason in REFUSALS:
             self.refusals.inc(reason, amount=0)
+        self.again = self.registry.counter(
+            "contentnode_public_prepared_answers_total",
+            "Public memory hits answered from a prepared answer, without the pipeline")
+        self.again.inc(amount=0)
         self.registry.gauge("process_start_time_seconds", "Start time of the process (epoch seconds)",
                             lambda: start_time)
         self.registry.gauge("process_resident_memory_bytes", "Resident memory size in bytes", _resident_bytes)
@@ -221,13 +225,15 @@ class NodeMetrics:
 
     def take_requests(self) -> dict:
         """A public worker's request counts since the last take, for the daemon's merge_requests."""
-        return {"requests": self.requests.take(), "duration": self.duration.take(), "refusals": self.refusals.take()}
+        return {"requests": self.requests.take(), "duration": self.duration.take(), "refusals": self.refusals.take(),
+                "again": self.again.take()}
 
     def merge_requests(self, counts: dict) -> None:
         self.requests.merge(counts.get("requests", ()))
         self.duration.merge(counts.get("duration", ()))
         self.refusals.merge([[labels, amount] for labels, amount in counts.get("refusals", ())
                              if labels and labels[0] in REFUSALS])   # a bounded label set
+        self.again.merge([[[], amount] for labels, amount in counts.get("again", ()) if not labels])
 
     def watch_traffic(self, traffic) -> None:
         """The public port's counters per bounded domain label (core.traffic.Traffic totals)."""

@@ -144,12 +144,14 @@ class SharedCache:
         found = self.cache.in_memory(key)
         return found[0] if found is not None else None
 
-    def held(self, req: Request) -> Exchange | None:
-        """The answer serve() would give from a stored answer held in memory that needs no origin
-        request (fresh, or stale where the request allows it), found without reading a file or
-        counting a hit; None for anything else. The public listeners' loop thread answers it
-        without a handoff; its result is uncounted until the cache's count_memory_hit."""
-        found = self.cache.in_memory(req.key)
+    def held(self, req: Request, now: float | None = None) -> Exchange | None:
+        """The answer serve() would give at `now` (the cache's clock by default) from a stored answer
+        held in memory that needs no origin request (fresh, or stale where the request allows it),
+        found without reading a file or counting a hit; None for anything else. The public
+        listeners' loop thread answers it without a handoff; its result is uncounted until the
+        cache's count_memory_hit."""
+        now = self.cache.clock() if now is None else now
+        found = self.cache.in_memory(req.key, now)
         entry = found[0] if found is not None else None
         if entry is not None and entry.meta.get("vary"):
             _key, entry, _miss = self._variant(req, entry, self._held_entry)
@@ -157,7 +159,7 @@ class SharedCache:
         if entry is None or body is None:
             return None
         memo = parsed(entry)
-        age = memo.age(self.cache.clock())
+        age = memo.age(now)
         decision = hc.reuse(memo.fields, entry.meta["lifetime"], age, req.fields, req.defaults, memo.directives)
         if decision.action not in ("fresh", "stale"):
             return None

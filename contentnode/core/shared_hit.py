@@ -8,6 +8,7 @@ computes only what truly varies: its Age, its freshness left, and the
 request's own directives.
 """
 
+import math
 from dataclasses import dataclass, field
 
 from contentnode.core import http_cache as hc
@@ -36,6 +37,20 @@ class Parsed:
     def age(self, now: float) -> float:
         """The current age (RFC 9111 §4.2.3): its age when received, plus the time since."""
         return self.received_age + max(0.0, now - self.response_time)
+
+    def steady_until(self, lifetime: float, now: float) -> float:
+        """Until when a hit's answer found at `now` stays the same: its Age (whole seconds of age) and
+        every freshness decision (the freshness left, compared with whole seconds: Cache-Status
+        ttl, max-age, min-fresh, max-stale, the stale windows) change only where the age or the
+        freshness left crosses a whole second; `now` itself where either is one already (or the
+        clock is before the answer's receipt)."""
+        if now < self.response_time:
+            return now
+        age = self.age(now)
+        left = lifetime - age
+        if age == math.floor(age) or left == math.floor(left):
+            return now
+        return now + min(math.floor(age) + 1 - age, left - math.floor(left))
 
 
 def parsed(entry: Entry) -> Parsed:

@@ -3,7 +3,10 @@
 http/server.py calls an Entry with the connection handler of each request. The
 client-address policy (core/client_address.py) is handed in as `client_ip`,
 so a request goes from the listener straight to its port's dispatcher
-(public/ or http/router.py), never through the composition root.
+(public/ or http/router.py), never through the composition root. A dispatcher
+that can give some answers again without running (the public port's prepared
+answers, public/prepared.py) is asked first, by `again(handler, port_name)`,
+before any Request is made.
 """
 
 from contentnode.http.request import Request
@@ -12,11 +15,16 @@ from contentnode.http.request import Request
 class Entry:
     """client_ip(peer_ip, headers): the client's address (the peer, or whom a trusted proxy names)."""
 
-    def __init__(self, port_name: str, scheme: str, dispatcher, client_ip):
+    def __init__(self, port_name: str, scheme: str, dispatcher, client_ip, again=None):
         self.port_name, self.scheme = port_name, scheme
-        self.dispatcher, self.client_ip = dispatcher, client_ip
+        self.dispatcher, self.client_ip, self.again = dispatcher, client_ip, again
 
     def __call__(self, handler):
+        handler.client_ip = self.client_ip(handler.client_address[0], handler.headers)   # the access line shows it
+        if self.again is not None:
+            response = self.again(handler, self.port_name)
+            if response is not None:
+                return response
         req = Request(handler, self.port_name, self.scheme)
-        req.client_ip = handler.client_ip = self.client_ip(req.peer_ip, req.headers)  # the access line shows it too
+        req.client_ip = handler.client_ip
         return self.dispatcher(req)

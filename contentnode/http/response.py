@@ -7,6 +7,7 @@ A body is bytes, a FileBody or a StreamBody (core/bodies.py).
 
 import json
 from dataclasses import dataclass, field
+from collections.abc import Callable
 
 from contentnode.core.bodies import FileBody, StreamBody
 
@@ -21,6 +22,10 @@ class Response:
     body: bytes | FileBody | StreamBody = b""
     head_only: bool = False  # a HEAD answer: headers describe a body that is not sent
     refusal: str = ""        # the error code of an edge refusal (public/edge_guard.py), for the access line
+    # an answer given again (public/prepared.py): `head` is the head write() made for it the first time,
+    # sent as is while the connection stays open; `keep` is called with that head once it is made
+    head: bytes | None = None
+    keep: Callable[[bytes], None] | None = None
 
     @property
     def length(self) -> int | None:

@@ -301,17 +301,15 @@ class Server(ThreadingHTTPServer):
         """The one write path: status line, safe headers, Content-Length, body.
 
         A head that cannot be written (a header with CR/LF, text that is not
-        Latin-1) is found before a byte is sent: logged, and answered 500.
+        Latin-1) is found before a byte is sent: logged, and answered 500. An
+        answer given again carries the head made the first time (`Response.head`),
+        sent unless this connection closes after it (its head then says so).
         """
-        try:
-            head = self._head(handler, response)
-        except Exception:
-            log.exception("%s: response to %s %s cannot be sent", self.name, handler.command,
-                          path_value(handler.path))
-            if not isinstance(response.body, bytes):
-                response.body.close()
-            response = _internal_error(handler)
-            head = self._head(handler, response)
+        head = response.head
+        if head is None or handler.close_connection or self.closing or self.draining:
+            response, head = self._made_head(handler, response)
+            if response.keep is not None and not handler.close_connection:
+                response.keep(head)
         body = response.body
         bodyless = response.status in (204, 304) or 100 <= response.status < 200
         send_body = not bodyless and handler.command != "HEAD" and not response.head_only
@@ -334,6 +332,18 @@ class Server(ThreadingHTTPServer):
             if not isinstance(body, bytes):
                 body.close()
         handler.bytes_sent = len(head) + ((response.length or 0) if send_body else 0)
+
+    def _made_head(self, handler, response: Response) -> tuple[Response, bytes]:
+        """The answer and its head; a 500 and its head when the answer's cannot be written."""
+        try:
+            return response, self._head(handler, response)
+        except Exception:
+            log.exception("%s: response to %s %s cannot be sent", self.name, handler.command,
+                          path_value(handler.path))
+            if not isinstance(response.body, bytes):
+                response.body.close()
+            response = _internal_error(handler)
+            return response, self._head(handler, response)
 
     def _head(self, handler, response: Response) -> bytes:
         """The answer's head. Its lines but Date are a pure function of the status, the headers,

@@ -37,6 +37,12 @@ class PublicDispatcher:
     def __init__(self, handler_context, store, follow: bool):
         self.handler_context, self.store, self.follow = handler_context, store, follow
 
+    def again(self, handler, port_name: str):
+        """An answer given again without running the PIPELINE (prepared.py), or None."""
+        if self.follow:
+            self.store.follow()
+        return self.handler_context.prepared.again(handler, port_name)
+
     def __call__(self, req):
         req.app = self.handler_context
         if self.follow:

@@ -165,6 +165,8 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
         if shared:
             response, cached = (shared_answer.respond_held(req, delivery, held) if held is not None
                                 else shared_answer.respond(req, delivery, target))
+            if held is not None and _may_give_again(target):
+                req.reusable = shared_answer.reusable(held, req.visit.now)   # public/prepared.py
             return (edge_guard.dressed(req, target, response) if target.dressed else response), cached
         result = (fetch_held(delivery, held, req.visit.now, not target.edge_checked) if held is not None
                   else fetch(delivery, target, coding))
@@ -173,7 +175,19 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
     response = object_response(req, result, target)   # the rule's headers are in it (added once per entry)
     if target.rule["cors"]:
         response = edge_guard.dressed(req, target, response, added=True)
+    elif held is not None and _may_give_again(target):
+        req.reusable = held, _age_turns(result.entry, req.visit.now)   # public/prepared.py may give it again
     return response, "hit" if result.hit else "miss"
+
+
+def _may_give_again(target: Target) -> bool:
+    """No edge check, signed link or CORS decides this target's answers per request."""
+    return not target.edge_checked and not target.rule["signed"] and not target.rule["cors"]
+
+
+def _age_turns(entry, now: float) -> float:
+    """When the Age a hit on `entry` shows at `now` (_headers) next changes."""
+    return entry.stored_at + max(0, int(now - entry.stored_at)) + 1
 
 
 def _other_method(req, delivery, host) -> tuple[Response, str | None]:
@@ -217,5 +231,7 @@ def answer(req) -> Response:
     delivery.traffic.record(host if known else None, response.status, sent, cached, req.visit.now)
     if known:
         insight.count(req, host, response.status, sent, cached)
+    if req.reusable is not None:
+        req.app.prepared.offer(req, response, host if known else None, sent, cached)
     return response
 

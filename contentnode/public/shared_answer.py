@@ -8,6 +8,7 @@ from contentnode.core.forwarding import response_fields
 from contentnode.core.cache_fill import FillStalled, FillTruncated
 from contentnode.core.origin import OriginError
 from contentnode.core.shared_cache import GatewayTimeout
+from contentnode.core.shared_hit import parsed
 from contentnode.http.errors import ApiError
 from contentnode.http.response import Response
 from contentnode.public import content
@@ -29,7 +30,18 @@ def held(req, delivery, target):
     """What respond() would answer from memory without a wait (origin_mode.held), or None; only
     looked at: respond_held() answers it. A hit reads only the request's fields (already one value
     per lower-case name) and query: no Visitor is built for it."""
-    return origin_mode.held(delivery, target, dict(req.headers), req.query_list)
+    return origin_mode.held(delivery, target, dict(req.headers), req.query_list, req.visit.now)
+
+
+def reusable(found, now: float) -> tuple[list, float] | None:
+    """What public/prepared.py needs to give a hit held() found at `now` again (the entries with their
+    bodies, and until when its Age and freshness stay), or None for an entry chosen by a Vary (the
+    request fields it varies on are not all in a prepared answer's key)."""
+    entries = found[1]
+    stored = entries[0]   # the stored answer (then, compressed, its variant)
+    if stored.meta.get("vary"):
+        return None
+    return [(entry, entry.body) for entry in entries], parsed(stored).steady_until(stored.meta["lifetime"], now)
 
 
 def respond_held(req, delivery, found) -> tuple[Response, str]:

@@ -22,11 +22,14 @@ class Visit(NamedTuple):
     host: str | None   # the normalised Host header without its port; None when absent or unusable
     path: str          # the percent-decoded path
     now: float         # the App clock's time, taken once: the cache's freshness, Age, the traffic minute
+    doc: dict          # the state document as the request began: an answer given again holds for it (prepared.py)
 
 
 def parse(req) -> Visit:
     """The Visit of a request, or a 400 ApiError for a hostile target."""
-    return Visit(host_from_header(req.headers.get("Host")), checked_target(req.target), req.app.clock.now())
+    app = req.app
+    return Visit(host_from_header(req.headers.get("Host")), checked_target(req.target), app.clock.now(),
+                 app.store.data)
 
 
 def checked_target(target: str) -> str:

@@ -74,12 +74,12 @@ def exchange(delivery, target, visitor: Visitor) -> Exchange:
     return origin_encoding.encoded(delivery, target, served, asked.fields.get("accept-encoding"))
 
 
-def held(delivery, target, fields: dict, query: list) -> tuple[Exchange, list] | None:
-    """What exchange() answers from memory without a wait (a stored answer and, compressed, its
-    variant held in memory): (the exchange, the cache entries to count as hits once it is
+def held(delivery, target, fields: dict, query: list, now: float | None = None) -> tuple[Exchange, list] | None:
+    """What exchange() answers at `now` from memory without a wait (a stored answer and, compressed,
+    its variant held in memory): (the exchange, the cache entries to count as hits once it is
     answered, with `count_held`), or None when it would read a file or ask the origin. `fields`
     are the request's by lower-case name (hc.fields of its lines), `query` its decoded pairs."""
-    found = delivery.shared.held(request(target, fields, _kept(target.rule["query"], query)))
+    found = delivery.shared.held(request(target, fields, _kept(target.rule["query"], query)), now)
     if found is None:
         return None
     return origin_encoding.held(delivery, target, found, fields.get("accept-encoding"))
