@@ -14,6 +14,8 @@ from tests.peers.check import missing_peers
 from tests.panel_browser import browser  # noqa: F401  (one chromium per worker: see panel_browser.browser)
 from tests.peers.seaweed import seaweed  # noqa: F401  (the session's SeaweedFS, for every module)
 
+pytest_plugins = ("tests.file_times",)  # --file-times=PATH: wall, CPU and processes per test file
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "in_process: `node` is the App in the test process (InProcessNode)")
