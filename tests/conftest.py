@@ -24,12 +24,13 @@ def pytest_configure(config):
                             "argon2id cost, not tests/node.py LEAST_HASH_COST")
 
 
-# The files whose tests run longest, longest first: measured with --junitxml on a whole run (the sum
-# of each file's test times; the first four are one test each). With two files queued per worker
-# at the start (pytest-xdist), the first six are spread over three workers before anything else.
-STARTED_FIRST = ("test_cache_faults.py", "test_crash_safety.py", "test_panel_journey.py", "test_body_schemas.py",
-                 "test_backup_api.py", "test_cli_users.py", "test_schemathesis.py", "test_fleet_refusals.py",
-                 "test_fleet_panel.py", "test_access_log.py", "test_fleet_caps.py", "test_redbot.py")
+# The files whose tests run longest, longest first: each file's wall time in one whole `-n 3` run
+# measured with --file-times (tests/file_times.py; the first is one test that mostly waits for its
+# two public workers). With two files queued per worker at the start (pytest-xdist), the first six
+# are spread over three workers before anything else.
+STARTED_FIRST = ("test_traffic_memory.py", "test_panel_journey.py", "test_schemathesis.py", "test_startup.py",
+                 "test_cache_faults.py", "test_body_schemas.py", "test_fleet_refusals.py", "test_fleet_panel.py",
+                 "test_fleet_caps.py", "test_crash_safety.py", "test_worker_lifecycle.py", "test_cli_users.py")
 
 
 def pytest_collection_modifyitems(items):
