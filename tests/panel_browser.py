@@ -17,7 +17,7 @@ from tests.node import ROOT
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run"] + os.environ.get("XARGS", "").split()
+               "--disable-component-update", "--disable-sync", "--no-first-run"]
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 AXE_PATH = os.path.join(ROOT, "tests", "vendor", "axe-core", "axe.min.js")
