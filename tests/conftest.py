@@ -14,6 +14,8 @@ from tests.peers.check import missing_peers
 from tests.panel_browser import browser  # noqa: F401  (one chromium per worker: see panel_browser.browser)
 from tests.peers.seaweed import seaweed  # noqa: F401  (the session's SeaweedFS, for every module)
 
+pytest_plugins = ("tests.file_times",)  # --file-times=PATH: wall, CPU and processes per test file
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "in_process: `node` is the App in the test process (InProcessNode)")
@@ -22,12 +24,13 @@ def pytest_configure(config):
                             "argon2id cost, not tests/node.py LEAST_HASH_COST")
 
 
-# The files whose tests run longest, longest first: measured with --junitxml on a whole run (the sum
-# of each file's test times; the first four are one test each). With two files queued per worker
-# at the start (pytest-xdist), the first six are spread over three workers before anything else.
-STARTED_FIRST = ("test_cache_faults.py", "test_crash_safety.py", "test_panel_journey.py", "test_body_schemas.py",
-                 "test_backup_api.py", "test_cli_users.py", "test_schemathesis.py", "test_fleet_refusals.py",
-                 "test_fleet_panel.py", "test_access_log.py", "test_fleet_caps.py", "test_redbot.py")
+# The files whose tests run longest, longest first: each file's wall time in one whole `-n 3` run
+# measured with --file-times (tests/file_times.py; the first is one test that mostly waits for its
+# two public workers). With two files queued per worker at the start (pytest-xdist), the first six
+# are spread over three workers before anything else.
+STARTED_FIRST = ("test_traffic_memory.py", "test_panel_journey.py", "test_schemathesis.py", "test_startup.py",
+                 "test_cache_faults.py", "test_body_schemas.py", "test_fleet_refusals.py", "test_fleet_panel.py",
+                 "test_fleet_caps.py", "test_crash_safety.py", "test_worker_lifecycle.py", "test_cli_users.py")
 
 
 def pytest_collection_modifyitems(items):
@@ -63,3 +66,19 @@ def admin(node):
     response = client.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD})
     assert response.status == 201, response.body
     return client
+
+
+@pytest.fixture(autouse=True)
+def close_browser_contexts(request):
+    """Close the browser contexts a test left open. An open page keeps rendering for the rest of
+    the session (a spinner animates at 60 frames a second in software): nine pages left by one file
+    cost a quarter of a core until the worker ended (tests/file_times.py measured it)."""
+    if "browser" not in request.fixturenames:
+        yield
+        return
+    browser = request.getfixturevalue("browser")
+    before = list(browser.contexts)
+    yield
+    for context in browser.contexts:
+        if not any(context is kept for kept in before):
+            context.close()
