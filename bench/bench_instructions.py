@@ -29,7 +29,16 @@ answering thread's) is time-driven: the daemon's timer threads (a window of 5 s 
   process figure holds the fold of its rows. The answering thread's figure holds no fold (the
   admin API's thread reads).
 
-    python bench/bench_instructions.py [--hits 300] [--repeats 3] [--only edge|traffic] [--json FILE] [--strict]
+- miss (only when asked): calls_per_hit.py's origin-mode memory hit (/hit) and no-store miss (/miss,
+  the nginx origin's /nostore/ path: asked over a kept-alive connection, nothing stored) on one
+  daemon, windows alternating; then one more window of each whose per-thread dumps are kept
+  (--keep) and printed by thread: its top functions by their own instructions and the C entry
+  points the bytecode called (regular expressions, hashing, GIL, sockets, str.lower, int(), ...)
+  by inclusive instructions. Python frames all show as _PyEval_EvalFrameDefault; a miss runs on a
+  pool thread (its busiest) after the listener's loop thread has parsed it and found no memory answer.
+
+    python bench/bench_instructions.py [--hits 300] [--repeats 3] [--only edge|traffic|miss] [--json FILE] [--strict]
+    python bench/bench_instructions.py --only miss [--top 25] [--keep DIR]
 
 Needs valgrind (Debian's package). About 10 minutes with the defaults on a quiet 2-CPU machine.
 Everything binds 127.0.0.1; every process started is ended on exit.
@@ -74,9 +83,10 @@ class Counted:
         subprocess.run(["callgrind_control", *options, str(self.pid)], check=True, timeout=300,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def counted(self, work) -> dict:
+    def counted(self, work, keep: str | None = None) -> dict:
         """The instructions each thread of the process runs while `work()` runs (zeroed before,
-        dumped after): {callgrind's thread number: instructions}."""
+        dumped after): {callgrind's thread number: instructions}. The dump files are moved into
+        `keep` when given (for callgrind_annotate), else removed."""
         before = set(glob.glob(os.path.join(self.workdir, "callgrind.out*")))
         self.control("--zero")
         work()
@@ -89,7 +99,10 @@ class Counted:
             found = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
             thread = re.search(r"^thread: (\d+)", text, re.M)
             totals[int(thread.group(1))] = int(found.group(1))
-            os.unlink(path)
+            if keep:
+                os.replace(path, os.path.join(keep, f"{os.path.basename(path)}.t{thread.group(1)}"))
+            else:
+                os.unlink(path)
         return totals
 
 
@@ -207,17 +220,91 @@ def traffic(n: int, repeats: int, paths: int) -> dict:
                   f"(medians of the windows)")
 
 
+# C entry points whose inclusive cost is shown per thread: Python's own frames all show as
+# _PyEval_EvalFrameDefault, these say what the bytecode called (regular expressions, hashing, the GIL,
+# sockets, exceptions, str.lower, int(), decoding)
+_ENTRIES = re.compile(r":(_sre_SRE_Pattern_\w+|EVP_hexdigest|take_gil|drop_gil|PyThread_acquire_lock_timed|sock_\w+|"
+                      r"select_\w+|_PyErr_CreateException|PyUnicode_FromFormatV|unicode_lower|_Py_bytes_lower|"
+                      r"PyLong_FromString|PyUnicode_Decode|gc_collect_main) ")
+
+
+def _annotate(path: str, top: int) -> list:
+    """One thread's dump: its `top` functions by their own instructions, then the C entry points
+    (_ENTRIES) by inclusive instructions: [(instructions, "self"|"incl", name)]."""
+    rows = []
+    for kind, options in (("self", []), ("incl", ["--inclusive=yes"])):
+        text = subprocess.run(["callgrind_annotate", "--threshold=100", *options, path],
+                              capture_output=True, text=True, check=True, timeout=600).stdout
+        total, found_rows = None, []
+        for line in text.splitlines():
+            found = re.match(r"\s*([\d,]+) \([^)]*\)\s+(\S.*)$", line)
+            if not found:
+                continue
+            cost, name = int(found.group(1).replace(",", "")), re.sub(r" \[/.*\]$", "", found.group(2))
+            name = re.sub(r"^.*/", "", name)   # file:function, the build's directories left out
+            if "PROGRAM TOTALS" in name:
+                total = cost
+            elif cost != total and (kind == "self" or _ENTRIES.search(name + " ")
+                                                          and "/Include/" not in found.group(2) and ".c.h:" not in name):
+                found_rows.append((cost, kind, name))   # (the thread's root frames carry its total)
+        rows += found_rows[:top] if kind == "self" else found_rows
+    return rows
+
+
+def miss(n: int, repeats: int, top: int, keep: str) -> dict:
+    """The origin's no-store miss against the origin-mode memory hit (calls_per_hit.py's two rules
+    on one daemon); then one more window of each with its dumps kept in `keep`, whose threads, top
+    functions by their own instructions and C entry points by inclusive ones are printed."""
+    import calls_per_hit
+    from bench_content import start_nginx
+    _, origin_port, _ = start_nginx({"obj.bin": os.urandom(calls_per_hit.SIZE)}, calls_per_hit._FRESH_CONF)
+    daemon = CountedDaemon(temp_dir(), log_level="warning").start(timeout=START_TIMEOUT)
+    daemon.setup_admin()
+    root = bench_traffic.api(daemon, "POST", "/api/buckets", {"name": "origin", "type": "http",
+                                                              "url": f"http://{HOST}:{origin_port}"})
+    bench_traffic.api(daemon, "POST", "/api/domains", {"host": bench_edge.HOST})
+    for path, prefix in (("/hit", "fresh/"), ("/miss", "nostore/")):
+        bench_traffic.api(daemon, "POST", "/api/rules", {"domain": bench_edge.HOST, "path": path, "bucket": root["id"],
+                                                         "cache_ttl": 3600, "cache_mode": "origin", "prefix": prefix})
+    cells = {name: (daemon, daemon.public_port, [f"/{name}/obj.bin"]) for name in ("hit", "miss")}
+    got = windows(cells, n, repeats)
+    out = report(got, "hit", 0.0, f"origin: {n} sequential {calls_per_hit.SIZE}-byte requests per window, "
+                                   f"{repeats} windows each (medians of the windows)")
+    os.makedirs(keep, exist_ok=True)
+    out["threads"] = {}
+    for name in cells:
+        where = os.path.join(keep, name)
+        os.makedirs(where, exist_ok=True)
+        threads = daemon.counted(functools.partial(hits, daemon.public_port, cells[name][2], n), keep=where)
+        out["threads"][name] = {t: v / n for t, v in threads.items()}
+        print(f"  {name}: instructions per request by thread (kept in {where}):")
+        for thread, value in sorted(threads.items(), key=lambda item: -item[1]):
+            print(f"    thread {thread:>3}{value / n:>12,.0f}")
+            if top and value / n >= 1000:
+                dump = glob.glob(os.path.join(where, f"*.t{thread}"))[0]
+                for cost, kind, function in _annotate(dump, top):
+                    if cost >= 500 * n:
+                        print(f"        {cost / n:>12,.0f} {kind}  {function}")
+    daemon.stop()
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hits", type=int, default=300, help="hits per window (default 300)")
     parser.add_argument("--repeats", type=int, default=3, help="windows per rule or daemon (default 3)")
     parser.add_argument("--paths", type=int, default=100, help="traffic: distinct objects (default 100)")
-    parser.add_argument("--only", choices=("edge", "traffic"))
+    parser.add_argument("--only", choices=("edge", "traffic", "miss"),
+                        help="miss: only when asked (the origin's no-store miss against its memory hit)")
+    parser.add_argument("--top", type=int, default=25, help="miss: functions shown per thread (default 25)")
+    parser.add_argument("--keep", default=None, help="miss: keep the per-thread dumps here (default a temp dir)")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a goal is missed")
     args = parser.parse_args()
     install_cleanup()
     figures, met = {}, True
+    if args.only == "miss":
+        figures["miss"] = miss(args.hits, args.repeats, args.top, args.keep or temp_dir("contentnode-bench-cg-"))
     for part, (base, name) in (("edge", ("plain", "edge")), ("traffic", ("without", "counting"))):
         if args.only in (None, part):
             fig = figures[part] = edge(args.hits, args.repeats) if part == "edge" else \

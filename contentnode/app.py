@@ -120,6 +120,7 @@ class App:
         self.draining = threading.Event()
         self.accept_poll_seconds = 0.25
         self.jobs = []
+        self._outbound: tuple = (None, None, None)   # (settings, admin port, OutboundPolicy): see outbound
 
     # --- start and stop, in order -------------------------------------------
 
@@ -176,9 +177,16 @@ class App:
 
     @property
     def outbound(self) -> OutboundPolicy:
+        """The policy of the stored settings and the admin port, made again only when either changed
+        (every origin miss asks: services/delivery.py). A write replaces the settings section, never
+        changes it in place (store.py), so the same section object means the same settings."""
         admin = self.servers.get("admin")
         port = admin.server_address[1] if admin else self.config.admin_port
-        return OutboundPolicy.for_node(self.settings, port, self.config.dns_resolver)
+        settings, made_port, policy = self._outbound
+        if settings is not self.settings or made_port != port:
+            policy = OutboundPolicy.for_node(self.settings, port, self.config.dns_resolver)
+            self._outbound = (self.settings, port, policy)
+        return policy
 
     @property
     def own_ports(self) -> frozenset:

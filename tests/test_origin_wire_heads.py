@@ -1,6 +1,6 @@
-"""core/origin_wire.py reads a head its buffer holds whole with one expression, else line by line.
+"""core/origin_wire.py reads a head its buffer holds whole at once, else line by line.
 
-The expression must accept only the heads the line reader accepts and split
+The whole-head reading must accept only the heads the line reader accepts and split
 them into the same fields: a seeded set of generated heads (good and bad
 status lines and field lines, bare LF, interim answers, too many fields, too
 long, cut short) is sent over a real socket pair and read by read_head, then
@@ -107,8 +107,8 @@ def test_a_buffered_head_reads_as_the_line_reader_reads_it():
         fast = _outcome(data, lines_only=False)
         assert fast == _outcome(data, lines_only=True), data[:300]
         kinds[fast[0][0]] += 1
-        kinds["buffered"] += origin_wire._WHOLE_HEAD.match(data, 0, origin_wire.MAX_HEAD) is not None
-    # both outcomes well exercised, and the expression took many heads (a final one, or an interim one)
+        kinds["buffered"] += origin_wire._whole(data) is not None
+    # both outcomes well exercised, and the whole-head reading took many heads (a final one, or an interim one)
     assert kinds["head"] > 150 and kinds["refused"] > 100 and kinds["closed"] > 5 and kinds["buffered"] > 150, kinds
 
 

@@ -13,6 +13,7 @@ lines joined with ", " (see `fields`). Times are seconds since the epoch.
 """
 
 import calendar
+import functools
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -93,6 +94,13 @@ def http_date(value: str | None) -> float | None:
     means already expired). Names are read in any case, as most caches do."""
     if not value:
         return None
+    return _parsed_date(value)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_date(value: str) -> float | None:
+    """http_date's parse, remembered for the last 256 values: a miss reads its answer's Date and
+    Last-Modified two or three times, and one origin sends the same ones for a second or more."""
     value = value.strip()
     if found := _IMF_FIXDATE.fullmatch(value):
         _, day, month, year, hour, minute, second = found.groups()

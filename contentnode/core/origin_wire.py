@@ -11,14 +11,18 @@ for HEAD, 1xx, 204 and 304; chunked when Transfer-Encoding ends with it
 else until the origin closes the connection (then never reused).
 
 A head the connection's buffer already holds whole (the usual case: one recv
-brings it) is checked with one regular expression and split with another,
-never a call per line; any head that expression does not accept (a refusal,
-or a head not yet wholly received) is read again line by line, which makes
-every refusal with its own message. The expression accepts only heads the
-line reader accepts, and splits them into the same fields.
+brings it) is decoded once, split at its line breaks and checked with a few
+whole-list operations (the names' bytes through one translate), never a
+readline per line; any head those checks do not accept (a refusal, or a head
+not yet wholly received) is read again line by line, which makes every
+refusal with its own message. They accept only heads the line reader
+accepts, and split them into the same fields. (An earlier version matched
+the whole head with one regular expression: fewer Python calls, but the
+expression ran ~75,000 instructions per 8-field head, more than the lines.)
 """
 
 import re
+from operator import itemgetter
 
 from contentnode.core import http_cache as hc
 from contentnode.core.origin import OriginError
@@ -28,13 +32,7 @@ MAX_FIELDS = 100
 MAX_INTERIM = 16       # interim answers before the final one
 _CHUNK_LINE = 4096     # a chunk-size line with its extensions
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")   # a field name (RFC 9110 5.1)
-# What _status_line and _fields accept, as expressions (possessive: linear on any input): a status
-# line; a field line (a token name, a colon, the value without the spaces, tabs and CRs around it
-# that _fields strips and without CR or NUL within); the empty line ending the head.
-_STATUS = r"(HTTP/1\.[^ \n]*+) ([0-9]{3}) ([^\n]*+)\n"
-_FIELD = r"([!#$%&'*+\-.^_`|~0-9A-Za-z]++):[ \t\r]*+((?:[^\r\n\0 \t]++|[ \t]++(?=[^\r\n\0 \t]))*+)[ \t\r]*+\n"
-_WHOLE_HEAD = re.compile(f"{_STATUS}(?:{_FIELD}){{0,{MAX_FIELDS}}}+\\r?\\n".encode("latin-1"))
-_FIELD_TEXT = re.compile(_FIELD)
+_TOKEN_CHARS = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"   # as _TOKEN
 
 
 class ClosedBeforeAnswer(ConnectionError):
@@ -88,17 +86,42 @@ def _fields(reader, budget: int) -> list[tuple[str, str]]:
     raise _protocol(f"more than {MAX_FIELDS} fields")
 
 
+def _whole(data: bytes) -> tuple[str, int, str, list, int] | None:
+    """(version, status, reason, fields, the head's length) of the head at the start of `data` when
+    it is there whole within MAX_HEAD and MAX_FIELDS and the line reader would accept it; None for
+    any other (which the line reader then reads, refusing it when it must)."""
+    crlf = data.find(b"\n\r\n", 0, MAX_HEAD)   # a bare LF's empty line looked for only before it: the
+    bare = data.find(b"\n\n", 0, crlf + 1 if crlf >= 0 else MAX_HEAD)   # body after the head is not scanned
+    end = bare if bare >= 0 else crlf
+    if end < 0:
+        return None
+    length = end + (3 if data[end + 1] == 13 else 2)   # the empty line ends with CRLF or a bare LF
+    if length > MAX_HEAD:
+        return None
+    lines = data[:end].decode("latin-1").split("\n")
+    version, _, rest = (lines[0] + "\n").partition(" ")   # with its line break, as the line reader sees it
+    code, _, reason = rest.partition(" ")
+    if version[:7] != "HTTP/1." or len(code) != 3 or not code.isascii() or not code.isdigit():
+        return None
+    rows = [line.partition(":") for line in lines[1:]]
+    if len(rows) > MAX_FIELDS or not all(map(itemgetter(1), rows)):
+        return None
+    names = [name for name, _, _ in rows]
+    values = [value.strip(" \t\r") for _, _, value in rows]
+    inside = "".join(values)
+    if "" in names or "".join(names).encode("latin-1").translate(None, _TOKEN_CHARS) or "\r" in inside or "\0" in inside:
+        return None
+    return version, int(code), reason.rstrip("\r\n"), list(zip(names, values)), length
+
+
 def _buffered_head(reader) -> tuple[str, int, str, list] | None:
-    """(version, status, reason, fields) of a head the reader's buffer holds whole within MAX_HEAD
-    and MAX_FIELDS, taken from the buffer; None (nothing taken) for any other, which the line
-    reader then reads (and refuses, when it must)."""
-    found = _WHOLE_HEAD.match(reader.peek(), 0, MAX_HEAD)
+    """(version, status, reason, fields) of a head the reader's buffer holds whole (see _whole),
+    taken from the buffer; None (nothing taken) for any other."""
+    found = _whole(reader.peek())
     if found is None:
         return None
-    version, code, reason = found.group(1, 2, 3)
-    text = reader.read(found.end()).decode("latin-1")
-    return (version.decode("latin-1"), int(code), reason.rstrip(b"\r").decode("latin-1"),
-            _FIELD_TEXT.findall(text, found.end(3) + 1))
+    reader.read(found[4])
+    return found[:4]
 
 
 def _read_lines(reader) -> tuple[str, int, str, list] | None:

@@ -89,14 +89,16 @@ class Origins:
     def __init__(self, folder_roots, outbound, clock, http_pools=None, own_ports=frozenset) -> None:
         self._folder_roots, self._outbound, self._clock = folder_roots, outbound, clock
         self._http_pools, self._own_ports = http_pools, own_ports   # http buckets: the App's pools, a loop refused
-        self._made: dict = {}   # bucket id -> (record as made from, outbound policy, origin, pool)
+        # bucket id -> (record as made from, outbound policy, origin, pool, the stored record itself)
+        self._made: dict = {}
         self._lock = threading.Lock()
 
     def get(self, bucket_id, record, live):
-        """The origin of `record` (bucket `bucket_id`); `live` holds the ids still stored, the others go."""
+        """The origin of `record` (bucket `bucket_id`); `live` holds the ids still stored, the others go.
+        The stored record is never changed in place (store.py): the same object needs no comparison."""
         policy = (self._outbound(), self._own_ports())
         made = self._made.get(bucket_id)
-        if made is not None and made[0] == record and made[1] == policy:
+        if made is not None and (made[4] is record or made[0] == record) and made[1] == policy:
             return made[2]
         with self._lock:
             made = self._made.get(bucket_id)
@@ -106,7 +108,7 @@ class Origins:
             origin = buckets.origin_for(record, self._folder_roots, policy[0], self._clock.now, ORIGIN_TIMEOUT, pool,
                                         self._http_pools, policy[1])
             gone = [self._made.pop(bid) for bid in list(self._made) if bid == bucket_id or bid not in live]
-            self._made[bucket_id] = (copy.deepcopy(record), policy, origin, pool)
+            self._made[bucket_id] = (copy.deepcopy(record), policy, origin, pool, record)
         for old in gone:
             old[3].close()
         return origin
