@@ -82,12 +82,17 @@ def books_match_the_folder(node, admin) -> None:
     assert stats["bytes"] == sum(os.path.getsize(p) for p in entry_files(node)), stats
 
 
+def stored_layout(node, admin, origin, path: str, cache_control: str, rev: str) -> dict:
+    """The site set up, `path` scripted and filled once: its entry file's layout."""
+    shared_site(admin, origin)
+    script(origin, path, cache_control, rev)
+    assert fetch(node.public_port, path)[2] == BODY
+    return layout(only_entry(node))
+
+
 def test_a_304_appends_the_refreshed_head_and_leaves_the_body(node, admin):
     with _origin() as origin:
-        shared_site(admin, origin)
-        script(origin, "/r", "max-age=1", "1")
-        assert fetch(node.public_port, "/r")[2] == BODY
-        before = layout(only_entry(node))
+        before = stored_layout(node, admin, origin, "/r", "max-age=1", "1")
         assert before["heads"] == 0 and before["size"] == before["body_end"] and before["body"] == BODY
         time.sleep(2.2)
         script(origin, "/r", "max-age=300", "2", x_new="yes")
@@ -123,10 +128,7 @@ def test_a_304_appends_the_refreshed_head_and_leaves_the_body(node, admin):
 
 def test_refreshes_past_the_cap_rewrite_the_file_and_its_size_stays_bounded(node, admin):
     with _origin() as origin:
-        shared_site(admin, origin)
-        script(origin, "/m", "max-age=0", "0")
-        assert fetch(node.public_port, "/m")[2] == BODY
-        first = layout(only_entry(node))
+        first = stored_layout(node, admin, origin, "/m", "max-age=0", "0")
         ids = {first["id"]}
         for rev in range(1, 3 * (MAX_HEADS + 1) + 1):
             script(origin, "/m", "max-age=0", str(rev))
