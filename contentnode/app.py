@@ -209,7 +209,7 @@ class App:
         limits = dict(header_timeout=config.header_timeout, idle_timeout=config.idle_timeout,
                       send_timeout=config.send_timeout, on_request=self.request_log, sock=sock, headers=headers)
         try:
-            again = dispatcher.again if isinstance(dispatcher, PublicDispatcher) else None
+            again = getattr(dispatcher, "again", None)   # the public dispatchers' prepared answers
             entry = Entry(name, "https" if tls_context else "http", dispatcher, self.addresses.client_ip, again)
             if name == "admin":
                 server = Server((bind, port), entry, name, **limits,

@@ -79,6 +79,11 @@ class _HstsDispatcher:
         self.tls = tls
         self.inner = inner
 
+    def again(self, handler, port_name: str):
+        """The public port's prepared answers over TLS too: a kept head was made after __call__ added
+        HSTS, and a change of the setting is a new state document, which the prepared answer checks."""
+        return self.inner.again(handler, port_name)
+
     def __call__(self, req):
         response = self.inner(req)
         if self.tls.https_settings()["hsts"] and response.header("Strict-Transport-Security") is None:
