@@ -71,6 +71,10 @@ class Site(KeptAlive):
             "/cors/": {"cors": {"origins": ["https://app.example.test"]}}}.items()}
         self.sock = self.connect()
 
+    def close(self) -> None:
+        self.sock.close()
+        self.node.close()
+
     def write(self, name: str, body: bytes) -> None:
         with open(os.path.join(self.root, name), "wb") as f:
             f.write(body)
@@ -125,8 +129,7 @@ def field(answer, name: str):
 def site(tmp_path_factory):
     instance = Site(str(tmp_path_factory.mktemp("prepared")))
     yield instance
-    instance.sock.close()
-    instance.node.close()
+    instance.close()
 
 
 def etag(site) -> str:

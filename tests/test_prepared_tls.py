@@ -39,8 +39,7 @@ class TlsSite(Site):
 def tls_site(tmp_path_factory):
     instance = TlsSite(str(tmp_path_factory.mktemp("prepared-tls")))
     yield instance
-    instance.sock.close()
-    instance.node.close()
+    instance.close()
 
 
 @pytest.mark.parametrize("fields", [[], [("Accept-Encoding", "gzip")]], ids=["identity", "gzip"])
