@@ -8,7 +8,6 @@ is loopback).
 """
 
 import hashlib
-import http.client
 import os
 import resource
 import select
@@ -233,6 +232,27 @@ def test_per_client_cap(small_node):
     finally:
         for sock in held:
             sock.close()
+
+
+def test_connections_the_client_closed_do_not_count_against_its_cap(small_node):
+    """A client that closed connections in the middle of their requests (a load tool ending a run,
+    a browser leaving a page) and opens new ones at once is not refused: the node first notices
+    the ones that ended. 40 + 60 is over the cap of 64 only if the 40 still counted."""
+    port = small_node.public_port
+    for _ in range(3):
+        for _ in range(40):
+            with connect_from("127.0.0.4", port) as sock:
+                sock.sendall(HEALTHZ)   # closed before the answer is read
+        fresh = [connect_from("127.0.0.4", port) for _ in range(60)]
+        try:
+            for sock in fresh:
+                sock.sendall(HEALTHZ)
+            answers = [sock.recv(65536) for sock in fresh]
+            refusals = [answer[:120] for answer in answers if not answer.startswith(b"HTTP/1.1 200")]
+            assert refusals == []
+        finally:
+            for sock in fresh:
+                sock.close()
 
 
 def healthz_ok_from(address, port) -> bool:

@@ -27,7 +27,9 @@ done (in the pool), with the socket in non-blocking mode for its turn.
   handed on in arrival order as its served ones end (slow readers from a few
   addresses cannot hold every thread).
 - One client address holds at most max_connections_per_client connections;
-  more are refused at accept (503 on plain HTTP, a close on TLS). A peer that
+  more are refused at accept (503 on plain HTTP, a close on TLS), after the
+  events already waiting are handled, so connections that client has closed
+  (a load tool ending a run, a page left) stop counting first. A peer that
   is a trusted proxy (`uncapped`) is not counted: its clients only differ in
   X-Forwarded-For, which comes with each request. IPv6 clients count per /64.
 - Bytes buffered in unfinished heads (parked in _heads) have one budget per
@@ -63,6 +65,7 @@ log = logging.getLogger("contentnode.http")
 
 ACCEPT_BATCH = 64          # connections accepted per loop turn, so parked ones are not starved
 SWEEP_SECONDS = 0.25       # deadlines of parked connections are kept this closely
+CATCH_UP_ROUNDS = 2        # before refusing a client at its cap: a closed connection may first need its last answer sent
 INLINE_TURNS = 16          # pipelined requests of one connection the loop thread answers before the pool does
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT
 
@@ -248,6 +251,8 @@ class ParkingServer(Server):
 
     def _admit(self, sock, address) -> None:
         ip, client = address[0], client_key(address[0])
+        if self._shares.full(client, ip):   # read unlocked: only the loop thread opens connections
+            self._catch_up()
         with self._lock:
             if self.closing:
                 refusal = "closing"
@@ -264,6 +269,19 @@ class ParkingServer(Server):
                 self._epoll.register(sock.fileno(), _ARMED)
         if refusal is not None:
             self._refuse(sock, refusal)
+
+    def _catch_up(self) -> None:
+        """Handle the events already waiting on parked connections, as the next loop turn would:
+        the ones whose client closed them are closed and stop counting against its cap. A second
+        round takes the ones that still had a request to answer before their end was seen. Only
+        a client at its cap pays this; what it does is work the loop owes anyway."""
+        listening = self.socket.fileno()
+        for _ in range(CATCH_UP_ROUNDS):
+            ready = [fd for fd, _ in self._epoll.poll(0) if fd != listening]
+            if not ready:
+                return
+            for fd in ready:
+                self._wake(fd)
 
     def _refuse(self, sock, why: str) -> None:
         """A short answer that never blocks the loop (plain HTTP only), then close."""

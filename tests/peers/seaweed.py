@@ -28,6 +28,7 @@ import contextlib
 import http.client
 import json
 import os
+import random
 import socket
 import subprocess
 import threading
@@ -55,27 +56,44 @@ def _require_weed() -> str:
     return path
 
 
+def _below_ephemeral() -> range:
+    """Ports no client socket is given by the kernel (below ip_local_port_range), with room for
+    p + 10000: a port probed free there stays free until weed binds it, however many
+    connections other tests open meanwhile (a busy machine took probed ephemeral ports)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return range(11000, max(12000, low - GRPC_OFFSET))
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _free_port_pair() -> int:
     """A free loopback port p whose p + 10000 is free too (weed's gRPC companion)."""
+    ports = _below_ephemeral()
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + GRPC_OFFSET > 65535:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + GRPC_OFFSET))
-            except OSError:
-                continue
-        return port
+        port = random.choice(ports)
+        if _bindable(port) and _bindable(port + GRPC_OFFSET):
+            return port
     raise RuntimeError("no free pair of loopback ports found for SeaweedFS")
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    ports = _below_ephemeral()
+    for _ in range(200):
+        port = random.choice(ports)
+        if _bindable(port):
+            return port
+    raise RuntimeError("no free loopback port found for SeaweedFS")
 
 
 class _CountingProxy:
