@@ -5,9 +5,10 @@ never offered, so the pipeline answers it) and then the same way several times o
 connection (the first offers it, the next ones are given again, as
 contentnode_public_prepared_answers_total counts). Every answer must be the pipeline's: the same
 status, the same header fields in the same order but Date and Age, the same body. After a purge,
-a rule change or an object change the next answer is the pipeline's new one; Age grows; edge
-controls and refusals are never given again; and the traffic tail, the request metrics and the
-access log count every answer given again.
+a rule change or an object change the next answer is the pipeline's new one; Age grows; CORS
+and refusals are never given again, while a rule's access lists and rate limit decide every answer
+given again; and the traffic tail, the request metrics and the access log count every answer given
+again.
 """
 
 import gzip
@@ -186,7 +187,6 @@ def test_an_etag_match_is_a_304_given_again(site):
 
 
 @pytest.mark.parametrize("kind", [
-    ("/limited/page.html", []),                          # a rate limit decides per request
     ("/cors/page.html", [("Origin", "https://app.example.test")]),   # CORS fields per request
     ("/page.html", [("Range", "bytes=999999-")]),        # a refusal (416)
     ("/page.html", [("X-Large", "x" * 9000)]),           # a key over MAX_KEY_BYTES is never kept
@@ -199,6 +199,66 @@ def test_never_given_again(site, kind):
     answers = [site.ask(path, fields) for _ in range(5)]
     assert site.again() == before
     assert all(shape(answer) == shape(reference) for answer in answers)
+
+
+class From(KeptAlive):
+    """Raw requests over one kept-alive connection from another loopback address."""
+
+    def __init__(self, site, address: str):
+        self.node = site.node
+        self.sock = socket.socket()
+        self.sock.settimeout(10)
+        self.sock.bind((address, 0))
+        self.sock.connect(("127.0.0.1", site.node.public_port))
+
+
+def test_a_rate_limit_decides_every_answer_given_again(site):
+    """The burst holds over answers given again: each spends a token, and past the burst the
+    pipeline answers 429 (a token is spent only for an answer given)."""
+    site.rule("/tight/", rate_limit={"rate": 1, "burst": 20})
+    client = From(site, "127.0.0.8")
+    try:
+        before, started = site.again(), time.monotonic()
+        statuses = [client.ask("/tight/page.html")[0] for _ in range(40)]
+        elapsed = time.monotonic() - started
+    finally:
+        client.sock.close()
+    given = statuses.count(200)
+    assert 20 <= given <= 20 + int(elapsed) + 1, statuses
+    assert statuses.count(429) == 40 - given and statuses[:20] == [200] * 20
+    assert site.again() - before >= 12   # the fill, the file hit and the first memory hit are the pipeline's
+
+
+def test_access_decides_every_answer_given_again(site):
+    """The same request bytes from an address the rule's (then the domain's) access list refuses
+    get 403, though their key was given again to an allowed address just before."""
+    site.rule("/only/", access={"allow": ["127.0.0.5/32", "127.0.0.7/32"]})
+    allowed, other, denied = (From(site, address) for address in ("127.0.0.5", "127.0.0.6", "127.0.0.7"))
+    domain = site.admin.get(f"/api/domains/{HOST}")
+    try:
+        for client in (allowed, denied):
+            assert [client.ask("/only/page.html")[0] for _ in range(3)] == [200] * 3   # filled, in memory
+        before = site.again()
+        assert [allowed.ask("/only/page.html")[0] for _ in range(5)] == [200] * 5
+        assert site.again() - before >= 4
+        status, _, body = other.ask("/only/page.html")
+        assert status == 403 and b"forbidden_address" in body
+        assert denied.ask("/only/page.html")[0] == 200
+        put = site.admin.put(f"/api/domains/{HOST}", {"access": {"deny": ["127.0.0.7/32"]}},
+                             headers={"If-Match": domain.headers["etag"]})
+        assert put.status == 200, put.body
+        for _ in range(3):
+            assert allowed.ask("/only/page.html")[0] == 200
+        before = site.again()
+        status, _, body = denied.ask("/only/page.html")
+        assert status == 403 and b"forbidden_address" in body
+        assert [allowed.ask("/only/page.html")[0] for _ in range(3)] == [200] * 3
+        assert site.again() - before >= 2
+    finally:
+        for client in (allowed, other, denied):
+            client.sock.close()
+        cleared = site.admin.put(f"/api/domains/{HOST}", {"access": None})
+        assert cleared.status == 200 and cleared.json["access"] is None
 
 
 def test_connection_close_is_answered_with_its_own_head(site):

@@ -53,7 +53,7 @@ class Request:
     if_match: int | str | None = None  # If-Match on an if_match row: None, "*" or a revision number
     via_admin_host = False
     visit = None  # on the public port: the Host and path its dispatcher parsed once
-    reusable = None  # on the public port: a memory hit public/prepared.py may give again (its entries, until)
+    reusable = None  # on the public port: a memory hit public/prepared.py may give again (entries, until, admit)
 
     def __init__(self, handler, port_name: str, scheme: str):
         self._handler = handler

@@ -166,7 +166,7 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
             response, cached = (shared_answer.respond_held(req, delivery, held) if held is not None
                                 else shared_answer.respond(req, delivery, target))
             if held is not None and _may_give_again(target):
-                req.reusable = shared_answer.reusable(held, req.visit.now)   # public/prepared.py
+                req.reusable = _reusable(req, target, shared_answer.reusable(held, req.visit.now))
             return (edge_guard.dressed(req, target, response) if target.dressed else response), cached
         result = (fetch_held(delivery, held, req.visit.now, not target.edge_checked) if held is not None
                   else fetch(delivery, target, coding))
@@ -176,13 +176,23 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
     if target.rule["cors"]:
         response = edge_guard.dressed(req, target, response, added=True)
     elif held is not None and _may_give_again(target):
-        req.reusable = held, _age_turns(result.entry, req.visit.now)   # public/prepared.py may give it again
+        req.reusable = _reusable(req, target, (held, _age_turns(result.entry, req.visit.now)))
     return response, "hit" if result.hit else "miss"
 
 
 def _may_give_again(target: Target) -> bool:
-    """No edge check, signed link or CORS decides this target's answers per request."""
-    return not target.edge_checked and not target.rule["signed"] and not target.rule["cors"]
+    """No signed link or CORS decides this target's answers per request (its edge checks run again
+    for each answer given again: edge_guard.admission)."""
+    return not target.rule["signed"] and not target.rule["cors"]
+
+
+def _reusable(req, target: Target, found):
+    """What public/prepared.py needs to give this memory hit again: its entries, until when it holds,
+    and the per-client edge checks to run first (None: none); None when it may not be."""
+    if found is None:
+        return None
+    held, until = found
+    return held, until, edge_guard.admission(req.app, target) if target.edge_checked else None
 
 
 def _age_turns(entry, now: float) -> float:

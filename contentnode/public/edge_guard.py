@@ -24,9 +24,7 @@ def check(req, target) -> None:
     """Refuse the request with an ApiError when the domain or the target's rule does not let this client in now.
     The rule's members are read in the form made once with the rule index (core/edge_rules.py EdgeRule)."""
     app, edge = req.app, target.edge
-    domain = app.store.data["domains"].get(target.host)
-    if not (edge_rules.address_allowed(domain and domain["access"], req.client_ip, app.countries)
-            and edge.allows(req.client_ip, app.countries)):
+    if not _address_allowed(_domain_access(app, target), edge, req.client_ip, app.countries):
         raise ApiError(403, "forbidden_address", "this address may not fetch from here")
     if not referers.referer_allowed(target.rule["referers"], req.headers.get("Referer"), target.host):
         raise ApiError(403, "forbidden_referer", "this content may not be fetched from that page")
@@ -36,6 +34,35 @@ def check(req, target) -> None:
         if wait:
             raise ApiError(429, "rate_limited", "too many requests from this address; try again later",
                            headers={"Retry-After": str(wait)})
+
+
+def admission(app, target):
+    """For an answer public/prepared.py gives again: the checks of `check` that depend on more than
+    the request's key, as one call taking the client's address (True: let in, its rate-limit token
+    spent), or None when the target has none. The Referer is in the key, so its verdict holds; the
+    address and the rate limit are decided for each request. A False lets the pipeline run, which
+    refuses and counts the refusal as for any request."""
+    domain_access, edge, countries = _domain_access(app, target), target.edge, app.countries
+    limit = edge.rate_limit
+    if not domain_access and edge.access is None and not limit:
+        return None
+    take, rule_id = app.delivery.rate_table.take, target.rule_id
+
+    def admit(client_ip: str) -> bool:
+        if not _address_allowed(domain_access, edge, client_ip, countries):
+            return False
+        return not limit or not take(rule_id, edge_rules.client_key(client_ip), *limit)
+    return admit
+
+
+def _domain_access(app, target) -> dict | None:
+    domain = app.store.data["domains"].get(target.host)
+    return domain and domain["access"]
+
+
+def _address_allowed(domain_access, edge, client_ip: str, countries) -> bool:
+    """The domain's `access` and then the rule's let this address in."""
+    return edge_rules.address_allowed(domain_access, client_ip, countries) and edge.allows(client_ip, countries)
 
 
 def is_preflight(req) -> bool:

@@ -12,17 +12,20 @@ hold:
 
 - the key: the listener, method, target and every header field as parsed, in
   order, except X-Forwarded-For (it only names whom a trusted proxy serves:
-  the client's address is counted on every request, never part of an answer
-  given again, as no edge check runs for one);
+  the client's address is counted on every request, and the target's
+  per-client edge checks run for each answer given again);
 - the same state document (a rule, domain or setting change makes a new one);
 - each cache entry still the one its key holds in memory, with the same body,
   and fresh (core/cache.py `recount`, which also follows other processes'
   purges, and counts the hits as the pipeline counts them);
 - the same second of the Date header and the same Age.
 
-Only targets with no edge check (no access list, referer list or rate limit),
-no CORS, no signed links and no HTTPS upgrade or ACME challenge to decide are
-offered, and only memory hits answered without a wait (req.reusable, set by
+A target with edge checks is offered with them (public/edge_guard.py
+`admission`): its access lists and rate limit decide each answer given again
+(a token spent only for an answer given), and its referer list, the Referer
+being in the key, holds as decided. Targets with CORS or signed links, and
+requests with an HTTPS upgrade or ACME challenge to decide, are never
+offered; only memory hits answered without a wait are (req.reusable, set by
 public/content.py). Anything else, and any request whose key was not offered
 or no longer holds, runs the pipeline unchanged, which offers it again. The
 traffic series, the insight rows, the metrics and the access line count an
@@ -59,11 +62,13 @@ def request_key(port_name: str, method: str, target: str, headers) -> tuple:
 class _Kept:
     """One answer given again and what it holds on to."""
 
-    __slots__ = ("response", "held", "doc", "second", "until", "counted", "raw_path", "referer", "status", "sent",
-                 "cached", "size")
+    __slots__ = ("response", "held", "doc", "second", "until", "admit", "counted", "raw_path", "referer", "status",
+                 "sent", "cached", "size")
 
-    def __init__(self, response, held, doc, second, until, counted, raw_path, referer, status, sent, cached, size):
+    def __init__(self, response, held, doc, second, until, admit, counted, raw_path, referer, status, sent, cached,
+                 size):
         self.response, self.held, self.doc, self.second, self.until = response, held, doc, second, until
+        self.admit = admit
         self.counted, self.raw_path, self.referer = counted, raw_path, referer
         self.status, self.sent, self.cached, self.size = status, sent, cached, size
 
@@ -87,7 +92,11 @@ class PreparedAnswers:
         now = app.clock.now()
         if kept.doc is not app.store.data or now >= kept.until or int(time.time()) != kept.second:
             return None
-        if not app.delivery.cache.recount(kept.held, now):
+        admit = kept.admit
+        if admit is None:
+            if not app.delivery.cache.recount(kept.held, now):
+                return None
+        elif not app.delivery.cache.recount(kept.held, now, lambda: admit(handler.client_ip)):
             return None
         app.metrics.again.inc()
         app.delivery.traffic.record(kept.counted, kept.status, kept.sent, kept.cached, now)
@@ -100,7 +109,7 @@ class PreparedAnswers:
         """Offer the answer the pipeline made for `req` (req.reusable: its held cache entries and the
         time its Age changes); kept once the write path has made its head (Response.keep), and only
         if the connection stays open."""
-        held, until = req.reusable
+        held, until, admit = req.reusable
         doc = req.visit.doc
         if (not isinstance(response.body, bytes) or req.raw_path.startswith(CHALLENGE_PREFIX)
                 or req.scheme == "http" and (doc.get("https") or {}).get("redirect_http")):
@@ -119,8 +128,8 @@ class PreparedAnswers:
                 return   # the second turned while the head was made
             response.keep, response.head = None, head
             size = key_bytes + len(head) + sum(len(body) for _, body in held)
-            made = _Kept(response, held, doc, second, until, counted, req.raw_path, referer, response.status, sent,
-                         cached, size)
+            made = _Kept(response, held, doc, second, until, admit, counted, req.raw_path, referer, response.status,
+                         sent, cached, size)
             with self._lock:
                 kept = self._kept
                 old = kept.pop(key, None)
