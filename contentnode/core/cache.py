@@ -314,10 +314,10 @@ class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
                 self._touch(entry, entry.path)
         return held
 
-    def recount(self, held: list, now: float, admit=None) -> bool:
+    def recount(self, held: list, now: float, admit=None, client_ip: str = "") -> bool:
         """Count again, as held_hits() with `count` counted them, the hits it found: True when each
         entry is still the one its key holds, with the same body in memory and fresh at `now`, and
-        `admit()` (the per-client edge checks) lets the request in; False (nothing counted) once any
+        `admit(client_ip)` (the per-client edge checks) lets the request in; False (nothing counted) once any
         was purged, evicted, replaced or expired, here or by another process, or admit() refused.
         public/prepared.py answers a repeated request again with this; `admit` runs last, so a
         token a rate limit spends is spent only for an answer given."""
@@ -329,7 +329,7 @@ class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
             for entry, body in held:
                 if entry.body is not body or entry.expires_at <= now or index.get(entry.key) is not entry:
                     return False
-            if admit is not None and not admit():
+            if admit is not None and not admit(client_ip):
                 return False
             self._count_held_locked(held, now)
         for entry, _ in held:

@@ -46,12 +46,16 @@ def admission(app, target):
     limit = edge.rate_limit
     if not domain_access and edge.access is None and not limit:
         return None
-    take, rule_id = app.delivery.rate_table.take, target.rule_id
+    # the calls bound once: this runs for every answer given again
+    allowed = edge.allows if not domain_access else \
+        lambda client_ip, countries: _address_allowed(domain_access, edge, client_ip, countries)
+    if not limit:
+        return lambda client_ip: allowed(client_ip, countries)
+    take, rule_id, client_key = app.delivery.rate_table.take, target.rule_id, edge_rules.client_key
+    rate, burst = limit
 
     def admit(client_ip: str) -> bool:
-        if not _address_allowed(domain_access, edge, client_ip, countries):
-            return False
-        return not limit or not take(rule_id, edge_rules.client_key(client_ip), *limit)
+        return allowed(client_ip, countries) and not take(rule_id, client_key(client_ip), rate, burst)
     return admit
 
 

@@ -93,10 +93,7 @@ class PreparedAnswers:
         if kept.doc is not app.store.data or now >= kept.until or int(time.time()) != kept.second:
             return None
         admit = kept.admit
-        if admit is None:
-            if not app.delivery.cache.recount(kept.held, now):
-                return None
-        elif not app.delivery.cache.recount(kept.held, now, lambda: admit(handler.client_ip)):
+        if not app.delivery.cache.recount(kept.held, now, admit, admit and handler.client_ip):
             return None
         app.metrics.again.inc()
         app.delivery.traffic.record(kept.counted, kept.status, kept.sent, kept.cached, now)
