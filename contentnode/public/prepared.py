@@ -89,7 +89,7 @@ class PreparedAnswers:
             return None
         if not app.delivery.cache.recount(kept.held, now):
             return None
-        app.metrics.again.inc()
+        app.metrics.observe_again()
         app.delivery.traffic.record(kept.counted, kept.status, kept.sent, kept.cached, now)
         if kept.counted is not None:
             insight.record(app, now, kept.counted, handler.command, kept.raw_path, kept.status, kept.sent,
