@@ -107,17 +107,6 @@ def line_parts(port: str, host: str, method: str, target: str, status: int, cach
             + (f" refused={logfmt_value(refused, 32)}" if refused else ""))
 
 
-def joined(parts: tuple[str, str, str], client: str, size: int, seconds: float) -> str:
-    before, between, after = parts
-    return f"{before}{logfmt_value(client, HOST_CAP)}{between}{size} duration_ms={seconds * 1000:.1f}{after}"
-
-
-def access_fields(port: str, host: str, client: str, method: str, target: str, status: int, size: int,
-                  seconds: float, cache: str, agent: str, refused: str = "") -> str:
-    """The logfmt fields of one access line; `refused` (an edge refusal's code) only when there is one."""
-    return joined(line_parts(port, host, method, target, status, cache, agent, refused), client, size, seconds)
-
-
 def access_line(port_name: str, handler, response, seconds: float) -> str:
     """The access line's fields for one answered request (made only for lines within the budget).
     An answer that is given again (`response.head` set) keeps the parts that stay the same
@@ -134,8 +123,9 @@ def access_line(port_name: str, handler, response, seconds: float) -> str:
                            cache, headers.get("User-Agent") or "", response.refusal)
         if response.head is not None:
             response.line = parts
-    return joined(parts, getattr(handler, "client_ip", handler.client_address[0]), getattr(handler, "bytes_sent", 0),
-                  seconds)
+    before, between, after = parts
+    client = logfmt_value(getattr(handler, "client_ip", handler.client_address[0]), HOST_CAP)
+    return f"{before}{client}{between}{getattr(handler, 'bytes_sent', 0)} duration_ms={seconds * 1000:.1f}{after}"
 
 
 class RequestLog:
