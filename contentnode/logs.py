@@ -25,6 +25,7 @@ from collections.abc import Callable
 from contentnode.config import ConfigError
 
 access_logger = logging.getLogger("contentnode.access")  # its level (log_level) still silences access lines
+LEVEL_NAMES = {logging.INFO: "INFO", logging.WARNING: "WARNING"}   # an access line's levels
 PRIORITIES = ((logging.ERROR, "<3>"), (logging.WARNING, "<4>"), (logging.INFO, "<6>"), (logging.NOTSET, "<7>"))
 FILE_MODE = 0o600
 # Caps on what a client sends, in characters before escaping (an escape is at most 4 bytes):
@@ -84,7 +85,7 @@ def setup(level: str, stream=None) -> None:
 def logfmt_value(text: str, cap: int) -> str:
     """A logfmt value: bare when plain, else quoted with \\", \\\\ and \\xNN escapes (no line breaks)."""
     text = text[:cap]
-    if text and all(c in _PLAIN for c in text):
+    if text and _PLAIN.issuperset(text):
         return text
     escaped = text.encode("unicode_escape").decode("ascii").replace('"', '\\"')
     return f'"{escaped}"'
@@ -96,22 +97,35 @@ def path_value(target: str) -> str:
     return logfmt_value(target.split("?", 1)[0], PATH_CAP)
 
 
-def access_fields(port: str, host: str, client: str, method: str, target: str, status: int, size: int,
-                  seconds: float, cache: str, agent: str, refused: str = "") -> str:
-    """The logfmt fields of one access line; `refused` (an edge refusal's code) only when there is one."""
-    return (f"port={port} host={logfmt_value(host, HOST_CAP)} client={logfmt_value(client, HOST_CAP)} "
-            f"method={logfmt_value(method, METHOD_CAP)} path={path_value(target)} status={status} "
-            f"bytes={size} duration_ms={seconds * 1000:.1f} cache={logfmt_value(cache, 16)} "
-            f"ua={logfmt_value(agent, AGENT_CAP)}" + (f" refused={logfmt_value(refused, 32)}" if refused else ""))
+def line_parts(port: str, host: str, method: str, target: str, status: int, cache: str, agent: str,
+               refused: str = "") -> tuple[str, str, str]:
+    """An access line but its client, bytes and duration: the text before, between and after them
+    (an answer given again, public/prepared.py, keeps its parts, as they stay the same)."""
+    return (f"port={port} host={logfmt_value(host, HOST_CAP)} client=",
+            f" method={logfmt_value(method, METHOD_CAP)} path={path_value(target)} status={status} bytes=",
+            f" cache={logfmt_value(cache, 16)} ua={logfmt_value(agent, AGENT_CAP)}"
+            + (f" refused={logfmt_value(refused, 32)}" if refused else ""))
 
 
 def access_line(port_name: str, handler, response, seconds: float) -> str:
-    """The access line's fields for one answered request (made only for lines within the budget)."""
-    headers = handler.headers
-    cache = next((value for name, value in response.headers if name == "X-Cache"), "-")
-    return access_fields(port_name, headers.get("Host") or "", getattr(handler, "client_ip", handler.client_address[0]),
-                         handler.command, handler.path, response.status, getattr(handler, "bytes_sent", 0), seconds,
-                         cache, headers.get("User-Agent") or "", response.refusal)
+    """The access line's fields for one answered request (made only for lines within the budget).
+    An answer that is given again (`response.head` set) keeps the parts that stay the same
+    (its key holds the port, method, target and every field the line shows but the client)."""
+    parts = response.line
+    if parts is None:
+        headers = handler.headers
+        cache = "-"
+        for name, value in response.headers:
+            if name == "X-Cache":
+                cache = value
+                break
+        parts = line_parts(port_name, headers.get("Host") or "", handler.command, handler.path, response.status,
+                           cache, headers.get("User-Agent") or "", response.refusal)
+        if response.head is not None:
+            response.line = parts
+    before, between, after = parts
+    client = logfmt_value(getattr(handler, "client_ip", handler.client_address[0]), HOST_CAP)
+    return f"{before}{client}{between}{getattr(handler, 'bytes_sent', 0)} duration_ms={seconds * 1000:.1f}{after}"
 
 
 class RequestLog:
@@ -120,11 +134,12 @@ class RequestLog:
 
     def __init__(self, observe, access_log: "AccessLog"):
         self._observe, self._access_log = observe, access_log
+        self._lines = access_log.enabled   # a start-up value
 
     def __call__(self, port_name: str, handler, response, seconds: float) -> None:
         self._observe(port_name, handler.command, response.status, seconds)
-        if self._access_log.enabled and access_logger.isEnabledFor(logging.INFO):
-            self._access_log.write(lambda: access_line(port_name, handler, response, seconds))
+        if self._lines and access_logger.isEnabledFor(logging.INFO):
+            self._access_log.write(access_line, port_name, handler, response, seconds)
 
 
 class AccessLog:
@@ -147,6 +162,7 @@ class AccessLog:
         self._written = 0
         self._dropped = 0
         self._stamp = (0, "")
+        self._to_stream = not self.to_file   # start-up values, read for every line
         if self.to_file:
             self._fd = self._open_at_start()
 
@@ -193,10 +209,10 @@ class AccessLog:
         if fd is not None:
             os.close(fd)
 
-    def write(self, fields: Callable[[], str]) -> None:
+    def write(self, fields: Callable[..., str], *args) -> None:
         """One access line, within the budget of max_rate a second (0: no budget).
 
-        `fields` makes the line's text and is called only for a line within the
+        `fields(*args)` makes the line's text and is called only for a line within the
         budget, outside the lock: a request over it costs a counter, not the
         formatting, and no request waits while another one's line is formatted.
         """
@@ -212,18 +228,18 @@ class AccessLog:
                 self._dropped += 1
                 return
             self._written += 1
-        text = fields()
+        text = fields(*args)
         with self._lock:
             self._emit(now, logging.INFO, text)
 
     def _emit(self, now: int, level: int, message: str) -> None:
         if self._stamp[0] != now:
             self._stamp = (now, rfc3339(now))
-        line = f"{self._stamp[1]} {logging.getLevelName(level)} contentnode.access: {message}\n"
+        line = f"{self._stamp[1]} {LEVEL_NAMES[level]} contentnode.access: {message}\n"
         if self._fd is not None:
             try:
                 os.write(self._fd, line.encode("utf-8", "backslashreplace"))
             except OSError:
                 pass  # a full disk must not fail the request; the file's owner sees it in df
-        elif not self.to_file:
+        elif self._to_stream:
             self.stream.write(priority(level) + line if self.journal else line)

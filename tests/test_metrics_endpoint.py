@@ -1,8 +1,12 @@
 """GET /metrics parses with the reference Prometheus parser, its counters move, the series
 alerts need exist from the start, and promtool finds nothing to lint."""
 
+import bisect
+import collections
 import datetime
 import os
+import random
+import threading
 import platform
 import subprocess
 import time
@@ -11,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from contentnode import __version__
-from contentnode.core.metrics import HOST_LABELS, soonest_per_host
+from contentnode.core.metrics import HOST_LABELS, MAX_ANSWERED, METHODS, NodeMetrics, soonest_per_host
 from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 from tests.peers.check import PROMTOOL
@@ -105,6 +109,57 @@ def test_the_host_label_is_bounded():
     rows = soonest_per_host([(f"h{i:03d}.example", 1000 + i) for i in range(HOST_LABELS + 5)][::-1])
     assert len(rows) == HOST_LABELS + 1
     assert rows[0] == (("h000.example",), 1000) and rows[-1] == (("other",), 1000 + HOST_LABELS)
+
+
+def test_answers_appended_from_many_threads_are_all_counted():
+    """Answers are appended without a lock and counted when read or past MAX_ANSWERED
+    (core/metrics.py observe_request): from four threads at once, past the bound several times,
+    with a scrape and a worker's take meanwhile, every answer is counted once, in the series a
+    count one at a time makes."""
+    buckets = NodeMetrics(0, "t").duration.buckets
+    rng = random.Random(30)
+    answers = [[(rng.choice(("public", "admin")), rng.choice(("GET", "HEAD", "BREW", "GET")),
+                 rng.choice((200, 304, 404, 503)), rng.random() ** 4 * 3) for _ in range(MAX_ANSWERED + 1500)]
+               for _ in range(4)]
+    worker, daemon = NodeMetrics(0, "t"), NodeMetrics(0, "t")
+
+    def answer(rows):
+        for n, row in enumerate(rows):
+            worker.observe_request(*row)
+            if n % 3 == 0:
+                worker.observe_again()
+            if n == 2000:
+                daemon.merge_requests(worker.take_requests())
+    threads = [threading.Thread(target=answer, args=(rows,)) for rows in answers]
+    for thread in threads:
+        thread.start()
+    worker.render()
+    for thread in threads:
+        thread.join()
+    daemon.merge_requests(worker.take_requests())
+    families = {f.name: f for f in text_string_to_metric_families(daemon.render())}
+
+    rows = [row for rows in answers for row in rows]
+    requests = collections.Counter((p, m if m in METHODS else "other", str(s)) for p, m, s, _ in rows)
+    assert {(s.labels["port"], s.labels["method"], s.labels["status"]): s.value
+            for s in families["contentnode_http_requests"].samples} == requests
+    for port in ("public", "admin"):
+        seconds = [d for p, _, _, d in rows if p == port]
+        per_bucket = collections.Counter(bisect.bisect_left(buckets, d) for d in seconds)
+        cumulated = [sum(per_bucket[i] for i in range(n + 1)) for n in range(len(buckets))]
+        got = {s.name: s for s in families["contentnode_http_request_duration_seconds"].samples
+               if s.labels["port"] == port and s.name.endswith(("_count", "_sum"))}
+        assert [s.value for s in families["contentnode_http_request_duration_seconds"].samples
+                if s.labels["port"] == port and s.name.endswith("_bucket")] == cumulated
+        assert got["contentnode_http_request_duration_seconds_count"].value == len(seconds)
+        assert got["contentnode_http_request_duration_seconds_sum"].value == pytest.approx(sum(seconds))
+    assert sample(families, "contentnode_public_prepared_answers_total") == sum(
+        len(range(0, len(rows), 3)) for rows in answers)
+    for _ in range(3):   # a scrape counts what was appended before it
+        daemon.observe_request("admin", "GET", 200, 0.01)
+    families = {f.name: f for f in text_string_to_metric_families(daemon.render())}
+    assert sample(families, "contentnode_http_requests_total", port="admin", method="GET", status="200") == \
+        requests["admin", "GET", "200"] + 3
 
 
 def test_promtool_finds_nothing_to_lint(node, admin):

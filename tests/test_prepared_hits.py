@@ -14,6 +14,7 @@ again.
 import gzip
 import itertools
 import os
+import re
 import socket
 import time
 
@@ -347,8 +348,41 @@ def test_answers_given_again_are_counted(site):
         return [row for row in admin.get(f"/api/traffic/tail?after={cursor}&domain={HOST}").json["requests"]
                 if row["path"] == "/counted.html"]
     assert wait_until(lambda: len(tail_rows()) == 40, 10), len(tail_rows())
-    assert {(row["status"], row["client"], row["referer"], row["cache"]) for row in tail_rows()} == {
-        (200, "127.0.0.0/24", "ref.example.test", "hit")}   # client_addresses shapes it
+    assert {tuple((name, value) for name, value in row.items() if name not in ("time", "id")) for row in tail_rows()} == {
+        (("domain", HOST), ("method", "GET"), ("path", "/counted.html"), ("status", 200), ("bytes", len(PAGE)),
+         ("cache", "hit"), ("client", "127.0.0.0/24"), ("referer", "ref.example.test"), ("country", None))}, \
+        tail_rows()[-1]   # client_addresses shapes the client; every answer's row the same as the pipeline's
+
+
+def test_an_answer_given_again_writes_the_pipelines_access_line(site):
+    """The access line of an answer given again (its fixed parts kept with it, logs.py access_line)
+    is the one the pipeline writes for the same request, escapes and all, but its duration."""
+    site.warm("/page.html", [("Accept-Encoding", "gzip")])
+    marker = f"line/{next(_probes)}"
+    fields = [("User-Agent", f'{marker} "quoted" back\\slash \xe9'), ("Accept-Encoding", "gzip")]
+    path = "/page.html?sig=kept-out"
+    again_before = site.again()
+    answers = [site.ask(path, fields, probe=True)] + [site.ask(path, fields) for _ in range(6)]
+    assert site.again() - again_before >= 3
+    assert all(shape(answer) == shape(answers[0]) for answer in answers)
+    assert wait_until(lambda: len(_lines_of(site, marker)) == 7, 5), _lines_of(site, marker)
+    lines = _lines_of(site, marker)
+    assert {int(line.split(" bytes=")[1].split()[0]) for line in lines} <= {len(_sent(a)) for a in answers}
+    lines = {re.sub(r" bytes=\d+ duration_ms=[0-9.]+ ", " bytes=- duration_ms=- ", line.split(" contentnode.access: ")[1])
+             for line in lines}   # the Age may turn between two answers: then its head's length too
+    assert lines == {f"port=public host={HOST} client=127.0.0.1 method=GET path=/page.html status=200 "
+                     f'bytes=- duration_ms=- cache=HIT ua="{marker} \\"quoted\\" back\\\\slash \\xe9"'}, lines
+
+
+def _lines_of(site, marker: str) -> list:
+    return [line for line in site.node.log().splitlines() if "contentnode.access:" in line and marker in line]
+
+
+def _sent(answer) -> bytes:
+    """The answer's bytes as sent: the status line, its fields, the blank line and the body."""
+    status, fields, body = answer
+    head = f"HTTP/1.1 {status} OK\r\n" + "".join(f"{n}: {v}\r\n" for n, v in fields) + "\r\n"
+    return head.encode("latin-1") + body
 
 
 def test_a_gzip_answer_given_again_decodes(site):

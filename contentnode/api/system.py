@@ -13,7 +13,7 @@ def healthz(req):
 
 
 def metrics(req):
-    body = req.app.metrics.registry.render().encode()
+    body = req.app.metrics.render().encode()
     return Response(200, [("Content-Type", CONTENT_TYPE), ("Cache-Control", "no-store")], body)
 
 

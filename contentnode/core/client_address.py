@@ -19,10 +19,22 @@ class ClientAddresses:
 
     def __init__(self, settings):
         self._settings = settings
+        # (a settings section, its trusted_proxies parsed): a write replaces the section, never changes it
+        # in place (store.py), so the same section has the same list; one tuple, read and replaced whole
+        self._trusted: tuple = (None, ())
+
+    def _trusted_networks(self) -> tuple:
+        settings = self._settings()
+        seen = self._trusted
+        if seen[0] is not settings:
+            seen = self._trusted = (settings, networks(settings.get("trusted_proxies")))
+        return seen[1]
 
     def client_ip(self, peer_ip: str, headers) -> str:
-        """The peer address, or the X-Forwarded-For client when the peer is a trusted proxy."""
-        trusted = networks(self._settings().get("trusted_proxies"))
+        """The peer address, or the X-Forwarded-For client when the peer is a trusted proxy
+        (asked for every request: the list is looked up by its settings section, not parsed)."""
+        seen = self._trusted
+        trusted = seen[1] if seen[0] is self._settings() else self._trusted_networks()
         if not trusted:
             return peer_ip
         forwarded = [a.strip() for a in (headers.get("X-Forwarded-For") or "").split(",") if a.strip()]
@@ -40,7 +52,7 @@ class ClientAddresses:
         """A peer in trusted_proxies: its connections carry many clients, so the public
         listeners do not cap them per address (http/parking.py). Without trusted proxies (the
         usual case) the address is not parsed: the listeners ask this under their lock."""
-        trusted = networks(self._settings().get("trusted_proxies"))
+        trusted = self._trusted_networks()
         if not trusted:
             return False
         try:

@@ -11,31 +11,33 @@ whoever else wants an address's country (traffic counting by country).
 import importlib
 import importlib.util
 import ipaddress
+from collections.abc import Callable
 from functools import lru_cache
 
 from contentnode.config import ConfigError
 
 LOOKUPS_REMEMBERED = 4096   # addresses whose country each process keeps (a lookup is a tree walk)
+_NOWHERE: dict = {}   # no database: no address is placed
 
 
 class Countries:
-    """The country of an address, or None when the database does not know it or there is none."""
+    """The country of an address, or None when the database does not know it or there is none.
+
+    `country_of(address)`: the ISO 3166-1 alpha-2 code (upper case) of a client address, or None: no
+    database, not an address, or an address the database does not place (private, reserved,
+    unlisted). Traffic counting asks it for every public request, so it is chosen once: the
+    remembered lookup, or without a database an empty dict's get (no Python call per request).
+    """
 
     def __init__(self, reader=None, missing: str | None = None):
         self._reader = reader
         self.missing = missing   # what the node lacks for country lists (None: it has a database)
-        self._lookup = lru_cache(maxsize=LOOKUPS_REMEMBERED)(self._find)
+        self.country_of: Callable[[str], str | None] = (
+            lru_cache(maxsize=LOOKUPS_REMEMBERED)(self._find) if reader is not None else _NOWHERE.get)
 
     @property
     def available(self) -> bool:
         return self._reader is not None
-
-    def country_of(self, address: str) -> str | None:
-        """The ISO 3166-1 alpha-2 code (upper case) of a client address, or None: no database, not
-        an address, or an address the database does not place (private, reserved, unlisted)."""
-        if self._reader is None:
-            return None
-        return self._lookup(address)
 
     def _find(self, address: str) -> str | None:
         try:

@@ -6,9 +6,13 @@ codes, a capped list of domains).
 """
 
 import bisect
+import collections
+import functools
+import operator
 import os
 import platform
 import threading
+from itertools import repeat
 
 from contentnode.core.traffic import COUNTERS, OTHER
 
@@ -72,14 +76,17 @@ class Histogram:
         self._series = {}  # labels -> [bucket counts..., sum, count]
         self._lock = threading.Lock()
 
-    def observe(self, value: float, *labels) -> None:
+    def observe_all(self, values: list, *labels) -> None:
+        """Observe each of `values` (the sum added in their order, as one by one)."""
+        counts = collections.Counter(map(functools.partial(bisect.bisect_left, self.buckets), values))
         with self._lock:
             series = self._series.get(labels)
             if series is None:
                 series = self._series[labels] = [0] * len(self.buckets) + [0.0, 0]
-            series[bisect.bisect_left(self.buckets, value)] += 1  # cumulated at scrape time
-            series[-2] += value
-            series[-1] += 1
+            for bucket, count in counts.items():
+                series[bucket] += count  # cumulated at scrape time
+            series[-2] = functools.reduce(operator.add, values, series[-2])
+            series[-1] += len(values)
 
     def take(self) -> list:
         """[[labels, series], ...] observed since the last take, now reset (see Counter.take)."""
@@ -165,6 +172,8 @@ METHODS = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}
 LOGIN_RESULTS = ("success", "failure", "locked")
 REFUSALS = ("forbidden_address", "forbidden_referer", "forbidden_origin", "rate_limited")   # the public port's edge refusals (public/edge_guard.py), by error code
 HOST_LABELS = 50  # hosts with a label of their own, as many as the traffic's domain label
+MAX_ANSWERED = 4096   # answers appended before they are counted (when nothing reads the metrics)
+_LABELS, _PORT, _SECONDS = operator.itemgetter(0, 1, 2), operator.itemgetter(0), operator.itemgetter(3)
 
 
 class CounterView(Gauge):
@@ -215,16 +224,52 @@ class NodeMetrics:
             "contentnode_public_prepared_answers_total",
             "Public memory hits answered from a prepared answer, without the pipeline")
         self.again.inc(amount=0)
+        self._answered: collections.deque = collections.deque()   # (port, method, status, seconds) not yet counted
+        self._given: collections.deque = collections.deque()      # answers given again, not yet counted
+        self._counting = threading.Lock()
         self.registry.gauge("process_start_time_seconds", "Start time of the process (epoch seconds)",
                             lambda: start_time)
         self.registry.gauge("process_resident_memory_bytes", "Resident memory size in bytes", _resident_bytes)
 
     def observe_request(self, port: str, method: str, status: int, seconds: float) -> None:
-        self.requests.inc(port, method if method in METHODS else "other", str(status))
-        self.duration.observe(seconds, port)
+        """One answer, after it is sent: appended (deque.append is atomic: no lock on a request's
+        path), counted into `requests` and `duration` when they are read or past MAX_ANSWERED."""
+        answered = self._answered
+        answered.append((port, method, status, seconds))
+        if len(answered) >= MAX_ANSWERED:
+            self.count_answered()
+
+    def observe_again(self) -> None:
+        """One public answer given again (public/prepared.py), counted as observe_request counts."""
+        given = self._given
+        given.append(1)
+        if len(given) >= MAX_ANSWERED:
+            self.count_answered()
+
+    def count_answered(self) -> None:
+        """Add the answers appended so far to their series, each distinct label set once (an
+        answer appended meanwhile stays for the next count)."""
+        with self._counting:
+            answered, given = self._answered, self._given
+            rows = list(map(operator.call, repeat(answered.popleft, len(answered))))
+            again = sum(map(operator.call, repeat(given.popleft, len(given))))
+        if again:
+            self.again.inc(amount=again)
+        for (port, method, status), count in collections.Counter(map(_LABELS, rows)).items():
+            self.requests.inc(port, method if method in METHODS else "other", str(status), amount=count)
+        ports = set(map(_PORT, rows))
+        for port in ports:
+            self.duration.observe_all(list(map(_SECONDS, rows)) if len(ports) == 1 else
+                                      [row[3] for row in rows if row[0] == port], port)
+
+    def render(self) -> str:
+        """The exposition text, every answer so far counted."""
+        self.count_answered()
+        return self.registry.render()
 
     def take_requests(self) -> dict:
         """A public worker's request counts since the last take, for the daemon's merge_requests."""
+        self.count_answered()
         return {"requests": self.requests.take(), "duration": self.duration.take(), "refusals": self.refusals.take(),
                 "again": self.again.take()}
 

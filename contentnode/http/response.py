@@ -26,6 +26,7 @@ class Response:
     # sent as is while the connection stays open; `keep` is called with that head once it is made
     head: bytes | None = None
     keep: Callable[[bytes], None] | None = None
+    line: tuple[str, str, str] | None = None   # its access line's parts that stay the same (logs.py access_line)
 
     @property
     def length(self) -> int | None:

@@ -11,13 +11,13 @@ geoip_db: a remembered lookup per address), None without one.
 
 
 def count(req, host: str, status: int, sent: int, cached: str | None) -> None:
-    record(req.app, req.visit.now, host, req.method, req.raw_path, status, sent, cached, req.client_ip,
+    record(req.app, req.visit.now, (host, req.method, req.raw_path, status, sent, cached), req.client_ip,
            req.headers.get("Referer"))
 
 
-def record(app, now: float, host: str, method: str, raw_path: str, status: int, sent: int, cached: str | None,
-           client_ip: str, referer: str | None) -> None:
-    """The row of one request (an answer given again, public/prepared.py, hands its values in)."""
-    row = (int(now), host, method, raw_path, status, sent, cached, client_ip, referer, app.countries.country_of(client_ip))
+def record(app, now: float, answer: tuple, client_ip: str, referer: str | None) -> None:
+    """The row of one request: `answer` is (host, method, raw_path, status, sent, cached), what an
+    answer given again (public/prepared.py) keeps, as it stays the same."""
+    row = (int(now), *answer, client_ip, referer, app.countries.country_of(client_ip))
     app.traffic_top.record(row)
     app.traffic_tail.record(row)

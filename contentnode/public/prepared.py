@@ -62,14 +62,14 @@ def request_key(port_name: str, method: str, target: str, headers) -> tuple:
 class _Kept:
     """One answer given again and what it holds on to."""
 
-    __slots__ = ("response", "held", "doc", "second", "until", "admit", "counted", "raw_path", "referer", "status",
+    __slots__ = ("response", "held", "doc", "second", "until", "admit", "counted", "answer", "referer", "status",
                  "sent", "cached", "size")
 
-    def __init__(self, response, held, doc, second, until, admit, counted, raw_path, referer, status, sent, cached,
+    def __init__(self, response, held, doc, second, until, admit, counted, answer, referer, status, sent, cached,
                  size):
         self.response, self.held, self.doc, self.second, self.until = response, held, doc, second, until
-        self.admit = admit
-        self.counted, self.raw_path, self.referer = counted, raw_path, referer
+        self.admit = admit   # the per-client edge checks (public/edge_guard.py admission), or None
+        self.counted, self.answer, self.referer = counted, answer, referer   # answer: insight.record's, or None
         self.status, self.sent, self.cached, self.size = status, sent, cached, size
 
 
@@ -95,11 +95,10 @@ class PreparedAnswers:
         admit = kept.admit
         if not app.delivery.cache.recount(kept.held, now, admit, admit and handler.client_ip):
             return None
-        app.metrics.again.inc()
+        app.metrics.observe_again()
         app.delivery.traffic.record(kept.counted, kept.status, kept.sent, kept.cached, now)
-        if kept.counted is not None:
-            insight.record(app, now, kept.counted, handler.command, kept.raw_path, kept.status, kept.sent,
-                           kept.cached, handler.client_ip, kept.referer)
+        if kept.answer is not None:
+            insight.record(app, now, kept.answer, handler.client_ip, kept.referer)
         return kept.response
 
     def offer(self, req, response, counted: str | None, sent: int, cached: str) -> None:
@@ -125,8 +124,9 @@ class PreparedAnswers:
                 return   # the second turned while the head was made
             response.keep, response.head = None, head
             size = key_bytes + len(head) + sum(len(body) for _, body in held)
-            made = _Kept(response, held, doc, second, until, admit, counted, req.raw_path, referer, response.status,
-                         sent, cached, size)
+            answer = None if counted is None else (counted, req.method, req.raw_path, response.status, sent, cached)
+            made = _Kept(response, held, doc, second, until, admit, counted, answer, referer, response.status, sent,
+                         cached, size)
             with self._lock:
                 kept = self._kept
                 old = kept.pop(key, None)
