@@ -19,6 +19,9 @@ import pytest
 
 from tests.certgen import cert_pem, key_pem, make_ca, make_leaf
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
+from tests.origin_server import OriginServer
+from tests.test_origin_cache import HOST as ORIGIN_HOST
+from tests.test_origin_cache import shared_site
 from tests.two_workers import start_two_workers, wait_until
 
 pytestmark = pytest.mark.daemon_process
@@ -253,6 +256,48 @@ def test_connections_the_client_closed_do_not_count_against_its_cap(small_node):
         finally:
             for sock in fresh:
                 sock.close()
+
+
+@pytest.fixture
+def slow_origin_node(tmp_path):
+    """A node in front of an origin that answers /slow after 2 s (never stored): those requests
+    hold pool threads, so a client's others wait for its share of them."""
+    with OriginServer() as origin:
+        origin.script("/slow", b"late", headers={"Cache-Control": "no-store"}, delay=2.0)
+        node = Node(str(tmp_path), env={"CONTENTNODE_HEADER_TIMEOUT": "30"}).start()
+        try:
+            admin = node.client()
+            assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
+            shared_site(admin, origin)
+            yield node, origin
+        finally:
+            node.close()
+
+
+def test_waiting_requests_the_client_closed_do_not_count_against_its_cap(slow_origin_node):
+    """30 requests to a slow origin from one address: 8 get pool threads (max_requests_per_client),
+    22 wait for them; the client closes all 30 (a load tool ending its run) and opens 50 new
+    connections at once. Over the cap only if the 22 closed ones still counted (8 + 22 + 50 > 64);
+    and the 22 are dropped, never sent to the origin, rather than served to nobody."""
+    node, origin = slow_origin_node
+    port = node.public_port
+    gone = [connect_from("127.0.0.9", port) for _ in range(30)]
+    for sock in gone:
+        sock.sendall(f"GET /slow HTTP/1.1\r\nHost: {ORIGIN_HOST}\r\n\r\n".encode())
+    time.sleep(0.5)   # all 30 read and handed on: 8 served, 22 waiting
+    for sock in gone:
+        sock.close()
+    fresh = [connect_from("127.0.0.9", port) for _ in range(50)]
+    try:
+        for sock in fresh:
+            sock.sendall(HEALTHZ)
+        answers = [sock.recv(65536) for sock in fresh]
+        assert [answer[:120] for answer in answers if not answer.startswith(b"HTTP/1.1 200")] == []
+    finally:
+        for sock in fresh:
+            sock.close()
+    time.sleep(3)   # the 8 served ones are answered after 2 s
+    assert len(origin.requests_for("/slow")) == 8
 
 
 def healthz_ok_from(address, port) -> bool:

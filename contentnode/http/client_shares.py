@@ -73,6 +73,21 @@ class ClientShares:
         self.take_thread(following)
         return following
 
+    def drop_gone(self, client: str, gone) -> list:
+        """The waiting connections of `client` that `gone(connections)` names (their peer closed or
+        reset them), forgotten here: the listener closes them rather than serve nobody."""
+        waiting = self.waiting.get(client)
+        if not waiting:
+            return []
+        dropped = gone(waiting)
+        if dropped:
+            kept = [conn for conn in waiting if conn not in dropped]
+            if kept:
+                self.waiting[client] = collections.deque(kept)
+            else:
+                del self.waiting[client]
+        return list(dropped)
+
     def drop_waiting(self) -> list:
         """Every waiting connection, forgotten here (the listener closes them)."""
         dropped = [conn for waiting in self.waiting.values() for conn in waiting]

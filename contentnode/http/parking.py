@@ -29,7 +29,9 @@ done (in the pool), with the socket in non-blocking mode for its turn.
 - One client address holds at most max_connections_per_client connections;
   more are refused at accept (503 on plain HTTP, a close on TLS), after the
   events already waiting are handled, so connections that client has closed
-  (a load tool ending a run, a page left) stop counting first. A peer that
+  (a load tool ending a run, a page left) stop counting first; the same for
+  its connections waiting for a pool thread, which are also dropped rather
+  than served once their peer is gone. A peer that
   is a trusted proxy (`uncapped`) is not counted: its clients only differ in
   X-Forwarded-For, which comes with each request. IPv6 clients count per /64.
 - Bytes buffered in unfinished heads (parked in _heads) have one budget per
@@ -253,6 +255,8 @@ class ParkingServer(Server):
         ip, client = address[0], client_key(address[0])
         if self._shares.full(client, ip):   # read unlocked: only the loop thread opens connections
             self._catch_up()
+            with self._lock:
+                self._drop_gone_locked(client)
         with self._lock:
             if self.closing:
                 refusal = "closing"
@@ -282,6 +286,12 @@ class ParkingServer(Server):
                 return
             for fd in ready:
                 self._wake(fd)
+
+    def _drop_gone_locked(self, client: str) -> None:
+        """Close the client's connections waiting for a pool thread whose peer is gone (a request
+        nobody will read the answer to: an origin asked for nothing, and a slot held)."""
+        for conn in self._shares.drop_gone(client, _peer_gone):
+            self._close_locked(conn)
 
     def _refuse(self, sock, why: str) -> None:
         """A short answer that never blocks the loop (plain HTTP only), then close."""
@@ -436,6 +446,8 @@ class ParkingServer(Server):
 
     def _finish(self, conn: Connection, park: bool) -> None:
         with self._lock:
+            if conn.client in self._shares.waiting:
+                self._drop_gone_locked(conn.client)
             following = self._shares.release_thread(conn)
             self._park_or_close_locked(conn, park)
         if following is not None:
@@ -489,3 +501,13 @@ class ParkingServer(Server):
         self._pool.stop()
         self._epoll.close()
 
+
+def _peer_gone(conns) -> set:
+    """Those of `conns` whose peer closed or reset the connection, even with a request still unread
+    (POLLRDHUP, not readability: one poll(2) for all of them)."""
+    probe, by_fd = select.poll(), {}
+    for conn in conns:
+        fd = conn.sock.fileno()
+        by_fd[fd] = conn
+        probe.register(fd, select.POLLRDHUP)
+    return {by_fd[fd] for fd, _ in probe.poll(0)}
