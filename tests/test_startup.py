@@ -309,3 +309,23 @@ def test_a_missing_runtime_dependency_stops_the_start_with_one_line(tmp_path):
     assert "missing Python package pyotp" in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not data.exists()
+
+
+def test_a_start_imports_none_of_the_late_imported_packages(tmp_path):
+    """What only some paths use (keys, second factors, SMTP, S3 answers, a config file) is imported
+    there, not by every start (docs/DEVELOPING.md, "Tests"): the App built, started, set up and
+    stopped in a fresh interpreter leaves these packages unimported."""
+    late = ["cryptography", "pyotp", "smtplib", "xml.etree.ElementTree", "tomllib", "urllib.request"]
+    script = f"""
+import sys
+from tests.inprocess import InProcessNode
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
+node = InProcessNode({str(tmp_path)!r}).start()
+assert node.client().post("/api/setup", {{"username": ADMIN_USER, "password": ADMIN_PASSWORD}}).status == 201
+node.close()
+print(" ".join(name for name in {late!r} if name in sys.modules))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [], result.stdout

@@ -218,8 +218,8 @@ def save(data_dir: str, secrets_: Secrets) -> None:
 
 
 def load(data_dir: str) -> Secrets | None:
-    """The secrets on disk, or None when this node holds none (standalone)."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    """The secrets on disk, or None when this node holds none (standalone: every start asks, and
+    imports no cryptography for it)."""
     path = folder(data_dir)
     try:
         with open(os.path.join(path, BUCKET_FILE), "rb") as f:
@@ -232,6 +232,7 @@ def load(data_dir: str) -> Secrets | None:
             fleet_key = unb64(f.read().decode("ascii").strip(), "fleet.key", FLEET_KEY_BYTES)
     except FileNotFoundError:
         pass
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     signing = None
     try:
         with open(os.path.join(path, SIGNING_FILE), "rb") as f:

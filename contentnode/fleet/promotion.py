@@ -175,12 +175,13 @@ def rotate_key(fleet) -> int:
 
 
 def finish_rotation(data_dir: str, state: dict) -> None:
-    """A signing.next left by a rotation becomes signing.key if the state names it, else goes."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    """A signing.next left by a rotation becomes signing.key if the state names it, else goes.
+    Every start asks: cryptography is imported only when there is such a file."""
     folder = keys.folder(data_dir)
     pending = os.path.join(folder, NEXT_FILE)
     if not os.path.exists(pending):
         return
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     with open(pending, "rb") as f:
         key = Ed25519PrivateKey.from_private_bytes(unb64(f.read().decode("ascii").strip(), NEXT_FILE, 32))
     if keys.public_text(key) == (state.get("pin") or {}).get("public_key") and state.get("role") == "primary":
