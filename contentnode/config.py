@@ -7,7 +7,6 @@ API changes (node name, ACME, cache cap...) live in the state store instead.
 
 import ipaddress
 import os
-import tomllib
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
@@ -258,6 +257,7 @@ def load(config_file: str | None = None, flags: dict | None = None, environ=None
     sources = {o.name: "default" for o in OPTIONS}
     config_file = config_file or environ.get("CONTENTNODE_CONFIG")
     if config_file:
+        import tomllib   # only a start with a config file reads TOML
         try:
             with open(config_file, "rb") as f:
                 table = tomllib.load(f)

@@ -1,5 +1,6 @@
 """The daemon: logging, the data-dir lock, build_app, start, wait for a signal, stop."""
 
+import importlib.util
 import ipaddress
 import logging
 import os
@@ -18,10 +19,24 @@ from contentnode.store import claim_data_dir
 from contentnode.workers import PublicWorkers
 
 SAME_STOP_SECONDS = 0.5   # SIGTERMs this close together are one stop request (see request_stop)
+# Runtime dependencies imported where they are used, not at start (a daemon's start imports only
+# what it needs: docs/DEVELOPING.md, "Tests"); argon2 is imported at start. Checked before anything.
+LATE_IMPORTED = ("cryptography", "pyotp")
 
 log = logging.getLogger("contentnode")
 banner = logging.getLogger("contentnode.start")
 
+
+class MissingDependency(RuntimeError):
+    """A runtime dependency is not installed: restarting cannot help (exit 2)."""
+
+
+def check_dependencies() -> None:
+    """Fail at start, not at the first certificate or second factor, when a package is missing."""
+    missing = [name for name in LATE_IMPORTED if importlib.util.find_spec(name) is None]
+    if missing:
+        raise MissingDependency(f"missing Python package {', '.join(missing)} in {sys.prefix}: install "
+                                "contentnode again (it depends on argon2-cffi, pyotp and cryptography)")
 
 
 def setup_logging(level: str) -> None:
@@ -60,6 +75,7 @@ def make_folder_roots(config) -> None:
 
 
 def serve(config) -> int:
+    check_dependencies()
     setup_logging(config.log_level)
     return_hash_memory_to_os()
     claim_data_dir(config.data_dir)

@@ -1,5 +1,6 @@
 """Configuration as code (docs/API.md, "Configuration as code"): `contentnode config export | plan |
-apply` and GET /api/config, POST /api/config/apply, against real daemons."""
+apply` and GET /api/config, POST /api/config/apply, against nodes built in the test process (the
+commands run as processes: all they do to a node is HTTP to its admin port)."""
 
 import os
 import secrets
@@ -7,8 +8,13 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 from contentnode.api import ROUTES
-from tests.node import ADMIN_PASSWORD, ADMIN_USER, ROOT, Node
+from tests.inprocess import InProcessNode
+from tests.node import ADMIN_PASSWORD, ADMIN_USER, ROOT
+
+pytestmark = pytest.mark.in_process
 
 SECRET = "media-secret-value-0123456789"
 REDIRECT = {"to": "https://example.com/new", "code": 308, "keep_path": False}
@@ -68,7 +74,7 @@ def _revision(client) -> int:
 
 def _second(tmp_path, name):
     os.makedirs(tmp_path / name)
-    node = Node(str(tmp_path / name)).start()
+    node = InProcessNode(str(tmp_path / name)).start()
     client = node.client()
     assert client.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
     return node, client

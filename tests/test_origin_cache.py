@@ -1,5 +1,6 @@
-"""Rules in cache_mode "origin" against the real daemon and the scripted origin (tests/origin_server.py):
-each case counts the origin's requests and reads what it was sent."""
+"""Rules in cache_mode "origin" against the node (built in the test process; the two-worker case is a
+daemon) and the scripted origin (tests/origin_server.py): each case counts the origin's requests and
+reads what it was sent."""
 
 import http.client
 import re
@@ -12,6 +13,7 @@ from tests.origin_server import OriginServer
 from tests.two_workers import two_workers_with_admin  # noqa: F401  (the fixture)
 
 HOST = "site.example.test"
+pytestmark = pytest.mark.in_process
 
 
 @pytest.fixture

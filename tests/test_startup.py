@@ -294,3 +294,38 @@ def test_request_timeout_is_the_former_name_of_header_timeout(tmp_path):
     both = cfg.load(str(config), environ={"CONTENTNODE_HEADER_TIMEOUT": "3"})
     assert both.header_timeout == 3.0   # the new name wins
     assert cfg.load(None, environ={}).header_timeout == 10.0
+
+
+def test_a_missing_runtime_dependency_stops_the_start_with_one_line(tmp_path):
+    """cryptography and pyotp are imported where they are used, not at start (docs/DEVELOPING.md,
+    "Tests"); a node without one of them still refuses to start, saying which, and creates nothing."""
+    data = tmp_path / "data"
+    script = ("import sys; sys.modules['pyotp'] = None; from contentnode.cli import main; "
+              "sys.exit(main(sys.argv[1:]))")
+    result = subprocess.run([sys.executable, "-c", script, "serve", "--data-dir", str(data), "--admin-port", "0",
+                             "--public-port", "0"], capture_output=True, text=True, timeout=20,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    assert result.returncode == 2, result.stderr
+    assert "missing Python package pyotp" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not data.exists()
+
+
+def test_a_start_imports_none_of_the_late_imported_packages(tmp_path):
+    """What only some paths use (keys, second factors, SMTP, S3 answers, a config file) is imported
+    there, not by every start (docs/DEVELOPING.md, "Tests"): the App built, started, set up and
+    stopped in a fresh interpreter leaves these packages unimported."""
+    late = ["cryptography", "pyotp", "smtplib", "xml.etree.ElementTree", "tomllib", "urllib.request"]
+    script = f"""
+import sys
+from tests.inprocess import InProcessNode
+from tests.node import ADMIN_PASSWORD, ADMIN_USER
+node = InProcessNode({str(tmp_path)!r}).start()
+assert node.client().post("/api/setup", {{"username": ADMIN_USER, "password": ADMIN_PASSWORD}}).status == 201
+node.close()
+print(" ".join(name for name in {late!r} if name in sys.modules))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [], result.stdout

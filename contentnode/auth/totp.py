@@ -11,24 +11,29 @@ import hashlib
 import hmac
 import secrets
 
-import pyotp
-
 ISSUER = "contentnode"
 STEP = 30
 DRIFT = 1  # time steps accepted either side of now
 RECOVERY_CODES = 10
 
 
+def _pyotp():
+    """pyotp (13 modules), imported when a second factor is first set up or checked, not at every
+    start; daemon.py checks at start that it is installed."""
+    import pyotp
+    return pyotp
+
+
 def new_secret() -> str:
     """A 160-bit secret in base32 (32 characters), as authenticator apps expect."""
-    return pyotp.random_base32(32)
+    return _pyotp().random_base32(32)
 
 
 def provisioning_uri(secret: str, username: str, issuer: str) -> str:
     """The otpauth:// URI; the issuer is the node's name, so several nodes differ in an
     authenticator app (a colon would split the app's label, so it becomes a space)."""
     issuer = " ".join(issuer.replace(":", " ").split()) or ISSUER
-    return pyotp.TOTP(secret).provisioning_uri(name=username, issuer_name=issuer)
+    return _pyotp().TOTP(secret).provisioning_uri(name=username, issuer_name=issuer)
 
 
 def is_totp_code(code: str) -> bool:
@@ -44,7 +49,7 @@ def matching_step(secret: str, code: str, now: float, last_step: int | None = No
     """
     if not is_totp_code(code):
         return None
-    totp = pyotp.TOTP(secret)
+    totp = _pyotp().TOTP(secret)
     current = int(now // STEP)
     for step in (current, current - DRIFT, current + DRIFT):
         if last_step is not None and step <= last_step:

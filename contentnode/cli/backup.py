@@ -20,8 +20,6 @@ from contentnode.core import backup, settings, stored_backups
 from contentnode.core import backup_schedule as sched
 from contentnode.core.netguard import OutboundPolicy
 from contentnode.core.s3_errors import S3Error
-from contentnode.fleet.service import state_of
-from contentnode.restore import restore_into
 from contentnode.fileio import atomic_write
 from contentnode.schema import SECTIONS
 
@@ -90,7 +88,8 @@ def _refuse_on_replica(ctx) -> None:
     """Like POST /api/backup/restore (409 managed_by_fleet): a replica's shared objects are the
     primary's, and a restore would roll them back under it. A primary may restore: its next
     start publishes what it restored."""
-    state = state_of(ctx.store.data)
+    from contentnode.fleet.service import state_of   # the fleet, and the restore below, only here:
+    state = state_of(ctx.store.data)                 # not in every command's start
     if state.get("role") == "replica":
         raise Refused(f"restore refused, nothing changed: this node is a fleet replica (its shared objects come "
                       f"from the primary, node {state.get('primary') or 'unknown'}): leave the fleet first "
@@ -98,6 +97,7 @@ def _refuse_on_replica(ctx) -> None:
 
 
 def restore(ctx, args) -> str:
+    from contentnode.restore import restore_into
     _refuse_on_replica(ctx)
     if args.from_bucket is not None and args.file is not None:
         raise Refused("restore takes a backup FILE or --from-bucket KEY, not both")

@@ -13,9 +13,6 @@ import getpass
 import json
 import os
 import sys
-import tomllib
-import urllib.error
-import urllib.request
 
 from contentnode.cli import toml_out
 from contentnode.core import notify
@@ -40,6 +37,8 @@ class Client:
         self.cookie = cookie.split(";", 1)[0] or None
 
     def call(self, method: str, path: str, body=None, if_match: int | None = None):
+        import urllib.error   # with urllib.request: 20 modules every other command does without
+        import urllib.request
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method)
         if data is not None:
@@ -83,6 +82,7 @@ def _resolve(reference, where: str) -> str:
 
 def load(path: str) -> dict:
     """The document of a TOML file with its secret references resolved."""
+    import tomllib
     try:
         with open(path, "rb") as f:
             document = tomllib.load(f)

@@ -15,13 +15,15 @@ from contentnode.cli.context import AGENT, Refused, add_data_dir_flags, open_off
 from contentnode.core import settings
 from contentnode.core.folders import FolderRoots
 from contentnode.core.netguard import OutboundPolicy
-from contentnode.fleet import enrol, wire
-from contentnode.fleet.service import Fleet, view_of
 from contentnode.schema import SECTIONS
 from contentnode.store import STATE_FILE
 
+# contentnode.fleet is imported by the two actions, not by every command's start (cli/__init__.py
+# imports each command module to build the parser).
+
 
 def status(config) -> int:
+    from contentnode.fleet.service import view_of
     try:
         with open(os.path.join(config.data_dir, STATE_FILE), "rb") as f:
             doc = json.loads(f.read())
@@ -33,6 +35,8 @@ def status(config) -> int:
 
 
 def join(config, args) -> int:
+    from contentnode.fleet import enrol, wire
+    from contentnode.fleet.service import Fleet
     code = args.code if args.code is not None else sys.stdin.read().strip()
     try:
         with open_offline(config, sections=SECTIONS) as ctx:

@@ -10,14 +10,14 @@ FLAGS = ("data_dir", "admin_port", "admin_bind", "public_port", "public_bind", "
 
 
 def run(config, args) -> int:
-    from contentnode.daemon import serve  # the whole App: only this command needs it
+    from contentnode.daemon import MissingDependency, serve  # the whole App: only this command needs it
     from contentnode.core.migrations import NewerStateError, StoreError
 
     try:
         return serve(config)
     except (StoreError, RuntimeError, OSError) as exc:
         print(f"contentnode: cannot start: {_reason(exc)}", file=sys.stderr)
-        return 2 if isinstance(exc, NewerStateError) else 1   # 2: restarting cannot help
+        return 2 if isinstance(exc, (NewerStateError, MissingDependency)) else 1   # 2: restarting cannot help
 
 
 def _reason(exc: Exception) -> str:

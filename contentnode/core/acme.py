@@ -16,10 +16,6 @@ import re
 import threading
 import time
 
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-
 from contentnode.core.certs import make_csr
 from contentnode.core.netguard import OutboundError
 from contentnode.core.text import json_loads
@@ -98,6 +94,7 @@ def _int_bytes(value: int, length: int | None = None) -> bytes:
 
 def jwk(key) -> dict:
     """The public JWK of an account key (RFC 7518), members in thumbprint order."""
+    from cryptography.hazmat.primitives.asymmetric import ec
     numbers = key.public_key().public_numbers()
     if isinstance(key, ec.EllipticCurvePrivateKey):
         return {"crv": "P-256", "kty": "EC", "x": b64url(_int_bytes(numbers.x, 32)),
@@ -112,11 +109,15 @@ def thumbprint(key) -> str:
 
 
 def algorithm(key) -> str:
+    from cryptography.hazmat.primitives.asymmetric import ec
     return "ES256" if isinstance(key, ec.EllipticCurvePrivateKey) else "RS256"
 
 
 def sign(key, data: bytes) -> bytes:
     """JWS signature of data: ES256 as r||s, or RS256."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, padding
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
     if isinstance(key, ec.EllipticCurvePrivateKey):
         r, s = decode_dss_signature(key.sign(data, ec.ECDSA(hashes.SHA256())))
         return _int_bytes(r, 32) + _int_bytes(s, 32)
@@ -125,6 +126,8 @@ def sign(key, data: bytes) -> bytes:
 
 def load_account_key(path: str):
     """The account key at path, created (EC P-256, mode 0600) when missing."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
     try:
         with open(path, "rb") as f:
             key = serialization.load_pem_private_key(f.read(), password=None)

@@ -17,10 +17,6 @@ import os
 import re
 import zlib
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
-
 from contentnode import clock
 from contentnode.core import migrations
 from contentnode.core import settings
@@ -109,6 +105,7 @@ def export_plain(doc, node_name, now):
 
 
 def _kdf(salt, n, r, p):
+    from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
     return Scrypt(salt=salt, length=32, n=n, r=r, p=p)
 
 
@@ -118,6 +115,7 @@ def _aad(header):
 
 def export_encrypted(doc, files, passphrase, node_name, now):
     """The complete node, encrypted under the passphrase; metadata is authenticated too."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     check_passphrase(passphrase)
     header = _header("encrypted", doc, node_name, now)
     salt, nonce = os.urandom(16), os.urandom(12)
@@ -181,6 +179,8 @@ def open_backup(backup, passphrase, current, sections):
 
 
 def _decrypt(backup, passphrase):
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     if passphrase is None:
         raise BackupError("this backup is encrypted: a passphrase is required", "passphrase")
     check_passphrase(passphrase)

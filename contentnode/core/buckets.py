@@ -18,13 +18,9 @@ from contentnode.core import fields as v
 from contentnode.core import folders, http_bucket, netguard
 from contentnode.core.fields import FieldError
 from contentnode.core.hostnames import HostnameError, url_netloc
-from contentnode.core.http_origin import HttpOrigin, HttpOriginConfig
 from contentnode.core.http_pool import OriginPools
 from contentnode.core.keepalive import ConnectionPool
 from contentnode.core.records import DERIVED, Field, Record
-from contentnode.core.s3 import S3Client
-from contentnode.core.s3_records import BucketConfig
-from contentnode.core.s3_origin import S3Origin
 from contentnode.core.shapes import BOOLEAN, integer, one_of, text
 
 BUCKET_NAME = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
@@ -164,10 +160,16 @@ def origin_for(record: dict, roots: folders.FolderRoots, outbound: netguard.Outb
                timeout: float = netguard.DEFAULT_TIMEOUT, pool: ConnectionPool | None = None,
                pools: OriginPools | None = None, own_ports=()):
     """The Origin (core/origin.py) a bucket record reads from; an S3 one keeps its connections in `pool`,
-    an http one in its origin's pool of `pools` (a fresh set when None), with the record's timeouts."""
+    an http one in its origin's pool of `pools` (a fresh set when None), with the record's timeouts.
+    The http and S3 engines are imported here: the record's checks (offline commands, restore) need
+    neither."""
     if kind(record) == "folder":
         return folders.FolderOrigin(record["path"], roots)
     if kind(record) == "http":
+        from contentnode.core.http_origin import HttpOrigin, HttpOriginConfig
         return HttpOrigin(HttpOriginConfig.from_record(record), pools if pools is not None else OriginPools(),
                           origin_policy(outbound, own_ports))
+    from contentnode.core.s3 import S3Client
+    from contentnode.core.s3_origin import S3Origin
+    from contentnode.core.s3_records import BucketConfig
     return S3Origin(S3Client(BucketConfig.from_record(record), outbound, timeout, clock, pool=pool))

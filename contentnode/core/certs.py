@@ -15,9 +15,6 @@ import ssl
 import threading
 from dataclasses import dataclass
 
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-
 from contentnode.clock import rfc3339
 from contentnode.fileio import atomic_write, ensure_private_dir
 
@@ -69,6 +66,8 @@ def load_chain(pem) -> list:
 
 def load_key(pem):
     """An unencrypted RSA (2048 bits or more) or EC private key from PEM text."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
     if not isinstance(pem, str) or "PRIVATE KEY-----" not in pem:
         raise CertError("key_pem", "key_pem must hold a PEM private key")
     try:
@@ -118,6 +117,7 @@ def covers(cert, host: str) -> bool:
 
 
 def _same_key(cert, key) -> bool:
+    from cryptography.hazmat.primitives import serialization
     spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     try:
         return cert.public_key().public_bytes(*spki) == key.public_key().public_bytes(*spki)
@@ -147,6 +147,7 @@ def _check_order(chain):
 
 
 def to_pem(chain) -> str:
+    from cryptography.hazmat.primitives import serialization
     return "".join(c.public_bytes(serialization.Encoding.PEM).decode("ascii") for c in chain)
 
 
@@ -155,6 +156,7 @@ def validate_bundle(host: str, cert_pem, key_pem, now: float | None) -> Bundle:
 
     `now` None leaves the validity period unchecked: a fleet replica installs the
     certificate its primary serves, expired or not, rather than refuse the bundle."""
+    from cryptography.hazmat.primitives import serialization
     chain = load_chain(cert_pem)
     key = load_key(key_pem)
     if not _same_key(chain[0], key):
@@ -184,6 +186,7 @@ def _issuer_text(cert) -> str:
 
 def summary(cert, host: str | None = None) -> dict:
     """What the panel shows about a certificate (never key material)."""
+    from cryptography.hazmat.primitives import serialization
     out: dict[str, object] = {
         "sans": dns_names(cert),
         "issuer": _issuer_text(cert),
@@ -215,6 +218,7 @@ def load_der(der: bytes):
 
 def make_csr(hosts: list, key) -> bytes:
     """A DER CSR naming the hosts, for ACME finalize."""
+    from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.x509.oid import NameOID
     x509 = _x509()
     builder = x509.CertificateSigningRequestBuilder().subject_name(
@@ -226,6 +230,8 @@ def make_csr(hosts: list, key) -> bytes:
 
 def new_key_pem() -> tuple:
     """A fresh EC P-256 key and its unencrypted PKCS#8 PEM."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
     key = ec.generate_private_key(ec.SECP256R1())
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption()).decode("ascii")

@@ -26,8 +26,7 @@ from contentnode.core import netguard
 from contentnode.core import settings as st
 from contentnode.core.events import EVENTS
 from contentnode.core.fields import FieldError
-from contentnode.core.notify_http import send_ntfy, send_webhook
-from contentnode.core.notify_transport import DeliveryError, send_email, send_telegram
+from contentnode.core.notify_http import DeliveryError, send_ntfy, send_webhook
 from contentnode.core.text import escaped_line
 from contentnode.core.text import one_line as is_one_line
 
@@ -312,7 +311,10 @@ def make_message(event, fields, node_name, now) -> Message:
 
 
 def deliver(channel, cfg, message, policy, timeout, ssl_context=None, now=time.time):
-    """Send one message on one channel now; return the transport's answer."""
+    """Send one message on one channel now; return the transport's answer. SMTP and Telegram are
+    imported at the first such send: smtplib and email.message are 18 modules a start need not load."""
+    if channel in ("email", "telegram"):
+        from contentnode.core.notify_transport import send_email, send_telegram
     if channel == "email":
         return send_email(cfg, message.subject, message.text, policy, timeout, ssl_context)
     if channel == "telegram":

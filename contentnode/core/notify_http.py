@@ -18,7 +18,6 @@ import json
 from email.utils import parsedate_to_datetime
 
 from contentnode.core import netguard
-from contentnode.core.notify_transport import DeliveryError
 from contentnode.core.text import escaped_line, json_loads
 
 SIGNATURE_HEADER = "X-Contentnode-Signature"
@@ -31,6 +30,17 @@ NTFY_MESSAGE_LIMIT = 4096         # ntfy turns a longer body into an attachment
 RETRIED_STATUSES = frozenset({408, 429})
 # Outbound failures no retry can cure: a bad URL, an address the policy refuses, an untrusted certificate.
 PERMANENT_STEPS = frozenset({"url", "address", "tls"})
+
+
+class DeliveryError(Exception):
+    """A failed delivery; `retry` says whether trying again later may help, and
+    `retry_after` how many seconds the far side asked us to wait (None: it did not say)."""
+
+    def __init__(self, message, retry=True, retry_after=None):
+        super().__init__(message)
+        self.retry = retry
+        self.retry_after = retry_after
+
 
 # ntfy priorities (1 min .. 5 max) and tags (emoji short codes) per event; others get 3 and "bell".
 NTFY_PRIORITY = {"cert_renewal_failed": 4, "cert_expiring": 4, "login_failures_burst": 4,

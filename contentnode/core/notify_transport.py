@@ -1,4 +1,4 @@
-"""Email over SMTP and Telegram's Bot API (the webhook and ntfy are in notify_http).
+"""Email over SMTP and Telegram's Bot API (the webhook, ntfy and DeliveryError are in notify_http).
 
 Each send returns the transport's own answer (the SMTP reply, Telegram's
 result) or raises DeliveryError with it, so the panel's "send a test" button
@@ -16,22 +16,13 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
 from contentnode.core import netguard
+from contentnode.core.notify_http import DeliveryError
 from contentnode.core.text import json_loads
 
 DEFAULT_TELEGRAM_API = "https://api.telegram.org"
 TELEGRAM_TEXT_LIMIT = 4096
 SMTP_TOTAL_FACTOR = 4          # a whole SMTP session may take this many single-step timeouts
 MAX_SMTP_REPLY = 64 * 1024     # bytes of one (multi-line) SMTP reply
-
-
-class DeliveryError(Exception):
-    """A failed delivery; `retry` says whether trying again later may help, and
-    `retry_after` how many seconds the far side asked us to wait (None: it did not say)."""
-
-    def __init__(self, message, retry=True, retry_after=None):
-        super().__init__(message)
-        self.retry = retry
-        self.retry_after = retry_after
 
 
 def _pinned_socket(addresses, port, timeout):

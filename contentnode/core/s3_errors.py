@@ -9,7 +9,6 @@ many callers that only catch the error need not know the client.
 import http.client
 import socket
 import ssl
-import xml.etree.ElementTree as ET
 
 from contentnode.core import netguard
 from contentnode.core.origin import OriginError
@@ -54,7 +53,9 @@ INTERNAL_HINT = (" (the storage server failed inside and logged why; a common ca
 
 
 def error_from_response(status: int, headers: dict, body: bytes, what: str) -> S3Error:
-    """Turn an S3 error answer (XML body or, for HEAD, none) into an S3Error."""
+    """Turn an S3 error answer (XML body or, for HEAD, none) into an S3Error. ElementTree is imported
+    by the first S3 answer that needs it, not by every start (most starts read no S3 answer)."""
+    import xml.etree.ElementTree as ET
     s3_code, detail = None, ""
     try:
         root = ET.fromstring(body) if body else None

@@ -5,13 +5,16 @@ Plain data and parsing, no connection: core/s3.py (the client) builds them.
 """
 
 import re
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from contentnode.core.s3_errors import S3Error
 from contentnode.core.s3_sign import uri_encode
 from contentnode.core.text import whole_number
+
+if TYPE_CHECKING:
+    from xml.etree.ElementTree import Element
 
 
 @dataclass(frozen=True)
@@ -100,14 +103,15 @@ def object_info(status: int, headers: dict) -> ObjectInfo:
                       headers.get("last-modified"), headers)
 
 
-def _strip_ns(root: ET.Element) -> None:
+def _strip_ns(root: "Element") -> None:
     for element in root.iter():
         if "}" in element.tag:
             element.tag = element.tag.split("}", 1)[1]
 
 
 def parse_list(body: bytes) -> ListPage:
-    """Parse a ListObjectsV2 answer (namespace or not)."""
+    """Parse a ListObjectsV2 answer (namespace or not); ElementTree is imported by the first listing."""
+    import xml.etree.ElementTree as ET
     try:
         root = ET.fromstring(body)
     except ET.ParseError as exc:

@@ -14,10 +14,6 @@ import binascii
 import re
 from importlib import resources
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from contentnode.core import netguard
 from contentnode.core.text import json_loads
 
@@ -45,6 +41,8 @@ def parse_version(text):
 
 def load_public_key(text):
     """An Ed25519 public key: PEM, or base64 of the raw 32 bytes or of the DER form."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     text = text.strip()
     try:
         if text.startswith("-----BEGIN"):
@@ -67,6 +65,7 @@ def shipped_public_key():
 
 def verify_manifest(raw, public_key):
     """The manifest's payload after checking the signature; UpdateError otherwise."""
+    from cryptography.exceptions import InvalidSignature
     try:
         envelope = json_loads(raw)
     except ValueError:

@@ -17,11 +17,6 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from contentnode.core import cbor
 from contentnode.core.text import json_loads
 
@@ -130,6 +125,8 @@ def parse_auth_data(data: bytes) -> AuthData:
 
 def _public_key(cose_bytes: bytes):
     """(COSE algorithm, cryptography public key) of a COSE_Key; WebAuthnError when unsupported."""
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     try:
         key = cbor.decode(cose_bytes)
     except cbor.CborError as exc:
@@ -166,6 +163,9 @@ def algorithm_of(cose_bytes: bytes) -> int:
 
 
 def _verify_signature(cose_bytes: bytes, signature: bytes, signed: bytes) -> None:
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, padding
     alg, key = _public_key(cose_bytes)
     try:
         if alg == ES256:

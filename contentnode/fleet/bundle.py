@@ -16,14 +16,14 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING
 
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.fleet import keys
 from contentnode.fleet.wire import Refused, b64, canonical, loads, unb64
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 FORMAT, VERSION = "contentnode-fleet-bundle", 1
 MAX_BYTES = 16 << 20   # a bundle of 10,000 rules is about 3 MB
@@ -38,11 +38,14 @@ def _aad(fleet_id: str, seq: int, name: str) -> bytes:
 
 
 def seal(fleet_key: bytes, fleet_id: str, seq: int, name: str, value) -> bytes:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     nonce = os.urandom(NONCE_BYTES)
     return nonce + AESGCM(fleet_key).encrypt(nonce, canonical(value), _aad(fleet_id, seq, name))
 
 
 def unseal(fleet_key: bytes, fleet_id: str, seq: int, name: str, sealed: bytes):
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     try:
         plain = AESGCM(fleet_key).decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], _aad(fleet_id, seq, name))
     except (InvalidTag, ValueError):
@@ -51,7 +54,7 @@ def unseal(fleet_key: bytes, fleet_id: str, seq: int, name: str, sealed: bytes):
 
 
 def build(*, fleet_id: str, seq: int, issued_at: float, lifetime: int, primary: str, key_certs: list,
-          signing: Ed25519PrivateKey, fleet_key: bytes, parts: dict, sealed: frozenset) -> bytes:
+          signing: "Ed25519PrivateKey", fleet_key: bytes, parts: dict, sealed: frozenset) -> bytes:
     """The bundle's bytes; `parts` {name: JSON value}, the names in `sealed` encrypted."""
     out = {}
     for name, value in parts.items():

@@ -10,8 +10,6 @@ import hashlib
 import re
 import secrets
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 from contentnode.clock import rfc3339
 from contentnode.core import buckets, signing
 from contentnode.core.fields import FieldError
@@ -58,6 +56,7 @@ def _bucket_call(what: str, call):
 
 def init(fleet: Fleet, body: dict) -> tuple[dict, str]:
     """Make this node a primary and publish bundle seq 1; (fleet state, recovery secret)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     with fleet.lock:
         _standalone(fleet)
         bucket, access_key, secret_key = bucket_fields(body)

@@ -24,13 +24,15 @@ take over a member's id. The refused claim still uses the code up.
 
 import logging
 import re
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from typing import TYPE_CHECKING
 
 from contentnode.clock import rfc3339
 from contentnode.core.s3_errors import S3Error
 from contentnode.fleet import joincode, keys, members, roster
 from contentnode.fleet.wire import Refused, b64, canonical, loads, unb64
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 CLAIMS = "claims/"
 LIST = "joins.json"
@@ -47,6 +49,7 @@ def claim_key(prefix: str, join_id: str) -> str:
 
 def new_claim_key() -> tuple[str, str]:
     """(private half for the sealed payload, public half the primary keeps), base64."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     key = Ed25519PrivateKey.generate()
     return b64(keys.private_bytes(key)), keys.public_text(key)
 
@@ -66,7 +69,8 @@ def _claim_of(body: bytes, join_id: str, public: str) -> dict | None:
     return doc
 
 
-def _private(private_b64: str) -> Ed25519PrivateKey:
+def _private(private_b64: str) -> "Ed25519PrivateKey":
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     return Ed25519PrivateKey.from_private_bytes(unb64(private_b64, "claim key", 32))
 
 

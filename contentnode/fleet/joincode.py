@@ -14,9 +14,6 @@ import base64
 import os
 import secrets
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from contentnode.clock import parse_rfc3339, rfc3339
 from contentnode.core import netguard
 from contentnode.core.s3 import S3Client
@@ -51,6 +48,7 @@ def object_key(prefix: str, join_id: str) -> str:
 
 def mint(client: S3Client, prefix: str, payload: dict, expires_in: int, now: float) -> tuple[str, str, str]:
     """(code, join id, expires_at): the sealed payload is in the bucket when this returns."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     join_id = secrets.token_hex(8)
     expires_at = rfc3339(now + expires_in)
     key, nonce = os.urandom(32), os.urandom(12)
@@ -95,6 +93,8 @@ def _refuse_tombstone(body: bytes, join_id: str) -> None:
 def redeem(code: str, policy: netguard.OutboundPolicy, now: float, timeout: float = 15.0) -> tuple[str, dict]:
     """(join id, the join payload behind `code`); Refused when it is damaged, expired, used,
     revoked or unreachable."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     inner = _decode(code)
     try:
         result = netguard.fetch(inner["url"], policy, timeout=timeout, max_bytes=SEALED_MAX_BYTES)

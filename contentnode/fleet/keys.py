@@ -24,13 +24,13 @@ import json
 import os
 import secrets
 from dataclasses import dataclass
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING
 
 from contentnode.fileio import atomic_write, ensure_private_dir
 from contentnode.fleet.wire import Refused, b64, canonical, unb64
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 FOLDER = "fleet"
 SIGNING_FILE, FLEET_KEY_FILE, BUCKET_FILE = "signing.key", "fleet.key", "bucket.json"
@@ -40,28 +40,32 @@ FLEET_KEY_BYTES = 32
 MAX_KEY_CERTS = 1000  # a chain longer than this is refused rather than walked
 
 
-def public_text(key: Ed25519PrivateKey) -> str:
+def public_text(key: "Ed25519PrivateKey") -> str:
+    from cryptography.hazmat.primitives import serialization
     return b64(key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw))
 
 
-def private_bytes(key: Ed25519PrivateKey) -> bytes:
+def private_bytes(key: "Ed25519PrivateKey") -> bytes:
+    from cryptography.hazmat.primitives import serialization
     return key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
                              serialization.NoEncryption())
 
 
-def public_key(text, what: str) -> Ed25519PublicKey:
+def public_key(text, what: str) -> "Ed25519PublicKey":
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     return Ed25519PublicKey.from_public_bytes(unb64(text, what, 32))
 
 
 def verify(public: str, signature, message: bytes, what: str) -> None:
     """Refused "bad_signature" unless `signature` (base64) is `public`'s over `message`."""
+    from cryptography.exceptions import InvalidSignature
     try:
         public_key(public, what).verify(unb64(signature, f"{what} signature", 64), message)
     except InvalidSignature:
         raise Refused("bad_signature", f"the {what} signature does not verify") from None
 
 
-def sign(key: Ed25519PrivateKey, message: bytes) -> str:
+def sign(key: "Ed25519PrivateKey", message: bytes) -> str:
     return b64(key.sign(message))
 
 
@@ -70,13 +74,15 @@ def sign(key: Ed25519PrivateKey, message: bytes) -> str:
 
 def new_recovery() -> tuple[str, str]:
     """(recovery secret shown once, its public key kept by every node)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     key = Ed25519PrivateKey.generate()
     text = RECOVERY_PREFIX + base64.urlsafe_b64encode(private_bytes(key)).decode("ascii").rstrip("=")
     return text, public_text(key)
 
 
-def recovery_key(text: str) -> Ed25519PrivateKey:
+def recovery_key(text: str) -> "Ed25519PrivateKey":
     """The key behind a recovery secret; Refused "bad_recovery_secret" when it is not one."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     if not isinstance(text, str) or not text.startswith(RECOVERY_PREFIX) or len(text) != len(RECOVERY_PREFIX) + 43:
         raise Refused("bad_recovery_secret", "this is not a recovery secret (cnr_ followed by 43 characters)")
     encoded = text[len(RECOVERY_PREFIX):]
@@ -92,7 +98,7 @@ def recovery_key(text: str) -> Ed25519PrivateKey:
 # ---------------------------------------------------------------- key certificates
 
 
-def certify(fleet_id: str, epoch: int, public: str, issued_at: str, signer: Ed25519PrivateKey,
+def certify(fleet_id: str, epoch: int, public: str, issued_at: str, signer: "Ed25519PrivateKey",
             signer_kind: str, next_recovery: str | None = None) -> dict:
     """The certificate of one signing key; `signer_kind` "previous" or "recovery"; a
     "recovery" certificate of a promotion names the recovery key that replaces its signer."""
@@ -182,7 +188,7 @@ class Secrets:
     fleet_key: bytes | None
     access_key: str
     secret_key: str
-    signing: Ed25519PrivateKey | None = None
+    signing: "Ed25519PrivateKey | None" = None
 
     def __repr__(self):
         return "Secrets(...)"
@@ -192,7 +198,7 @@ def folder(data_dir: str) -> str:
     return os.path.join(data_dir, FOLDER)
 
 
-def save_signing(data_dir: str, key: Ed25519PrivateKey, name: str = SIGNING_FILE) -> None:
+def save_signing(data_dir: str, key: "Ed25519PrivateKey", name: str = SIGNING_FILE) -> None:
     """Write a signing key (0600) under fleet/ as `name`."""
     ensure_private_dir(folder(data_dir))
     atomic_write(os.path.join(folder(data_dir), name), b64(private_bytes(key)).encode())
@@ -212,7 +218,8 @@ def save(data_dir: str, secrets_: Secrets) -> None:
 
 
 def load(data_dir: str) -> Secrets | None:
-    """The secrets on disk, or None when this node holds none (standalone)."""
+    """The secrets on disk, or None when this node holds none (standalone: every start asks, and
+    imports no cryptography for it)."""
     path = folder(data_dir)
     try:
         with open(os.path.join(path, BUCKET_FILE), "rb") as f:
@@ -225,6 +232,7 @@ def load(data_dir: str) -> Secrets | None:
             fleet_key = unb64(f.read().decode("ascii").strip(), "fleet.key", FLEET_KEY_BYTES)
     except FileNotFoundError:
         pass
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     signing = None
     try:
         with open(os.path.join(path, SIGNING_FILE), "rb") as f:

@@ -22,17 +22,15 @@ until its first rotation): see the upgrade notes in docs/API.md.
 import json
 import os
 import secrets
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from typing import TYPE_CHECKING
 
 from contentnode.fileio import atomic_write, ensure_private_dir
 from contentnode.fleet import keys, wire
 from contentnode.fleet.wire import Refused, b64, canonical, unb64
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 MEMBER_FILE, SEALING_FILE = keys.MEMBER_FILE, keys.SEALING_FILE
 PART = "members"
@@ -40,17 +38,22 @@ LEGACY = "fleet-key"        # the sealing id of an upgraded fleet still sealing 
 MAX_MEMBERS = 1000
 SIGNATURE = "signature"
 NOT_A_MEMBER, PENDING = "not_a_member", "member_pending"
-_RAW = (serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def _raw_public(key) -> bytes:
+    """The 32 raw bytes of an X25519 key's public half."""
+    from cryptography.hazmat.primitives import serialization
+    return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 class MemberKeys:
     """This node's own pair of keys; the private halves never leave the data dir."""
 
-    def __init__(self, sign: Ed25519PrivateKey, wrap: X25519PrivateKey):
+    def __init__(self, sign: "Ed25519PrivateKey", wrap: "X25519PrivateKey"):
         self.sign, self.wrap = sign, wrap
 
     def public(self) -> dict:
-        return {"sign": keys.public_text(self.sign), "wrap": b64(self.wrap.public_key().public_bytes(*_RAW))}
+        return {"sign": keys.public_text(self.sign), "wrap": b64(_raw_public(self.wrap))}
 
     def __repr__(self):
         return "MemberKeys(...)"
@@ -61,6 +64,8 @@ def _path(data_dir: str, name: str) -> str:
 
 
 def load(data_dir: str) -> MemberKeys | None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
     try:
         with open(_path(data_dir, MEMBER_FILE), "rb") as f:
             doc = json.loads(f.read())
@@ -71,11 +76,14 @@ def load(data_dir: str) -> MemberKeys | None:
 
 
 def new() -> MemberKeys:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
     return MemberKeys(Ed25519PrivateKey.generate(), X25519PrivateKey.generate())
 
 
 def make(data_dir: str, made: MemberKeys | None = None) -> MemberKeys:
     """New member keys (or `made`), written (0600) before anything names them."""
+    from cryptography.hazmat.primitives import serialization
     made = made or new()
     wrap = made.wrap.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
                                    serialization.NoEncryption())
@@ -114,20 +122,27 @@ def new_sealing(data_dir: str, key: bytes, sealing_id: str | None = None) -> str
 
 
 def _kek(shared_secret: bytes, fleet_id: str, sealing_id: str, node_id: str) -> bytes:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
     info = f"contentnode-fleet-wrap/{fleet_id}/{sealing_id}/{node_id}".encode()
     return HKDF(hashes.SHA256(), 32, salt=None, info=info).derive(shared_secret)
 
 
 def wrap(sealing_key: bytes, fleet_id: str, sealing_id: str, node_id: str, wrap_public: str) -> str:
     """The sealing key for one member: ephemeral public key (32) + nonce (12) + AES-GCM."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     ephemeral = X25519PrivateKey.generate()
     shared_secret = ephemeral.exchange(X25519PublicKey.from_public_bytes(unb64(wrap_public, "wrap key", 32)))
     nonce = os.urandom(12)
     box = AESGCM(_kek(shared_secret, fleet_id, sealing_id, node_id)).encrypt(nonce, sealing_key, node_id.encode())
-    return b64(ephemeral.public_key().public_bytes(*_RAW) + nonce + box)
+    return b64(_raw_public(ephemeral) + nonce + box)
 
 
 def unwrap(member: MemberKeys, fleet_id: str, sealing_id: str, node_id: str, wrapped) -> bytes:
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     blob = unb64(wrapped, "wrapped sealing key")
     if len(blob) != 32 + 12 + 32 + 16:
         raise Refused("malformed", "the wrapped sealing key has the wrong length")
@@ -150,6 +165,7 @@ def part(fleet_id: str, sealing_id: str, sealing_key: bytes, listed: dict, extra
 
 def public_of(value) -> dict | None:
     """{"sign", "wrap"} when `value` is a pair of public keys of the right shape, else None."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
     if not isinstance(value, dict) or set(value) != {"sign", "wrap"}:
         return None
     try:

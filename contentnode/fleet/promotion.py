@@ -23,8 +23,7 @@ does not match the chain the state publishes.
 """
 
 import os
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from typing import TYPE_CHECKING
 
 from contentnode.clock import rfc3339
 from contentnode.core.s3_errors import S3Error
@@ -33,10 +32,13 @@ from contentnode.fleet import bundle, joincode, keys, members, publisher, shared
 from contentnode.fleet.follower import pin_of
 from contentnode.fleet.wire import Refused, unb64
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 NEXT_FILE = "signing.next"
 
 
-def _pin_record(epoch: int, signing: Ed25519PrivateKey, recovery_public: str) -> dict:
+def _pin_record(epoch: int, signing: "Ed25519PrivateKey", recovery_public: str) -> dict:
     return {"epoch": epoch, "public_key": keys.public_text(signing), "recovery_public_key": recovery_public}
 
 
@@ -74,7 +76,7 @@ def _carried(data, now: float) -> dict:
     return {"members": listed, "join_codes": codes, "join_revoked": revoked[:joincode.MAX_LIVE]}
 
 
-def _check_recovery(secret: str, chain: list, current: keys.Pin) -> Ed25519PrivateKey:
+def _check_recovery(secret: str, chain: list, current: keys.Pin) -> "Ed25519PrivateKey":
     recovery = keys.recovery_key(secret)
     public = keys.public_text(recovery)
     if public == current.recovery_public_key:
@@ -105,6 +107,7 @@ def promote(fleet, recovery_secret: str, conditional: bool) -> str:
     `conditional`: the bucket honours conditional writes, so the first bundle is
     written only over the one verified here. Refused when anything is wrong; the
     node is then a replica as before."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     with fleet.lock:
         state = fleet.state()
         check_promotable(state)
@@ -150,6 +153,7 @@ def promote(fleet, recovery_secret: str, conditional: bool) -> str:
 
 def rotate_key(fleet) -> int:
     """A new signing key on the live primary, certified by the current one; the new epoch."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     with fleet.lock:
         state = fleet.state()
         secrets_ = fleet.secrets()
@@ -171,11 +175,13 @@ def rotate_key(fleet) -> int:
 
 
 def finish_rotation(data_dir: str, state: dict) -> None:
-    """A signing.next left by a rotation becomes signing.key if the state names it, else goes."""
+    """A signing.next left by a rotation becomes signing.key if the state names it, else goes.
+    Every start asks: cryptography is imported only when there is such a file."""
     folder = keys.folder(data_dir)
     pending = os.path.join(folder, NEXT_FILE)
     if not os.path.exists(pending):
         return
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     with open(pending, "rb") as f:
         key = Ed25519PrivateKey.from_private_bytes(unb64(f.read().decode("ascii").strip(), NEXT_FILE, 32))
     if keys.public_text(key) == (state.get("pin") or {}).get("public_key") and state.get("role") == "primary":

@@ -11,9 +11,6 @@ import hmac
 import json
 import math
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 from contentnode.core.text import json_loads
 
 
@@ -76,6 +73,8 @@ MAC = "mac"
 def object_key(fleet_key: bytes, purpose: str) -> bytes:
     """The key that authenticates one kind of object nodes write to the bucket (statuses, leases):
     derived from the fleet key, so only a node holding it can write one a reader accepts."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
     return HKDF(hashes.SHA256(), 32, salt=None, info=f"contentnode-fleet/{purpose}".encode()).derive(fleet_key)
 
 
