@@ -334,8 +334,12 @@ def test_answers_given_again_are_counted(site):
                              status="200")
     lines_before = site.node.log().count("path=/counted.html ")
     again_before = site.again()
+    traffic_before = traffic_counts(admin)
     for _ in range(40):
         assert site.ask("/counted.html", fields)[2] == PAGE
+    traffic_after = traffic_counts(admin)   # the first read after the answers: each counted already
+    assert {name: traffic_after[name] - traffic_before[name] for name in traffic_after} == dict(
+        requests=40, bytes_out=40 * len(PAGE), cache_hits=40, cache_misses=0, errors_4xx=0, errors_5xx=0)
     assert site.again() - again_before >= 30
     assert sample(scrape(site.node), "contentnode_http_requests_total", port="public", method="GET",
                   status="200") - requests_before == 40
@@ -352,6 +356,12 @@ def test_answers_given_again_are_counted(site):
         (("domain", HOST), ("method", "GET"), ("path", "/counted.html"), ("status", 200), ("bytes", len(PAGE)),
          ("cache", "hit"), ("client", "127.0.0.0/24"), ("referer", "ref.example.test"), ("country", None))}, \
         tail_rows()[-1]   # client_addresses shapes the client; every answer's row the same as the pipeline's
+
+
+def traffic_counts(admin) -> dict:
+    """HOST's traffic counters over the last hour (GET /api/metrics)."""
+    points = admin.get(f"/api/metrics?range=1h&domain={HOST}").json["points"]
+    return {name: sum(point[name] for point in points) for name in points[0] if name != "t"}
 
 
 def test_an_answer_given_again_writes_the_pipelines_access_line(site):

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from contentnode.core.traffic import COUNTERS, Traffic
+from contentnode.core.traffic import COUNTERS, MAX_RECORDED, Traffic
 
 
 class Clock:
@@ -130,3 +130,89 @@ def test_concurrent_records_are_all_counted(traffic):
         t.join(30)
     assert traffic.totals()["a.com"] == dict(requests=4000, bytes_out=8000, cache_hits=4000,
                                              cache_misses=0, errors_4xx=0, errors_5xx=0)
+
+
+def test_every_reader_sees_every_request_recorded_before_it(tmp_path, clock):
+    """A request is appended and counted into the rows when read: each reader, the first thing
+    after the requests, counts them all (below MAX_RECORDED, so only the read counts them)."""
+    hit = dict(requests=2, bytes_out=20, cache_hits=2, cache_misses=0, errors_4xx=0, errors_5xx=0)
+    readers = {"points": lambda t: {k: last(t.points("1h", "a.com"))[k] for k in COUNTERS},
+               "totals": lambda t: t.totals()["a.com"],
+               "domains": lambda t: t.domains() == ["a.com"] and hit}
+    for name, read in readers.items():
+        traffic = Traffic(str(tmp_path / f"{name}.json"), clock)
+        traffic.record("a.com", 200, 10, "hit")
+        traffic.record("a.com", 200, 10, "hit")
+        assert read(traffic) == hit, name
+    worker = Traffic(str(tmp_path / "worker.json"), clock)
+    worker.record("a.com", 200, 10, "hit")
+    worker.record("a.com", 404, 5)
+    minute = int(clock.t) // 60 * 60
+    assert worker.take_pending() == [["a.com", minute, [2, 15, 1, 0, 1, 0]]]
+    assert worker.take_pending() == []
+    daemon = Traffic(str(tmp_path / "daemon.json"), clock)
+    daemon.record("b.com", 200, 1)            # before the merge: labelled first, as one by one
+    daemon.merge_pending([["a.com", minute, [2, 15, 1, 0, 1, 0]]])
+    daemon.record("a.com", 200, 1)
+    assert daemon.save()
+    saved = Traffic(daemon.path, clock)
+    assert saved.domains() == ["a.com", "b.com"]
+    assert last(saved.points("1h", "a.com"))["requests"] == 3 and last(saved.points("1h"))["requests"] == 4
+
+
+def test_labels_are_given_in_the_order_of_each_domains_first_request(tmp_path, clock):
+    traffic = Traffic(str(tmp_path / "t.json"), clock, max_domains=2)
+    for domain, status, size in [("a.com", 200, 1), ("b.com", 404, 2), ("c.com", 200, 3), ("b.com", 200, 4),
+                                 ("c.com", 200, 3), ("a.com", 200, 1)]:
+        traffic.record(domain, status, size)
+    totals = traffic.totals()
+    assert sorted(totals) == ["a.com", "b.com", "other"]
+    assert (totals["a.com"]["bytes_out"], totals["b.com"]["bytes_out"], totals["other"]["bytes_out"]) == (2, 6, 6)
+
+
+def test_requests_past_the_bound_and_read_meanwhile_are_each_counted_once(tmp_path, clock):
+    """Four threads record past MAX_RECORDED (counted by the recording thread) while another reads:
+    the totals and the series equal counting each request one by one."""
+    traffic = Traffic(str(tmp_path / "t.json"), clock)
+    kinds = [("a.com", 200, 100, "hit"), ("a.com", 206, 7, "miss"), ("b.com", 404, 3, None),
+             ("b.com", 503, 0, None), ("a.com", 304, 0, "hit")]
+    per_thread = 3 * MAX_RECORDED
+    done = threading.Event()
+
+    def record(offset):
+        for i in range(per_thread):
+            domain, status, size, cache = kinds[(i + offset) % len(kinds)]
+            traffic.record(domain, status, size, cache, clock.t + (i % 2) * 60)
+
+    def read():
+        while not done.is_set():
+            traffic.totals()
+            traffic.points("1h")
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    threads = [threading.Thread(target=record, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    done.set()
+    reader.join(60)
+    expected = {"a.com": _empty_counts(), "b.com": _empty_counts()}
+    for offset in range(4):
+        for i in range(per_thread):
+            domain, status, size, cache = kinds[(i + offset) % len(kinds)]
+            counts = expected[domain]
+            counts["requests"] += 1
+            counts["bytes_out"] += size
+            counts["cache_hits"] += cache == "hit"
+            counts["cache_misses"] += cache == "miss"
+            counts["errors_4xx"] += 400 <= status < 500
+            counts["errors_5xx"] += status >= 500
+    assert traffic.totals() == expected
+    clock.t += 60
+    assert [p["requests"] for p in traffic.points("1h")["points"][-2:]] == [2 * per_thread, 2 * per_thread]
+
+
+def _empty_counts():
+    return dict.fromkeys(COUNTERS, 0)

@@ -9,11 +9,14 @@ restart keeps the history. The number of domains tracked is bounded: past
 and the Prometheus label set small whatever Host headers arrive.
 """
 
+import collections
 import json
+import operator
 import os
 import threading
 import time
 from collections.abc import Callable
+from itertools import repeat
 
 from contentnode.clock import rfc3339
 from contentnode.fileio import atomic_write
@@ -24,6 +27,7 @@ TOTAL = ""          # the series label for all domains together
 OTHER = "other"     # the label for domains past the bound
 FORMAT_VERSION = 1
 MAX_PENDING = 1000  # (label, minute) rows kept before folding into the series
+MAX_RECORDED = 1024  # requests appended before they are counted into the rows (when nothing reads them)
 
 
 def _empty():
@@ -41,6 +45,7 @@ class Traffic:
         self._totals: dict[str, list] = {}                    # label -> counters since start
         self._series: dict[str, dict[int, dict[int, list]]] = {}  # label -> step -> start -> counters
         self._pending: dict[tuple, list] = {}                  # (label, minute) -> counters
+        self._recorded: collections.deque = collections.deque()  # requests not yet in _pending
         self._labels: set = set()                               # domains with their own label
         self._dirty = False
         self._load()
@@ -61,39 +66,55 @@ class Traffic:
         """Count one public request; cache is "hit", "miss" or None (not a cacheable answer); `now`,
         the request's time when its caller took it already.
 
-        This runs on every public request, so it only adds to a per-minute row;
-        the rows are folded into the series when they are read or saved.
+        This runs on every public request, so it only appends the request (deque.append is atomic:
+        no lock); `_count_recorded` adds the appended ones to the per-minute rows before anything
+        reads or takes them, or past MAX_RECORDED.
         """
-        minute = int(self.clock() if now is None else now) // 60 * 60
-        with self._lock:
-            # a domain already labelled (every request but a domain's first) without the call
-            key = (domain if domain in self._labels else self.label(domain), minute)
-            row = self._pending.get(key)
+        recorded = self._recorded
+        recorded.append((domain, status, bytes_out, cache, int(self.clock() if now is None else now) // 60 * 60))
+        if len(recorded) >= MAX_RECORDED:
+            with self._lock:
+                self._count_recorded()
+                if len(self._pending) > MAX_PENDING:
+                    self._fold()
+
+    def _count_recorded(self):
+        """Add the requests appended so far to the per-minute rows (lock held), each distinct
+        request once with its number (the same rows, and labels given in the same order, as
+        counting them one by one; one appended meanwhile stays for the next count)."""
+        recorded = self._recorded
+        if not recorded:
+            return
+        taken = collections.Counter(map(operator.call, repeat(recorded.popleft, len(recorded))))
+        pending, labels = self._pending, self._labels
+        for (domain, status, bytes_out, cache, minute), times in taken.items():
+            key = (domain if domain in labels else self.label(domain), minute)
+            row = pending.get(key)
             if row is None:
-                row = self._pending[key] = _empty()
-            row[0] += 1
-            row[1] += bytes_out
+                row = pending[key] = _empty()
+            row[0] += times
+            row[1] += bytes_out * times
             if cache == "hit":
-                row[2] += 1
+                row[2] += times
             elif cache == "miss":
-                row[3] += 1
+                row[3] += times
             if status >= 500:
-                row[5] += 1
+                row[5] += times
             elif status >= 400:
-                row[4] += 1
-            self._dirty = True
-            if len(self._pending) > MAX_PENDING:
-                self._fold()
+                row[4] += times
+        self._dirty = True
 
     def take_pending(self) -> list:
         """[[label, minute, counters], ...] recorded since the last take, now forgotten here:
         a public worker hands its rows to the daemon, which adds them with merge_pending."""
         with self._lock:
+            self._count_recorded()
             rows, self._pending = self._pending, {}
         return [[label, minute, row] for (label, minute), row in rows.items()]
 
     def merge_pending(self, rows) -> None:
         with self._lock:
+            self._count_recorded()
             for label, minute, counters in rows:
                 if len(counters) != len(COUNTERS):
                     continue
@@ -106,7 +127,9 @@ class Traffic:
                 self._fold()
 
     def _fold(self):
-        """Add the pending per-minute rows to the totals and every resolution (lock held)."""
+        """Add the recorded requests and the pending per-minute rows to the totals and every
+        resolution (lock held)."""
+        self._count_recorded()
         now = int(self.clock())
         for (label, minute), row in self._pending.items():
             for name in (TOTAL, label):
@@ -185,6 +208,7 @@ class Traffic:
     def save(self, force: bool = False) -> bool:
         """Write the series atomically if anything changed; True when written."""
         with self._lock:
+            self._count_recorded()
             if not (self._dirty or force):
                 return False
             self._fold()
