@@ -10,6 +10,7 @@ import threading
 import platform
 import subprocess
 import time
+import tracemalloc
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -160,6 +161,24 @@ def test_answers_appended_from_many_threads_are_all_counted():
     families = {f.name: f for f in text_string_to_metric_families(daemon.render())}
     assert sample(families, "contentnode_http_requests_total", port="admin", method="GET", status="200") == \
         requests["admin", "GET", "200"] + 3
+
+
+def test_answers_waiting_to_be_counted_hold_no_client_method():
+    """A method is any token up to the head's 64 KiB, and an anonymous client picks it: the
+    answers appended until the next count (up to MAX_ANSWERED) keep its label, never the
+    client's string (4,096 methods of 60 KB held 240 MB until a scrape)."""
+    metrics = NodeMetrics(0, "t")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(1000):
+            metrics.observe_request("public", f"M{n:05d}" + "A" * 60000, 405, 0.001)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 1 << 20, f"{held} bytes held by 1,000 answers waiting to be counted"
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render())}
+    assert sample(families, "contentnode_http_requests_total", port="public", method="other", status="405") == 1000
 
 
 def test_promtool_finds_nothing_to_lint(node, admin):

@@ -233,9 +233,10 @@ class NodeMetrics:
 
     def observe_request(self, port: str, method: str, status: int, seconds: float) -> None:
         """One answer, after it is sent: appended (deque.append is atomic: no lock on a request's
-        path), counted into `requests` and `duration` when they are read or past MAX_ANSWERED."""
+        path), counted into `requests` and `duration` when they are read or past MAX_ANSWERED.
+        The method is kept as its label: a client's own token (up to a head's size) is not held."""
         answered = self._answered
-        answered.append((port, method, status, seconds))
+        answered.append((port, method if method in METHODS else "other", status, seconds))
         if len(answered) >= MAX_ANSWERED:
             self.count_answered()
 
@@ -256,7 +257,7 @@ class NodeMetrics:
         if again:
             self.again.inc(amount=again)
         for (port, method, status), count in collections.Counter(map(_LABELS, rows)).items():
-            self.requests.inc(port, method if method in METHODS else "other", str(status), amount=count)
+            self.requests.inc(port, method, str(status), amount=count)
         ports = set(map(_PORT, rows))
         for port in ports:
             self.duration.observe_all(list(map(_SECONDS, rows)) if len(ports) == 1 else
