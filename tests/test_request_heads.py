@@ -139,11 +139,13 @@ def test_a_whole_head_parses_as_the_line_reader_reads_it(listener):
 def test_common_heads_are_parsed_at_once(listener, data):
     found = whole_head(data)
     assert found is not None
-    method, target, version, headers, size = found
+    method, target, version, headers, size, closes, framed = found
     assert data[size:] in (b"", b"GET") and data[:size].endswith(b"\n\n") or data[:size].endswith(b"\r\n\r\n")
     (seen, close, answer, left) = _outcome(listener, data, lines_only=False)
     assert seen == [(method, target, version, list(headers.items()))] and answer == b"" and left == data[size:]
-    assert close == (b"close" in data or version == "HTTP/1.0" and b"Keep-Alive" not in data)
+    assert close == closes == (b"close" in data or version == "HTTP/1.0" and b"Keep-Alive" not in data)
+    assert not framed
+    assert whole_head(data + b"more") == found   # met again: the same parse (remembered)
     if b"caf" in data:
         assert target == "/caf%C3%A9"
 

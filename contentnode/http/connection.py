@@ -19,7 +19,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 
 from contentnode.http.errors import ApiError
-from contentnode.http.request_head import MAX_HEAD, MAX_HEADERS, TOKEN, Headers, percent_encoded, whole_head
+from contentnode.http.request_head import MAX_HEAD, MAX_HEADERS, TOKEN, Headers, closes, percent_encoded, whole_head
 from contentnode.http.response import json_response
 from contentnode.http.sockio import SocketReader, SocketWriter, prepare
 
@@ -127,14 +127,14 @@ class RequestHandler(BaseHTTPRequestHandler):
         """Serve on a pool thread the request the loop thread parsed and deferred (Request.may_wait),
         from its parsed head: nothing of it was answered, and its keep-alive decision is the head's."""
         self.inline, self.wfile, self.resumed = False, wfile, True
-        self.close_connection = self._closes()
+        self.close_connection = closes(self.request_version, self.headers)
         self.serve_parsed()
 
     def read_head(self) -> bool:
         """The request line and headers: at once when the head is whole in the buffer and well-formed
         (http/request_head.py), else by the line reader, which makes every refusal. True: a request
         to serve; False: refused (answered) or the client went away, and the connection closes."""
-        found = whole_head(self.rfile.held()) if isinstance(self.rfile, SocketReader) else None
+        found = whole_head(self.rfile.held())
         if found is None:
             self.raw_requestline = self.rfile.readline(MAX_HEAD + 1)
             if len(self.raw_requestline) > MAX_HEAD:
@@ -142,11 +142,12 @@ class RequestHandler(BaseHTTPRequestHandler):
                 self.send_error(414)
                 return False
             return bool(self.raw_requestline) and self.parse_request()
-        self.command, self.path, self.request_version, self.headers, size = found
+        self.command, self.path, self.request_version, headers, size, close, framed = found
+        self.headers = Headers(headers)   # the parse may be remembered (whole_head): this request's own copy
         self.rfile.skip(size)
-        if not self._framing_ok(self.headers):
+        if framed and not self._framing_ok(headers):
             return False
-        self.close_connection = self._closes()
+        self.close_connection = close
         return True
 
     def parse_request(self):
@@ -172,13 +173,8 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.headers = headers
         if not self._framing_ok(headers):
             return False
-        self.close_connection = self._closes()
+        self.close_connection = closes(version, headers)
         return True
-
-    def _closes(self) -> bool:
-        """Whether the connection closes after this request, by its version and Connection field."""
-        connection = dict.get(self.headers, "connection", "").lower()   # lower-case names: the dict's own lookup
-        return "close" in connection if self.request_version == "HTTP/1.1" else "keep-alive" not in connection
 
     def _read_headers(self, budget: int) -> "Headers | None":
         """The header lines read one by one; None once a refusal is sent or the client went away."""

@@ -156,7 +156,8 @@ class ParkingServer(Server):
             conn = self._idle.pop(fd, None) or self._fresh.pop(fd, None) or self._heads.pop(fd, None)
             if conn is None:   # closed meanwhile (evicted, expired)
                 return
-            self._unhold_locked(conn)
+            if conn.held:
+                self._unhold_locked(conn)
             if self.tls_context is not None and conn.rfile is None and first_record(conn.sock) == "partial":
                 self._hellos[fd] = conn   # unarmed: the sweep looks again
                 return

@@ -28,6 +28,9 @@ _RAW_TARGET_BYTE = re.compile(r"[^\x21-\x7e]")  # a byte RFC 9112 never lets a r
 _METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"))   # tokens, known
 _VERSIONS = ("HTTP/1.1", "HTTP/1.0")
 _WHITESPACE = " \t\x0b\x0c"   # what bytes.strip() takes off a value, but the line breaks (none are left)
+MEMO_HEADS = 512        # distinct heads whose parse is kept (past it, all are forgotten) ...
+MEMO_HEAD_BYTES = 4096  # ... each at most this long: at most 2 MiB of heads and their parses
+_MEMO: dict[bytes, tuple] = {}
 
 
 class Headers(dict):
@@ -64,16 +67,32 @@ def percent_encoded(target: str) -> str:
     return _RAW_TARGET_BYTE.sub(lambda found: f"%{ord(found.group()):02X}", target)
 
 
-def whole_head(buffer: bytes) -> tuple[str, str, str, Headers, int] | None:
-    """(method, target, version, headers, the head's length) of the request head at the start of
-    `buffer` when it is there whole and the line reader would accept it as it is; None for any
-    other head (nothing is consumed: the line reader reads it)."""
+def whole_head(buffer: bytes) -> tuple[str, str, str, Headers, int, bool, bool] | None:
+    """(method, target, version, headers, the head's length, whether the connection closes after it,
+    whether it names a framing (Content-Length, Transfer-Encoding: for the caller to check)) of the
+    request head at the start of `buffer` when it is there whole and the line reader would accept
+    it as it is; None for any other head (nothing is consumed: the line reader reads it). The
+    parse of a head met again byte for byte (a client asking again, the case in which a prepared
+    answer can be given) is remembered; its Headers are the caller's to copy."""
     crlf = buffer.find(b"\n\r\n", 0, MAX_HEAD)   # an empty line ends the head: CRLF, or a bare LF before it
     bare = buffer.find(b"\n\n", 0, crlf + 1 if crlf >= 0 else MAX_HEAD)
     end = bare if bare >= 0 else crlf
     if end < 0:
         return None
-    text = buffer[:end].decode("latin-1")
+    head = buffer[:end + (2 if bare >= 0 else 3)]
+    found = _MEMO.get(head)
+    if found is None:
+        found = _parsed(head, end)
+        if found is not None and len(head) <= MEMO_HEAD_BYTES:
+            if len(_MEMO) >= MEMO_HEADS:
+                _MEMO.clear()
+            _MEMO[head] = found
+    return found
+
+
+def _parsed(head: bytes, end: int) -> tuple[str, str, str, Headers, int, bool, bool] | None:
+    """whole_head's tuple for a head (`end`: where its empty line starts), or None."""
+    text = head[:end].decode("latin-1")
     if "\r" in text:
         text = (text + "\n").replace("\r\n", "\n")[:-1]   # every line may end in CRLF; a CR elsewhere: refused
         if "\r" in text:
@@ -88,15 +107,22 @@ def whole_head(buffer: bytes) -> tuple[str, str, str, Headers, int] | None:
     if version not in _VERSIONS or target[:1] != "/" or method not in _METHODS and not TOKEN.fullmatch(method):
         return None
     fields = lines[1:]
-    if not fields:
-        return method, percent_encoded(target), version, Headers(), end + (2 if bare >= 0 else 3)
-    if len(fields) > MAX_HEADERS:
-        return None
-    names, colons, values = zip(*map(str.partition, fields, repeat(":")))
-    joined = "\n".join(names)
-    if not all(colons) or "" in names or joined.encode("latin-1").translate(None, _NAMES_JOINED):
-        return None
-    headers = Headers(zip(joined.lower().split("\n"), map(str.strip, values, repeat(_WHITESPACE))))
-    if len(headers) != len(fields):
-        return None   # a repeated field: the line reader joins it, or refuses it
-    return method, percent_encoded(target), version, headers, end + (2 if bare >= 0 else 3)
+    headers = Headers()
+    if fields:
+        if len(fields) > MAX_HEADERS:
+            return None
+        names, colons, values = zip(*map(str.partition, fields, repeat(":")))
+        joined = "\n".join(names)
+        if not all(colons) or "" in names or joined.encode("latin-1").translate(None, _NAMES_JOINED):
+            return None
+        headers.update(zip(joined.lower().split("\n"), map(str.strip, values, repeat(_WHITESPACE))))
+        if len(headers) != len(fields):
+            return None   # a repeated field: the line reader joins it, or refuses it
+    framed = dict.__contains__(headers, "content-length") or dict.__contains__(headers, "transfer-encoding")
+    return method, percent_encoded(target), version, headers, len(head), closes(version, headers), framed
+
+
+def closes(version: str, headers: Headers) -> bool:
+    """Whether the connection closes after a request, by its version and Connection field."""
+    connection = dict.get(headers, "connection", "").lower()   # lower-case names: the dict's own lookup
+    return "close" in connection if version == "HTTP/1.1" else "keep-alive" not in connection
