@@ -21,6 +21,7 @@ from contentnode.http.connection import RequestHandler
 from contentnode.http.request_head import MAX_HEAD, whole_head
 from contentnode.http.server import Server
 from contentnode.http.sockio import SocketReader, SocketWriter
+from tests.seeded_heads import field_lines
 
 pytestmark = pytest.mark.in_process  # no daemon: a listener's request handler over a socket pair
 
@@ -59,11 +60,7 @@ def _head(rng) -> bytes:
     count = rng.choice((0, 1, 3, 5, 8, 8, 8, 100, 101))
     if clean and count < 100 and rng.random() < 0.5:   # distinct fields, as most clients send
         return out + b"".join(_line(rng, field) for field in rng.sample(DISTINCT, min(count, len(DISTINCT)))) + b"\r\n"
-    for _ in range(count):
-        if not clean and rng.random() < 0.15:
-            out += _line(rng, rng.choice(BAD_FIELDS))
-        else:   # one X-Big at most now and then: a head larger than MAX_HEAD
-            out += _line(rng, rng.choice(GOOD_FIELDS[:-1] if rng.random() < 0.99 else GOOD_FIELDS))
+    out += field_lines(rng, count, clean, GOOD_FIELDS, BAD_FIELDS, 0.15, _line)   # X-Big: a head over MAX_HEAD
     if rng.random() < 0.05:
         return out   # cut short: the client closes within the head
     return out + rng.choice((b"\r\n", b"\r\n", b"\n")) + rng.choice((b"body", b"GET /next HTTP/1.1\r\n\r\n", b""))
