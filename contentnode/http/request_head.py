@@ -29,7 +29,7 @@ _METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"
 _VERSIONS = ("HTTP/1.1", "HTTP/1.0")
 _WHITESPACE = " \t\x0b\x0c"   # what bytes.strip() takes off a value, but the line breaks (none are left)
 MEMO_HEADS = 512        # distinct heads whose parse is kept (past it, all are forgotten) ...
-MEMO_HEAD_BYTES = 4096  # ... each at most this long: at most 2 MiB of heads and their parses
+MEMO_HEAD_BYTES = 4096  # ... each at most this long: 2 MiB of heads at most, their parses about as much again
 _MEMO: dict[bytes, tuple] = {}
 
 
