@@ -2,8 +2,9 @@
 
 Timed figures (bench_origin.py, bench_content.py) move with whatever else runs
 on the machine. This tool runs a real daemon in which each request's handling
-(RequestHandler.handle_one_request: reading the head, answering, sending)
-runs under one cProfile.Profile, enabled for that request only, so no idle
+(RequestHandler.handle_one_request: reading the head, answering, sending; and
+for a miss, which the listener's loop thread parses and defers, RequestHandler.resume
+on its pool thread) runs under one cProfile.Profile, enabled for that request only, so no idle
 wake-up or background work is counted. It asks one 10 KB object WARM times,
 reads the counts by function (SIGUSR2 writes them to a file), asks it N times more over one
 kept-alive connection, reads the count again and prints the difference over
@@ -52,14 +53,16 @@ def counted_serve(count_path: str, argv: list) -> int:
     from contentnode.cli import main
     from contentnode.http.connection import RequestHandler
 
-    profile, plain = cProfile.Profile(), RequestHandler.handle_one_request
+    profile = cProfile.Profile()
 
-    def counted(self):
-        profile.enable()
-        try:
-            return plain(self)
-        finally:
-            profile.disable()
+    def counted(plain):
+        def run(self, *args):
+            profile.enable()
+            try:
+                return plain(self, *args)
+            finally:
+                profile.disable()
+        return run
 
     def dump(*_):
         counts: dict = {}
@@ -71,7 +74,10 @@ def counted_serve(count_path: str, argv: list) -> int:
             json.dump(counts, f)
         os.replace(count_path + ".tmp", count_path)
 
-    RequestHandler.handle_one_request = counted
+    # a request's handling: read and served, or (a miss) parsed on the loop thread, then served on a
+    # pool thread from that head (resume)
+    RequestHandler.handle_one_request = counted(RequestHandler.handle_one_request)
+    RequestHandler.resume = counted(RequestHandler.resume)
     signal.signal(signal.SIGUSR2, dump)
     return main(argv)
 

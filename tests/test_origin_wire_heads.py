@@ -17,6 +17,7 @@ import pytest
 
 from contentnode.core import origin_wire
 from contentnode.core.origin import OriginError
+from tests.seeded_heads import field_lines
 
 pytestmark = pytest.mark.in_process  # no daemon: the origin client's reader over a socket pair
 
@@ -53,11 +54,7 @@ def _head(rng) -> bytes:
     clean = rng.random() < 0.5
     out += _line(rng, rng.choice(GOOD_STATUS if clean or rng.random() < 0.7 else BAD_STATUS))
     count = rng.choice((0, 1, 3, 8, 8, 8, 100, 101))
-    for _ in range(count):
-        if not clean and rng.random() < 0.2:
-            out += _line(rng, rng.choice(BAD_FIELDS))
-        else:   # one X-Big at most now and then: a head larger than MAX_HEAD
-            out += _line(rng, rng.choice(GOOD_FIELDS[:-1] if rng.random() < 0.99 else GOOD_FIELDS))
+    out += field_lines(rng, count, clean, GOOD_FIELDS, BAD_FIELDS, 0.2, _line)   # X-Big: a head over MAX_HEAD
     if rng.random() < 0.05:
         return out   # cut short: the origin closes within the head
     return out + rng.choice((b"\r\n", b"\r\n", b"\n")) + b"body"

@@ -131,6 +131,25 @@ def test_pipelined_hits_misses_and_refusals_answered_in_order(site):
     assert answers[9][1]["connection"] == "close"
 
 
+def test_a_deferred_request_keeps_its_keep_alive_decision(site):
+    """A miss the loop thread parsed and handed to a pool thread (Deferred) is served from that head,
+    with its keep-alive decision: Connection: close and plain HTTP/1.0 close after it (the request
+    pipelined behind is never answered), HTTP/1.0 with keep-alive serves the next one."""
+    host = HOST.encode()
+    for head, kept_open in ((get("/cold-2.txt", close=True), False),
+                            (b"GET /cold-3.txt HTTP/1.0\r\nHost: " + host + b"\r\n\r\n", False),
+                            (b"GET /cold-4.txt HTTP/1.0\r\nHost: " + host + b"\r\nConnection: Keep-Alive\r\n\r\n", True)):
+        with site.connect() as sock:
+            sock.sendall(head + get("/small.txt"))
+            answers = read_answers(sock, 2 if kept_open else 1)
+            if not kept_open:
+                assert sock.recv(1) == b"", head
+        status, headers, body = answers[0]
+        assert (status, headers["x-cache"], body) == (200, "MISS", b"cold %s\n" % head[10:11]), head
+        assert [answer[0] for answer in answers[1:]] == ([200] if kept_open else [])
+        assert kept_open == (headers.get("connection") != "close"), headers
+
+
 def test_a_head_sent_in_two_parts_then_kept_alive_past_header_timeout(site):
     """A head whose second half comes later is answered from memory; its connection is then an
     idle kept-alive one, not an unfinished head closed at header_timeout."""

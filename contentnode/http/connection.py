@@ -19,55 +19,17 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 
 from contentnode.http.errors import ApiError
+from contentnode.http.request_head import MAX_HEAD, MAX_HEADERS, TOKEN, Headers, closes, percent_encoded, whole_head
 from contentnode.http.response import json_response
 from contentnode.http.sockio import SocketReader, SocketWriter, prepare
 
 log = logging.getLogger("contentnode.http")
 
 REASONS = {s.value: s.phrase for s in HTTPStatus}
-TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_RAW_TARGET_BYTE = re.compile(r"[^\x21-\x7e]")  # a byte RFC 9112 never lets a request target carry raw
 # A whole header line in one match: a token name, a colon, a value with no CR (RFC 9112 section 2.2:
 # a bare CR is refused) and no NUL (RFC 9110 section 5.5), then CRLF or LF. Obsolete line folding
 # (a line starting with a space) has no token name, so it fails too.
 _HEADER_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\r\n\0]*)\r?\n?")
-
-MAX_HEADERS = 100
-MAX_HEAD = 65536  # request line and header lines together; worst case per connection
-
-
-class Headers(dict):
-    """Request headers by lower-case name; a repeated header is joined as RFC 9110 allows."""
-
-    def get(self, name, default=None):
-        return dict.get(self, name.lower(), default)
-
-    def __getitem__(self, name):
-        return dict.__getitem__(self, name.lower())
-
-    def __contains__(self, name):
-        return dict.__contains__(self, name.lower())
-
-    def add(self, name: str, value: str) -> bool:
-        """Add one header line; False when a repeat is not allowed (Host, differing Content-Length)."""
-        if not dict.__contains__(self, name):
-            dict.__setitem__(self, name, value)
-            return True
-        if name == "host" or name == "content-length":
-            return name == "content-length" and dict.__getitem__(self, name) == value
-        joiner = "; " if name == "cookie" else ", "
-        dict.__setitem__(self, name, dict.__getitem__(self, name) + joiner + value)
-        return True
-
-
-def _percent_encoded(target: str) -> str:
-    """The target with every raw non-ASCII or control byte percent-encoded (the request line
-    was read as Latin-1, one character per byte). Every later step then sees one spelling:
-    raw UTF-8 works as its encoded form does, and invalid UTF-8 or a control byte is
-    refused where its encoded form is, never passed on decoded as Latin-1."""
-    if _RAW_TARGET_BYTE.search(target) is None:
-        return target
-    return _RAW_TARGET_BYTE.sub(lambda found: f"%{ord(found.group()):02X}", target)
 
 
 class RequestHandler(BaseHTTPRequestHandler):
@@ -78,7 +40,9 @@ class RequestHandler(BaseHTTPRequestHandler):
     sys_version = ""
     server: Any   # the listener: http/server.py Server, or http/parking.py ParkingServer
     rfile: Any    # a SocketReader (http/sockio.py), not http.server's BufferedReader
+    headers: Any  # a Headers (http/request_head.py), not http.server's email Message
     inline = False   # a public listener's loop thread runs this request (http/parking.py)
+    resumed = False  # a pool thread serves the request the loop thread parsed and deferred (resume)
 
     def setup(self):
         """The threaded shape (the admin listener): this handler owns the connection for its life."""
@@ -135,31 +99,61 @@ class RequestHandler(BaseHTTPRequestHandler):
         if watched:
             server.watchdog.arm(self.connection, time.monotonic() + server.header_timeout)
         try:
-            self.raw_requestline = self.rfile.readline(MAX_HEAD + 1)
-            if len(self.raw_requestline) > MAX_HEAD:
-                self.requestline = self.request_version = self.command = ""
-                self.send_error(414)
-                return
-            if not self.raw_requestline or not self.parse_request():
-                return
-            if watched:
-                server.watchdog.disarm(self.connection)
-            self.close_connection = self.close_connection or server.closing
-            server.serve_request(self)
+            parsed = self.read_head()
         except OSError:
-            self.close_connection = True
+            parsed = False
         except Exception:
-            self.close_connection = True
+            parsed = False
             log.exception("%s: request from %s failed", server.name, self.client_address[0])
         finally:
             if watched:
                 server.watchdog.disarm(self.connection)
+        if parsed:
+            self.serve_parsed()
+
+    def serve_parsed(self) -> None:
+        """Hand the parsed request to the server. A pool thread starts here with a request the
+        loop thread parsed and then deferred (http/parking.py, `resume`)."""
+        self.close_connection = self.close_connection or self.server.closing
+        try:
+            self.server.serve_request(self)
+        except OSError:
+            self.close_connection = True
+        except Exception:
+            self.close_connection = True
+            log.exception("%s: request from %s failed", self.server.name, self.client_address[0])
+
+    def resume(self, wfile) -> None:
+        """Serve on a pool thread the request the loop thread parsed and deferred (Request.may_wait),
+        from its parsed head: nothing of it was answered, and its keep-alive decision is the head's."""
+        self.inline, self.wfile, self.resumed = False, wfile, True
+        self.close_connection = closes(self.request_version, self.headers)
+        self.serve_parsed()
+
+    def read_head(self) -> bool:
+        """The request line and headers: at once when the head is whole in the buffer and well-formed
+        (http/request_head.py), else by the line reader, which makes every refusal. True: a request
+        to serve; False: refused (answered) or the client went away, and the connection closes."""
+        found = whole_head(self.rfile.held())
+        if found is None:
+            self.raw_requestline = self.rfile.readline(MAX_HEAD + 1)
+            if len(self.raw_requestline) > MAX_HEAD:
+                self.requestline = self.request_version = self.command = ""
+                self.send_error(414)
+                return False
+            return bool(self.raw_requestline) and self.parse_request()
+        self.command, self.path, self.request_version, headers, size, close, framed = found
+        self.headers = Headers(headers)   # the parse may be remembered (whole_head): this request's own copy
+        self.rfile.skip(size)
+        if framed and not self._framing_ok(headers):
+            return False
+        self.close_connection = close
+        return True
 
     def parse_request(self):
-        """Request line and headers, strictly: http.server's email-based parser is slow and lenient.
-
-        Obsolete line folding, malformed names, a bare CR or a NUL in a value, duplicate Host and
-        conflicting Content-Length are refused (request smuggling defence).
+        """Request line and headers line by line, strictly: http.server's email-based parser is slow
+        and lenient. Obsolete line folding, malformed names, a bare CR or a NUL in a value,
+        duplicate Host and conflicting Content-Length are refused (request smuggling defence).
         """
         self.command, self.request_version = None, "HTTP/1.1"
         self.close_connection = True
@@ -168,47 +162,19 @@ class RequestHandler(BaseHTTPRequestHandler):
         if len(words) != 3 or not TOKEN.fullmatch(words[0]) or not words[1].startswith("/"):
             self.send_error(400, "malformed request line")
             return False
-        self.command, self.path, version = words[0], _percent_encoded(words[1]), words[2]
+        self.command, self.path, version = words[0], percent_encoded(words[1]), words[2]
         if version not in ("HTTP/1.1", "HTTP/1.0"):
             self.send_error(505 if version.startswith("HTTP/") else 400)
             return False
         self.request_version = version
-        budget = MAX_HEAD - len(self.raw_requestline)
-        headers = self._buffered_headers(budget)
+        headers = self._read_headers(MAX_HEAD - len(self.raw_requestline))
         if headers is None:
-            headers = self._read_headers(budget)
-            if headers is None:
-                return False
+            return False
         self.headers = headers
         if not self._framing_ok(headers):
             return False
-        connection = dict.get(headers, "connection", "").lower()   # lower-case names: the dict's own lookup
-        self.close_connection = ("close" in connection if version == "HTTP/1.1"
-                                 else "keep-alive" not in connection)
+        self.close_connection = closes(version, headers)
         return True
-
-    def _buffered_headers(self, budget: int) -> "Headers | None":
-        """The header lines in one pass when the whole rest of the head is already buffered (the
-        usual case: a public listener's loop thread parses only whole heads) and every line is
-        well-formed and allowed; None leaves the buffer as it was for `_read_headers`, which
-        then reads the same lines one by one and refuses the first bad one as it always did."""
-        rest = self.rfile.head_rest(budget) if isinstance(self.rfile, SocketReader) else 0
-        if not rest:
-            return None
-        lines = self.rfile.mark()[:rest].split(b"\n")[:-2]   # the empty line and what follows it go
-        if len(lines) > MAX_HEADERS:
-            return None
-        headers = Headers()
-        match = _HEADER_LINE.fullmatch
-        for line in lines:
-            found = match(line)
-            if found is None:
-                return None
-            name, value = found.groups()
-            if not headers.add(name.decode("ascii").lower(), value.strip().decode("latin-1")):
-                return None
-        self.rfile.skip(rest)
-        return headers
 
     def _read_headers(self, budget: int) -> "Headers | None":
         """The header lines read one by one; None once a refusal is sent or the client went away."""

@@ -6,7 +6,9 @@ so a request goes from the listener straight to its port's dispatcher
 (public/ or http/router.py), never through the composition root. A dispatcher
 that can give some answers again without running (the public port's prepared
 answers, public/prepared.py) is asked first, by `again(handler, port_name)`,
-before any Request is made.
+before any Request is made, but not for a request the listener's loop thread
+deferred (http/parking.py): it was asked there, and its pool thread runs the
+dispatcher.
 """
 
 from contentnode.http.request import Request
@@ -21,7 +23,7 @@ class Entry:
 
     def __call__(self, handler):
         handler.client_ip = self.client_ip(handler.client_address[0], handler.headers)   # the access line shows it
-        if self.again is not None:
+        if self.again is not None and not handler.resumed:
             response = self.again(handler, self.port_name)
             if response is not None:
                 return response

@@ -76,7 +76,7 @@ class Connection:
     """A connection the listener keeps: parked, or served by one pool thread."""
 
     __slots__ = ("sock", "address", "client", "since", "rfile", "wfile", "fresh", "head_due", "held", "unsent",
-                 "then_close")
+                 "then_close", "deferred")
 
     def __init__(self, sock, address, now: float):
         self.sock, self.address, self.since = sock, address, now
@@ -88,6 +88,7 @@ class Connection:
         self.held = 0                    # bytes of an unfinished head counted in the budget while parked
         self.unsent = b""                # of an answer the loop thread made: a pool thread sends it ...
         self.then_close = False          # ... and then closes the connection, or serves on
+        self.deferred: RequestHandler | None = None   # a request the loop thread parsed, for a pool thread
 
     def holds_bytes(self) -> bool:
         """Bytes already read from the socket: parking would leave them unseen by epoll."""
@@ -160,7 +161,8 @@ class ParkingServer(Server):
             conn = self._idle.pop(fd, None) or self._fresh.pop(fd, None) or self._heads.pop(fd, None)
             if conn is None:   # closed meanwhile (evicted, expired)
                 return
-            self._unhold_locked(conn)
+            if conn.held:
+                self._unhold_locked(conn)
             if self.tls_context is not None and conn.rfile is None and first_record(conn.sock) == "partial":
                 self._hellos[fd] = conn   # unarmed: the sweep looks again
                 return
@@ -184,7 +186,7 @@ class ParkingServer(Server):
         needs no wait (a hit held in memory, a refusal, /healthz), sent without waiting, then
         park the connection or close it (a head not whole yet is parked for the rest): no pool
         thread, no handoff between threads. False hands the connection to the pool: a request
-        that may wait (it is read again there, Request.may_wait), an answer the socket did not
+        that may wait (Request.may_wait: its parsed head goes along, `deferred`), an answer the socket did not
         take whole (`unsent`), or pipelined requests past INLINE_TURNS. A TLS connection comes
         here handshaken; its socket stays non-blocking until a pool thread takes it (_serve)."""
         tls = self.tls_context is not None
@@ -199,14 +201,14 @@ class ParkingServer(Server):
                 with self._lock:
                     self._park_or_close_locked(conn, park=True)
                 return True
-            mark, writer = reader.mark(), QueuedWriter(conn.sock)
+            writer = QueuedWriter(conn.sock)
             handler = RequestHandler.for_turn(self, conn.sock, conn.address, reader, writer)
             handler.inline = True
             reader.never_wait(True)
             try:
                 handler.handle_one_request()
             except Deferred:
-                reader.rewind(mark)
+                conn.deferred = handler   # its head parsed and consumed: a pool thread serves it (_serve)
                 return False
             finally:
                 reader.never_wait(False)
@@ -345,7 +347,7 @@ class ParkingServer(Server):
     def _close_locked(self, conn: Connection) -> None:
         """Forget and close a connection; the caller holds the lock."""
         self._unhold_locked(conn)
-        conn.rfile = conn.wfile = None   # the heap of head deadlines may keep `conn` a while, not its buffer
+        conn.rfile = conn.wfile = conn.deferred = None   # the heap of head deadlines may keep `conn` a while
         self._open -= 1
         self._shares.closed(conn.client)
         try:
@@ -375,11 +377,15 @@ class ParkingServer(Server):
                     self._finish(conn, park=True)   # handshake done, the request not yet here
                     return
             while True:
-                if not self._head_here(conn):
+                handler, conn.deferred = conn.deferred, None
+                if handler is not None:
+                    handler.resume(conn.wfile)   # parsed by the loop thread, which found it may wait
+                elif not self._head_here(conn):
                     self._finish(conn, park=True)   # the rest of the head has not come yet
                     return
-                handler = RequestHandler.for_turn(self, conn.sock, conn.address, conn.rfile, conn.wfile)
-                handler.handle_one_request()
+                else:
+                    handler = RequestHandler.for_turn(self, conn.sock, conn.address, conn.rfile, conn.wfile)
+                    handler.handle_one_request()
                 conn.fresh = False
                 if handler.close_connection or self.closing:
                     self._finish(conn, park=False)

@@ -12,9 +12,10 @@ _HOST_HEADER = re.compile(r"(\[[0-9a-f:.]+\]|[^\[\]:@/\s]+)(?::[0-9]{0,5})?")
 
 
 class Deferred(BaseException):
-    """Raised by Request.may_wait() on a public listener's loop thread (http/parking.py): the
-    request is served again, from its start, on a pool thread. A BaseException, so that no
-    `except Exception` on its way answers it 500 or counts it."""
+    """Raised by Request.may_wait() on a public listener's loop thread (http/parking.py): a pool
+    thread serves the request again from its parsed head (the dispatcher runs from its start;
+    the head is not read twice). A BaseException, so that no `except Exception` on its way
+    answers it 500 or counts it."""
 
 
 class AuditRecorder(Protocol):
@@ -79,7 +80,7 @@ class Request:
     def may_wait(self) -> None:
         """Say that this request's answer may now wait (on an origin, a file, a transform), before
         anything it does leaves a trace. A public listener's loop thread answers only what needs
-        no wait: there this raises Deferred and a pool thread serves the request from its start."""
+        no wait: there this raises Deferred and a pool thread serves the request from its parsed head."""
         if self.inline:
             raise Deferred()
 

@@ -50,12 +50,9 @@ class SocketReader:
     def buffered(self) -> int:
         return len(self._buffer)
 
-    def mark(self) -> bytes:
-        """What is buffered now, for rewind(): a request the loop thread defers is read again."""
+    def held(self) -> bytes:
+        """What is buffered now (a request head whole in it is parsed at once: http/request_head.py)."""
         return self._buffer
-
-    def rewind(self, mark: bytes) -> None:
-        self._buffer = mark
 
     def never_wait(self, on: bool) -> None:
         """On a listener's loop thread a read that would wait fails as if the client had stalled
@@ -90,17 +87,6 @@ class SocketReader:
     def holds_head(self, limit: int) -> bool:
         """A whole request head is buffered (it ends at an empty line), or more than `limit` bytes."""
         return b"\n\r\n" in self._buffer or b"\n\n" in self._buffer or len(self._buffer) > limit
-
-    def head_rest(self, limit: int) -> int:
-        """How many buffered bytes the rest of a head takes (its header lines and the empty line
-        ending it) when all of it is buffered within `limit` bytes; 0 when not (read it by lines).
-        Nothing is consumed: `skip` does once the lines are taken."""
-        buffer = self._buffer
-        if buffer.startswith((b"\r\n", b"\n")):   # no header line
-            return 2 if buffer[0] == 13 else 1
-        crlf = buffer.find(b"\n\r\n", 0, limit)
-        lf = buffer.find(b"\n\n", 0, limit if crlf < 0 else crlf + 1)   # an empty line before it ends the head
-        return lf + 2 if lf >= 0 else crlf + 3 if crlf >= 0 else 0
 
     def skip(self, size: int) -> None:
         self._buffer = self._buffer[size:]
