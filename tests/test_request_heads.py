@@ -27,6 +27,7 @@ pytestmark = pytest.mark.in_process  # no daemon: a listener's request handler o
 
 SEED = 3030
 HEADS = 800
+MEMO: dict = {}   # remembered parses, as a listener keeps them (Server.head_parses)
 
 GOOD_LINES = [b"GET / HTTP/1.1", b"GET /a/b.txt?x=1&y=%20z HTTP/1.1", b"HEAD /x HTTP/1.1", b"GET /x HTTP/1.0",
               b"POST /up HTTP/1.1", b"PURGE /x HTTP/1.1", b"GET /caf\xc3\xa9 HTTP/1.1", b"GET /a\tb HTTP/1.1",
@@ -118,7 +119,7 @@ def test_a_whole_head_parses_as_the_line_reader_reads_it(listener):
         fast = _outcome(listener, data, lines_only=False)
         assert fast == _outcome(listener, data, lines_only=True), data[:300]
         kinds["served" if fast[0] else "refused"] += 1
-        whole = whole_head(data) is not None
+        whole = whole_head(data, MEMO) is not None
         kinds["whole"] += whole
         kinds["whole_refused"] += whole and not fast[0]   # taken at once, then refused for its framing
     # both outcomes well exercised, and the whole-head parse took many heads, some then refused (CL with TE)
@@ -134,7 +135,7 @@ def test_a_whole_head_parses_as_the_line_reader_reads_it(listener):
     b"HEAD /caf\xc3\xa9 HTTP/1.1\r\nHost: example.com\r\nAccept-Encoding: gzip, br\r\nConnection: close\r\n\r\nGET",
 ])
 def test_common_heads_are_parsed_at_once(listener, data):
-    found = whole_head(data)
+    found = whole_head(data, MEMO)
     assert found is not None
     method, target, version, headers, size, closes, framed = found
     assert data[size:] in (b"", b"GET") and data[:size].endswith(b"\n\n") or data[:size].endswith(b"\r\n\r\n")
@@ -142,7 +143,7 @@ def test_common_heads_are_parsed_at_once(listener, data):
     assert seen == [(method, target, version, list(headers.items()))] and answer == b"" and left == data[size:]
     assert close == closes == (b"close" in data or version == "HTTP/1.0" and b"Keep-Alive" not in data)
     assert not framed
-    assert whole_head(data + b"more") == found   # met again: the same parse (remembered)
+    assert whole_head(data + b"more", MEMO) == found   # met again: the same parse (remembered)
     if b"caf" in data:
         assert target == "/caf%C3%A9"
 
@@ -150,7 +151,7 @@ def test_common_heads_are_parsed_at_once(listener, data):
 def test_repeated_fields_and_refusals_go_line_by_line(listener):
     """A repeated field (joined by the line reader) and every refusal are left to the line reader."""
     joined = b"GET / HTTP/1.1\r\nHost: a\r\nCookie: a=1\r\nCookie: b=2\r\nX-A: 1\r\nx-a: 2\r\n\r\n"
-    assert whole_head(joined) is None
+    assert whole_head(joined, MEMO) is None
     seen, close, answer, _ = _outcome(listener, joined, lines_only=False)
     assert seen[0][3] == [("host", "a"), ("cookie", "a=1; b=2"), ("x-a", "1, 2")] and not close
     for data, status in ((b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", b"400"),
@@ -160,10 +161,10 @@ def test_repeated_fields_and_refusals_go_line_by_line(listener):
                          (b"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", b"400"),
                          (b"GET / HTTP/1.2\r\nHost: a\r\n\r\n", b"505"),
                          (b"GET / HTTP/1.1\r\n" + b"X-A: 1\r\n" * 101 + b"\r\n", b"431")):
-        assert whole_head(data) is None
+        assert whole_head(data, MEMO) is None
         seen, close, answer, _ = _outcome(listener, data, lines_only=False)
         assert not seen and close and answer.startswith(b"HTTP/1.1 " + status), (data, answer[:60])
     both = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\nbody"
-    assert whole_head(both) is not None   # well-formed lines: the framing check refuses it after either parse
+    assert whole_head(both, MEMO) is not None   # well-formed lines: the framing check refuses it after either parse
     seen, close, answer, _ = _outcome(listener, both, lines_only=False)
     assert not seen and close and answer.startswith(b"HTTP/1.1 400 ")

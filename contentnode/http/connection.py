@@ -134,7 +134,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         """The request line and headers: at once when the head is whole in the buffer and well-formed
         (http/request_head.py), else by the line reader, which makes every refusal. True: a request
         to serve; False: refused (answered) or the client went away, and the connection closes."""
-        found = whole_head(self.rfile.held())
+        found = whole_head(self.rfile.held(), self.server.head_parses)
         if found is None:
             self.raw_requestline = self.rfile.readline(MAX_HEAD + 1)
             if len(self.raw_requestline) > MAX_HEAD:

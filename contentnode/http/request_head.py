@@ -30,7 +30,6 @@ _VERSIONS = ("HTTP/1.1", "HTTP/1.0")
 _WHITESPACE = " \t\x0b\x0c"   # what bytes.strip() takes off a value, but the line breaks (none are left)
 MEMO_HEADS = 512        # distinct heads whose parse is kept (past it, all are forgotten) ...
 MEMO_HEAD_BYTES = 4096  # ... each at most this long: 2 MiB of heads at most, their parses about as much again
-_MEMO: dict[bytes, tuple] = {}
 
 
 class Headers(dict):
@@ -67,26 +66,27 @@ def percent_encoded(target: str) -> str:
     return _RAW_TARGET_BYTE.sub(lambda found: f"%{ord(found.group()):02X}", target)
 
 
-def whole_head(buffer: bytes) -> tuple[str, str, str, Headers, int, bool, bool] | None:
+def whole_head(buffer: bytes, memo: dict) -> tuple[str, str, str, Headers, int, bool, bool] | None:
     """(method, target, version, headers, the head's length, whether the connection closes after it,
     whether it names a framing (Content-Length, Transfer-Encoding: for the caller to check)) of the
     request head at the start of `buffer` when it is there whole and the line reader would accept
     it as it is; None for any other head (nothing is consumed: the line reader reads it). The
     parse of a head met again byte for byte (a client asking again, the case in which a prepared
-    answer can be given) is remembered; its Headers are the caller's to copy."""
+    answer can be given) is remembered in `memo` (the listener's: http/server.py Server.head_parses);
+    its Headers are the caller's to copy."""
     crlf = buffer.find(b"\n\r\n", 0, MAX_HEAD)   # an empty line ends the head: CRLF, or a bare LF before it
     bare = buffer.find(b"\n\n", 0, crlf + 1 if crlf >= 0 else MAX_HEAD)
     end = bare if bare >= 0 else crlf
     if end < 0:
         return None
     head = buffer[:end + (2 if bare >= 0 else 3)]
-    found = _MEMO.get(head)
+    found = memo.get(head)
     if found is None:
         found = _parsed(head, end)
         if found is not None and len(head) <= MEMO_HEAD_BYTES:
-            if len(_MEMO) >= MEMO_HEADS:
-                _MEMO.clear()
-            _MEMO[head] = found
+            if len(memo) >= MEMO_HEADS:
+                memo.clear()
+            memo[head] = found
     return found
 
 

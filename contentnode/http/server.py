@@ -179,6 +179,7 @@ class Server(ThreadingHTTPServer):
         self._slots = threading.BoundedSemaphore(max_connections)
         self._lock = threading.Lock()
         self._handlers: dict[RequestHandler, bool] = {}  # handler -> idle flag
+        self.head_parses: dict[bytes, tuple] = {}   # heads met again byte for byte (http/request_head.py)
         self.watchdog = ConnectionWatchdog()
         self._serving = False
         if ":" in address[0]:
