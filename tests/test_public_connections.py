@@ -300,6 +300,23 @@ def test_waiting_requests_the_client_closed_do_not_count_against_its_cap(slow_or
     assert len(origin.requests_for("/slow")) == 8
 
 
+def test_a_client_that_shuts_its_sending_side_below_its_cap_gets_every_answer(slow_origin_node):
+    """12 requests (over the 8 a client's pool share holds) each followed by shutdown(SHUT_WR):
+    a half-close is allowed, and below the connection cap nothing is dropped for it."""
+    node, origin = slow_origin_node
+    socks = [connect_from("127.0.0.11", node.public_port, timeout=30) for _ in range(12)]
+    try:
+        for sock in socks:
+            sock.sendall(f"GET /slow HTTP/1.1\r\nHost: {ORIGIN_HOST}\r\nConnection: close\r\n\r\n".encode())
+            sock.shutdown(socket.SHUT_WR)
+        answers = [b"".join(iter(lambda sock=sock: sock.recv(65536), b"")) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+    assert [answer[:12] for answer in answers] == [b"HTTP/1.1 200"] * 12
+    assert len(origin.requests_for("/slow")) == 12
+
+
 def healthz_ok_from(address, port) -> bool:
     try:
         return healthz_from(address, port) < 5

@@ -30,8 +30,9 @@ done (in the pool), with the socket in non-blocking mode for its turn.
   more are refused at accept (503 on plain HTTP, a close on TLS), after the
   events already waiting are handled, so connections that client has closed
   (a load tool ending a run, a page left) stop counting first; the same for
-  its connections waiting for a pool thread, which are also dropped rather
-  than served once their peer is gone. A peer that
+  its connections waiting for a pool thread, which are then dropped rather
+  than served once their peer is gone (closed, reset, or its sending side
+  shut). A peer that
   is a trusted proxy (`uncapped`) is not counted: its clients only differ in
   X-Forwarded-For, which comes with each request. IPv6 clients count per /64.
 - Bytes buffered in unfinished heads (parked in _heads) have one budget per
@@ -452,8 +453,8 @@ class ParkingServer(Server):
 
     def _finish(self, conn: Connection, park: bool) -> None:
         with self._lock:
-            if conn.client in self._shares.waiting:
-                self._drop_gone_locked(conn.client)
+            if conn.client in self._shares.waiting and self._shares.full(conn.client, conn.address[0]):
+                self._drop_gone_locked(conn.client)   # at its cap only: a half-close alone is no reason
             following = self._shares.release_thread(conn)
             self._park_or_close_locked(conn, park)
         if following is not None:
