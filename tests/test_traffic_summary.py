@@ -109,12 +109,13 @@ def answer_of(top: TrafficTop, range_name: str, dimension: str = "path", domain:
 
 
 def hour_of_rows(seed: int) -> list:
-    """An hour of one domain's rows, a fold's worth a minute: 3 hot paths in every minute, and in 40
-    minutes 150 paths seen once each (far more than KEEP: minutes and the hour evict)."""
+    """An hour of one domain's rows, a fold's worth a minute: 3 hot paths and 8 seen once in every
+    minute, and in 40 minutes 150 paths seen once each (far more than KEEP: minutes and the hour
+    evict, the 8 among them)."""
     pick = random.Random(seed)
     rows = []
     for minute in range(60):
-        paths = ["/hot/1"] * 30 + ["/hot/2"] * 20 + ["/hot/3"] * 10
+        paths = ["/hot/1"] * 30 + ["/hot/2"] * 20 + ["/hot/3"] * 10 + [f"/warm/{n}" for n in range(8)]
         paths += [f"/cold/{minute}/{n}" for n in range(150 if minute % 3 else 0)]
         pick.shuffle(paths)
         rows.append([(T0 + 60 * minute + n % 60, "a.example", "GET", path, 200, 1 + len(path), "hit",
@@ -142,6 +143,10 @@ def test_an_hour_built_from_its_minutes_is_the_hour_counted_directly(tmp_path):
     hot = {key: value for key, value in expected(flat, "truncated", "a.example", "path").items() if "/hot/" in key}
     assert {key: built["top"][key] for key in hot} == hot == {key: (r, b) for key, r, b in direct[0].top(3)}
     assert list(built["top"])[:3] == ["/hot/1", "/hot/2", "/hot/3"]
+    hour = daemon._hour(("a.example", T0), 0)   # built from minutes that each dropped keys
+    assert hour is not None and hour.floor > 0
+    for key, (count, _) in expected(flat, "truncated", "a.example", "path").items():
+        assert hour.estimates[key] >= count if key in hour.estimates else count <= hour.floor, key
     for dimension in ("client", "status", "cache"):   # no eviction: every key exact, both ways
         whole = expected(flat, "truncated", "a.example", dimension)
         assert answer_of(daemon, "24h", dimension)["top"] == whole

@@ -100,9 +100,14 @@ class Summary:
     def merge(self, other: "Summary") -> None:
         """Add another summary's counts (a fold's, another worker's, another minute's or hour's): the
         keys both hold added up, the others appended in the other's order (a new key's estimate from
-        the floor), by dict and map calls that run in C (a loop over the keys costs several times
-        more per key, and under a flood of new paths or clients nearly every key is new)."""
+        this floor, a key only this one holds raised by the other's floor: so no estimate undercounts
+        and no key seen more than the floor is dropped), by dict and map calls that run in C (a loop
+        over the keys costs several times more per key, and under a flood of new paths or clients
+        nearly every key is new)."""
         estimates, theirs, floor = self.estimates, other.estimates, self.floor
+        if other.floor and estimates:   # a key the other dropped may have been seen there up to its floor
+            absent = list(filterfalse(theirs.__contains__, estimates))
+            estimates.update(zip(absent, map(add, map(estimates.__getitem__, absent), repeat(other.floor))))
         both = list(filter(estimates.__contains__, theirs)) if estimates else []
         new = list(filterfalse(estimates.__contains__, theirs)) if both else theirs
         for mine, counts, start in ((estimates, theirs, floor), (self.requests, other.requests, 0),
