@@ -147,7 +147,7 @@ def test_an_hour_built_from_its_minutes_is_the_hour_counted_directly(tmp_path):
     assert hour is not None and hour.floor > 0
     for key, (count, _) in expected(flat, "truncated", "a.example", "path").items():
         assert hour.estimates[key] >= count if key in hour.estimates else count <= hour.floor, key
-    for dimension in ("client", "status", "cache"):   # no eviction: every key exact, both ways
+    for dimension in ("client", "referer", "status", "cache", "country"):   # no eviction: exact both ways
         whole = expected(flat, "truncated", "a.example", dimension)
         assert answer_of(daemon, "24h", dimension)["top"] == whole
         assert {key: (r, b) for key, r, b in direct[DIMENSIONS.index(dimension)].top(ANSWERED)} == whole

@@ -64,13 +64,20 @@ class Summary:
         self.bytes: dict = {}       # key -> bytes seen since it last entered
 
     @classmethod
-    def counted(cls, values: Sequence, sizes: Sequence, view: Callable[[list], Iterable]) -> "Summary":
+    def counted(cls, values: Sequence, sizes: Sequence, view: Callable[[list], Iterable],
+                total: int | None = None) -> "Summary":
         """The exact counts of a column of values with each one's bytes (a fold's, never bounded: it is
-        merged into bounded ones next), under the keys `view` makes of the distinct values in order
-        (equal keys add up, None ones are dropped). The column is counted once as it came, by calls
-        that run in C (see column_sums()); only its distinct values are made keys and added up."""
-        requests: dict = Counter(values)
-        nbytes = column_sums(values, sizes, requests)
+        merged into bounded ones next; `total`, the sum of `sizes` when the caller has it), under the
+        keys `view` makes of the distinct values in order (equal keys add up, None ones are dropped).
+        The column is counted once as it came, by calls that run in C (see column_sums(); a column of
+        one value, as a batch's client, status or cache outcome often is, by one compare a row); only
+        its distinct values are made keys and added up."""
+        if values and values.count(values[0]) == len(values):
+            requests: dict = {values[0]: len(values)}
+            nbytes = {values[0]: sum(sizes) if total is None else total}
+        else:
+            requests = Counter(values)
+            nbytes = column_sums(values, sizes, requests)
         distinct = list(requests)
         keys = list(view(distinct))
         if keys != distinct:

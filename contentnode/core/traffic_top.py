@@ -61,7 +61,8 @@ def _counted(rows: list, client_mode: str) -> dict:
     views = column_views(client_mode)
     counted = {}
     for (domain, minute), (_, _, _, path, status, sizes, cache, client, referer, country) in groups.items():
-        counted[domain, minute * 60] = [Summary.counted(column, sizes, view) for column, view
+        total = sum(sizes)
+        counted[domain, minute * 60] = [Summary.counted(column, sizes, view, total) for column, view
                                         in zip((path, client, referer, status, cache, country), views)]
     return counted
 
