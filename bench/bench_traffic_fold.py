@@ -3,9 +3,9 @@
 bench_instructions.py counts a whole daemon; this counts the fold alone, in a loop, in seconds:
 the script runs itself under `valgrind --tool=callgrind` twice, once recording --rows raw rows
 (the request path's record() call included) into the daemon's TrafficTop and folding them into
-its minute and hour summaries every 300 rows (what a top read or a save does first: take_pending,
-which on the daemon folds and hands nothing on), and once with no row; the difference over --rows
-is the figure.
+its minute summaries (an hour is built from them only when asked for) every 300 rows (what a top
+read or a save does first: take_pending, which on the daemon folds and hands nothing on), and once
+with no row; the difference over --rows is the figure.
 Instruction counts do not depend on the machine's load.
 
 - bench: the rows of bench_instructions.py's traffic part slowed by callgrind: one client, 100

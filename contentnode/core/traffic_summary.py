@@ -23,8 +23,8 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate as running_totals
-from itertools import repeat
-from operator import sub
+from itertools import filterfalse, repeat
+from operator import add, sub
 
 
 def accumulate(into: dict, keys: Iterable, values: Iterable) -> None:
@@ -64,20 +64,30 @@ class Summary:
         self.bytes: dict = {}       # key -> bytes seen since it last entered
 
     @classmethod
-    def counted(cls, values: Sequence, sizes: Sequence, view: Callable[[list], Iterable]) -> "Summary":
+    def counted(cls, values: Sequence, sizes: Sequence, view: Callable[[list], Iterable],
+                total: int | None = None) -> "Summary":
         """The exact counts of a column of values with each one's bytes (a fold's, never bounded: it is
-        merged into bounded ones next), under the keys `view` makes of the distinct values in order
-        (equal keys add up, None ones are dropped). No Python runs per value: see column_sums()."""
-        distinct = list(dict.fromkeys(values))
+        merged into bounded ones next; `total`, the sum of `sizes` when the caller has it), under the
+        keys `view` makes of the distinct values in order (equal keys add up, None ones are dropped).
+        The column is counted once as it came, by calls that run in C (see column_sums(); a column of
+        one value, as a batch's client, status or cache outcome often is, by one compare a row); only
+        its distinct values are made keys and added up."""
+        if values and values.count(values[0]) == len(values):
+            requests: dict = {values[0]: len(values)}
+            nbytes = {values[0]: sum(sizes) if total is None else total}
+        else:
+            requests = Counter(values)
+            nbytes = column_sums(values, sizes, requests)
+        distinct = list(requests)
         keys = list(view(distinct))
         if keys != distinct:
-            values = list(map(dict(zip(distinct, keys)).__getitem__, values))
-        counted = cls(len(values))
-        requests = counted.requests = Counter(values)
-        counted.bytes = column_sums(values, sizes, requests)
+            same = Counter(keys)
+            requests = column_sums(keys, list(requests.values()), same)
+            nbytes = column_sums(keys, list(nbytes.values()), same)
         requests.pop(None, None)
-        counted.bytes.pop(None, None)
-        counted.estimates = dict(requests)
+        nbytes.pop(None, None)
+        counted = cls(len(values))
+        counted.requests, counted.bytes, counted.estimates = requests, nbytes, dict(requests)
         return counted
 
     def rekeyed(self, keys: list) -> "Summary":
@@ -95,20 +105,30 @@ class Summary:
         return out
 
     def merge(self, other: "Summary") -> None:
-        """Add another summary's counts (a fold's, another worker's, or another minute's)."""
-        estimates, requests, nbytes, floor = self.estimates, self.requests, self.bytes, self.floor
-        for key, estimate, seen, sent in zip(other.estimates, other.estimates.values(),
-                                             other.requests.values(), other.bytes.values()):
-            if key in estimates:
-                estimates[key] += estimate
-                requests[key] += seen
-                nbytes[key] += sent
+        """Add another summary's counts (a fold's, another worker's, another minute's or hour's): the
+        keys both hold added up, the others appended in the other's order (a new key's estimate from
+        this floor, a key only this one holds raised by the other's floor: so no estimate undercounts
+        and no key seen more than the floor is dropped), by dict and map calls that run in C (a loop
+        over the keys costs several times more per key, and under a flood of new paths or clients
+        nearly every key is new)."""
+        estimates, theirs, floor = self.estimates, other.estimates, self.floor
+        if other.floor and estimates:   # a key the other dropped may have been seen there up to its floor
+            absent = list(filterfalse(theirs.__contains__, estimates))
+            estimates.update(zip(absent, map(add, map(estimates.__getitem__, absent), repeat(other.floor))))
+        both = list(filter(estimates.__contains__, theirs)) if estimates else []
+        new = list(filterfalse(estimates.__contains__, theirs)) if both else theirs
+        for mine, counts, start in ((estimates, theirs, floor), (self.requests, other.requests, 0),
+                                    (self.bytes, other.bytes, 0)):
+            if both:
+                mine.update(zip(both, map(add, map(mine.__getitem__, both), map(counts.__getitem__, both))))
+            if not both and not start:
+                mine.update(counts)
+            elif start:
+                mine.update(zip(new, map(add, map(counts.__getitem__, new), repeat(start))))
             else:
-                estimates[key] = floor + estimate
-                requests[key] = seen
-                nbytes[key] = sent
+                mine.update(zip(new, map(counts.__getitem__, new)))
         self.floor += other.floor
-        if len(self.estimates) > 2 * self.keep:
+        if len(estimates) > 2 * self.keep:
             self._prune()
 
     def _prune(self) -> None:

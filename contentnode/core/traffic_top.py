@@ -8,7 +8,12 @@ made what may be kept, as traffic_shape.shaped() does for one row), into a bound
 (core/traffic_summary.py) per domain, minute and dimension. A public worker
 only collects what it counted since its last report (`take_pending`); the
 daemon adds the reports of every process (`merge_pending`) and its own folds
-into per-minute summaries (the last hour) and per-hour summaries (the last 7 days), so memory depends on the number of
+into per-minute summaries only (the last hour). An hour's summaries (the last
+7 days) are built from its minutes when they are asked for or saved, and kept
+until the next fold of that hour; when the first of its minutes is forgotten,
+the hour is sealed: built once more and kept, a late report for it merged
+into it too. So each distinct key of a fold is merged once, not twice (the
+fold is traffic insight's main cost), and memory depends on the number of
 domains and the time kept, never on how many distinct paths or clients
 arrive. The daemon saves the summaries to <data_dir>/traffic_top.json every
 `traffic_save_seconds` (an hour unless the start-up value says otherwise) and
@@ -29,6 +34,7 @@ from contentnode.fileio import atomic_write
 
 DIMENSIONS = ("path", "client", "referer", "status", "cache", "country")
 RANGES = {"1h": (60, 60), "24h": (3600, 24), "7d": (3600, 168)}   # name: (summary step, summaries)
+HOUR = 3600
 KEEP = 32             # keys a minute's or an hour's summary keeps per dimension (it may grow to twice)
 PENDING_KEEP = 128    # keys per dimension a worker collects between two reports
 MAX_ROWS = 20_000     # requests appended before they are folded into the summaries
@@ -55,7 +61,8 @@ def _counted(rows: list, client_mode: str) -> dict:
     views = column_views(client_mode)
     counted = {}
     for (domain, minute), (_, _, _, path, status, sizes, cache, client, referer, country) in groups.items():
-        counted[domain, minute * 60] = [Summary.counted(column, sizes, view) for column, view
+        total = sum(sizes)
+        counted[domain, minute * 60] = [Summary.counted(column, sizes, view, total) for column, view
                                         in zip((path, client, referer, status, cache, country), views)]
     return counted
 
@@ -74,8 +81,9 @@ class TrafficTop:
         self._lock = threading.Lock()
         self._rows: deque = deque()               # raw rows (see traffic_shape.shaped()) not yet folded
         self._pending: dict[tuple, list] = {}     # (domain, minute) -> summaries since the last report
-        self._minutes: dict[tuple, list] = {}     # (domain, minute start) -> summaries
-        self._hours: dict[tuple, list] = {}       # (domain, hour start) -> summaries
+        self._minutes: dict[tuple, list] = {}     # (domain, minute start) -> summaries (the last hour)
+        self._hours: dict[tuple, list] = {}       # (domain, hour start) -> a sealed hour's summaries
+        self._built: dict[tuple, list] = {}       # (domain, open hour start) -> [Summary or None per dimension]
         self._domains: set = set()
         self._dirty = False
         if path is not None:
@@ -122,29 +130,75 @@ class TrafficTop:
                 self._add(domain, int(minute), loaded)
 
     def _add(self, domain: str, minute: int, summaries: list) -> None:
-        """Merge a domain's minute of counts into its minute's and its hour's summaries (lock held)."""
+        """Merge a domain's minute of counts into its minute's summaries, and into its hour's only when
+        that hour is sealed (a late report, or an hour read from a save that kept every hour): an open
+        hour's built summaries are dropped, to be built again when asked for (lock held)."""
         if domain not in self._domains:
             if len(self._domains) >= MAX_DOMAINS:
                 return
             self._domains.add(domain)
-        for table, start in ((self._minutes, minute), (self._hours, minute - minute % 3600)):
-            kept = table.get((domain, start))
-            if kept is None:
-                kept = table[domain, start] = _summaries(KEEP)
-                self._prune()
-            for summary, other in zip(kept, summaries):
+        kept = self._minutes.get((domain, minute))
+        fresh = kept is None
+        if kept is None:
+            kept = self._minutes[domain, minute] = _summaries(KEEP)
+        for summary, other in zip(kept, summaries):
+            summary.merge(other)
+        hour = (domain, minute - minute % HOUR)
+        sealed = self._hours.get(hour)
+        if sealed is None:
+            self._built.pop(hour, None)
+        else:
+            for summary, other in zip(sealed, summaries):
                 summary.merge(other)
+        if fresh:
+            self._prune()
         self._dirty = True
 
     def _prune(self) -> None:
-        """Forget minutes older than an hour and hours older than 7 days (lock held)."""
+        """Forget minutes older than an hour, each one's hour sealed first (built from all its minutes),
+        and hours older than 7 days (lock held)."""
         now = int(self.clock())
-        for table, (step, count) in ((self._minutes, RANGES["1h"]), (self._hours, RANGES["7d"])):
-            oldest = now - now % step - (count - 1) * step
-            for key in [key for key in table if key[1] < oldest]:
-                del table[key]
+        step, count = RANGES["1h"]
+        oldest = now - now % step - (count - 1) * step
+        stale = [key for key in self._minutes if key[1] < oldest]
+        for domain, minute in stale:
+            hour = (domain, minute - minute % HOUR)
+            if hour not in self._hours:
+                self._hours[hour] = self._built_hour(hour)
+                del self._built[hour]
+        for key in stale:
+            del self._minutes[key]
+        step, count = RANGES["7d"]
+        oldest = now - now % step - (count - 1) * step
+        for key in [key for key in self._hours if key[1] < oldest]:
+            del self._hours[key]
         live = {domain for domain, _ in self._hours} | {domain for domain, _ in self._minutes}
         self._domains &= live
+
+    def _hour(self, hour: tuple, index: int) -> Summary | None:
+        """A dimension of a (domain, hour start)'s summary: a sealed hour's as kept, an open one's built
+        from its minutes (at most 60 summaries of KEEP keys each) and kept until the next fold of
+        that hour; None when nothing was counted in it (lock held)."""
+        sealed = self._hours.get(hour)
+        if sealed is not None:
+            return sealed[index]
+        built = self._built.get(hour)
+        if built is None or built[index] is None:
+            domain, start = hour
+            minutes = [kept[index] for kept in map(self._minutes.get, zip(repeat(domain), range(start, start + HOUR, 60)))
+                       if kept is not None]
+            if not minutes:
+                return None
+            if built is None:
+                built = self._built[hour] = [None] * len(DIMENSIONS)
+            summary = built[index] = Summary(KEEP)
+            for minute in minutes:
+                summary.merge(minute)
+        return built[index]
+
+    def _built_hour(self, hour: tuple) -> list:
+        """Every dimension of an open hour that has minutes, built (lock held)."""
+        return [self._hour(hour, index) for index in range(len(DIMENSIONS))]
 
     def top(self, domain: str, range_name: str, dimension: str, client_mode: str) -> dict:
         """The ANSWERED most seen values of a dimension over a range; KeyError for an unknown one."""
@@ -155,11 +209,14 @@ class TrafficTop:
         last = now - now % step
         merged = Summary(1 << 30)
         with self._lock:
-            table = self._minutes if step == 60 else self._hours
             for start in range(last - (count - 1) * step, last + step, step):
-                summaries = table.get((domain, start))
-                if summaries is not None:
-                    merged.merge(summaries[index])
+                if step == HOUR:
+                    summary = self._hour((domain, start), index)
+                else:
+                    minute = self._minutes.get((domain, start))
+                    summary = None if minute is None else minute[index]
+                if summary is not None:
+                    merged.merge(summary)
         if dimension == "client":
             merged = _clients_as(merged, client_mode)
         return {"domain": domain, "range": range_name, "by": dimension, "approximate": merged.approximate,
@@ -176,9 +233,13 @@ class TrafficTop:
                 saved = json.load(f)
             if saved.get("version") != FORMAT_VERSION:
                 return
+            # an open hour is saved built (as a release that kept every hour reads it) but built again
+            # from its minutes here; a save without "open" kept every hour itself
+            opened = {(domain, int(start)) for domain, start in saved.get("open", [])}
             for name, table in (("minutes", self._minutes), ("hours", self._hours)):
                 for domain, start, dumps in saved[name]:
-                    if isinstance(domain, str) and len(dumps) == len(DIMENSIONS) and len(self._domains) <= MAX_DOMAINS:
+                    if isinstance(domain, str) and len(dumps) == len(DIMENSIONS) and len(self._domains) <= MAX_DOMAINS \
+                            and (name == "minutes" or (domain, int(start)) not in opened):
                         table[domain, int(start)] = [Summary.load(KEEP, dump) for dump in dumps]
                         self._domains.add(domain)
         except FileNotFoundError:
@@ -198,9 +259,12 @@ class TrafficTop:
             if not self._dirty:
                 return False
             self._prune()
+            opened = sorted({(domain, minute - minute % HOUR) for domain, minute in self._minutes} - self._hours.keys())
+            hours = {**self._hours, **{hour: self._built_hour(hour) for hour in opened}}
             data = {"version": FORMAT_VERSION,
                     "minutes": [[d, s, [x.dump() for x in v]] for (d, s), v in self._minutes.items()],
-                    "hours": [[d, s, [x.dump() for x in v]] for (d, s), v in self._hours.items()]}
+                    "hours": [[d, s, [x.dump() for x in v]] for (d, s), v in hours.items()],
+                    "open": [list(hour) for hour in opened]}
             raw = json.dumps(data, separators=(",", ":")).encode()
             self._dirty = False
         atomic_write(self.path, raw)
