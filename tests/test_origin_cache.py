@@ -79,7 +79,7 @@ def test_a_304_refreshes_the_stored_answer(node, admin, origin):
     shared_site(admin, origin)
     origin.script("/r", b"r" * 20_000, headers={"Cache-Control": "max-age=1", "X-Rev": "1"}, etag='"r1"')
     assert fetch(node.public_port, "/r")[0] == 200
-    time.sleep(2.2)
+    node.set_clock_offset(2.2)   # past max-age=1 on the clock the cache reads
     origin.script("/r", b"r" * 20_000, headers={"Cache-Control": "max-age=300", "X-Rev": "2"}, etag='"r1"')
     status, headers, body = fetch(node.public_port, "/r")
     assert status == 200 and body == b"r" * 20_000 and headers["x-rev"] == "2"
@@ -112,7 +112,7 @@ def test_stale_if_error_while_the_origin_is_stopped(node, admin, origin):
     assert fetch(node.public_port, "/s")[2] == b"still here"
     assert fetch(node.public_port, "/n")[0] == 200
     origin.stop()
-    time.sleep(1.5)
+    node.set_clock_offset(1.5)
     status, headers, body = fetch(node.public_port, "/s")
     assert status == 200 and body == b"still here" and 'detail="stale-if-error"' in headers["cache-status"]
     assert fetch(node.public_port, "/n")[0] == 502          # must-revalidate: never served stale
