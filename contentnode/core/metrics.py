@@ -172,7 +172,8 @@ METHODS = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}
 LOGIN_RESULTS = ("success", "failure", "locked")
 REFUSALS = ("forbidden_address", "forbidden_referer", "forbidden_origin", "rate_limited")   # the public port's edge refusals (public/edge_guard.py), by error code
 HOST_LABELS = 50  # hosts with a label of their own, as many as the traffic's domain label
-MAX_ANSWERED = 4096   # answers appended before they are counted (when nothing reads the metrics)
+MAX_ANSWERED = 256   # answers appended before they are counted (when nothing reads the metrics): small, as
+#                      the thread that appends the last counts them all, often the loop thread (a stall for every connection)
 _LABELS, _PORT, _SECONDS = operator.itemgetter(0, 1, 2), operator.itemgetter(0), operator.itemgetter(3)
 
 

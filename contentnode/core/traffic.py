@@ -27,7 +27,7 @@ TOTAL = ""          # the series label for all domains together
 OTHER = "other"     # the label for domains past the bound
 FORMAT_VERSION = 1
 MAX_PENDING = 1000  # (label, minute) rows kept before folding into the series
-MAX_RECORDED = 1024  # requests appended before they are counted into the rows (when nothing reads them)
+MAX_RECORDED = 128  # requests appended before they are counted into the rows (when nothing reads them); small: see metrics.MAX_ANSWERED
 
 
 def _empty():
