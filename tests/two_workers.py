@@ -36,6 +36,19 @@ def both_serving(node, seconds: float = 20) -> bool:
     return wait_until(lambda: len(serving_pids(node)) == 2, seconds)
 
 
+def until_both_answer(node, ask, rounds: int = 10) -> list:
+    """What `ask()` answers (a list), asked again until each public worker answered some of it: the
+    kernel picks the worker that accepts each connection, and may give one of them a whole short run."""
+    answers: list = []
+    for _ in range(rounds):
+        before = worker_syscalls(node)
+        answers += ask()
+        after = worker_syscalls(node)
+        if all(after[pid] > before[pid] for pid in before):
+            return answers
+    raise AssertionError(f"in {rounds} runs one public worker answered nothing")
+
+
 def start_two_workers(workdir, env=None) -> TwoWorkerNode:
     """A started TwoWorkerNode once both workers serve (killed, its log in the failure, if not)."""
     node = TwoWorkerNode(workdir, env=env).start()
