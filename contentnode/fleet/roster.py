@@ -50,6 +50,7 @@ def remove(fleet, node_id: str, why: str) -> None:
     listed.pop(node_id, None)
     fleet.record(members=listed, rotate_sealing=True)
     fleet.nodes = [row for row in fleet.nodes if row.get("node_id") != node_id]
+    fleet.removed_since_read.add(node_id)   # a poll reading the statuses meanwhile must not show it again
     try:
         fleet.client().delete_object(status.key(state["bucket"]["prefix"], node_id))
     except S3Error as exc:

@@ -94,6 +94,7 @@ class Fleet:
         self.primary_seen: dict | None = None   # a replica's last read of its primary's status
         self.certs = CertStore(os.path.join(data_dir, "certs"))  # the files the bundle carries (fleet/certfiles.py)
         self.nodes: list = []            # the primary's latest view of the other nodes
+        self.removed_since_read: set = set()   # node ids removed while the statuses were read (fleet/roster.py)
         self.unknown_statuses = 0        # ... and how many statuses it ignored (no valid mac, too large, ...)
         self.bundle_seen_at: str | None = None
         self._secrets_cache: keys.Secrets | None = None
@@ -403,6 +404,8 @@ class Fleet:
 
     def _read_statuses(self, client) -> tuple[list, int]:
         """(the other nodes' statuses, how many were unknown), after acting on the leaves among them."""
+        with self.lock:
+            self.removed_since_read = set()
         found, unknown, error = status.read_all(client, self.state()["bucket"]["prefix"], self.node_id(),
                                                 self.authority("status"))
         if error is not None:
@@ -415,7 +418,8 @@ class Fleet:
         now = self.clock.now()
         nodes = status.view(found, int(state.get("seq") or 0), self.version, self.poll_seconds, now)
         alerts.annotate(nodes, self.store.data["domains"], state.get("issued_at"), self.poll_seconds, now)
-        self.nodes = nodes
+        with self.lock:   # a node removed since its status was read stays gone (roster.remove)
+            self.nodes = [row for row in nodes if row["node_id"] not in self.removed_since_read]
         current = {(row["node_id"], problem) for row in self.nodes for problem in alerts.problems(row)}
         started = sorted(current - self._incidents)
         if started and self.events is not None:   # one message for every incident this round started
