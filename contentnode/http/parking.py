@@ -42,8 +42,9 @@ done (in the pool), with the socket in non-blocking mode for its turn.
   buffer and, on TLS, what OpenSSL has decrypted (pending()) are served first.
 
 This module keeps the loop and the parking; the pool of threads is
-http/pool.py, the caps per client http/client_shares.py, the ClientHello peek
-http/tls_peek.py and the open files limit http/open_files.py.
+http/pool.py, a connection's own state http/held_connection.py, the caps
+per client http/client_shares.py, the ClientHello peek http/tls_peek.py and
+the open files limit http/open_files.py.
 """
 
 import collections
@@ -56,6 +57,7 @@ import threading
 import time
 
 from contentnode.http.client_shares import ClientShares, client_key
+from contentnode.http.held_connection import Connection, peer_gone
 from contentnode.http.connection import MAX_HEAD, RequestHandler
 from contentnode.http.open_files import OWN_FDS, ensure_open_files
 from contentnode.http.pool import Pool
@@ -71,29 +73,6 @@ SWEEP_SECONDS = 0.25       # deadlines of parked connections are kept this close
 CATCH_UP_ROUNDS = 2        # before refusing a client at its cap: a closed connection may first need its last answer sent
 INLINE_TURNS = 16          # pipelined requests of one connection the loop thread answers before the pool does
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT
-
-
-class Connection:
-    """A connection the listener keeps: parked, or served by one pool thread."""
-
-    __slots__ = ("sock", "address", "client", "since", "rfile", "wfile", "fresh", "head_due", "held", "unsent",
-                 "then_close", "deferred")
-
-    def __init__(self, sock, address, now: float):
-        self.sock, self.address, self.since = sock, address, now
-        self.client = client_key(address[0])   # what the per-client caps count
-        self.rfile: SocketReader | None = None   # set by the pool thread that first serves it
-        self.wfile: SocketWriter | None = None
-        self.fresh = True                # no request yet: parked under header_timeout
-        self.head_due: float | None = None   # a head begun and not yet whole must be by then
-        self.held = 0                    # bytes of an unfinished head counted in the budget while parked
-        self.unsent = b""                # of an answer the loop thread made: a pool thread sends it ...
-        self.then_close = False          # ... and then closes the connection, or serves on
-        self.deferred: RequestHandler | None = None   # a request the loop thread parsed, for a pool thread
-
-    def holds_bytes(self) -> bool:
-        """Bytes already read from the socket: parking would leave them unseen by epoll."""
-        return bool(self.rfile and self.rfile.buffered()) or bool(getattr(self.sock, "pending", int)())
 
 
 class ParkingServer(Server):
@@ -293,7 +272,7 @@ class ParkingServer(Server):
     def _drop_gone_locked(self, client: str) -> None:
         """Close the client's connections waiting for a pool thread whose peer is gone (a request
         nobody will read the answer to: an origin asked for nothing, and a slot held)."""
-        for conn in self._shares.drop_gone(client, _peer_gone):
+        for conn in self._shares.drop_gone(client, peer_gone):
             self._close_locked(conn)
 
     def _refuse(self, sock, why: str) -> None:
@@ -507,14 +486,3 @@ class ParkingServer(Server):
         self.watchdog.stop()
         self._pool.stop()
         self._epoll.close()
-
-
-def _peer_gone(conns) -> set:
-    """Those of `conns` whose peer closed or reset the connection, even with a request still unread
-    (POLLRDHUP, not readability: one poll(2) for all of them)."""
-    probe, by_fd = select.poll(), {}
-    for conn in conns:
-        fd = conn.sock.fileno()
-        by_fd[fd] = conn
-        probe.register(fd, select.POLLRDHUP)
-    return {by_fd[fd] for fd, _ in probe.poll(0)}
