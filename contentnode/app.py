@@ -210,7 +210,8 @@ class App:
                       send_timeout=config.send_timeout, on_request=self.request_log, sock=sock, headers=headers)
         try:
             again = getattr(dispatcher, "again", None)   # the public dispatchers' prepared answers
-            entry = Entry(name, "https" if tls_context else "http", dispatcher, self.addresses.client_ip, again)
+            follow = self.store.follow if self.worker_slot is not None else None   # a worker reads the daemon's writes
+            entry = Entry(name, "https" if tls_context else "http", dispatcher, self.addresses.client_ip, again, follow)
             if name == "admin":
                 server = Server((bind, port), entry, name, **limits,
                                 max_connections=min(config.max_connections, ADMIN_MAX_CONNECTIONS))
@@ -293,7 +294,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
     app.admin_gate = AdminGate(app.sessions, app.addresses, lambda: app.settings,
                                replica_primary=lambda: app.fleet.primary_of_replica())
     app.admin_dispatcher = AdminDispatcher(app.routes, app.admin_gate, handler_context=app)
-    app.public_dispatcher = PublicDispatcher(app, app.store, follow=worker_slot is not None)
+    app.public_dispatcher = PublicDispatcher(app)
     app.prepared = PreparedAnswers(app)
     app.tls = TlsRuntime(app, app.public_dispatcher)
     app.folder_roots = FolderRoots(config.folder_roots, config.data_dir)
