@@ -52,6 +52,7 @@ from contentnode.http.parking import ParkingServer
 from contentnode.http.server import Server
 from contentnode.logs import AccessLog, RequestLog
 from contentnode.public import PublicDispatcher
+from contentnode.public.insight import Insight
 from contentnode.public.prepared import PreparedAnswers
 from contentnode.schema import REVISIONED, SECTIONS
 from contentnode.services.certificates import Certificates
@@ -94,6 +95,7 @@ class App:
     delivery: Delivery
     traffic_top: TrafficTop  # top paths, clients... per domain and minute/hour (core/traffic_top.py)
     traffic_tail: TrafficTail  # the most recent public requests (core/traffic_tail.py)
+    insight: Insight  # where the public port counts a request for those two (public/insight.py)
     origin_pools: OriginPools  # kept-alive connections to the http buckets' origins (core/http_pool.py)
     folder_roots: FolderRoots  # where folder buckets may serve from (start-up value folder_roots)
     countries: Countries  # the country database (start-up value geoip_db), opened once per process
@@ -294,7 +296,6 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
                                replica_primary=lambda: app.fleet.primary_of_replica())
     app.admin_dispatcher = AdminDispatcher(app.routes, app.admin_gate, handler_context=app)
     app.public_dispatcher = PublicDispatcher(app, app.store, follow=worker_slot is not None)
-    app.prepared = PreparedAnswers(app)
     app.tls = TlsRuntime(app, app.public_dispatcher)
     app.folder_roots = FolderRoots(config.folder_roots, config.data_dir)
     app.countries = open_countries(config.geoip_db)
@@ -308,6 +309,9 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
     app.traffic_top = TrafficTop(None if worker_slot is not None else f"{config.data_dir}/traffic_top.json", clock.now,
                                  client_mode)
     app.traffic_tail = TrafficTail(client_mode)
+    app.insight = Insight(app.countries, app.traffic_top, app.traffic_tail)
+    app.prepared = PreparedAnswers(clock, app.store, app.delivery.cache, app.delivery.traffic, app.metrics,
+                                   app.insight)
     app.notifier = notifications_api.build_notifier(app)
     app.update_check = UpdateCheck(app.store, clock, app.events, lambda: app.outbound, config.update_public_key)
     app.fleet = Fleet(store=app.store, data_dir=config.data_dir, clock=clock, poll_seconds=config.fleet_poll_seconds,
