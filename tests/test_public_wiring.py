@@ -10,8 +10,6 @@ import pytest
 
 pytestmark = pytest.mark.in_process
 
-PUBLIC_PATH = ("prepared", "insight")
-
 
 def _holds(value, app) -> bool:
     """Is `value` the App, a method bound to it, or a function closing over it?"""
@@ -30,5 +28,10 @@ def _holding(obj, app) -> list:
 def test_the_public_path_keeps_no_app(node):
     app = node.app
     assert _holding(app.admin_dispatcher, app) == ["handler_context"]
-    for name in PUBLIC_PATH:
-        assert _holding(getattr(app, name), app) == [], f"app.{name} keeps the App"
+    dispatcher = app.public_dispatcher
+    context = dispatcher.context   # what a public stage reaches as req.app
+    assert context is not app
+    for name, obj in [("the public dispatcher", dispatcher), ("its context", context),
+                      ("the prepared answers", context.prepared), ("the insight", context.insight)]:
+        assert _holding(obj, app) == [], f"{name} keeps the App"
+

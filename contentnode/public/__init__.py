@@ -31,20 +31,20 @@ PIPELINE = [
 
 
 class PublicDispatcher:
-    """Runs the PIPELINE. `handler_context` is what a stage reaches as req.app; with `follow` (a public
-    worker) the store follows the daemon's writes before each request."""
+    """Runs the PIPELINE. `context` (context.py PublicContext) is what a stage reaches as req.app; with
+    `follow` (a public worker) the store follows the daemon's writes before each request."""
 
-    def __init__(self, handler_context, store, follow: bool):
-        self.handler_context, self.store, self.follow = handler_context, store, follow
+    def __init__(self, context, follow: bool):
+        self.context, self.store, self.follow = context, context.store, follow
 
     def again(self, handler, port_name: str):
         """An answer given again without running the PIPELINE (prepared.py), or None."""
         if self.follow:
             self.store.follow()
-        return self.handler_context.prepared.again(handler, port_name)
+        return self.context.prepared.again(handler, port_name)
 
     def __call__(self, req):
-        req.app = self.handler_context
+        req.app = self.context
         if self.follow:
             self.store.follow()   # read your writes: the daemon may have changed the state file
         if req.announces_body():

@@ -21,7 +21,7 @@ class Visit(NamedTuple):
 
     host: str | None   # the normalised Host header without its port; None when absent or unusable
     path: str          # the percent-decoded path
-    now: float         # the App clock's time, taken once: the cache's freshness, Age, the traffic minute
+    now: float         # the node clock's time, taken once: the cache's freshness, Age, the traffic minute
     doc: dict          # the state document as the request began: an answer given again holds for it (prepared.py)
 
 
