@@ -27,9 +27,9 @@ class Visit(NamedTuple):
 
 def parse(req) -> Visit:
     """The Visit of a request, or a 400 ApiError for a hostile target."""
-    app = req.app
-    return Visit(host_from_header(req.headers.get("Host")), checked_target(req.target), app.clock.now(),
-                 app.store.data)
+    context = req.app
+    return Visit(host_from_header(req.headers.get("Host")), checked_target(req.target), context.clock.now(),
+                 context.store.data)
 
 
 def checked_target(target: str) -> str:
