@@ -85,7 +85,13 @@ class _HstsDispatcher:
         return self.inner.again(handler, port_name)
 
     def __call__(self, req):
-        response = self.inner(req)
+        return self._with_hsts(self.inner(req))
+
+    def resume(self, req):
+        """A request the loop thread deferred, gone on with by the inner dispatcher."""
+        return self._with_hsts(self.inner.resume(req))
+
+    def _with_hsts(self, response):
         if self.tls.https_settings()["hsts"] and response.header("Strict-Transport-Security") is None:
             response.headers.append(("Strict-Transport-Security", HSTS_VALUE))
         return response

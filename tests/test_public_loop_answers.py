@@ -1,7 +1,7 @@
 """Answers the public listener's loop thread makes itself (docs/ARCHITECTURE.md, "Connection handling").
 
 A request whose answer needs no wait (a hit held in memory, a refusal, /healthz) is answered on
-the loop thread; any other is served again from its start on a pool thread. Pipelined requests
+the loop thread; any other goes on where it stopped on a pool thread. Pipelined requests
 mixing both are answered in order, an answer the socket does not take at once arrives whole, and
 a hit is answered while every pool thread is held by a slow reader.
 
@@ -149,6 +149,20 @@ def test_a_deferred_request_keeps_its_keep_alive_decision(site):
         assert [answer[0] for answer in answers[1:]] == ([200] if kept_open else [])
         assert kept_open == (headers.get("connection") != "close"), headers
 
+
+
+def test_a_deferred_request_with_a_body_closes_after_its_answer(site):
+    """A miss that announces a body, which the public port never reads, is deferred to a pool
+    thread that goes on with it where the loop thread stopped: the connection still closes after
+    its answer, so the body is never taken for a request (here one smuggled in it)."""
+    smuggled = get("/small.txt")
+    head = (f"GET /cold-5.txt HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: {len(smuggled)}\r\n\r\n").encode()
+    with site.connect() as sock:
+        sock.sendall(head + smuggled)
+        [(status, headers, body)] = read_answers(sock, 1)
+        assert sock.recv(1) == b""   # closed: the smuggled request is never answered
+    assert (status, headers["x-cache"], body) == (200, "MISS", b"cold 5\n")
+    assert headers["connection"] == "close"
 
 def test_a_head_sent_in_two_parts_then_kept_alive_past_header_timeout(site):
     """A head whose second half comes later is answered from memory; its connection is then an

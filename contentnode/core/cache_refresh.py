@@ -6,7 +6,11 @@ refresh the stored answer hands the fill an OriginAnswer with `refresh_of`
 (the stored entry) and the refreshed meta. Under the cache and books locks
 the head record is written after the last whole one (a torn one after it is
 written over), the books count the bytes it adds (evicting for room like a
-fill), and then it is fsynced before any request is answered from it. The
+fill). It is not fsynced: other processes read it from the page cache, and
+after a power loss a record that did not reach the disk is torn or missing,
+so its CRC-32 makes readers keep the head before it (the answer is stale
+again and revalidated), as a cache may; a fill, whose body has no checksum,
+is fsynced before it is renamed in. The
 index then holds a new Entry (same file, id and body, the next head
 number), so whatever a process kept per entry (the parsed head, a body held
 in memory) is made anew. A file holding MAX_HEADS records, or whose records
@@ -58,7 +62,7 @@ class CacheRefresh:
         self._store_fill(fill, answer, ttl)
 
     def _append_head(self, fill: Fill, answer: OriginAnswer, ttl: int) -> Entry | None:
-        """The refreshed entry once its head is appended and on disk; None when the file must be
+        """The refreshed entry once its head is appended; None when the file must be
         rewritten instead (its heads are at their cap, no room, or a purge ran since the fill began)."""
         stale = answer.refresh_of
         assert stale is not None
@@ -81,7 +85,6 @@ class CacheRefresh:
                 os.ftruncate(fd, end + len(record))   # a torn record past the last whole one goes
                 self.ledger.add(total=grows)
             os.utime(fd, ns=(int(now * 1e9),) * 2)
-            os.fsync(fd)
         finally:
             os.close(fd)
         entry = Entry(stale.key, stale.path, stale.offset, stale.size, answer.meta, now, expires, now,

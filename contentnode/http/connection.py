@@ -42,7 +42,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     rfile: Any    # a SocketReader (http/sockio.py), not http.server's BufferedReader
     headers: Any  # a Headers (http/request_head.py), not http.server's email Message
     inline = False   # a public listener's loop thread runs this request (http/parking.py)
-    resumed = False  # a pool thread serves the request the loop thread parsed and deferred (resume)
+    deferred_request = None   # a request the loop thread parsed and deferred: its Request (http/entry.py)
 
     def setup(self):
         """The threaded shape (the admin listener): this handler owns the connection for its life."""
@@ -125,9 +125,9 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def resume(self, wfile) -> None:
         """Serve on a pool thread the request the loop thread parsed and deferred (Request.may_wait),
-        from its parsed head: nothing of it was answered, and its keep-alive decision is the head's."""
-        self.inline, self.wfile, self.resumed = False, wfile, True
-        self.close_connection = closes(self.request_version, self.headers)
+        from where it stopped: nothing of it was answered, and its keep-alive decision stands (the
+        head's, or a close the dispatcher asked for, as for a body left unread)."""
+        self.inline, self.wfile = False, wfile
         self.serve_parsed()
 
     def read_head(self) -> bool:

@@ -7,8 +7,9 @@ so a request goes from the listener straight to its port's dispatcher
 that can give some answers again without running (the public port's prepared
 answers, public/prepared.py) is asked first, by `again(handler, port_name)`,
 before any Request is made, but not for a request the listener's loop thread
-deferred (http/parking.py): it was asked there, and its pool thread runs the
-dispatcher.
+deferred (http/parking.py): it was asked there, and its pool thread hands the
+Request the loop thread made to the dispatcher's `resume`, which goes on from
+the stage that deferred it (only the public dispatcher's requests can be).
 """
 
 from contentnode.http.request import Request
@@ -22,8 +23,10 @@ class Entry:
         self.dispatcher, self.client_ip, self.again = dispatcher, client_ip, again
 
     def __call__(self, handler):
+        if handler.deferred_request is not None:
+            return self.dispatcher.resume(handler.deferred_request)
         handler.client_ip = self.client_ip(handler.client_address[0], handler.headers)   # the access line shows it
-        if self.again is not None and not handler.resumed:
+        if self.again is not None:
             response = self.again(handler, self.port_name)
             if response is not None:
                 return response

@@ -1,7 +1,6 @@
 """The request object handed to routers and handlers: parsed, never a socket."""
 
 import re
-import time
 from typing import Protocol
 from urllib.parse import parse_qsl, unquote
 
@@ -13,9 +12,9 @@ _HOST_HEADER = re.compile(r"(\[[0-9a-f:.]+\]|[^\[\]:@/\s]+)(?::[0-9]{0,5})?")
 
 class Deferred(BaseException):
     """Raised by Request.may_wait() on a public listener's loop thread (http/parking.py): a pool
-    thread serves the request again from its parsed head (the dispatcher runs from its start;
-    the head is not read twice). A BaseException, so that no `except Exception` on its way
-    answers it 500 or counts it."""
+    thread serves the same Request, its head not read again, from the stage that deferred it
+    (http/entry.py, the dispatcher's `resume`). A BaseException, so that no `except Exception`
+    on its way answers it 500 or counts it."""
 
 
 class AuditRecorder(Protocol):
@@ -55,6 +54,8 @@ class Request:
     via_admin_host = False
     visit = None  # on the public port: the Host and path its dispatcher parsed once
     reusable = None  # on the public port: a memory hit public/prepared.py may give again (entries, until, admit)
+    deferred_at = None  # the dispatcher's stage that deferred this request to a pool thread (may_wait)
+    waiting = None   # what a stage found before it deferred, for its run on the pool thread (public/content.py)
 
     def __init__(self, handler, port_name: str, scheme: str):
         self._handler = handler
@@ -73,15 +74,17 @@ class Request:
         self.peer_ip = handler.client_address[0]
         self.client_ip = self.peer_ip
         self.host = (self.headers.get("Host") or "").strip().lower()
-        self.started = time.monotonic()
         self.params: dict[str, str] = {}
         self.inline = getattr(handler, "inline", False)  # run by a listener's loop thread: see may_wait()
 
     def may_wait(self) -> None:
         """Say that this request's answer may now wait (on an origin, a file, a transform), before
         anything it does leaves a trace. A public listener's loop thread answers only what needs
-        no wait: there this raises Deferred and a pool thread serves the request from its parsed head."""
+        no wait: there this raises Deferred and a pool thread goes on with this Request (its handler
+        keeps it)."""
         if self.inline:
+            self.inline = False
+            self._handler.deferred_request = self
             raise Deferred()
 
     @property

@@ -14,6 +14,7 @@ reads a request body.
 import logging
 
 from contentnode.http.errors import INTERNAL_ERROR, ApiError, error_response
+from contentnode.http.request import Deferred
 from contentnode.public import (acme_challenge, admin_host, content, domain_redirect, health, https_upgrade,
                                 verification, visit)
 
@@ -51,7 +52,22 @@ class PublicDispatcher:
             req.close_after()  # public requests never have their body read
         try:
             req.visit = visit.parse(req)
-            for stage in PIPELINE:
+        except ApiError as error:
+            return error_response(error)
+        return self._run(req, PIPELINE)
+
+    def resume(self, req):
+        """On a pool thread, a request the listener's loop thread deferred (Request.may_wait): from
+        the stage that deferred it, which reads what it kept in `req.waiting`; the clock read again,
+        since the request may have waited for a thread."""
+        req.visit = req.visit._replace(now=self.handler_context.clock.now())
+        return self._run(req, PIPELINE[PIPELINE.index(req.deferred_at):])
+
+    @staticmethod
+    def _run(req, stages):
+        stage = None
+        try:
+            for stage in stages:
                 response = stage(req)
                 if response is not None:
                     return response
@@ -63,3 +79,6 @@ class PublicDispatcher:
         except Exception:
             log.exception("public request failed: %s %r", req.method, req.raw_path[:300])
             return error_response(INTERNAL_ERROR)
+        except Deferred:
+            req.deferred_at = stage
+            raise

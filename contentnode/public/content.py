@@ -147,19 +147,24 @@ def serve(req, delivery, host) -> tuple[Response, str | None]:
     if req.method not in ("GET", "HEAD"):
         return _other_method(req, delivery, host)
     try:
-        path = content_path(req.raw_path, req.visit.path)
-        target = resolve(delivery, host, path, req.query_list, req.client_ip)
-        coding = encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None
-        shared = origin_mode.applies(target)
-        if not req.inline:
+        if req.waiting is not None:   # deferred by the loop thread, which found nothing held: go on
+            target, coding, shared = req.waiting
             held = None
-        elif shared:
-            held = shared_answer.held(req, delivery, target)
         else:
-            # a target with no edge check answers what is found: its hits are counted as they are found
-            held = held_in_memory(delivery, target, coding, req.visit.now, not target.edge_checked)
-        if held is None:
-            req.may_wait()   # before the edge checks: a request served again is checked once
+            path = content_path(req.raw_path, req.visit.path)
+            target = resolve(delivery, host, path, req.query_list, req.client_ip)
+            coding = encodings.choose(req.headers.get("Accept-Encoding")) if target.compress else None
+            shared = origin_mode.applies(target)
+            if not req.inline:
+                held = None
+            elif shared:
+                held = shared_answer.held(req, delivery, target)
+            else:
+                # a target with no edge check answers what is found: its hits are counted as they are found
+                held = held_in_memory(delivery, target, coding, req.visit.now, not target.edge_checked)
+            if held is None:
+                req.waiting = target, coding, shared
+                req.may_wait()   # before the edge checks: a request served again is checked once
         if target.edge_checked:   # else no access list, referer list or rate limit applies
             edge_guard.check(req, target)
         if shared:
