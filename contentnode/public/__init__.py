@@ -60,7 +60,7 @@ class PublicDispatcher:
         """On a pool thread, a request the listener's loop thread deferred (Request.may_wait): from
         the stage that deferred it, which reads what it kept in `req.waiting`; the clock read again,
         since the request may have waited for a thread."""
-        req.visit = req.visit._replace(now=self.handler_context.clock.now())
+        req.visit = req.visit._replace(now=self.context.clock.now())
         return self._run(req, PIPELINE[PIPELINE.index(req.deferred_at):])
 
     @staticmethod
