@@ -211,7 +211,8 @@ class App:
                       send_timeout=config.send_timeout, on_request=self.request_log, sock=sock, headers=headers)
         try:
             again = getattr(dispatcher, "again", None)   # the public dispatchers' prepared answers
-            entry = Entry(name, "https" if tls_context else "http", dispatcher, self.addresses.client_ip, again)
+            follow = self.store.follow if self.worker_slot is not None else None   # a worker reads the daemon's writes
+            entry = Entry(name, "https" if tls_context else "http", dispatcher, self.addresses.client_ip, again, follow)
             if name == "admin":
                 server = Server((bind, port), entry, name, **limits,
                                 max_connections=min(config.max_connections, ADMIN_MAX_CONNECTIONS))
@@ -315,7 +316,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
                       counters=lambda: _traffic_totals(app.delivery), purger=app.delivery.cache, events=app.events,
                       folder_roots=app.folder_roots, address=lambda: _admin_address(app))
     app.acme_read_through = fleet_issuer.read_through(app.fleet)
-    app.public_dispatcher = PublicDispatcher(_public_context(app), follow=worker_slot is not None)
+    app.public_dispatcher = PublicDispatcher(_public_context(app))
     fleet_alerts.register_metrics(app.metrics, app.fleet, clock)
     if worker_slot is None:
         app.store.add_commit_listener(app.fleet.on_commit)

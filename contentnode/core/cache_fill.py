@@ -47,7 +47,8 @@ class OriginAnswer:
     memory, or the cache's own entry for a 304's refresh), so the request that
     started the fill stores it itself instead of handing it to a thread.
     `refresh_of`: the stored entry a 304 refreshes; `meta` is its new head, and
-    the body stays where it is (core/cache_refresh.py).
+    the body stays where it is (core/cache_refresh.py). `body`: an answer that is
+    not shared, already read whole (it came with its head): sent from memory.
     """
 
     status: int
@@ -59,6 +60,7 @@ class OriginAnswer:
     shared: bool = True
     at_hand: bool = False
     refresh_of: Entry | None = None
+    body: bytes | None = None
 
 
 class SharedFile:
@@ -183,7 +185,7 @@ class StreamedResult(Result):
     flight): this request's own origin stream, passed through without touching the disk."""
 
     def __init__(self, answer: OriginAnswer):
-        super().__init__(200, answer.meta, answer.length, False)
+        super().__init__(200, answer.meta, answer.length, False, body=answer.body)
         self._answer = answer
 
     def chunks(self, start: int = 0, end: int | None = None):

@@ -87,6 +87,7 @@ class OriginResponse:
         self.interim = head.interim
         self.reused = reused          # the connection carried an earlier answer
         self._body = Body(conn.reader, head)
+        self._held = head.held
         self._done = False
 
     def header(self, name: str) -> str | None:
@@ -109,6 +110,17 @@ class OriginResponse:
     def chunks(self, size: int = CHUNK):
         while data := self.read(size):
             yield data
+
+    def held_body(self) -> bytes | None:
+        """The whole body when it came in the same read as the head (a small answer): taken from
+        the buffer without a wait, and the connection given back at once; None, nothing read,
+        for any other."""
+        length = self.length
+        if self._done or length is None or length > self._held:
+            return None
+        data = self.read(length) if length else b""
+        self.close()
+        return data if len(data) == length else None
 
     def close(self) -> None:
         if not self._done:

@@ -49,12 +49,13 @@ class Head:
     repeats joined, as http_cache.fields makes them), its framing, and the interim answers'
     statuses read before it."""
 
-    __slots__ = ("status", "reason", "headers", "fields", "length", "chunked", "close", "interim")
+    __slots__ = ("status", "reason", "headers", "fields", "length", "chunked", "close", "interim", "held")
 
     def __init__(self, status: int, reason: str, headers: list, fields: dict, length: int | None, chunked: bool,
-                 close: bool, interim: list):
+                 close: bool, interim: list, held: int = 0):
         self.status, self.reason, self.headers, self.fields = status, reason, headers, fields
         self.length, self.chunked, self.close, self.interim = length, chunked, close, interim
+        self.held = held   # bytes after the head that came in the same read: already in the reader's buffer
 
 
 def _status_line(line: bytes) -> tuple[bytes, int, str]:
@@ -114,25 +115,26 @@ def _whole(data: bytes) -> tuple[str, int, str, list, int] | None:
     return version, int(code), reason.rstrip("\r\n"), list(zip(names, values)), length
 
 
-def _buffered_head(reader) -> tuple[str, int, str, list] | None:
-    """(version, status, reason, fields) of a head the reader's buffer holds whole (see _whole),
-    taken from the buffer; None (nothing taken) for any other."""
-    found = _whole(reader.peek())
+def _buffered_head(reader) -> tuple[str, int, str, list, int] | None:
+    """(version, status, reason, fields, bytes left in the buffer after it) of a head the reader's
+    buffer holds whole (see _whole), taken from the buffer; None (nothing taken) for any other."""
+    data = reader.peek()
+    found = _whole(data)
     if found is None:
         return None
     reader.read(found[4])
-    return found[:4]
+    return found[0], found[1], found[2], found[3], len(data) - found[4]
 
 
-def _read_lines(reader) -> tuple[str, int, str, list] | None:
-    """(version, status, reason, fields) read line by line; None when nothing came at all."""
+def _read_lines(reader) -> tuple[str, int, str, list, int] | None:
+    """(version, status, reason, fields, 0) read line by line; None when nothing came at all."""
     line = reader.readline(MAX_HEAD + 1)
     if not line:
         return None
     if len(line) > MAX_HEAD or not line.endswith(b"\n"):
         raise _protocol("status line")
     version, status, reason = _status_line(line)
-    return version.decode("latin-1"), status, reason, _fields(reader, MAX_HEAD - len(line))
+    return version.decode("latin-1"), status, reason, _fields(reader, MAX_HEAD - len(line)), 0
 
 
 def read_head(reader, method: str) -> Head:
@@ -145,7 +147,7 @@ def read_head(reader, method: str) -> Head:
             if interim:
                 raise _protocol("closed after an interim answer")
             raise ClosedBeforeAnswer("the origin closed the connection before answering")
-        version, status, reason, pairs = head
+        version, status, reason, pairs, held = head
         if 100 <= status < 200 and status != 101:
             interim.append(status)
             if len(interim) > MAX_INTERIM:
@@ -169,7 +171,7 @@ def read_head(reader, method: str) -> Head:
     value = values.pop() if len(values) == 1 else ""
     if not (value.isascii() and value.isdigit()):
         raise _protocol("Content-Length")
-    return Head(status, reason, pairs, fields, int(value), False, close, interim)
+    return Head(status, reason, pairs, fields, int(value), False, close, interim, held)
 
 
 class Body:

@@ -119,6 +119,11 @@ class S3Answer:
     def chunks(self):
         return self._chunks
 
+    @staticmethod
+    def held_body() -> None:
+        """An S3 body is always streamed (OriginResponse.held_body's shape)."""
+        return None
+
 
 class S3Origin:
     """A bucket as the content path and the bucket API see an origin (core/origin.py)."""

@@ -403,8 +403,11 @@ class SharedCache:
                 "content_type": fields.get("content-type")}
         if names == ["*"]:
             meta["vary"] = ["*"]
-        return OriginAnswer(200, meta, response.length,
-                            response.chunks(), response.close, expires_at=response_time + keep, shared=shared)
+        # an answer passed through that came with its head is sent from memory in one write, its
+        # origin connection given back before the client is written to
+        body = None if shared else response.held_body()
+        return OriginAnswer(200, meta, response.length, response.chunks() if body is None else (body,),
+                            response.close, expires_at=response_time + keep, shared=shared, body=body)
 
 
 def verdict(req: Request, status: int, fields: Mapping[str, str], response_time: float):

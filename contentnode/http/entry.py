@@ -16,15 +16,19 @@ from contentnode.http.request import Request
 
 
 class Entry:
-    """client_ip(peer_ip, headers): the client's address (the peer, or whom a trusted proxy names)."""
+    """client_ip(peer_ip, headers): the client's address (the peer, or whom a trusted proxy names);
+    follow(): in a public worker, the state file read again if the daemon wrote it, before anything
+    of a request is decided (its client's address by the trusted proxies included)."""
 
-    def __init__(self, port_name: str, scheme: str, dispatcher, client_ip, again=None):
+    def __init__(self, port_name: str, scheme: str, dispatcher, client_ip, again=None, follow=None):
         self.port_name, self.scheme = port_name, scheme
-        self.dispatcher, self.client_ip, self.again = dispatcher, client_ip, again
+        self.dispatcher, self.client_ip, self.again, self.follow = dispatcher, client_ip, again, follow
 
     def __call__(self, handler):
         if handler.deferred_request is not None:
             return self.dispatcher.resume(handler.deferred_request)
+        if self.follow is not None:
+            self.follow()   # read your writes: the daemon may have changed the state file
         handler.client_ip = self.client_ip(handler.client_address[0], handler.headers)   # the access line shows it
         if self.again is not None:
             response = self.again(handler, self.port_name)

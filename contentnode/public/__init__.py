@@ -32,22 +32,18 @@ PIPELINE = [
 
 
 class PublicDispatcher:
-    """Runs the PIPELINE. `context` (context.py PublicContext) is what a stage reaches as req.app; with
-    `follow` (a public worker) the store follows the daemon's writes before each request."""
+    """Runs the PIPELINE. `context` (context.py PublicContext) is what a stage reaches as req.app. In a
+    public worker the listener's Entry (http/entry.py) has the store follow the daemon's writes first."""
 
-    def __init__(self, context, follow: bool):
-        self.context, self.store, self.follow = context, context.store, follow
+    def __init__(self, context):
+        self.context = context
 
     def again(self, handler, port_name: str):
         """An answer given again without running the PIPELINE (prepared.py), or None."""
-        if self.follow:
-            self.store.follow()
         return self.context.prepared.again(handler, port_name)
 
     def __call__(self, req):
         req.app = self.context
-        if self.follow:
-            self.store.follow()   # read your writes: the daemon may have changed the state file
         if req.announces_body():
             req.close_after()  # public requests never have their body read
         try:
