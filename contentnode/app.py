@@ -122,6 +122,7 @@ class App:
         self.accept_poll_seconds = 0.25
         self.jobs = []
         self._outbound: tuple = (None, None, None)   # (settings, admin port, OutboundPolicy): see outbound
+        self._own_ports: tuple = (None, frozenset())   # (the ports it was made of, own_ports)
 
     # --- start and stop, in order -------------------------------------------
 
@@ -193,8 +194,10 @@ class App:
     def own_ports(self) -> frozenset:
         """The node's public ports (plain and HTTPS): an http origin there would be a loop."""
         public = self.servers.get("public")
-        ports = {self.config.public_port, public.server_address[1] if public else 0, self.tls.listening_port() or 0}
-        return frozenset(ports - {0})
+        ports = (self.config.public_port, public.server_address[1] if public else 0, self.tls.listening_port() or 0)
+        if ports != self._own_ports[0]:   # the same set while they stay: an origin's check compares it
+            self._own_ports = (ports, frozenset(ports) - {0})
+        return self._own_ports[1]
 
     def apply_policy(self) -> None:
         policy = self.store.data["policy"]

@@ -225,3 +225,48 @@ def test_answers_are_read_strictly_by_their_framing():
     with pytest.raises(OriginError) as cut:
         answer.read(100)
     assert cut.value.code == "protocol" and short.pool.reused == 0
+
+
+def _kept_alive_origin(answers: list[list[bytes]], pause: float) -> int:
+    """A listener that answers the requests of one kept-alive connection in turn, each answer
+    sent as the given pieces with `pause` seconds between them; its port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn, listener:
+            for pieces in answers:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(4096)
+                for n, piece in enumerate(pieces):
+                    if n:
+                        time.sleep(pause)
+                    conn.sendall(piece)
+            conn.recv(1)   # until the client closes
+    threading.Thread(target=serve, daemon=True).start()
+    return listener.getsockname()[1]
+
+
+def test_a_body_that_came_with_its_head_is_taken_at_once_and_its_connection_given_back():
+    """OriginResponse.held_body: a small body read in the same read as its head is taken from the
+    buffer, and the connection is back in the pool before the answer is sent on (the next request
+    reuses it while the first answer is still held); a body that comes later is not waited for
+    (None, nothing read) and streams whole."""
+    body = bytes(range(256)) * 80   # 20 KB: one loopback segment with its head
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body)
+    client = origin_for(f"http://127.0.0.1:{_kept_alive_origin([[head + body], [head, body], [head + body]], 0.3)}")
+    first = client.forward("GET", "a")
+    assert first.held_body() == body
+    second = client.forward("GET", "b")   # `first` is neither read further nor closed
+    assert (client.pool.opened, client.pool.reused) == (1, 1)
+    started = time.monotonic()
+    assert second.held_body() is None and time.monotonic() - started < 0.2   # no wait for the late body
+    assert b"".join(second.chunks()) == body
+    second.close()
+    third = client.forward("GET", "c")
+    assert third.held_body() == body and (client.pool.opened, client.pool.reused) == (1, 2)
+    first.close()
+    third.close()
