@@ -52,6 +52,8 @@ from contentnode.http.parking import ParkingServer
 from contentnode.http.server import Server
 from contentnode.logs import AccessLog, RequestLog
 from contentnode.public import PublicDispatcher
+from contentnode.public.context import PublicContext
+from contentnode.public.insight import Insight
 from contentnode.public.prepared import PreparedAnswers
 from contentnode.schema import REVISIONED, SECTIONS
 from contentnode.services.certificates import Certificates
@@ -88,8 +90,7 @@ class App:
     panel_sections: list
     panel_files: dict  # the web panel's static files, read once at start
     admin_dispatcher: AdminDispatcher
-    public_dispatcher: PublicDispatcher
-    prepared: PreparedAnswers  # the public port's memory hits given again (public/prepared.py)
+    public_dispatcher: PublicDispatcher  # its stages reach a PublicContext as req.app, never the App
     tls: TlsRuntime
     delivery: Delivery
     traffic_top: TrafficTop  # top paths, clients... per domain and minute/hour (core/traffic_top.py)
@@ -297,9 +298,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
     app.admin_gate = AdminGate(app.sessions, app.addresses, lambda: app.settings,
                                replica_primary=lambda: app.fleet.primary_of_replica())
     app.admin_dispatcher = AdminDispatcher(app.routes, app.admin_gate, handler_context=app)
-    app.public_dispatcher = PublicDispatcher(app)
-    app.prepared = PreparedAnswers(app)
-    app.tls = TlsRuntime(app, app.public_dispatcher)
+    app.tls = TlsRuntime(app, lambda: app.public_dispatcher)
     app.folder_roots = FolderRoots(config.folder_roots, config.data_dir)
     app.countries = open_countries(config.geoip_db)
     app.origin_pools = OriginPools()
@@ -320,6 +319,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
                       counters=lambda: _traffic_totals(app.delivery), purger=app.delivery.cache, events=app.events,
                       folder_roots=app.folder_roots, address=lambda: _admin_address(app))
     app.acme_read_through = fleet_issuer.read_through(app.fleet)
+    app.public_dispatcher = PublicDispatcher(_public_context(app))
     fleet_alerts.register_metrics(app.metrics, app.fleet, clock)
     if worker_slot is None:
         app.store.add_commit_listener(app.fleet.on_commit)
@@ -345,6 +345,16 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
         Every("backup-schedule", config.backup_poll_seconds, app.backups.tick),
     ]
     return app
+
+
+def _public_context(app: App) -> PublicContext:
+    """What the public port's stages reach as req.app: named collaborators, not the App."""
+    insight = Insight(app.countries, app.traffic_top, app.traffic_tail)
+    prepared = PreparedAnswers(app.clock, app.store, app.delivery.cache, app.delivery.traffic, app.metrics, insight)
+    return PublicContext(store=app.store, clock=app.clock, delivery=app.delivery, metrics=app.metrics,
+                         prepared=prepared, insight=insight, countries=app.countries, draining=app.draining,
+                         tls=app.tls, acme_read_through=app.acme_read_through, admin_gate=app.admin_gate,
+                         admin_dispatcher=app.admin_dispatcher)
 
 
 def _admin_address(app) -> str | None:

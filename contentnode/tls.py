@@ -25,7 +25,7 @@ class TlsRuntime:
 
     def __init__(self, app, public_dispatcher):
         self.app = app
-        self.public_dispatcher = public_dispatcher
+        self.public_dispatcher = public_dispatcher   # a callable: the dispatcher is built after this runtime
         self.certs = CertStore(os.path.join(app.data_dir, "certs"))
         self.selector = SniSelector(self.certs)
         self.challenges = ChallengeStore(
@@ -51,7 +51,7 @@ class TlsRuntime:
         """(Re)start the TLS listener on port; OSError when the port cannot be bound."""
         with self._listener_lock:
             self.app.stop_server(LISTENER)
-            dispatcher = _HstsDispatcher(self, self.public_dispatcher)
+            dispatcher = _HstsDispatcher(self, self.public_dispatcher())
             self.app.start_server(LISTENER, self.app.config.public_bind, port, dispatcher,
                                   tls_context=self.selector.server_context())
             log.info("HTTPS listener on %s port %d", self.app.config.public_bind, self.listening_port())

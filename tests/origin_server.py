@@ -28,6 +28,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from contentnode.core.buckets import BUCKET
+
 
 @dataclass
 class Answer:
@@ -283,3 +285,11 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def http_bucket_record(url: str, **fields) -> dict:
+    """An http bucket's record for `url` as the node stores it: the fields given, the others at the
+    defaults the bucket table declares (core/buckets.py), filled in as the store's load does."""
+    record = {"type": "http", "url": url, **fields}
+    BUCKET.fill(record)
+    return record

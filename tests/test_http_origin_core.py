@@ -11,14 +11,14 @@ from contentnode.core.http_origin import HttpOrigin, HttpOriginConfig
 from contentnode.core.http_pool import OriginPools
 from contentnode.core.origin import OriginError
 from tests import certgen
-from tests.origin_server import OriginServer, free_port
+from tests.origin_server import OriginServer, free_port, http_bucket_record
 
 POLICY = netguard.OutboundPolicy()
 CRLF = b"\r\n"
 
 
 def origin_for(url, pools=None, **fields):
-    return HttpOrigin(HttpOriginConfig.from_record({"url": url, **fields}), pools or OriginPools(), POLICY)
+    return HttpOrigin(HttpOriginConfig.from_record(http_bucket_record(url, **fields)), pools or OriginPools(), POLICY)
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ def test_read_timeout_is_per_read_not_per_answer(origin):
 
 def test_own_ports_and_link_local_refused_at_connect():
     refusing = netguard.OutboundPolicy(own_ports=frozenset({8123}))
-    client = HttpOrigin(HttpOriginConfig.from_record({"url": "http://127.0.0.1:8123"}), OriginPools(), refusing)
+    client = HttpOrigin(HttpOriginConfig.from_record(http_bucket_record("http://127.0.0.1:8123")), OriginPools(), refusing)
     with pytest.raises(OriginError) as caught:
         client.open("x")
     assert caught.value.code == "refused_address" and "loop" in caught.value.message

@@ -13,7 +13,7 @@ from contentnode.core.http_origin import HttpOrigin, HttpOriginConfig
 from contentnode.core.http_pool import OriginPools
 from contentnode.core.origin import OriginError
 from contentnode.core.shared_cache import GatewayTimeout, Request, SharedCache
-from tests.origin_server import OriginServer
+from tests.origin_server import OriginServer, http_bucket_record
 
 
 class Clock:
@@ -42,7 +42,7 @@ def shared(tmp_path, clock):
 
 @pytest.fixture
 def client(origin):
-    return HttpOrigin(HttpOriginConfig.from_record({"url": origin.url}), OriginPools(), netguard.OutboundPolicy())
+    return HttpOrigin(HttpOriginConfig.from_record(http_bucket_record(origin.url)), OriginPools(), netguard.OutboundPolicy())
 
 
 NO_STALE = hc.StaleDefaults()

@@ -27,8 +27,6 @@ from contentnode.core.origin_wire import Body, ClosedBeforeAnswer, Head, read_he
 from contentnode.core.steps import elapsed_ms
 
 PREVIEW_BYTES = 64
-DEFAULT_CONNECT_TIMEOUT = 5.0
-DEFAULT_READ_TIMEOUT = 30.0
 # Fields a forwarded request never carries as given: hop-by-hop (RFC 9110 7.6.1) and the framing and
 # Host this client sets itself.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
@@ -42,26 +40,26 @@ SMALL_BODY = 64 * 1024   # a body up to this size leaves with the request head, 
 
 @dataclass(frozen=True)
 class HttpOriginConfig:
-    """Where an http bucket's requests go and how (the record's fields, validated by core/buckets.py)."""
+    """Where an http bucket's requests go and how (the record's fields, validated by core/buckets.py,
+    which declares their defaults and fills them in: from_record indexes them)."""
 
     scheme: str
     host: str            # name or address, without brackets
     port: int
     base: str            # the url's path without its final "/" ("" for the root)
     authority: str       # host[:port] as the url names it: the Host header of host_header "origin"
-    host_header: str = "origin"
-    tls_verify: bool = True
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    read_timeout: float = DEFAULT_READ_TIMEOUT
+    host_header: str
+    tls_verify: bool
+    connect_timeout: float
+    read_timeout: float
 
     @classmethod
     def from_record(cls, record: dict) -> "HttpOriginConfig":
         parts = urlsplit(record["url"])
         scheme = parts.scheme
         return cls(scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80),
-                   parts.path.rstrip("/"), parts.netloc, record.get("host_header", "origin"),
-                   record.get("tls_verify", True), record.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
-                   record.get("read_timeout", DEFAULT_READ_TIMEOUT))
+                   parts.path.rstrip("/"), parts.netloc, record["host_header"], record["tls_verify"],
+                   record["connect_timeout"], record["read_timeout"])
 
     def target(self, key: str, query: str = "") -> str:
         """The request target of rule-relative `key` (percent-encoded as needed) and `query`."""

@@ -32,18 +32,18 @@ PIPELINE = [
 
 
 class PublicDispatcher:
-    """Runs the PIPELINE. `handler_context` is what a stage reaches as req.app. In a public worker
-    the listener's Entry (http/entry.py) has the store follow the daemon's writes first."""
+    """Runs the PIPELINE. `context` (context.py PublicContext) is what a stage reaches as req.app. In a
+    public worker the listener's Entry (http/entry.py) has the store follow the daemon's writes first."""
 
-    def __init__(self, handler_context):
-        self.handler_context = handler_context
+    def __init__(self, context):
+        self.context = context
 
     def again(self, handler, port_name: str):
         """An answer given again without running the PIPELINE (prepared.py), or None."""
-        return self.handler_context.prepared.again(handler, port_name)
+        return self.context.prepared.again(handler, port_name)
 
     def __call__(self, req):
-        req.app = self.handler_context
+        req.app = self.context
         if req.announces_body():
             req.close_after()  # public requests never have their body read
         try:
@@ -56,7 +56,7 @@ class PublicDispatcher:
         """On a pool thread, a request the listener's loop thread deferred (Request.may_wait): from
         the stage that deferred it, which reads what it kept in `req.waiting`; the clock read again,
         since the request may have waited for a thread."""
-        req.visit = req.visit._replace(now=self.handler_context.clock.now())
+        req.visit = req.visit._replace(now=self.context.clock.now())
         return self._run(req, PIPELINE[PIPELINE.index(req.deferred_at):])
 
     @staticmethod

@@ -16,7 +16,7 @@ from contentnode.core.metrics import REFUSALS
 from contentnode.core.text import http_date
 from contentnode.http.errors import ApiError, error_response
 from contentnode.http.response import Response
-from contentnode.public import edge_guard, error_pages, insight, shared_answer
+from contentnode.public import edge_guard, error_pages, shared_answer
 from contentnode.services import origin_mode
 from contentnode.services.delivery import (NotServed, Target, content_path, fetch, fetch_held, held_in_memory,
                                            resolve)
@@ -240,12 +240,12 @@ def answer(req) -> Response:
     except Exception:
         delivery.traffic.record(host if known else None, 500, 0, None, req.visit.now)
         if known:
-            insight.count(req, host, 500, 0, None)
+            req.app.insight.count(req, host, 500, 0, None)
         raise
     sent = 0 if req.method == "HEAD" or response.status == 304 else response.length or 0
     delivery.traffic.record(host if known else None, response.status, sent, cached, req.visit.now)
     if known:
-        insight.count(req, host, response.status, sent, cached)
+        req.app.insight.count(req, host, response.status, sent, cached)
     if req.reusable is not None:
         req.app.prepared.offer(req, response, host if known else None, sent, cached)
     return response

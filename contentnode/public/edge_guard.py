@@ -23,26 +23,26 @@ from contentnode.http.response import Response
 def check(req, target) -> None:
     """Refuse the request with an ApiError when the domain or the target's rule does not let this client in now.
     The rule's members are read in the form made once with the rule index (core/edge_rules.py EdgeRule)."""
-    app, edge = req.app, target.edge
-    if not _address_allowed(_domain_access(app, target), edge, req.client_ip, app.countries):
+    context, edge = req.app, target.edge
+    if not _address_allowed(_domain_access(context, target), edge, req.client_ip, context.countries):
         raise ApiError(403, "forbidden_address", "this address may not fetch from here")
     if not referers.referer_allowed(target.rule["referers"], req.headers.get("Referer"), target.host):
         raise ApiError(403, "forbidden_referer", "this content may not be fetched from that page")
     limit = edge.rate_limit
     if limit:
-        wait = app.delivery.rate_table.take(target.rule_id, edge_rules.client_key(req.client_ip), *limit)
+        wait = context.delivery.rate_table.take(target.rule_id, edge_rules.client_key(req.client_ip), *limit)
         if wait:
             raise ApiError(429, "rate_limited", "too many requests from this address; try again later",
                            headers={"Retry-After": str(wait)})
 
 
-def admission(app, target):
+def admission(context, target):
     """For an answer public/prepared.py gives again: the checks of `check` that depend on more than
     the request's key, as one call taking the client's address (True: let in, its rate-limit token
     spent), or None when the target has none. The Referer is in the key, so its verdict holds; the
     address and the rate limit are decided for each request. A False lets the pipeline run, which
     refuses and counts the refusal as for any request."""
-    domain_access, edge, countries = _domain_access(app, target), target.edge, app.countries
+    domain_access, edge, countries = _domain_access(context, target), target.edge, context.countries
     limit = edge.rate_limit
     if not domain_access and edge.access is None and not limit:
         return None
@@ -51,7 +51,7 @@ def admission(app, target):
         lambda client_ip, countries: _address_allowed(domain_access, edge, client_ip, countries)
     if not limit:
         return lambda client_ip: allowed(client_ip, countries)
-    take, rule_id, client_key = app.delivery.rate_table.take, target.rule_id, edge_rules.client_key
+    take, rule_id, client_key = context.delivery.rate_table.take, target.rule_id, edge_rules.client_key
     rate, burst = limit
 
     def admit(client_ip: str) -> bool:
@@ -59,8 +59,8 @@ def admission(app, target):
     return admit
 
 
-def _domain_access(app, target) -> dict | None:
-    domain = app.store.data["domains"].get(target.host)
+def _domain_access(context, target) -> dict | None:
+    domain = context.store.data["domains"].get(target.host)
     return domain and domain["access"]
 
 

@@ -5,7 +5,7 @@ never shadow it). 200 {"status":"ok"} while the node serves; 503
 {"status":"draining"} from SIGTERM until the listeners close (drain_seconds,
 docs/API.md "Health and drain"); 503 {"status":"not_ready"} while
 core/readiness.py not_ready() says so. Every process (the daemon and each public worker)
-answers from its own App, so the answer comes from what every process sees:
+answers from its own public context, so the answer comes from what every process sees:
 its draining flag and the state document it follows.
 """
 

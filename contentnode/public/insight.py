@@ -10,14 +10,20 @@ geoip_db: a remembered lookup per address), None without one.
 """
 
 
-def count(req, host: str, status: int, sent: int, cached: str | None) -> None:
-    record(req.app, req.visit.now, (host, req.method, req.raw_path, status, sent, cached), req.client_ip,
-           req.headers.get("Referer"))
+class Insight:
+    """Where public content requests are counted for the insight: the two collectors and the
+    process's country database, handed in by the composition root."""
 
+    def __init__(self, countries, top, tail):
+        self._country_of, self._top, self._tail = countries.country_of, top.record, tail.record
 
-def record(app, now: float, answer: tuple, client_ip: str, referer: str | None) -> None:
-    """The row of one request: `answer` is (host, method, raw_path, status, sent, cached), what an
-    answer given again (public/prepared.py) keeps, as it stays the same."""
-    row = (int(now), *answer, client_ip, referer, app.countries.country_of(client_ip))
-    app.traffic_top.record(row)
-    app.traffic_tail.record(row)
+    def count(self, req, host: str, status: int, sent: int, cached: str | None) -> None:
+        self.record(req.visit.now, (host, req.method, req.raw_path, status, sent, cached), req.client_ip,
+                    req.headers.get("Referer"))
+
+    def record(self, now: float, answer: tuple, client_ip: str, referer: str | None) -> None:
+        """The row of one request: `answer` is (host, method, raw_path, status, sent, cached), what an
+        answer given again (public/prepared.py) keeps, as it stays the same."""
+        row = (int(now), *answer, client_ip, referer, self._country_of(client_ip))
+        self._top(row)
+        self._tail(row)

@@ -42,7 +42,6 @@ import threading
 import time
 
 from contentnode.core.cache_memory import HOT_MAX_BYTES
-from contentnode.public import insight
 from contentnode.public.acme_challenge import CHALLENGE_PREFIX
 
 MAX_KEPT = 4096
@@ -74,10 +73,14 @@ class _Kept:
 
 
 class PreparedAnswers:
-    """The answers one process gives again (for every public listener: the key names the listener)."""
+    """The answers one process gives again (for every public listener: the key names the listener).
 
-    def __init__(self, app):
-        self._app = app
+    Built by the composition root with what `again` reads and counts: the clock, the store (its
+    state document), the memory cache, the traffic counters, the metrics and the insight."""
+
+    def __init__(self, clock, store, cache, traffic, metrics, insight) -> None:
+        self._now, self._store, self._recount = clock.now, store, cache.recount
+        self._count_traffic, self._count_again, self._insight = traffic.record, metrics.observe_again, insight
         self._kept: dict[tuple, _Kept] = {}
         self._bytes = 0   # what the kept ones hold (a body held by two counted twice)
         self._lock = threading.Lock()   # for changes: readers (again) only look a key up
@@ -88,17 +91,16 @@ class PreparedAnswers:
         kept = self._kept.get(request_key(port_name, handler.command, handler.path, handler.headers))
         if kept is None:
             return None
-        app = self._app
-        now = app.clock.now()
-        if kept.doc is not app.store.data or now >= kept.until or int(time.time()) != kept.second:
+        now = self._now()
+        if kept.doc is not self._store.data or now >= kept.until or int(time.time()) != kept.second:
             return None
         admit = kept.admit
-        if not app.delivery.cache.recount(kept.held, now, admit, admit and handler.client_ip):
+        if not self._recount(kept.held, now, admit, admit and handler.client_ip):
             return None
-        app.metrics.observe_again()
-        app.delivery.traffic.record(kept.counted, kept.status, kept.sent, kept.cached, now)
+        self._count_again()
+        self._count_traffic(kept.counted, kept.status, kept.sent, kept.cached, now)
         if kept.answer is not None:
-            insight.record(app, now, kept.answer, handler.client_ip, kept.referer)
+            self._insight.record(now, kept.answer, handler.client_ip, kept.referer)
         return kept.response
 
     def offer(self, req, response, counted: str | None, sent: int, cached: str) -> None:

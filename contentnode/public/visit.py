@@ -21,15 +21,15 @@ class Visit(NamedTuple):
 
     host: str | None   # the normalised Host header without its port; None when absent or unusable
     path: str          # the percent-decoded path
-    now: float         # the App clock's time, taken once: the cache's freshness, Age, the traffic minute
+    now: float         # the node clock's time, taken once: the cache's freshness, Age, the traffic minute
     doc: dict          # the state document as the request began: an answer given again holds for it (prepared.py)
 
 
 def parse(req) -> Visit:
     """The Visit of a request, or a 400 ApiError for a hostile target."""
-    app = req.app
-    return Visit(host_from_header(req.headers.get("Host")), checked_target(req.target), app.clock.now(),
-                 app.store.data)
+    context = req.app
+    return Visit(host_from_header(req.headers.get("Host")), checked_target(req.target), context.clock.now(),
+                 context.store.data)
 
 
 def checked_target(target: str) -> str:

@@ -1,0 +1,37 @@
+"""The public path is handed named collaborators by the composition root, never the App (issue 29).
+
+The objects build_app makes for the public port are looked at in a running
+App: none keeps the App in an attribute, a method bound to it, or a function
+closing over it. The admin dispatcher hands the App to the admin handlers on
+purpose (their req.app), which shows the check finds it where it is.
+"""
+
+import pytest
+
+pytestmark = pytest.mark.in_process
+
+
+def _holds(value, app) -> bool:
+    """Is `value` the App, a method bound to it, or a function closing over it?"""
+    if value is app or getattr(value, "__self__", None) is app:
+        return True
+    return any(cell.cell_contents is app for cell in getattr(value, "__closure__", None) or ())
+
+
+def _holding(obj, app) -> list:
+    """The attributes of `obj` (instance dict and slots) that hold the App."""
+    names = list(vars(obj)) if hasattr(obj, "__dict__") else []
+    names += [name for cls in type(obj).__mro__ for name in getattr(cls, "__slots__", ())]
+    return sorted(name for name in set(names) if hasattr(obj, name) and _holds(getattr(obj, name), app))
+
+
+def test_the_public_path_keeps_no_app(node):
+    app = node.app
+    assert _holding(app.admin_dispatcher, app) == ["handler_context"]
+    dispatcher = app.public_dispatcher
+    context = dispatcher.context   # what a public stage reaches as req.app
+    assert context is not app
+    for name, obj in [("the public dispatcher", dispatcher), ("its context", context),
+                      ("the prepared answers", context.prepared), ("the insight", context.insight)]:
+        assert _holding(obj, app) == [], f"{name} keeps the App"
+
