@@ -46,7 +46,7 @@ def setup_logging(level: str) -> None:
 
 def print_banner(app) -> None:
     """Ports, data dir and whether setup is still open; a warning when that open setup is reachable."""
-    config, admin, public = app.config, app.servers["admin"], app.servers["public"]
+    config, admin, public = app.config, app.listeners.servers["admin"], app.listeners.servers["public"]
     setup_required = not any(u["role"] == "admin" for u in app.store.data["users"].values())
     banner.info("contentnode %s, data dir %s", __version__, config.data_dir)
     banner.info("admin API on http://%s:%d", config.admin_bind, admin.server_address[1])
@@ -119,7 +119,7 @@ def serve(config) -> int:
     ready_file = os.environ.get("CONTENTNODE_READY_FILE")
     if ready_file:
         with open(ready_file, "w") as f:
-            f.write(f"{app.servers['admin'].server_address[1]} {app.servers['public'].server_address[1]}\n")
+            f.write(f"{app.listeners.servers['admin'].server_address[1]} {app.listeners.servers['public'].server_address[1]}\n")
     while not stop.wait(1.0):
         pass
     drain(app, workers, hurry, config.drain_seconds)

@@ -112,10 +112,10 @@ class PublicWorkers:
             _signal(worker.process, signum)
 
     def _spawn(self, slot: int) -> None:
-        listener = self.app.servers["public"].socket
+        listener = self.app.listeners.servers["public"].socket
         counts_read, counts_write = os.pipe()
         config = self.app.config.values()
-        config["admin_port"] = self.app.servers["admin"].server_address[1]  # the bound ones, not 0
+        config["admin_port"] = self.app.listeners.servers["admin"].server_address[1]  # the bound ones, not 0
         config["public_port"] = listener.getsockname()[1]
         setup = {"config": config, "slot": slot, "listener_fd": listener.fileno(),
                  "counts_fd": counts_write, "daemon_pid": os.getpid()}

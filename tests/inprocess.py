@@ -71,14 +71,14 @@ class InProcessNode(Node):
             remove_stale_temps(self.data_dir)
             app = build_app(config, Clock(self.clock_file))
             app.access_log.stream = self._log
-            app.accept_poll_seconds = ACCEPT_POLL_SECONDS
+            app.listeners.accept_poll_seconds = ACCEPT_POLL_SECONDS
             self.app = app
             app.start()
         except BaseException:
             self.stop()
             raise
-        self.admin_port = app.servers["admin"].server_address[1]
-        self.public_port = app.servers["public"].server_address[1]
+        self.admin_port = app.listeners.servers["admin"].server_address[1]
+        self.public_port = app.listeners.servers["public"].server_address[1]
         return self
 
     def stop(self, timeout: float = STOP_SECONDS) -> int:

@@ -8,21 +8,9 @@ purpose (their req.app), which shows the check finds it where it is.
 
 import pytest
 
+from tests.wiring import holding as _holding
+
 pytestmark = pytest.mark.in_process
-
-
-def _holds(value, app) -> bool:
-    """Is `value` the App, a method bound to it, or a function closing over it?"""
-    if value is app or getattr(value, "__self__", None) is app:
-        return True
-    return any(cell.cell_contents is app for cell in getattr(value, "__closure__", None) or ())
-
-
-def _holding(obj, app) -> list:
-    """The attributes of `obj` (instance dict and slots) that hold the App."""
-    names = list(vars(obj)) if hasattr(obj, "__dict__") else []
-    names += [name for cls in type(obj).__mro__ for name in getattr(cls, "__slots__", ())]
-    return sorted(name for name in set(names) if hasattr(obj, name) and _holds(getattr(obj, name), app))
 
 
 def test_the_public_path_keeps_no_app(node):

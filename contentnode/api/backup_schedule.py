@@ -104,7 +104,7 @@ def run_now(req):
 
 
 def _client(req, schedule: dict):
-    return stored_backups.client_for(schedule, req.app.outbound, req.app.clock.now)
+    return stored_backups.client_for(schedule, req.app.outbound(), req.app.clock.now)
 
 
 def _bucket_failed(error: S3Error) -> ApiError:

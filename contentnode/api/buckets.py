@@ -58,7 +58,7 @@ def get_bucket(req):
 def guard(app, record: dict) -> None:
     """An http bucket's origin may not be the node itself nor a link-local/metadata address."""
     if record["type"] == "http":
-        http_bucket.guard(record["url"], buckets.origin_policy(app.outbound, app.own_ports))
+        http_bucket.guard(record["url"], buckets.origin_policy(app.outbound(), app.tls.own_ports()))
 
 
 def create_bucket(req):
@@ -122,8 +122,8 @@ def delete_bucket(req):
 
 
 def origin_for(app, record: dict):
-    return buckets.origin_for(record, app.folder_roots, app.outbound, app.clock.now, pools=app.origin_pools,
-                              own_ports=app.own_ports)
+    return buckets.origin_for(record, app.folder_roots, app.outbound(), app.clock.now, pools=app.origin_pools,
+                              own_ports=app.tls.own_ports())
 
 
 def _target(req) -> tuple[str | None, dict]:

@@ -44,7 +44,7 @@ def _need(req, wanted) -> None:
 
 
 def _wholes(app) -> dict:
-    return {"settings": config_whole.SETTINGS, "notifications": config_whole.notifications(app.outbound),
+    return {"settings": config_whole.SETTINGS, "notifications": config_whole.notifications(app.outbound()),
             "policy": policy.SECTION}
 
 

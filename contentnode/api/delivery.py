@@ -251,7 +251,7 @@ def diagnose(req):
     doc, delivery = req.app.store.data, req.app.delivery
     domain = known_domain(doc, host, "url")
     steps.add("parse", True, f"{scheme} request for {path} on {host}", started)
-    _dns_step(steps, host, req.app.outbound.dns_server)
+    _dns_step(steps, host, req.app.outbound().dns_server)
     started = time.monotonic()
     split = urlsplit(url.strip())
     redirect = content.redirect_location(domain, split.path + (f"?{split.query}" if split.query else ""))

@@ -100,7 +100,7 @@ def test_domain(req):
     else:
         scheme, port = req.app.domain_checks.target()
         url = f"{scheme}://{host}:{port}{path}"
-    result = domaincheck.visit(url, host, req.app.outbound)
+    result = domaincheck.visit(url, host, req.app.outbound())
     req.audit("domain.test", target=host, ok=result["ok"])
     return dict(result, host=host)
 

@@ -11,10 +11,6 @@ from contentnode.http.router import Route
 from contentnode.http.schema import BOOLEAN, STRING, answer, array, integer, nullable, obj, one_of, refused, text
 
 
-def config(app) -> dict:
-    return notify.effective(app.store.data)
-
-
 def view(doc) -> dict:
     """The configuration the API answers: no secrets, and the revision."""
     return dict(notify.public_view(notify.effective(doc)), revision=revisions.of_section(doc, "notifications"))
@@ -29,7 +25,7 @@ def put_notifications(req):
         revisions.require("the notification settings", revisions.of_section(doc, "notifications"), req.if_match)
         current = notify.effective(doc)
         new = notify.merge(current, req.body)
-        notify.check_destinations(new, req.body, req.app.outbound)
+        notify.check_destinations(new, req.body, req.app.outbound())
         doc["notifications"] = new
     changed = {f"{part}.{key}" for part, values in req.body.items() for key in values}
     generated = new["webhook"]["secret"] != current["webhook"]["secret"] and "secret" not in req.body.get("webhook", {})
@@ -46,7 +42,7 @@ def put_notifications(req):
 def test_notification(req):
     channel = req.body["channel"]  # one of notify.CHANNELS: TEST_BODY says so
     try:
-        notify.require_complete(channel, config(req.app)[channel])
+        notify.require_complete(channel, notify.effective(req.app.store.data)[channel])
     except FieldError as exc:
         raise invalid(f"{exc}; configure {channel} first", exc.field) from None
     ok, detail = req.app.notifier.test(channel)
@@ -58,16 +54,16 @@ def _panel_notifications(req):
     return view(req.app.store.data)
 
 
-def build_notifier(app) -> notify.Notifier:
-    """The notifier the App holds; failed deliveries are audited."""
+def build_notifier(store, audit, outbound, now) -> notify.Notifier:
+    """The notifier of the store's notification settings; failed deliveries are audited.
+    outbound(): the node's outbound policy of the moment (core/netguard.py NodeOutbound)."""
     def on_result(channel, event, ok, detail):
         if not ok:
-            app.audit.record("notification.failed", target=channel, ok=False,
-                             detail={"event": event, "detail": detail})
+            audit.record("notification.failed", target=channel, ok=False, detail={"event": event, "detail": detail})
 
     return notify.Notifier(
-        get_config=lambda: config(app), get_policy=lambda: app.outbound,
-        get_node_name=lambda: st.effective(app.store.data)["node_name"], on_result=on_result, now=app.clock.now)
+        get_config=lambda: notify.effective(store.data), get_policy=outbound,
+        get_node_name=lambda: st.effective(store.data)["node_name"], on_result=on_result, now=now)
 
 
 PANEL_SECTIONS = [("notifications", "notifications:manage", _panel_notifications)]

@@ -70,6 +70,27 @@ class OutboundPolicy:
                    admin_ports=frozenset({admin_port}), dns_server=dns_resolver or None)
 
 
+class NodeOutbound:
+    """The running node's OutboundPolicy of the moment, called by every outbound feature; made again
+    only when the stored settings or the admin port changed (every origin miss asks). A write replaces
+    the settings section, never changes it in place, so the same section object means the same settings.
+
+    settings(): the stored settings section; admin_port(): the admin port (bound now, or configured).
+    """
+
+    def __init__(self, settings, admin_port, dns_resolver: str):
+        self._settings, self._admin_port, self._dns_resolver = settings, admin_port, dns_resolver
+        self._made: tuple = (None, None, None)   # (settings, admin port, policy): read and replaced whole
+
+    def __call__(self) -> OutboundPolicy:
+        settings, port = self._settings(), self._admin_port()
+        made_settings, made_port, policy = self._made
+        if settings is not made_settings or made_port != port:
+            policy = OutboundPolicy.for_node(settings, port, self._dns_resolver)
+            self._made = (settings, port, policy)
+        return policy
+
+
 @dataclass
 class FetchResult:
     status: int
