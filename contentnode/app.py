@@ -236,7 +236,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
                       events=app.events, folder_roots=app.folder_roots,
                       address=functools.partial(_admin_address, listeners))
     app.admin_gate = AdminGate(app.sessions, app.addresses, settings, replica_primary=app.fleet.primary_of_replica)
-    app.admin_dispatcher = AdminDispatcher(app.routes, app.admin_gate, handler_context=app)
+    app.admin_dispatcher = AdminDispatcher(app.routes, app.admin_gate, app.audit, handler_context=app)
     app.acme_read_through = fleet_issuer.read_through(app.fleet)
     app.public_dispatcher = PublicDispatcher(_public_context(app))
     app.tls.serve(app.public_dispatcher)

@@ -11,10 +11,12 @@ holds it, not the App.
 import ast
 import functools
 import inspect
+import textwrap
 
 import pytest
 
 from contentnode import app as app_module
+from contentnode.http.request import Request
 from tests.wiring import holding, holds
 
 pytestmark = pytest.mark.in_process
@@ -63,3 +65,10 @@ def _wired_badly(app):
 
 def test_the_source_check_finds_a_closure_over_app():
     assert _closures_over_app(_wired_badly) == ["lambda: app.settings"]
+
+
+def test_a_request_is_audited_without_the_app():
+    """Request.audit writes to the audit log the admin dispatcher handed it, not to req.app's."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(Request.audit)))
+    assert [node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "app"] == []
+    assert "audit_log" in {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}

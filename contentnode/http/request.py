@@ -25,13 +25,6 @@ class AuditRecorder(Protocol):
                ip: str | None = None, user_agent: str | None = None) -> object: ...
 
 
-class AppServices(Protocol):
-    """What the request itself uses of the app its dispatcher hands it; the app sits
-    above http, so http names it by shape (handlers reach the rest of it)."""
-
-    audit: AuditRecorder
-
-
 class Request:
     """What a handler may know about one request.
 
@@ -40,7 +33,8 @@ class Request:
     is a class default, set on the request only when a dispatcher or handler sets it.
     """
 
-    app: AppServices | None = None  # set by the dispatcher before any check or handler
+    app: object = None  # set by the dispatcher before any check or handler: what its handlers reach
+    audit_log: AuditRecorder | None = None  # set by the admin dispatcher: where audit() writes
     route = None
     raw_body = b""
     body = None
@@ -164,11 +158,11 @@ class Request:
 
         An entry made through a token session names the token id (never its secret).
         """
-        if self.app is None:
-            raise RuntimeError("a request is audited only after its dispatcher handed it the app")
+        if self.audit_log is None:
+            raise RuntimeError("a request is audited only after the admin dispatcher handed it the audit log")
         if self.api_token is not None:
             detail = {**(detail or {}), "token_id": self.api_token["id"]}
-        self.app.audit.record(action, target=target, ok=ok, detail=detail, user=self.user,
+        self.audit_log.record(action, target=target, ok=ok, detail=detail, user=self.user,
                               ip=self.client_ip, user_agent=self.user_agent)
 
 

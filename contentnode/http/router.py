@@ -173,17 +173,20 @@ class AdminDispatcher:
     """Runs the checks of docs/API.md, "Order of checks", then the handler; turns errors into JSON bodies.
 
     `gate` answers the questions of the checks (auth/gate.py AdminGate: authenticate, must_enrol,
-    authorize, network_allowed, admin_host, replica_primary); `handler_context` is what a handler
-    reaches as req.app, which the dispatcher itself never asks anything.
+    authorize, network_allowed, admin_host, replica_primary); `audit` (core/audit.py AuditLog) is where
+    req.audit() writes; `handler_context` is what a handler reaches as req.app, which neither the
+    dispatcher nor the request itself ever asks anything.
     """
 
-    def __init__(self, table: RouteTable, gate, handler_context):
+    def __init__(self, table: RouteTable, gate, audit, handler_context):
         self.table = table
         self.gate = gate
+        self.audit = audit
         self.handler_context = handler_context
 
     def __call__(self, req) -> Response:
         req.app = self.handler_context
+        req.audit_log = self.audit
         try:
             self._check_and_run(req)
             response = self._run(req)
