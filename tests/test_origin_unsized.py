@@ -1,6 +1,7 @@
 """Answers an origin sends without Content-Length (chunked or ended by closing the connection),
 through a rule in cache_mode "origin" against the real daemon and the scripted origin: stored
-when otherwise storable, and over the cache's cap passed through whole and not kept."""
+when otherwise storable, and over the cache's cap passed through whole and not kept; and an origin
+that sends more than its Content-Length, whose extra bytes never reach another answer."""
 
 import pytest
 
@@ -72,3 +73,18 @@ def test_interim_answers_are_never_the_answer_nor_stored(node, admin, origin):
     origin.script("/cut", b"", status=103, headers={"Link": "</x>", "Connection": "close"})
     assert fetch(node.public_port, "/cut")[0] == 502
     assert fetch(node.public_port, "/cut")[0] == 502 and len(origin.requests_for("/cut")) == 2
+
+
+@pytest.mark.parametrize("cache_control", ["max-age=300", "no-store"])
+def test_bytes_past_the_announced_length_never_reach_the_next_answer(node, admin, origin, cache_control):
+    """An origin that sends more than its Content-Length (the cache suite's headers-store-Content-Length
+    does): the connection is not reused, so the next request on it is answered by the origin, not by
+    the extra bytes (a 502 "status line" before)."""
+    shared_site(admin, origin)
+    origin.script("/lie", b"0123456789" + b"x" * 26, headers={"Cache-Control": cache_control}, length=10)
+    origin.script("/next", b"n" * 50, headers={"Cache-Control": "no-store"})
+    status, _, got = fetch(node.public_port, "/lie")
+    assert (status, got) == (200, b"0123456789")
+    status, _, got = fetch(node.public_port, "/next")
+    assert (status, got) == (200, b"n" * 50)
+    assert [len(origin.requests_for(p)) for p in ("/lie", "/next")] == [1, 1]

@@ -186,7 +186,9 @@ class Body:
         self._chunked = head.chunked
         self._chunk_left = 0
         self.ended = head.length == 0
-        self.reusable = not head.close and (head.length is not None or head.chunked)
+        # bytes past the announced length that came with the head stay in the reader's buffer, where
+        # the pool's idle check cannot see them: they would start the next answer on the connection
+        self.reusable = not head.close and (head.chunked or head.length is not None and head.held <= head.length)
 
     def read1(self, size: int) -> bytes:
         if self.ended or size <= 0:
