@@ -314,18 +314,52 @@ def test_a_missing_runtime_dependency_stops_the_start_with_one_line(tmp_path):
 def test_a_start_imports_none_of_the_late_imported_packages(tmp_path):
     """What only some paths use (keys, second factors, SMTP, S3 answers, a config file) is imported
     there, not by every start (docs/DEVELOPING.md, "Tests"): the App built, started, set up and
-    stopped in a fresh interpreter leaves these packages unimported."""
+    stopped in a fresh interpreter leaves these packages unimported, the media-type table unbuilt
+    (building it reads the system's mime.types files) and the HTTP-date patterns uncompiled; both are
+    made at their first use."""
     late = ["cryptography", "pyotp", "smtplib", "xml.etree.ElementTree", "tomllib", "urllib.request"]
     script = f"""
-import sys
+import mimetypes, sys
+from contentnode.core import folders, http_cache
 from tests.inprocess import InProcessNode
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 node = InProcessNode({str(tmp_path)!r}).start()
 assert node.client().post("/api/setup", {{"username": ADMIN_USER, "password": ADMIN_PASSWORD}}).status == 201
 node.close()
 print(" ".join(name for name in {late!r} if name in sys.modules))
+print(mimetypes.inited, http_cache._date_forms.cache_info().currsize)
+assert folders.content_type("a.woff2") == "font/woff2" and mimetypes.inited
+assert http_cache.http_date("Sun, 06 Nov 1994 08:49:37 GMT") == 784111777.0
+assert http_cache._date_forms.cache_info().currsize == 1
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT,
                             env=dict(os.environ, PYTHONPATH=ROOT))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == [], result.stdout
+    unimported, made_late = result.stdout.splitlines()
+    assert unimported.split() == [], unimported
+    assert made_late == "False 0"
+
+
+def test_a_command_line_naming_a_command_builds_only_its_parser_and_reads_the_same():
+    """`contentnode serve ...` (and each offline command) adds only its own subcommand's parser: the
+    start skips building the others (docs/DEVELOPING.md, "Tests"). The usage line, which error messages
+    print, and each subcommand's help are what the whole command line gives."""
+    from contentnode.cli import COMMANDS, build_parser
+
+    def subcommands(parser):
+        (action,) = [a for a in parser._actions if a.dest == "command"]
+        return action.choices
+
+    whole = build_parser([])
+    assert list(subcommands(whole)) == list(COMMANDS)
+    for name in COMMANDS:
+        only = build_parser([name, "--data-dir", "x"])
+        assert list(subcommands(only)) == [name]
+        assert only.format_usage() == whole.format_usage()
+        assert subcommands(only)[name].format_help() == subcommands(whole)[name].format_help()
+    assert list(subcommands(build_parser(["--version", "serve"]))) == list(COMMANDS)
+    result = run_cli("serve", "--data-dir", "x", "surplus")
+    assert result.returncode == 2
+    words = " ".join(result.stderr.split())   # argparse wraps the usage line at the terminal's width
+    assert words.startswith("usage: contentnode [-h] [--version] {" + ",".join(COMMANDS) + "} ..."), result.stderr
+    assert "unrecognized arguments: surplus" in result.stderr
