@@ -1,11 +1,13 @@
 """Answers an origin sends without Content-Length (chunked or ended by closing the connection),
-through a rule in cache_mode "origin" against the real daemon and the scripted origin: stored
-when otherwise storable, and over the cache's cap passed through whole and not kept."""
+through a rule in cache_mode "origin" against the node (built in the test process) and the scripted
+origin: stored when otherwise storable, and over the cache's cap passed through whole and not kept."""
 
 import pytest
 
 from tests.origin_server import OriginServer
 from tests.test_origin_cache import fetch, fetch_at_once, shared_site
+
+pytestmark = pytest.mark.in_process   # HTTP to the App
 
 
 @pytest.fixture
