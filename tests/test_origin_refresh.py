@@ -1,5 +1,6 @@
 """A 304 that moves no body (docs/API.md, "Shared cache": revalidation; docs/ARCHITECTURE.md, the
-entry file's head records): the real daemon, the scripted origin, the entry's file read from the
+entry file's head records): the node (built in the test process; a daemon where a test restarts,
+stops or kills it, and the two-worker case), the scripted origin, the entry's file read from the
 cache folder. The refresh appends a head record to the stored entry's file; the body's bytes and
 inode stay; both public workers serve the refreshed head; the file is rewritten after MAX_HEADS
 refreshes; a torn record (a death mid-append, by hand and by kill -9) leaves the head before it."""
@@ -12,10 +13,14 @@ import random
 import threading
 import time
 
+import pytest
+
 from contentnode.core.cache_entries import MAX_HEADS, MAX_HEADS_BYTES, read_header, read_heads
 from tests.origin_server import OriginServer
 from tests.test_origin_cache import fetch, shared_site
 from tests.two_workers import start_two_workers, until_both_answer
+
+pytestmark = pytest.mark.in_process   # HTTP to the App and its cache folder
 
 BODY = bytes(range(256)) * 80          # 20 KB, not compressible by type (octet-stream)
 TYPE = {"Content-Type": "application/octet-stream"}
@@ -91,6 +96,7 @@ def stored_layout(node, admin, origin, path: str, cache_control: str, rev: str) 
     return layout(only_entry(node))
 
 
+@pytest.mark.daemon_process   # restarts it
 def test_a_304_appends_the_refreshed_head_and_leaves_the_body(node, admin):
     with _origin() as origin:
         before = stored_layout(node, admin, origin, "/r", "max-age=1", "1")
@@ -150,6 +156,7 @@ def test_refreshes_past_the_cap_rewrite_the_file_and_its_size_stays_bounded(node
         books_match_the_folder(node, admin)
 
 
+@pytest.mark.daemon_process   # stops and starts it
 def test_a_torn_head_record_leaves_the_head_before_it(node, admin):
     with _origin() as origin:
         shared_site(admin, origin)
@@ -183,6 +190,7 @@ def test_a_torn_head_record_leaves_the_head_before_it(node, admin):
         books_match_the_folder(node, admin)
 
 
+@pytest.mark.daemon_process   # kills it
 def test_kill_9_during_refreshes_leaves_a_servable_entry(node, admin):
     """The daemon killed at random moments while every request refreshes the entry: after each
     restart the entry answers its whole body with a head the origin sent."""
