@@ -363,3 +363,21 @@ def test_a_command_line_naming_a_command_builds_only_its_parser_and_reads_the_sa
     words = " ".join(result.stderr.split())   # argparse wraps the usage line at the terminal's width
     assert words.startswith("usage: contentnode [-h] [--version] {" + ",".join(COMMANDS) + "} ..."), result.stderr
     assert "unrecognized arguments: surplus" in result.stderr
+
+
+def test_a_started_daemon_collects_garbage_with_its_start_frozen(tmp_path):
+    """`contentnode serve` collects no garbage while it imports and builds the App; once started, what
+    the start built is frozen (later collections and the one at exit skip it: docs/DEVELOPING.md,
+    "Tests") and collection is on again."""
+    script = ("import gc, os, sys; from contentnode import sdnotify; "
+              "sdnotify.notify = lambda state: (print(gc.isenabled(), gc.get_freeze_count(), gc.get_count()[0]), "
+              "sys.stdout.flush(), os._exit(0)); "
+              "from contentnode.cli import main; "
+              f"main(['serve', '--data-dir', {str(tmp_path / 'data')!r}, '--admin-port', '0', '--public-port', '0'])")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, PYTHONPATH=ROOT, CONTENTNODE_DRAIN_SECONDS="0"))
+    assert result.returncode == 0, result.stderr
+    enabled, frozen, young = result.stdout.split()
+    assert enabled == "True"
+    assert int(frozen) > 20000, frozen   # the start's objects (about 50,000)
+    assert int(young) < 1000, young       # nothing of the start left for the next collection to traverse
