@@ -16,6 +16,14 @@ from contentnode import __version__
 from tests.node import ROOT, Node
 
 
+@pytest.fixture(scope="module")
+def untouched_node(tmp_path_factory):
+    """A started daemon no test changes (setup still open), for the tests that only look at one."""
+    node = Node(str(tmp_path_factory.mktemp("untouched"))).start()
+    yield node
+    node.close()
+
+
 def run_cli(*args, env=None, cwd=None, timeout=20):
     full_env = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
     return subprocess.run([sys.executable, "-m", "contentnode", *args], capture_output=True, text=True,
@@ -66,10 +74,10 @@ def test_precedence_file_env_flag(tmp_path):
     assert loaded.sources["max_connections"] == "default"
 
 
-def test_data_dir_and_files_are_private(node):
-    assert stat.S_IMODE(os.stat(node.data_dir).st_mode) == 0o700
+def test_data_dir_and_files_are_private(untouched_node):
+    assert stat.S_IMODE(os.stat(untouched_node.data_dir).st_mode) == 0o700
     for name in ("state.json", "sessions.json"):
-        path = os.path.join(node.data_dir, name)
+        path = os.path.join(untouched_node.data_dir, name)
         if os.path.exists(path):
             assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, name
 
@@ -103,8 +111,8 @@ def test_newer_schema_refused_as_a_configuration_error(tmp_path):
     assert (data / "state.json").read_bytes() == written
 
 
-def test_second_daemon_on_same_data_dir_refused(node):
-    result = run_cli("serve", "--data-dir", node.data_dir, "--admin-port", "0", "--public-port", "0")
+def test_second_daemon_on_same_data_dir_refused(untouched_node):
+    result = run_cli("serve", "--data-dir", untouched_node.data_dir, "--admin-port", "0", "--public-port", "0")
     assert result.returncode == 1 and "in use by another contentnode process" in result.stderr
 
 
@@ -204,10 +212,10 @@ def test_port_in_use_names_the_listener_address_and_port(tmp_path, listener):
     assert "Traceback" not in result.stderr
 
 
-def test_port_held_by_another_contentnode_says_so(node, tmp_path):
-    result = _serve("--data-dir", str(tmp_path / "second"), "--admin-port", str(node.admin_port))
+def test_port_held_by_another_contentnode_says_so(untouched_node, tmp_path):
+    result = _serve("--data-dir", str(tmp_path / "second"), "--admin-port", str(untouched_node.admin_port))
     assert result.returncode == 1
-    assert (f"the admin listener cannot bind 127.0.0.1 port {node.admin_port}: the port is in use; "
+    assert (f"the admin listener cannot bind 127.0.0.1 port {untouched_node.admin_port}: the port is in use; "
             "another contentnode answers there") in result.stderr, result.stderr
 
 
@@ -281,8 +289,8 @@ def test_open_setup_beyond_loopback_warns(tmp_path):
         beyond.kill()
 
 
-def test_open_setup_on_loopback_does_not_warn(node):
-    assert "setup required" in node.log() and "beyond loopback" not in node.log()
+def test_open_setup_on_loopback_does_not_warn(untouched_node):
+    assert "setup required" in untouched_node.log() and "beyond loopback" not in untouched_node.log()
 
 
 def test_request_timeout_is_the_former_name_of_header_timeout(tmp_path):
