@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 from openapi_spec_validator import validate
 
 from contentnode import api
@@ -42,6 +43,7 @@ def test_every_route_appears_with_its_scope_and_nothing_else():
     assert len({op["operationId"] for op in operations.values()}) == len(operations)
 
 
+@pytest.mark.in_process   # HTTP to the App
 def test_the_node_serves_the_same_document_to_a_logged_in_client(admin, node):
     assert node.client().get("/api/openapi.json").status == 401
     answer = admin.get("/api/openapi.json")
