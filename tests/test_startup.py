@@ -325,7 +325,8 @@ def test_a_start_imports_none_of_the_late_imported_packages(tmp_path):
     stopped in a fresh interpreter leaves these packages unimported, the media-type table unbuilt
     (building it reads the system's mime.types files) and the HTTP-date patterns uncompiled; both are
     made at their first use."""
-    late = ["cryptography", "pyotp", "smtplib", "xml.etree.ElementTree", "tomllib", "urllib.request"]
+    late = ["cryptography", "pyotp", "smtplib", "xml.etree.ElementTree", "tomllib", "urllib.request",
+            "concurrent.futures"]
     script = f"""
 import mimetypes, sys
 from contentnode.core import folders, http_cache
