@@ -1,5 +1,6 @@
 """The daemon: logging, the data-dir lock, build_app, start, wait for a signal, stop."""
 
+import gc
 import importlib.util
 import ipaddress
 import logging
@@ -63,6 +64,14 @@ def print_banner(app) -> None:
                            "or bind the admin API to 127.0.0.1", config.admin_bind)
 
 
+def settle_memory() -> None:
+    """What the start built lives as long as the process: frozen, the collections that follow and the
+    one at exit skip it (they traversed some 50,000 objects each: ~50 ms of CPU at a SIGTERM's exit),
+    then collection resumes (`contentnode serve` turned it off for the start: ~15 ms of CPU)."""
+    gc.freeze()
+    gc.enable()
+
+
 def make_folder_roots(config) -> None:
     """<data dir>/sites, the default folder root, is made at start (the node owns the data dir);
     a root configured elsewhere is never created, only reported when it is missing."""
@@ -92,6 +101,7 @@ def serve(config) -> int:
     if workers is not None:
         workers.start()
     print_banner(app)
+    settle_memory()
     stop, hurry = threading.Event(), threading.Event()
     first_term: list = []
 

@@ -20,7 +20,7 @@ import time
 from contentnode.app import build_app
 from contentnode.clock import Clock
 from contentnode.config import Config
-from contentnode.daemon import setup_logging
+from contentnode.daemon import settle_memory, setup_logging
 from contentnode.workers import COUNTS_EVERY, STOP_GRACE_SECONDS, STOP_NOW
 
 log = logging.getLogger("contentnode.workers")
@@ -45,6 +45,7 @@ def run(setup: dict, lifeline) -> int:
     listener = socket.socket(fileno=setup["listener_fd"])
     app = build_app(config, Clock.from_environment(), worker_slot=slot)
     server = app.serve_public_socket(listener)
+    settle_memory()
     signal.signal(signal.SIGHUP, lambda *_: app.access_log.reopen())
     log.info("public worker %d serving (slot %d)", os.getpid(), slot)
     try:

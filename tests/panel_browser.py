@@ -192,9 +192,16 @@ def labelled(scope, label):
     return scope.get_by_label(re.compile(rf"^{re.escape(label)}\s*\*?$"))
 
 
-def sign_in(page, username, password):
-    from playwright.sync_api import expect  # imported where used: the browser fixture says when it is missing
+def expect(actual, *args, **kwargs):
+    """Playwright's `expect`, its package imported at the first use, not when pytest collects a panel
+    file: every xdist worker collects every file (~0.2 s of CPU each); the browser fixture says when the
+    package is missing."""
+    from playwright.sync_api import expect as playwright_expect
 
+    return playwright_expect(actual, *args, **kwargs)
+
+
+def sign_in(page, username, password):
     expect(page.get_by_label("Username")).to_be_focused()  # the login form opens ready to type
     page.get_by_label("Username").fill(username)
     labelled(page, "Password").fill(password)

@@ -1,6 +1,6 @@
-"""A rule's edge controls against the real daemon and an origin that counts its requests
-(tests/origin_server.py): each refusal comes before any origin request, is counted in the
-metrics by reason and named in the access line."""
+"""A rule's edge controls against the node (built in the test process; the two-worker case is a
+daemon) and an origin that counts its requests (tests/origin_server.py): each refusal comes before
+any origin request, is counted in the metrics by reason and named in the access line."""
 
 import http.client
 import threading
@@ -15,7 +15,7 @@ from tests.test_origin_cache import HOST
 from tests.test_origin_cache import shared_site as site
 from tests.two_workers import syscalls, two_workers_with_admin, wait_until, worker_syscalls  # noqa: F401  (the fixture)
 
-pytestmark = pytest.mark.daemon_process
+pytestmark = pytest.mark.in_process   # HTTP to the App and its access lines
 
 
 @pytest.fixture

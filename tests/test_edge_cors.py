@@ -1,7 +1,7 @@
-"""A rule's `cors` and `referers` against the real daemon and an origin that counts its requests
-(tests/origin_server.py): the answer fields for an allowed origin and none for another, the
-preflight the node answers itself, hotlink refusals before any origin request, each refusal
-counted by reason and named in the access line."""
+"""A rule's `cors` and `referers` against the node (built in the test process) and an origin that
+counts its requests (tests/origin_server.py): the answer fields for an allowed origin and none for
+another, the preflight the node answers itself, hotlink refusals before any origin request, each
+refusal counted by reason and named in the access line."""
 
 import http.client
 
@@ -14,7 +14,7 @@ from tests.test_origin_cache import HOST
 from tests.test_origin_cache import shared_site as site
 from tests.two_workers import wait_until
 
-pytestmark = pytest.mark.daemon_process
+pytestmark = pytest.mark.in_process   # HTTP to the App and its access lines
 PAGE = "https://app.example"
 CORS_FIELDS = ("access-control-allow-origin", "access-control-allow-methods", "access-control-allow-headers",
                "access-control-max-age", "access-control-allow-credentials")

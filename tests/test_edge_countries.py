@@ -1,6 +1,7 @@
-"""Country lists in a rule's `access` against the real daemon with a real country MMDB file
-(tests/geo_db.py: 127.0.0.2 is DE, 127.0.0.3 FR, 127.0.0.4 US, 127.0.0.1 nowhere), clients
-sending from those loopback addresses, and an origin that counts its requests."""
+"""Country lists in a rule's `access` against the node (a daemon; built in the test process where a
+test only speaks HTTP) with a real country MMDB file (tests/geo_db.py: 127.0.0.2 is DE, 127.0.0.3
+FR, 127.0.0.4 US, 127.0.0.1 nowhere), clients sending from those loopback addresses, and an origin
+that counts its requests."""
 
 import http.client
 import os
@@ -11,6 +12,7 @@ import threading
 import pytest
 
 from tests.geo_db import write_country_db
+from tests.inprocess import InProcessNode
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, ROOT, Node
 from tests.test_access_log import access_lines, fields
 from tests.test_edge_controls import origin, refusals  # noqa: F401 (the origin fixture)
@@ -96,7 +98,7 @@ def test_country_lists_are_enforced_by_two_public_workers_before_the_origin(tmp_
 
 
 def test_country_lists_are_checked_at_save_and_through_config_apply(tmp_path, origin):  # noqa: F811
-    node, admin = started(tmp_path)
+    node, admin = started(tmp_path, InProcessNode)   # HTTP and the traffic insight only
     try:
         rule = site(admin, origin)
         where = f"/api/rules/{rule['id']}"

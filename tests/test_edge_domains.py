@@ -1,7 +1,8 @@
-"""A domain's `access` and `error_pages` (PUT /api/domains/{host}) against the real daemon and
-origins that count their requests (tests/origin_server.py): the domain's list refuses before the
-rule's and before any origin request; an error answer carries the page its status names, read
-from the bucket of the rule that matched, with the error's status; with two public workers too."""
+"""A domain's `access` and `error_pages` (PUT /api/domains/{host}) against the node (built in the
+test process; the two-worker case is a daemon) and origins that count their requests
+(tests/origin_server.py): the domain's list refuses before the rule's and before any origin
+request; an error answer carries the page its status names, read from the bucket of the rule that
+matched, with the error's status; with two public workers too."""
 
 import http.client
 import threading
@@ -16,7 +17,7 @@ from tests.test_origin_cache import HOST
 from tests.test_origin_cache import shared_site as site
 from tests.two_workers import syscalls, two_workers_with_admin, wait_until, worker_syscalls  # noqa: F401  (the fixture)
 
-pytestmark = pytest.mark.daemon_process
+pytestmark = pytest.mark.in_process   # HTTP to the App and its access lines
 PAGE_404 = b"<!doctype html><title>Not here</title><p>Nothing at this address."
 PAGE_5XX = b"<!doctype html><title>Sorry</title><p>Try again in a minute."
 PAGES = {"404": "errors/404.html", "5xx": "errors/5xx.html"}

@@ -7,6 +7,7 @@ import time
 
 
 from tests.fleet_setup import serving_fleet_fixture, wait_for
+from tests.inprocess import InProcessNode
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 
@@ -62,7 +63,7 @@ def test_replica_refuses_shared_writes_naming_the_primary(fleet):
 def test_join_dry_run_says_what_it_replaces_and_changes_nothing(fleet, tmp_path):
     from tests.fleet_setup import FleetNode, admin_of
 
-    node = FleetNode(str(tmp_path)).start()
+    node = InProcessNode(str(tmp_path), env=FleetNode.poll_env).start()   # it only speaks HTTP
     try:
         client = admin_of(node)
         assert client.post("/api/domains", {"host": "mine.example.test"}).status == 201
@@ -79,7 +80,7 @@ def test_join_dry_run_says_what_it_replaces_and_changes_nothing(fleet, tmp_path)
 def test_join_refuses_a_damaged_or_expired_code(fleet, tmp_path):
     from tests.fleet_setup import FleetNode, admin_of
 
-    node = FleetNode(str(tmp_path)).start()
+    node = InProcessNode(str(tmp_path), env=FleetNode.poll_env).start()   # it only speaks HTTP
     try:
         client = admin_of(node)
         code = fleet.admin.post("/api/fleet/join-codes", {"expires_in": 60}).json["code"]

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from tests.fleet_setup import FleetNode, admin_of, serving_fleet_fixture, wait_for
+from tests.inprocess import InProcessNode
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 fleet = serving_fleet_fixture(replicas=0)
@@ -16,10 +17,11 @@ PREFIX = "contentnode/"
 
 @pytest.fixture
 def joiners(tmp_path):
-    """Two standalone nodes, signed in, closed after the test."""
+    """Two standalone nodes, signed in, closed after the test: built in the test process (they only
+    speak HTTP; the fleet's primary is a daemon, stopped and started by one test)."""
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-    nodes = [FleetNode(str(tmp_path / name)).start() for name in ("a", "b")]
+    nodes = [InProcessNode(str(tmp_path / name), env=FleetNode.poll_env).start() for name in ("a", "b")]
     try:
         yield [(node, admin_of(node)) for node in nodes]
     finally:

@@ -4,10 +4,8 @@ key through a dialog; a replica refuses a wrong recovery secret beside the field
 is promoted and shows the next secret once. Each state checked by check_page (axe, dark
 mode, 375 px, clean network)."""
 
-from playwright.sync_api import expect
-
 from tests.fleet_setup import wait_for
-from tests.panel_browser import check_page
+from tests.panel_browser import check_page, expect
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 from tests.test_fleet_panel import fleet, open_fleet_page  # noqa: F401  (fleet: a module fixture, this module's own)
 

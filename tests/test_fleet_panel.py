@@ -4,13 +4,11 @@ edits are made); each checked by check_page (axe, dark mode, 375 px, clean netwo
 
 import time
 
-from playwright.sync_api import expect
-
 from contentnode.fleet import members
 
 from tests.fleet_setup import FleetNode, serving_fleet_fixture, wait_for
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
-from tests.panel_browser import check_page, new_context
+from tests.panel_browser import check_page, expect, new_context
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 from tests.test_panel_journey import sign_in
 

@@ -6,6 +6,11 @@ file permissions, so a file with mode 000 would be readable and the 403 for
 an unreadable file could not be seen. Without them the kernel refuses root
 like anyone else (the owner's permission bits apply), which is what a node
 running as an unprivileged user meets.
+
+One such daemon serves the module's tests (`folders`); each test gets a site of its own on it (its
+own domain, folder and bucket: `site`). A test that moves the node's clock, lists every bucket or
+exports the whole node gets a node of its own (`fresh_site`); nodes that only take a restore or
+serve a root holding the data dir are built in the test process.
 """
 
 import base64
@@ -19,6 +24,7 @@ import pytest
 from PIL import Image
 
 from contentnode import config
+from tests.inprocess import InProcessNode
 from tests.node import ADMIN_PASSWORD, ADMIN_USER, Node
 
 HOST = "files.example.test"
@@ -26,24 +32,39 @@ DROP = "-dac_override,-dac_read_search"
 ROOT_WRAPPER = ["setpriv", f"--inh-caps={DROP}", f"--bounding-set={DROP}"] if os.geteuid() == 0 else []
 
 
-class FolderSite:
-    """A node whose folder root is <workdir>/roots/a (and .../b), a folder bucket `site` and a domain."""
+class FolderNode:
+    """A daemon whose folder roots are <workdir>/roots/a and .../b, its first administrator made, and
+    <workdir>/outside/secret.txt beside the roots."""
 
     def __init__(self, workdir):
         self.roots = [os.path.join(workdir, "roots", name) for name in ("a", "b")]
         for root in self.roots:
             os.makedirs(root)
-        self.folder = os.path.join(self.roots[0], "site")
-        os.makedirs(self.folder)
         self.outside = os.path.join(workdir, "outside")
         os.makedirs(self.outside)
-        self.write_outside("secret.txt", b"TOP SECRET outside the folder\n")
+        with open(os.path.join(self.outside, "secret.txt"), "wb") as f:
+            f.write(b"TOP SECRET outside the folder\n")
         env = {"CONTENTNODE_FOLDER_ROOTS": os.pathsep.join(self.roots)}
         self.node = Node(workdir, env=env, launcher=ROOT_WRAPPER).start()
         self.admin = self.node.client()
         assert self.admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
-        assert self.admin.post("/api/domains", {"host": HOST}).status == 201
-        self.bucket_id = self.add_bucket("site", self.folder)
+
+
+class FolderSite:
+    """On a FolderNode: the folder <root a>/<name>, a folder bucket `name` on it and the domain `host`."""
+
+    def __init__(self, folders: FolderNode, name: str = "site", host: str = HOST):
+        self.node, self.admin, self.roots, self.outside = folders.node, folders.admin, folders.roots, folders.outside
+        self.host = host
+        self.folder = os.path.join(self.roots[0], name)   # at the depth the traversal paths below climb from
+        os.makedirs(self.folder)
+        self.logged = len(self.node.log())
+        assert self.admin.post("/api/domains", {"host": host}).status == 201
+        self.bucket_id = self.add_bucket(name, self.folder)
+
+    def log(self) -> str:
+        """The node's log since this site was made."""
+        return self.node.log()[self.logged:]
 
     def add_bucket(self, name, path):
         response = self.admin.post("/api/buckets", {"name": name, "type": "folder", "path": path})
@@ -51,7 +72,7 @@ class FolderSite:
         return response.json["id"]
 
     def add_rule(self, path, bucket=None, **fields):
-        body = {"domain": HOST, "path": path, "bucket": bucket or self.bucket_id, **fields}
+        body = {"domain": self.host, "path": path, "bucket": bucket or self.bucket_id, **fields}
         response = self.admin.post("/api/rules", body)
         assert response.status == 201, response.body
         return response.json["id"]
@@ -67,14 +88,14 @@ class FolderSite:
         return self.write(name, data, self.outside)
 
     def get(self, path, headers=None, method="GET"):
-        return self.node.client("public", host=HOST).request(method, path, headers=headers)
+        return self.node.client("public", host=self.host).request(method, path, headers=headers)
 
     def raw_get(self, raw_path):
         """The path sent byte for byte; (status, body)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.node.public_port, timeout=30)
         try:
             conn.putrequest("GET", raw_path, skip_host=True)
-            conn.putheader("Host", HOST)
+            conn.putheader("Host", self.host)
             conn.endheaders()
             response = conn.getresponse()
             return response.status, response.read()
@@ -82,11 +103,26 @@ class FolderSite:
             conn.close()
 
 
-@pytest.fixture
-def site(tmp_path):
-    instance = FolderSite(str(tmp_path))
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    instance = FolderNode(str(tmp_path_factory.mktemp("folders")))
     yield instance
     instance.node.close()
+
+
+@pytest.fixture
+def site(folders, request):
+    """A site of this test's own on the module's node."""
+    name = request.node.name.removeprefix("test_")[:40]
+    return FolderSite(folders, name, host=f"{name.replace('_', '-')}.files.example.test")
+
+
+@pytest.fixture
+def fresh_site(tmp_path):
+    """A site on a node of this test's own."""
+    folders = FolderNode(str(tmp_path))
+    yield FolderSite(folders)
+    folders.node.close()
 
 
 def test_a_folder_serves_with_type_validators_ranges_and_the_cache(site):
@@ -109,17 +145,17 @@ def test_a_folder_serves_with_type_validators_ranges_and_the_cache(site):
     assert head.status == 200 and head.body == b"" and head.headers["content-length"] == "20"
 
 
-def test_a_file_replaced_on_disk_is_seen_once_the_rule_ttl_has_passed(site):
-    site.add_rule("/", cache_ttl=5)
-    path = site.write("page.html", b"<p>version 1</p>")
-    assert site.get("/page.html").body == b"<p>version 1</p>"
-    tmp = site.write("page.html.new", b"<p>version 2, longer</p>")
+def test_a_file_replaced_on_disk_is_seen_once_the_rule_ttl_has_passed(fresh_site):
+    fresh_site.add_rule("/", cache_ttl=5)
+    path = fresh_site.write("page.html", b"<p>version 1</p>")
+    assert fresh_site.get("/page.html").body == b"<p>version 1</p>"
+    tmp = fresh_site.write("page.html.new", b"<p>version 2, longer</p>")
     os.replace(tmp, path)
-    cached = site.get("/page.html")
+    cached = fresh_site.get("/page.html")
     assert cached.body == b"<p>version 1</p>" and cached.headers["x-cache"] == "HIT"
-    site.node.set_clock_offset(6)
+    fresh_site.node.set_clock_offset(6)
     deadline = time.monotonic() + 10
-    while (fresh := site.get("/page.html")).body != b"<p>version 2, longer</p>" and time.monotonic() < deadline:
+    while (fresh := fresh_site.get("/page.html")).body != b"<p>version 2, longer</p>" and time.monotonic() < deadline:
         time.sleep(0.1)   # the daemon re-reads the clock file when it changes
     assert fresh.status == 200 and fresh.body == b"<p>version 2, longer</p>"
     assert fresh.headers["content-type"] == "text/html; charset=utf-8"
@@ -146,7 +182,7 @@ def test_missing_is_404_and_unreadable_is_403_never_500(site):
 def test_traversal_and_encoded_traversal_never_leave_the_folder(site):
     site.add_rule("/")
     site.write("inner.txt", b"inside")
-    # /roots/a/site/../../../outside/secret.txt, raw, percent-encoded and double-encoded
+    # /roots/a/<site>/../../../outside/secret.txt, raw, percent-encoded and double-encoded
     for raw in ("/../../../outside/secret.txt", "/%2e%2e/%2e%2e/%2e%2e/outside/secret.txt",
                 "/%2E%2E/%2E%2E/%2E%2E/outside/secret.txt", "/.%2e/.%2e/.%2e/outside/secret.txt",
                 "/%252e%252e/%252e%252e/%252e%252e/outside/secret.txt", "/inner.txt/../../../outside/secret.txt",
@@ -203,32 +239,32 @@ def test_hidden_files_are_never_served_but_well_known_is(site):
     assert site.get("/.well-known/security.txt").body == b"Contact: mailto:security@example.com"
 
 
-def test_a_bucket_path_must_lie_inside_the_roots(site):
-    outside = {"name": "out", "type": "folder", "path": site.outside}
-    for body in (outside, dict(outside, path=site.roots[0] + "/../../outside"), dict(outside, path="relative/dir"),
-                 dict(outside, path="/"), dict(outside, path=site.folder + "\n")):
-        answer = site.admin.post("/api/buckets", body)
+def test_a_bucket_path_must_lie_inside_the_roots(fresh_site):
+    outside = {"name": "out", "type": "folder", "path": fresh_site.outside}
+    for body in (outside, dict(outside, path=fresh_site.roots[0] + "/../../outside"), dict(outside, path="relative/dir"),
+                 dict(outside, path="/"), dict(outside, path=fresh_site.folder + "\n")):
+        answer = fresh_site.admin.post("/api/buckets", body)
         assert answer.status == 400 and answer.json["error"]["field"] == "path", (body, answer.body)
-    os.symlink(site.outside, os.path.join(site.roots[0], "sneaky"))
-    answer = site.admin.post("/api/buckets", dict(outside, path=os.path.join(site.roots[0], "sneaky")))
+    os.symlink(fresh_site.outside, os.path.join(fresh_site.roots[0], "sneaky"))
+    answer = fresh_site.admin.post("/api/buckets", dict(outside, path=os.path.join(fresh_site.roots[0], "sneaky")))
     assert answer.status == 400 and answer.json["error"]["field"] == "path"
     assert "resolves to" in answer.json["error"]["message"]
     for body, field in (({"name": "x", "type": "folder"}, "path"),
-                        ({"name": "x", "type": "folder", "path": site.folder, "endpoint": "http://127.0.0.1:1"},
+                        ({"name": "x", "type": "folder", "path": fresh_site.folder, "endpoint": "http://127.0.0.1:1"},
                          "endpoint"),
-                        ({"name": "x", "type": "ftp", "path": site.folder}, "type"),
-                        ({"name": "x", "path": site.folder}, "path")):   # type defaults to s3
-        answer = site.admin.post("/api/buckets", body)
+                        ({"name": "x", "type": "ftp", "path": fresh_site.folder}, "type"),
+                        ({"name": "x", "path": fresh_site.folder}, "path")):   # type defaults to s3
+        answer = fresh_site.admin.post("/api/buckets", body)
         assert answer.status == 400 and answer.json["error"]["field"] == field, (body, answer.body)
-    listed = site.admin.get("/api/buckets").json["buckets"]
+    listed = fresh_site.admin.get("/api/buckets").json["buckets"]
     assert [b["name"] for b in listed] == ["site"]
-    assert listed[0]["type"] == "folder" and listed[0]["path"] == site.folder and "secret_key_set" not in listed[0]
+    assert listed[0]["type"] == "folder" and listed[0]["path"] == fresh_site.folder and "secret_key_set" not in listed[0]
     # the second root works too; a change keeps the type and checks the new path
-    second = site.add_bucket("second", site.roots[1])
-    assert site.admin.put(f"/api/buckets/{second}", {"path": site.outside}).json["error"]["field"] == "path"
-    assert site.admin.put(f"/api/buckets/{second}", {"type": "s3"}).status == 400
-    moved = site.admin.put(f"/api/buckets/{second}", {"path": site.folder})
-    assert moved.status == 200 and moved.json["path"] == site.folder
+    second = fresh_site.add_bucket("second", fresh_site.roots[1])
+    assert fresh_site.admin.put(f"/api/buckets/{second}", {"path": fresh_site.outside}).json["error"]["field"] == "path"
+    assert fresh_site.admin.put(f"/api/buckets/{second}", {"type": "s3"}).status == 400
+    moved = fresh_site.admin.put(f"/api/buckets/{second}", {"path": fresh_site.folder})
+    assert moved.status == 200 and moved.json["path"] == fresh_site.folder
 
 
 def test_a_folder_that_a_symlink_later_moves_outside_stops_serving(site):
@@ -243,7 +279,7 @@ def test_a_folder_that_a_symlink_later_moves_outside_stops_serving(site):
     site.write_outside("index.html", b"TOP SECRET index")
     answer = site.get("/index.html")
     assert answer.status == 502 and b"TOP SECRET" not in answer.body
-    assert "outside the folder_roots" in site.node.log()
+    assert "outside the folder_roots" in site.log()
 
 
 def test_check_and_test_of_a_folder_bucket(site):
@@ -269,7 +305,7 @@ def test_check_and_test_of_a_folder_bucket(site):
     assert leak["ok"] is False and leak["status"] == 404
     # probe and diagnose read the same origin
     site.add_rule("/docs", prefix="docs/")
-    probe = site.admin.post("/api/probe", {"url": f"http://{HOST}/docs/readme.txt"}).json
+    probe = site.admin.post("/api/probe", {"url": f"http://{site.host}/docs/readme.txt"}).json
     assert probe["origin"]["ok"] is True and probe["origin"]["size"] == 68
 
 
@@ -281,8 +317,8 @@ def test_signed_links_and_images_from_a_folder(site):
     site.add_rule("/private", prefix="private/", signed=True)
     site.add_rule("/img", prefix="pics/", images=True)
     assert site.get("/private/report.txt").error_code == "signature_required"
-    link = site.admin.post("/api/links", {"url": f"http://{HOST}/private/report.txt", "expires_in": 600}).json["url"]
-    signed = site.get(link.split(HOST, 1)[1])
+    link = site.admin.post("/api/links", {"url": f"http://{site.host}/private/report.txt", "expires_in": 600}).json["url"]
+    signed = site.get(link.split(site.host, 1)[1])
     assert signed.status == 200 and signed.body == b"for link holders"
     small = site.get("/img/red.png?w=10&format=webp")
     assert small.status == 200 and small.headers["content-type"] == "image/webp"
@@ -290,28 +326,28 @@ def test_signed_links_and_images_from_a_folder(site):
     assert site.get("/img/red.png").headers["content-type"] == "image/png"
 
 
-def test_backup_round_trip_carries_folder_buckets_and_restore_checks_the_roots(site, tmp_path):
-    site.write("hello.txt", b"restored and serving")
-    site.add_rule("/")
-    exported = site.admin.post("/api/backup/export", {})
+def test_backup_round_trip_carries_folder_buckets_and_restore_checks_the_roots(fresh_site, tmp_path):
+    fresh_site.write("hello.txt", b"restored and serving")
+    fresh_site.add_rule("/")
+    exported = fresh_site.admin.post("/api/backup/export", {})
     assert exported.status == 200
     document = exported.json
-    assert document["data"]["buckets"][site.bucket_id]["path"] == site.folder
+    assert document["data"]["buckets"][fresh_site.bucket_id]["path"] == fresh_site.folder
     os.makedirs(tmp_path / "other")
     os.makedirs(tmp_path / "narrow")
-    other = Node(str(tmp_path / "other"), env={"CONTENTNODE_FOLDER_ROOTS": os.pathsep.join(site.roots)}).start()
+    other = InProcessNode(str(tmp_path / "other"), env={"CONTENTNODE_FOLDER_ROOTS": os.pathsep.join(fresh_site.roots)}).start()
     try:
         admin = other.client()
         assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
         restored = admin.post("/api/backup/restore", {"backup": document})
         assert restored.status == 200, restored.body
-        bucket = admin.get(f"/api/buckets/{site.bucket_id}").json
-        assert bucket["type"] == "folder" and bucket["path"] == site.folder
-        assert other.client("public", host=HOST).get("/hello.txt").body == b"restored and serving"
+        bucket = admin.get(f"/api/buckets/{fresh_site.bucket_id}").json
+        assert bucket["type"] == "folder" and bucket["path"] == fresh_site.folder
+        assert other.client("public", host=fresh_site.host).get("/hello.txt").body == b"restored and serving"
     finally:
         other.close()
     # onto a node whose roots do not hold the folder: refused, nothing changed
-    narrow = Node(str(tmp_path / "narrow"), env={"CONTENTNODE_FOLDER_ROOTS": site.roots[1]}).start()
+    narrow = InProcessNode(str(tmp_path / "narrow"), env={"CONTENTNODE_FOLDER_ROOTS": fresh_site.roots[1]}).start()
     try:
         admin = narrow.client()
         assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
@@ -341,7 +377,7 @@ def test_the_default_root_is_made_in_the_data_dir(tmp_path):
 
 def test_a_root_that_holds_the_data_dir_never_serves_the_data_dir(tmp_path):
     workdir = str(tmp_path)
-    node = Node(workdir, env={"CONTENTNODE_FOLDER_ROOTS": workdir}).start()
+    node = InProcessNode(workdir, env={"CONTENTNODE_FOLDER_ROOTS": workdir}).start()
     try:
         admin = node.client()
         assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from openapi_spec_validator import validate
+import pytest
 
 from contentnode import api
 from contentnode.http import openapi
@@ -17,6 +17,9 @@ def test_docs_openapi_json_is_what_the_code_generates():
 
 
 def test_the_document_is_valid_openapi_3_1():
+    # imported here, not at collection: ~0.7 s of CPU, paid by every xdist worker (each collects every file)
+    from openapi_spec_validator import validate
+
     document = json.loads(api.openapi_json())
     assert document["openapi"].startswith("3.1")
     validate(document)
@@ -42,6 +45,7 @@ def test_every_route_appears_with_its_scope_and_nothing_else():
     assert len({op["operationId"] for op in operations.values()}) == len(operations)
 
 
+@pytest.mark.in_process   # HTTP to the App
 def test_the_node_serves_the_same_document_to_a_logged_in_client(admin, node):
     assert node.client().get("/api/openapi.json").status == 401
     answer = admin.get("/api/openapi.json")

@@ -1,8 +1,8 @@
-"""Compression and images on rules in cache_mode "origin" against the real daemon and the scripted
-origin: stored answers go compressed to clients that accept it, by the rules of bucket content
-(services/origin_encoding.py); what the origin encoded itself, or marked no-transform, passes
-through untouched; image variants are made from a source fetched through the shared cache and
-kept only while that source is fresh."""
+"""Compression and images on rules in cache_mode "origin" against the node (built in the test
+process) and the scripted origin: stored answers go compressed to clients that accept it, by the
+rules of bucket content (services/origin_encoding.py); what the origin encoded itself, or marked
+no-transform, passes through untouched; image variants are made from a source fetched through the
+shared cache and kept only while that source is fresh."""
 
 import gzip
 import io
@@ -11,6 +11,8 @@ import pytest
 
 from tests.origin_server import OriginServer
 from tests.test_origin_cache import HOST, fetch, shared_site
+
+pytestmark = pytest.mark.in_process   # HTTP to the App
 
 
 @pytest.fixture

@@ -1,12 +1,14 @@
 """Answers an origin sends without Content-Length (chunked or ended by closing the connection),
-through a rule in cache_mode "origin" against the real daemon and the scripted origin: stored
-when otherwise storable, and over the cache's cap passed through whole and not kept; and an origin
-that sends more than its Content-Length, whose extra bytes never reach another answer."""
+through a rule in cache_mode "origin" against the node (built in the test process) and the scripted
+origin: stored when otherwise storable, and over the cache's cap passed through whole and not kept;
+and an origin that sends more than its Content-Length, whose extra bytes never reach another answer."""
 
 import pytest
 
 from tests.origin_server import OriginServer
 from tests.test_origin_cache import fetch, fetch_at_once, shared_site
+
+pytestmark = pytest.mark.in_process   # HTTP to the App
 
 
 @pytest.fixture

@@ -22,13 +22,13 @@ import uuid
 
 import pyotp
 import pytest
-from playwright.sync_api import expect
 
 from contentnode.api import ROUTES
 from contentnode.http.errors import ApiError
 from contentnode.http.router import RouteTable
 from tests.node import ROOT, Node
-from tests.panel_browser import check_page, labelled, new_context, open_signed_in, serious_violations, sign_in
+from tests.panel_browser import (check_page, expect, labelled, new_context, open_signed_in, serious_violations,
+                                 sign_in)
 from tests.peers.seaweed import seaweed  # noqa: F401  (session fixture)
 
 ADMIN, ADMIN_PASSWORD = "admin", "a long admin pass phrase 7"

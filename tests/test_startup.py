@@ -16,6 +16,14 @@ from contentnode import __version__
 from tests.node import ROOT, Node
 
 
+@pytest.fixture(scope="module")
+def untouched_node(tmp_path_factory):
+    """A started daemon no test changes (setup still open), for the tests that only look at one."""
+    node = Node(str(tmp_path_factory.mktemp("untouched"))).start()
+    yield node
+    node.close()
+
+
 def run_cli(*args, env=None, cwd=None, timeout=20):
     full_env = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
     return subprocess.run([sys.executable, "-m", "contentnode", *args], capture_output=True, text=True,
@@ -66,10 +74,10 @@ def test_precedence_file_env_flag(tmp_path):
     assert loaded.sources["max_connections"] == "default"
 
 
-def test_data_dir_and_files_are_private(node):
-    assert stat.S_IMODE(os.stat(node.data_dir).st_mode) == 0o700
+def test_data_dir_and_files_are_private(untouched_node):
+    assert stat.S_IMODE(os.stat(untouched_node.data_dir).st_mode) == 0o700
     for name in ("state.json", "sessions.json"):
-        path = os.path.join(node.data_dir, name)
+        path = os.path.join(untouched_node.data_dir, name)
         if os.path.exists(path):
             assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, name
 
@@ -103,8 +111,8 @@ def test_newer_schema_refused_as_a_configuration_error(tmp_path):
     assert (data / "state.json").read_bytes() == written
 
 
-def test_second_daemon_on_same_data_dir_refused(node):
-    result = run_cli("serve", "--data-dir", node.data_dir, "--admin-port", "0", "--public-port", "0")
+def test_second_daemon_on_same_data_dir_refused(untouched_node):
+    result = run_cli("serve", "--data-dir", untouched_node.data_dir, "--admin-port", "0", "--public-port", "0")
     assert result.returncode == 1 and "in use by another contentnode process" in result.stderr
 
 
@@ -204,10 +212,10 @@ def test_port_in_use_names_the_listener_address_and_port(tmp_path, listener):
     assert "Traceback" not in result.stderr
 
 
-def test_port_held_by_another_contentnode_says_so(node, tmp_path):
-    result = _serve("--data-dir", str(tmp_path / "second"), "--admin-port", str(node.admin_port))
+def test_port_held_by_another_contentnode_says_so(untouched_node, tmp_path):
+    result = _serve("--data-dir", str(tmp_path / "second"), "--admin-port", str(untouched_node.admin_port))
     assert result.returncode == 1
-    assert (f"the admin listener cannot bind 127.0.0.1 port {node.admin_port}: the port is in use; "
+    assert (f"the admin listener cannot bind 127.0.0.1 port {untouched_node.admin_port}: the port is in use; "
             "another contentnode answers there") in result.stderr, result.stderr
 
 
@@ -281,8 +289,8 @@ def test_open_setup_beyond_loopback_warns(tmp_path):
         beyond.kill()
 
 
-def test_open_setup_on_loopback_does_not_warn(node):
-    assert "setup required" in node.log() and "beyond loopback" not in node.log()
+def test_open_setup_on_loopback_does_not_warn(untouched_node):
+    assert "setup required" in untouched_node.log() and "beyond loopback" not in untouched_node.log()
 
 
 def test_request_timeout_is_the_former_name_of_header_timeout(tmp_path):
@@ -314,18 +322,71 @@ def test_a_missing_runtime_dependency_stops_the_start_with_one_line(tmp_path):
 def test_a_start_imports_none_of_the_late_imported_packages(tmp_path):
     """What only some paths use (keys, second factors, SMTP, S3 answers, a config file) is imported
     there, not by every start (docs/DEVELOPING.md, "Tests"): the App built, started, set up and
-    stopped in a fresh interpreter leaves these packages unimported."""
-    late = ["cryptography", "pyotp", "smtplib", "xml.etree.ElementTree", "tomllib", "urllib.request"]
+    stopped in a fresh interpreter leaves these packages unimported, the media-type table unbuilt
+    (building it reads the system's mime.types files) and the HTTP-date patterns uncompiled; both are
+    made at their first use."""
+    late = ["cryptography", "pyotp", "smtplib", "xml.etree.ElementTree", "tomllib", "urllib.request",
+            "concurrent.futures"]
     script = f"""
-import sys
+import mimetypes, sys
+from contentnode.core import folders, http_cache
 from tests.inprocess import InProcessNode
 from tests.node import ADMIN_PASSWORD, ADMIN_USER
 node = InProcessNode({str(tmp_path)!r}).start()
 assert node.client().post("/api/setup", {{"username": ADMIN_USER, "password": ADMIN_PASSWORD}}).status == 201
 node.close()
 print(" ".join(name for name in {late!r} if name in sys.modules))
+print(mimetypes.inited, http_cache._date_forms.cache_info().currsize)
+assert folders.content_type("a.woff2") == "font/woff2" and mimetypes.inited
+assert http_cache.http_date("Sun, 06 Nov 1994 08:49:37 GMT") == 784111777.0
+assert http_cache._date_forms.cache_info().currsize == 1
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT,
                             env=dict(os.environ, PYTHONPATH=ROOT))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == [], result.stdout
+    unimported, made_late = result.stdout.splitlines()
+    assert unimported.split() == [], unimported
+    assert made_late == "False 0"
+
+
+def test_a_command_line_naming_a_command_builds_only_its_parser_and_reads_the_same():
+    """`contentnode serve ...` (and each offline command) adds only its own subcommand's parser: the
+    start skips building the others (docs/DEVELOPING.md, "Tests"). The usage line, which error messages
+    print, and each subcommand's help are what the whole command line gives."""
+    from contentnode.cli import COMMANDS, build_parser
+
+    def subcommands(parser):
+        (action,) = [a for a in parser._actions if a.dest == "command"]
+        return action.choices
+
+    whole = build_parser([])
+    assert list(subcommands(whole)) == list(COMMANDS)
+    for name in COMMANDS:
+        only = build_parser([name, "--data-dir", "x"])
+        assert list(subcommands(only)) == [name]
+        assert only.format_usage() == whole.format_usage()
+        assert subcommands(only)[name].format_help() == subcommands(whole)[name].format_help()
+    assert list(subcommands(build_parser(["--version", "serve"]))) == list(COMMANDS)
+    result = run_cli("serve", "--data-dir", "x", "surplus")
+    assert result.returncode == 2
+    words = " ".join(result.stderr.split())   # argparse wraps the usage line at the terminal's width
+    assert words.startswith("usage: contentnode [-h] [--version] {" + ",".join(COMMANDS) + "} ..."), result.stderr
+    assert "unrecognized arguments: surplus" in result.stderr
+
+
+def test_a_started_daemon_collects_garbage_with_its_start_frozen(tmp_path):
+    """`contentnode serve` collects no garbage while it imports and builds the App; once started, what
+    the start built is frozen (later collections and the one at exit skip it: docs/DEVELOPING.md,
+    "Tests") and collection is on again."""
+    script = ("import gc, os, sys; from contentnode import sdnotify; "
+              "sdnotify.notify = lambda state: (print(gc.isenabled(), gc.get_freeze_count(), gc.get_count()[0]), "
+              "sys.stdout.flush(), os._exit(0)); "
+              "from contentnode.cli import main; "
+              f"main(['serve', '--data-dir', {str(tmp_path / 'data')!r}, '--admin-port', '0', '--public-port', '0'])")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, PYTHONPATH=ROOT, CONTENTNODE_DRAIN_SECONDS="0"))
+    assert result.returncode == 0, result.stderr
+    enabled, frozen, young = result.stdout.split()
+    assert enabled == "True"
+    assert int(frozen) > 20000, frozen   # the start's objects (about 50,000)
+    assert int(young) < 1000, young       # nothing of the start left for the next collection to traverse

@@ -6,7 +6,6 @@ here (port="public", one bounded domain label).
 """
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl, urlsplit
 
 from contentnode import clock
@@ -143,6 +142,8 @@ def _warm_shared(delivery, url: str, parsed, target, started) -> dict:
 
 
 def warm(req):
+    from concurrent.futures import ThreadPoolExecutor   # here, not at every start: only a warm uses a pool
+
     body = req.body
     urls = v.string_list(body, "urls", required=True, max_items=WARM_MAX_URLS, max_len=4096)
     parsed = [parse_url(url, "urls") for url in urls]

@@ -1,5 +1,6 @@
 """`contentnode serve`: run the daemon (admin API and public port)."""
 
+import gc
 import sys
 
 from contentnode.config import OPTIONS
@@ -10,6 +11,10 @@ FLAGS = ("data_dir", "admin_port", "admin_bind", "public_port", "public_bind", "
 
 
 def run(config, args) -> int:
+    # No garbage collection while the daemon imports and builds its App: tens of thousands of objects
+    # that live as long as the process, traversed again and again for a few hundred of garbage;
+    # daemon.serve freezes them and turns collection back on once the node is started.
+    gc.disable()
     from contentnode.daemon import MissingDependency, serve  # the whole App: only this command needs it
     from contentnode.core.migrations import NewerStateError, StoreError
 

@@ -15,6 +15,7 @@ OriginError (502 on the public port), never a 500.
 import base64
 import email.utils
 import errno
+import functools
 import itertools
 import mimetypes
 import os
@@ -35,16 +36,23 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _MISSING = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG, errno.EISDIR)
 
-# Python's own table (not /etc/mime.types: the same answer on every machine) plus the web types it lacks.
-_TYPES = mimetypes.MimeTypes(filenames=())
-for _ext, _type in ((".webp", "image/webp"), (".woff", "font/woff"), (".woff2", "font/woff2"),
-                    (".js", "text/javascript"), (".mjs", "text/javascript"), (".md", "text/markdown")):
-    _TYPES.add_type(_type, _ext)
+
+
+@functools.cache
+def _media_types() -> mimetypes.MimeTypes:
+    """Python's own table (not /etc/mime.types: the same answer on every machine) plus the web types
+    it lacks; built at the first folder answer, not at every start (building it reads the system's
+    mime.types files: a few ms of CPU per process, docs/DEVELOPING.md "Tests")."""
+    types = mimetypes.MimeTypes(filenames=())
+    for ext, kind in ((".webp", "image/webp"), (".woff", "font/woff"), (".woff2", "font/woff2"),
+                      (".js", "text/javascript"), (".mjs", "text/javascript"), (".md", "text/markdown")):
+        types.add_type(kind, ext)
+    return types
 
 
 def content_type(name: str) -> str:
     """The media type for a file name; text gets charset=utf-8, a compressed file is octet-stream."""
-    kind, encoding = _TYPES.guess_type(name, strict=False)
+    kind, encoding = _media_types().guess_type(name, strict=False)
     if kind is None or encoding is not None:
         return "application/octet-stream"
     return f"{kind}; charset=utf-8" if kind.startswith("text/") else kind
