@@ -184,6 +184,40 @@ def test_a_put_invalidates_the_cached_url(node, admin, origin):
     assert [s.method for s in origin.requests_for("/doc")] == ["GET", "PUT", "GET"]
 
 
+
+def _filling_while(port, origin, path: str, then) -> tuple:
+    """GET `path` (its origin answer delayed) and, once the origin has its request, run then():
+    (the GET's answer, what then() gave)."""
+    got: list = []
+    thread = threading.Thread(target=lambda: got.append(fetch(port, path)))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not origin.requests_for(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    done = then()
+    thread.join(30)
+    return got[0], done
+
+
+def test_an_invalidation_drops_the_fills_of_its_own_url_only(node, admin, origin):
+    """A successful unsafe method invalidates its own URL (RFC 9111 4.4), not every fill in flight:
+    a GET filling /slow while a POST to /form succeeds is stored (the origin asked once); a GET
+    filling /doc?a=1 while a PUT to /doc?b=2 succeeds (the same URL, another query) is not kept."""
+    shared_site(admin, origin)
+    port = node.public_port
+    origin.script("/slow", b"slow", headers={"Cache-Control": "max-age=300"}, delay=1.0)
+    origin.script("/form", b"made", status=201)
+    answer, posted = _filling_while(port, origin, "/slow", lambda: send(port, "POST", "/form", b"x")[0])
+    assert posted == 201 and answer[2] == b"slow" and "stored" in answer[1]["cache-status"]
+    assert "hit" in fetch(port, "/slow")[1]["cache-status"]
+    assert len(origin.requests_for("/slow")) == 1
+    origin.script("/doc?a=1", b"v1", headers={"Cache-Control": "max-age=300"}, delay=1.0)
+    origin.script("/doc?b=2", b"changed")
+    answer, put = _filling_while(port, origin, "/doc?a=1", lambda: send(port, "PUT", "/doc?b=2", b"x")[0])
+    assert put == 200 and answer[2] == b"v1"
+    assert "hit" not in fetch(port, "/doc?a=1")[1]["cache-status"]   # the fill in flight was not kept
+    assert [s.method for s in origin.requests_for("/doc")] == ["GET", "PUT", "GET"]
+
 def test_methods_read_answers_405(node, admin, origin):
     shared_site(admin, origin, methods="read")
     status, headers, _ = send(node.public_port, "DELETE", "/x")

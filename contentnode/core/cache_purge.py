@@ -6,6 +6,7 @@ flight anywhere are not kept and every process forgets what it held
 (docs/ARCHITECTURE.md, "Cache across processes").
 """
 
+import os
 import threading
 from collections.abc import Callable, Iterable
 
@@ -17,13 +18,15 @@ class CachePurges:
     """The purge half of Cache; the attributes below are Cache's own."""
 
     root: str
+    _tmp: str
     clock: Callable[[], float]
     ledger: CacheLedger
     _lock: threading.Lock
     _purge_listeners: list[Callable[[list], None]]
     _sync: Callable[[], None]
 
-    def purge(self, match: Callable[[tuple], bool] | None, objects: list[str] | None = None) -> int:
+    def purge(self, match: Callable[[tuple], bool] | None, objects: list[str] | None = None,
+              touched_only: bool = False) -> int:
         """Remove every entry whose key matches (None: every entry), whatever process stored it;
         `objects` (object names) narrows the walk to those objects' files.
 
@@ -31,6 +34,8 @@ class CachePurges:
         generation goes up before the lock is let go: a fill in flight anywhere is served to its
         readers but not kept, and every process forgets what it held in memory before its next
         answer. Hits from memory go on during the walk (they began before the purge ended).
+        With `touched_only` (an invalidation of `objects`), the generation goes up only when an
+        entry was removed or a fill of one of them is in flight: the fills of other URLs go on.
         """
         removed = 0
         with self.ledger.books():
@@ -43,18 +48,27 @@ class CachePurges:
                 remove_if_present(path)
                 self.ledger.add(total=-size, entries=-1, removals=1)
                 removed += 1
-            self.ledger.bump_generation()
+            if not touched_only or removed or self._filling(objects or []):
+                self.ledger.bump_generation()
             self.ledger.record_purge(self.clock(), removed)
         with self._lock:
             self._sync()
         return removed
 
-    def purge_urls(self, objects: Iterable[tuple[str, str]]) -> int:
+    def purge_urls(self, objects: Iterable[tuple[str, str]], touched_only: bool = False) -> int:
         """Each (host, path) object and all its image variants and encodings: only the
-        folder of each object is listed."""
+        folder of each object is listed. `touched_only`: an unsafe method's invalidation
+        (RFC 9111 §4.4), which leaves the generation alone when it finds nothing of them (purge)."""
         wanted = set(objects)
-        count = self.purge(lambda k: (k[0], k[1]) in wanted, [object_name(*o) for o in wanted])
+        count = self.purge(lambda k: (k[0], k[1]) in wanted, [object_name(*o) for o in wanted], touched_only)
         return self._purged(count, [("url", host, path) for host, path in sorted(wanted)])
+
+    def _filling(self, objects: list[str]) -> bool:
+        """Whether a fill of one of these objects is in flight in any process (books lock held):
+        each fill has a temp file `<pid>-<key name>.<random>` until it ends, and a key's name
+        begins with its object's (core/cache_entries.py)."""
+        names = tuple(objects)
+        return bool(names) and any(name.partition("-")[2].startswith(names) for name in os.listdir(self._tmp))
 
     def add_purge_listener(self, listener: Callable[[list], None]) -> None:
         """listener([(kind "url"|"prefix"|"all", host, path or prefix), ...]) after each purge
