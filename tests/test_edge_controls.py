@@ -187,3 +187,34 @@ def test_headers_are_added_or_replace_the_answers_own_and_never_frame_or_validat
     assert admin.get(f"/api/rules/{rule['id']}").json["headers"] == rule["headers"]   # nothing changed
     assert admin.put(f"/api/rules/{rule['id']}", {"headers": None}).json["headers"] is None
     assert fetch(node.public_port, "/fz")[1]["cache-control"] == "max-age=300"      # the origin's again
+
+
+def test_a_request_waiting_for_a_thread_meets_the_rule_as_it_is_when_served(tmp_path, origin):
+    """A request the listener parsed and deferred, then kept waiting for a thread (its client at
+    max_requests_per_client), is judged by the rules as they are when a thread takes it: an access
+    list added meanwhile refuses it, and the origin is never asked for it."""
+    from tests.inprocess import InProcessNode
+    from tests.node import ADMIN_PASSWORD, ADMIN_USER
+    node = InProcessNode(str(tmp_path), env={"CONTENTNODE_MAX_REQUESTS_PER_CLIENT": "1"}).start()
+    try:
+        admin = node.client()
+        assert admin.post("/api/setup", {"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status == 201
+        rule = site(admin, origin)
+        origin.script("/slow", b"slow", headers={"Cache-Control": "no-store"}, delay=1.5)
+        origin.script("/other", b"other", headers={"Cache-Control": "no-store"})
+        answers: dict = {}
+        first = threading.Thread(target=lambda: answers.update(slow=fetch(node.public_port, "/slow")))
+        first.start()
+        assert wait_until(lambda: origin.requests_for("/slow"), 10)
+        second = threading.Thread(target=lambda: answers.update(other=fetch(node.public_port, "/other")))
+        second.start()
+        time.sleep(0.3)   # parsed by the loop thread and deferred: it waits for the client's one thread
+        denied = admin.put(f"/api/rules/{rule['id']}", {"access": {"deny": ["127.0.0.1/32"]}})
+        assert denied.status == 200, denied.body
+        first.join(30)
+        second.join(30)
+        assert answers["slow"][0] == 200
+        assert answers["other"][0] == 403 and b'"forbidden_address"' in answers["other"][2]
+        assert origin.requests_for("/other") == []
+    finally:
+        node.close()

@@ -8,8 +8,9 @@ that can give some answers again without running (the public port's prepared
 answers, public/prepared.py) is asked first, by `again(handler, port_name)`,
 before any Request is made, but not for a request the listener's loop thread
 deferred (http/parking.py): it was asked there, and its pool thread hands the
-Request the loop thread made to the dispatcher's `resume`, which goes on from
-the stage that deferred it (only the public dispatcher's requests can be).
+Request the loop thread made, its client named again, to the dispatcher's
+`resume`, which goes on from the stage that deferred it, or from the start
+when the state changed meanwhile (only the public dispatcher's requests can be).
 """
 
 from contentnode.http.request import Request
@@ -25,11 +26,13 @@ class Entry:
         self.dispatcher, self.client_ip, self.again, self.follow = dispatcher, client_ip, again, follow
 
     def __call__(self, handler):
-        if handler.deferred_request is not None:
-            return self.dispatcher.resume(handler.deferred_request)
         if self.follow is not None:
             self.follow()   # read your writes: the daemon may have changed the state file
         handler.client_ip = self.client_ip(handler.client_address[0], handler.headers)   # the access line shows it
+        deferred = handler.deferred_request
+        if deferred is not None:   # named again: the settings may have changed while it waited
+            deferred.client_ip = handler.client_ip
+            return self.dispatcher.resume(deferred)
         if self.again is not None:
             response = self.again(handler, self.port_name)
             if response is not None:

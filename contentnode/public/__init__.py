@@ -54,8 +54,12 @@ class PublicDispatcher:
 
     def resume(self, req):
         """On a pool thread, a request the listener's loop thread deferred (Request.may_wait): from
-        the stage that deferred it, which reads what it kept in `req.waiting`; the clock read again,
-        since the request may have waited for a thread."""
+        the stage that deferred it, which reads what it kept in `req.waiting`, the clock read again,
+        since the request may have waited for a thread; from the start when the state document
+        changed meanwhile (a rule, an access list or a domain may be other now)."""
+        if req.visit.doc is not self.context.store.data:
+            req.waiting = req.deferred_at = None
+            return self(req)
         req.visit = req.visit._replace(now=self.context.clock.now())
         return self._run(req, PIPELINE[PIPELINE.index(req.deferred_at):])
 
