@@ -3,10 +3,12 @@ through a rule in cache_mode "origin" against the node (built in the test proces
 origin: stored when otherwise storable, and over the cache's cap passed through whole and not kept;
 and an origin that sends more than its Content-Length, whose extra bytes never reach another answer."""
 
+import socket
+
 import pytest
 
 from tests.origin_server import OriginServer
-from tests.test_origin_cache import fetch, fetch_at_once, shared_site
+from tests.test_origin_cache import HOST, fetch, fetch_at_once, shared_site
 
 pytestmark = pytest.mark.in_process   # HTTP to the App
 
@@ -57,20 +59,69 @@ def test_an_answer_without_a_length_over_the_cap_passes_through(node, admin, ori
     assert admin.get("/api/cache").json["entries"] == 1
 
 
-def test_interim_answers_are_never_the_answer_nor_stored(node, admin, origin):
-    """1xx answers before the final one (RFC 9110 §15.2) are read and set aside: the final answer
-    is served and stored with its own fields only (the suite's interim-not-cached)."""
+def asked_raw(port: int, path: str, version: str = "HTTP/1.1", method: str = "GET") -> list:
+    """Every answer to one request (no body) sent on its own connection (Connection: close),
+    interim ones included, in order: [(status, headers by lower-case name, body)]."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(f"{method} {path} {version}\r\nHost: {HOST}\r\nConnection: close\r\n"
+                     "Content-Length: 0\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    answers = []
+    while data:
+        head, _, data = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+        if status < 200:
+            answers.append((status, headers, b""))
+            continue
+        if "content-length" in headers:
+            body, data = data[:int(headers["content-length"])], data[int(headers["content-length"]):]
+        elif headers.get("transfer-encoding") == "chunked":
+            body = b""
+            while True:
+                size, _, data = data.partition(b"\r\n")
+                body, data = body + data[:int(size, 16)], data[int(size, 16) + 2:]
+                if not int(size, 16):
+                    break
+        else:
+            body, data = data, b""
+        answers.append((status, headers, body))
+    return answers
+
+
+def test_interim_answers_are_passed_on_and_never_the_answer_nor_stored(node, admin, origin):
+    """1xx answers before the final one (RFC 9110 §15.2: a proxy passes them on) reach an HTTP/1.1
+    client first, with the node's own reason phrase and without hop-by-hop fields, and never an
+    HTTP/1.0 one; the final answer is served and stored with its own fields only, and a hit sends no
+    interim answer (the suite's interim-not-cached)."""
     shared_site(admin, origin)
-    hints = [(100, {}), (103, {"Link": "</s.css>; rel=preload; as=style", "X-Hint": "early"})]
+    hints = [(100, {}), (103, {"Link": "</s.css>; rel=preload; as=style", "X-Hint": "early",
+                               "Connection": "x-gone", "X-Gone": "1"})]
     origin.script("/i", b"final body", headers={"Cache-Control": "max-age=300", "Content-Type": "text/plain"},
                   interim=hints)
     origin.script("/ichunked", b"c" * 70_000, headers={"Cache-Control": "max-age=300"}, interim=hints, chunked=True)
+    first = asked_raw(node.public_port, "/i")
+    assert [status for status, _, _ in first] == [100, 103, 200]
+    early = first[1][1]
+    assert early["link"] == "</s.css>; rel=preload; as=style" and early["x-hint"] == "early"
+    assert "x-gone" not in early and "connection" not in early
+    status, headers, got = first[2]
+    assert got == b"final body" and "x-hint" not in headers and "link" not in headers
+    [(status, headers, got)] = asked_raw(node.public_port, "/i")   # a hit: no interim answer
+    assert (status, got) == (200, b"final body") and "hit" in headers["cache-status"]
+    [(status, headers, got)] = asked_raw(node.public_port, "/ichunked", "HTTP/1.0")   # never to HTTP/1.0
+    assert (status, got) == (200, b"c" * 70_000) and "x-hint" not in headers
     for path, body in (("/i", b"final body"), ("/ichunked", b"c" * 70_000)):
-        for _ in range(2):
-            status, headers, got = fetch(node.public_port, path)
-            assert status == 200 and got == body
-            assert "x-hint" not in headers and "link" not in headers
-        assert "hit" in headers["cache-status"] and len(origin.requests_for(path)) == 1
+        status, headers, got = fetch(node.public_port, path)
+        assert status == 200 and got == body and "hit" in headers["cache-status"]
+        assert len(origin.requests_for(path)) == 1
+    origin.script("/form", b"made", status=201, interim=[(103, {"Link": "</f.js>; rel=preload"})])
+    answers = asked_raw(node.public_port, "/form", method="POST")   # a method passed on: its 1xx too
+    assert [(status, got) for status, _, got in answers] == [(103, b""), (201, b"made")]
+    assert answers[0][1]["link"] == "</f.js>; rel=preload"
     # an interim answer and then nothing: a failure, never a stored 1xx
     origin.script("/cut", b"", status=103, headers={"Link": "</x>", "Connection": "close"})
     assert fetch(node.public_port, "/cut")[0] == 502

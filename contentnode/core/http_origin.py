@@ -85,6 +85,7 @@ class OriginResponse:
         self.status, self.reason, self.headers, self.fields = head.status, head.reason, head.headers, head.fields
         self.length = head.length
         self.interim = head.interim
+        self.early = head.early        # the interim answers' (status, fields), to pass on to the client
         self.reused = reused          # the connection carried an earlier answer
         self._body = Body(conn.reader, head)
         self._held = head.held

@@ -30,6 +30,7 @@ from contentnode.core.origin import OriginError
 MAX_HEAD = 65536       # status line and field lines together, per answer (interim ones count apart)
 MAX_FIELDS = 100
 MAX_INTERIM = 16       # interim answers before the final one
+EARLY_BYTES = 16 * 1024   # the interim answers' fields kept to pass on, at most (the rest read and dropped)
 _CHUNK_LINE = 4096     # a chunk-size line with its extensions
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")   # a field name (RFC 9110 5.1)
 _TOKEN_CHARS = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"   # as _TOKEN
@@ -49,13 +50,14 @@ class Head:
     repeats joined, as http_cache.fields makes them), its framing, and the interim answers'
     statuses read before it."""
 
-    __slots__ = ("status", "reason", "headers", "fields", "length", "chunked", "close", "interim", "held")
+    __slots__ = ("status", "reason", "headers", "fields", "length", "chunked", "close", "interim", "held", "early")
 
     def __init__(self, status: int, reason: str, headers: list, fields: dict, length: int | None, chunked: bool,
                  close: bool, interim: list, held: int = 0):
         self.status, self.reason, self.headers, self.fields = status, reason, headers, fields
         self.length, self.chunked, self.close, self.interim = length, chunked, close, interim
         self.held = held   # bytes after the head that came in the same read: already in the reader's buffer
+        self.early: list[tuple[int, list]] = []   # (status, fields) of the interim answers, to pass on
 
 
 def _status_line(line: bytes) -> tuple[bytes, int, str]:
@@ -139,8 +141,11 @@ def _read_lines(reader) -> tuple[str, int, str, list, int] | None:
 
 def read_head(reader, method: str) -> Head:
     """The final answer's head from `reader` (a buffered binary file of the socket); interim
-    answers before it are read and counted. ClosedBeforeAnswer when nothing came at all."""
+    answers before it are read, counted, and kept to pass on (`Head.early`, within EARLY_BYTES).
+    ClosedBeforeAnswer when nothing came at all."""
     interim: list[int] = []
+    early: list[tuple[int, list]] = []
+    kept = 0
     while True:
         head = _buffered_head(reader) or _read_lines(reader)
         if head is None:
@@ -152,8 +157,18 @@ def read_head(reader, method: str) -> Head:
             interim.append(status)
             if len(interim) > MAX_INTERIM:
                 raise _protocol(f"more than {MAX_INTERIM} interim answers")
+            kept += sum(len(name) + len(value) + 4 for name, value in pairs)
+            if kept <= EARLY_BYTES:
+                early.append((status, pairs))
             continue
         break
+    found = _final_head(version, status, reason, pairs, held, interim, method)
+    found.early = early
+    return found
+
+
+def _final_head(version: str, status: int, reason: str, pairs: list, held: int, interim: list, method: str) -> Head:
+    """The final answer's Head: its framing by its fields and the request's method."""
     fields = hc.fields(pairs)
     connection = fields.get("connection", "").lower()
     close = "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection)

@@ -53,14 +53,24 @@ def respond_held(req, delivery, found) -> tuple[Response, str]:
 
 def respond(req, delivery, target) -> tuple[Response, str]:
     """The answer and "hit" or "miss"."""
+    early: list = []
     try:
-        exchange = origin_mode.exchange(delivery, target, visitor(req))
+        exchange = origin_mode.exchange(delivery, target, visitor(req), early)
     except GatewayTimeout:
         raise ApiError(504, "gateway_timeout", "nothing stored answers this only-if-cached request") from None
     except (OriginError, FillStalled, FillTruncated, OSError) as exc:
         refused = origin_error(exc)
         raise ApiError(refused.status, refused.code, refused.message) from None
-    return _answer(req, exchange)
+    response, cached = _answer(req, exchange)
+    if early:
+        response.interim = _passed_on(early)
+    return response, cached
+
+
+def _passed_on(early: list) -> list:
+    """The origin's interim answers as the client gets them before the final one: their fields
+    passed back as the final answer's are (core/forwarding.py)."""
+    return [(status, response_fields(fields)) for status, fields in early]
 
 
 def _answer(req, exchange) -> tuple[Response, str]:
@@ -104,4 +114,5 @@ def forwarded(req, delivery, target) -> tuple[Response, str]:
     headers = response_fields(answer.headers) + [
         ("Cache-Status", hc.cache_status(fwd="method", fwd_status=answer.status))]
     body = StreamBody(answer.chunks(), answer.length, answer.close)
-    return Response(answer.status, headers, body, head_only=req.method == "HEAD"), "miss"
+    return Response(answer.status, headers, body, head_only=req.method == "HEAD",
+                    interim=_passed_on(answer.early)), "miss"

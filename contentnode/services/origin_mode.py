@@ -67,10 +67,12 @@ def request(target, fields: Mapping[str, str], query: str) -> Request:
                    cache_policy.stale_defaults(target.rule))
 
 
-def exchange(delivery, target, visitor: Visitor) -> Exchange:
+def exchange(delivery, target, visitor: Visitor, early: list | None = None) -> Exchange:
     """A GET or HEAD through the shared cache (OriginError, GatewayTimeout as the cache raises
-    them), compressed when it may be and the client accepts it."""
-    asked, served = _served(delivery, target, visitor)
+    them), compressed when it may be and the client accepts it. `early` gets the interim answers
+    (status, fields) of the origin requests made for this request (none for a hit or a request
+    that joined another's fill)."""
+    asked, served = _served(delivery, target, visitor, early)
     return origin_encoding.encoded(delivery, target, served, asked.fields.get("accept-encoding"))
 
 
@@ -91,13 +93,16 @@ def count_held(delivery, entries: list) -> None:
         delivery.cache.count_memory_hit(entry)
 
 
-def _served(delivery, target, visitor: Visitor) -> tuple[Request, Exchange]:
+def _served(delivery, target, visitor: Visitor, early: list | None = None) -> tuple[Request, Exchange]:
     origin = delivery.origin(target)
     query = kept_query(target, visitor)
     sent = visitor_fields(visitor, drop=CLIENT_CONDITIONALS)
 
     def forward(extra: dict):
-        return origin.forward("GET", target.key, query, sent + list(extra.items()), client_host=visitor.host)
+        answer = origin.forward("GET", target.key, query, sent + list(extra.items()), client_host=visitor.host)
+        if early is not None and answer.early:
+            early.extend(answer.early)
+        return answer
     asked = request(target, hc.fields(visitor.fields), query)
     return asked, delivery.shared.serve(asked, forward)
 
