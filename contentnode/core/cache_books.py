@@ -10,7 +10,8 @@ folder whenever its lock is free, and these are the walks that make it so again
 import os
 import threading
 
-from contentnode.core.cache_entries import adopt_legacy, entry_paths, file_size, read_entry, remove_if_present
+from contentnode.core.cache_entries import (adopt_legacy, entry_paths, file_size, read_entry, remove_if_present,
+                                            temp_parts)
 from contentnode.core.cache_ledger import CacheLedger
 
 
@@ -52,7 +53,7 @@ class CacheBooks:
     def _owner_alive(self, tmp_name: str) -> bool:
         """Whether a temp file's process lives (for this process's own pid: whether a fill of this
         cache uses it, since a dead process's pid may be this one's now)."""
-        pid = tmp_name.split("-", 1)[0]
+        pid = temp_parts(tmp_name)[0]
         if not pid.isdigit():
             return False
         return tmp_name in self._temps if int(pid) == self.ledger.pid else self.ledger.alive(int(pid))

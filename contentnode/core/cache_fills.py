@@ -13,7 +13,8 @@ import os
 import threading
 from collections.abc import Callable
 
-from contentnode.core.cache_entries import Entry, LruOrder, file_size, header_bytes, key_name, new_uid, remove_if_present
+from contentnode.core.cache_entries import (Entry, LruOrder, file_size, header_bytes, key_name, new_uid,
+                                            remove_if_present, temp_name)
 from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, FillTruncated, OriginAnswer, Result,
                                          streamed)
 from contentnode.core.cache_ledger import CacheLedger
@@ -129,7 +130,7 @@ class CacheFills:
                     del self._fills[fill.key]
 
     def _start_fill(self, key, fetch, ttl, usable=None):
-        tmp_path = os.path.join(self._tmp, f"{self.ledger.pid}-{key_name(key)}.{os.urandom(6).hex()}")
+        tmp_path = os.path.join(self._tmp, temp_name(self.ledger.pid, key))
         os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         fill = Fill(key, tmp_path)
         fill.usable = usable

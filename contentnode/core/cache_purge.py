@@ -10,7 +10,8 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 
-from contentnode.core.cache_entries import entry_paths, file_size, object_name, read_entry, remove_if_present
+from contentnode.core.cache_entries import (entry_paths, file_size, object_name, read_entry, remove_if_present,
+                                            temp_parts)
 from contentnode.core.cache_ledger import CacheLedger
 
 
@@ -65,10 +66,10 @@ class CachePurges:
 
     def _filling(self, objects: list[str]) -> bool:
         """Whether a fill of one of these objects is in flight in any process (books lock held):
-        each fill has a temp file `<pid>-<key name>.<random>` until it ends, and a key's name
-        begins with its object's (core/cache_entries.py)."""
+        each fill has a temp file named after its key until it ends (core/cache_entries.py
+        temp_name), and a key's name begins with its object's."""
         names = tuple(objects)
-        return bool(names) and any(name.partition("-")[2].startswith(names) for name in os.listdir(self._tmp))
+        return bool(names) and any(temp_parts(name)[1].startswith(names) for name in os.listdir(self._tmp))
 
     def add_purge_listener(self, listener: Callable[[list], None]) -> None:
         """listener([(kind "url"|"prefix"|"all", host, path or prefix), ...]) after each purge
