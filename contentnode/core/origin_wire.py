@@ -57,7 +57,7 @@ class Head:
         self.status, self.reason, self.headers, self.fields = status, reason, headers, fields
         self.length, self.chunked, self.close, self.interim = length, chunked, close, interim
         self.held = held   # bytes after the head that came in the same read: already in the reader's buffer
-        self.early: list[tuple[int, list]] = []   # (status, fields) of the interim answers, to pass on
+        self.early: list | tuple = ()   # (status, fields) of the interim answers, to pass on (read_head)
 
 
 def _status_line(line: bytes) -> tuple[bytes, int, str]:

@@ -112,7 +112,7 @@ class S3Answer:
     OriginResponse): `status`, `headers` (pairs), `fields` (by lower-case name), `length`, the
     body's chunks, close()."""
 
-    early: list = []   # S3 sends no interim answer
+    early: tuple = ()   # S3 sends no interim answer
 
     def __init__(self, status: int, headers: list, length: int | None, chunks, close):
         self.status, self.headers, self.fields, self.length = status, headers, hc.fields(headers), length
