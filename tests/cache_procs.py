@@ -143,17 +143,22 @@ class CacheProcess:
     def get(self, host: str, path: str, ttl: int = 600, first_half_then_close: bool = False) -> dict:
         return self.call("get", host=host, path=path, ttl=ttl, first_half_then_close=first_half_then_close)
 
-    def deleted_descriptors(self) -> list:
-        """This process's descriptors on files of the cache folder that are no longer on disk."""
+    def cache_descriptors(self) -> list:
+        """What this process's descriptors on files of the cache folder point at (a file no
+        longer on disk ends with " (deleted)")."""
         found = []
         for fd in os.listdir(f"/proc/{self.pid}/fd"):
             try:
                 target = os.readlink(f"/proc/{self.pid}/fd/{fd}")
             except OSError:
                 continue
-            if target.startswith(self.root + "/") and target.endswith(" (deleted)"):
+            if target.startswith(self.root + "/"):
                 found.append(target)
         return found
+
+    def deleted_descriptors(self) -> list:
+        """This process's descriptors on files of the cache folder that are no longer on disk."""
+        return [target for target in self.cache_descriptors() if target.endswith(" (deleted)")]
 
     def kill(self) -> None:
         self.process.kill()

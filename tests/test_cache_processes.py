@@ -1,6 +1,7 @@
 """The cache shared by real processes (a daemon and public workers, each holding a Cache of one
 folder): purges racing fills, one budget whoever stored the entries, restarts while workers
-drain, entries replaced behind a process's back, single flight with abandoned fills."""
+drain, entries replaced behind a process's back, single flight with abandoned fills, URL purges
+forgetting only their URLs everywhere."""
 
 import os
 import time
@@ -8,6 +9,7 @@ import time
 import pytest
 
 from contentnode.core.cache_entries import header_bytes, key_name
+from contentnode.core.cache_ledger import INVALIDATION_RING
 from tests.cache_procs import CacheProcess, FileOrigin, disk_bytes
 
 HOST = "cdn.example.test"
@@ -66,6 +68,53 @@ def test_a_fill_committed_while_a_purge_walks_the_folder_is_not_kept(folder, sta
         if after["body"].startswith("old"):
             survivors.append((attempt, after["hit"]))
     assert survivors == [], "fills committed during the purge were served after it"
+
+
+def entry_file(root: str, path: str) -> str:
+    name = key_name((HOST, path, ""))
+    return os.path.join(root, name[:2], name)
+
+
+def test_a_url_purge_elsewhere_forgets_that_url_only(folder, started):
+    """A URL purge in the daemon (as an unsafe method's invalidation does) removes the URL's
+    stored answer; the worker then forgets that URL, but keeps the large file it holds open for
+    another URL and stores its fill of a third one, in flight during the purge."""
+    root, origin = folder
+    daemon, worker = spawn(started, folder, None), spawn(started, folder, 1)
+    origin.put(HOST, "/x", b"x1")
+    origin.put(HOST, "/big", b"b" * 200_000)
+    origin.put(HOST, "/slow", b"slow " * 100)
+    worker.get(HOST, "/x")
+    assert worker.get(HOST, "/x")["hit"]
+    worker.get(HOST, "/big")
+    assert worker.get(HOST, "/big")["hit"]            # its file stays open between hits
+    hold = origin.hold(HOST, "/slow", 1)
+    filling = worker.send("get", host=HOST, path="/slow", ttl=600, first_half_then_close=False)
+    wait_until(lambda: origin.fetches(HOST, "/slow") == 1)
+    origin.put(HOST, "/x", b"x2")
+    assert daemon.call("purge", kind="url", host=HOST, path="/x")["purged"] == 1
+    os.unlink(hold)
+    assert worker.wait(filling)["body"] == "slow " * 100
+    again = worker.get(HOST, "/x")
+    assert (again["hit"], again["body"], origin.fetches(HOST, "/x")) == (False, "x2", 2)
+    assert entry_file(root, "/big") in worker.cache_descriptors()
+    assert worker.get(HOST, "/slow")["hit"] and origin.fetches(HOST, "/slow") == 1
+
+
+def test_more_url_purges_than_the_books_keep_make_every_process_forget_everything(folder, started):
+    """The books name the last INVALIDATION_RING objects purged: when more went by while a fill
+    was in flight, nobody can tell whether its own object was among them, so it is not kept."""
+    daemon, worker = spawn(started, folder, None), spawn(started, folder, 1)
+    origin = folder[1]
+    origin.put(HOST, "/slow", b"slow " * 100)
+    hold = origin.hold(HOST, "/slow", 1)
+    filling = worker.send("get", host=HOST, path="/slow", ttl=600, first_half_then_close=False)
+    wait_until(lambda: origin.fetches(HOST, "/slow") == 1)
+    for n in range(INVALIDATION_RING + 1):
+        daemon.call("purge", kind="url", host=HOST, path=f"/gone/{n}")
+    os.unlink(hold)
+    assert worker.wait(filling)["body"] == "slow " * 100
+    assert not worker.get(HOST, "/slow")["hit"] and origin.fetches(HOST, "/slow") == 2
 
 
 def test_entries_stored_by_a_dead_worker_are_evicted_by_the_others(folder, started):

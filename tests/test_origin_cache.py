@@ -218,6 +218,23 @@ def test_an_invalidation_drops_the_fills_of_its_own_url_only(node, admin, origin
     assert "hit" not in fetch(port, "/doc?a=1")[1]["cache-status"]   # the fill in flight was not kept
     assert [s.method for s in origin.requests_for("/doc")] == ["GET", "PUT", "GET"]
 
+def test_an_invalidation_that_removes_a_stored_answer_keeps_other_fills(node, admin, origin):
+    """A POST that succeeds removes its URL's stored answer, and only that: a GET filling /slow
+    meanwhile is stored (the origin asked once), and the POSTed URL is asked again."""
+    shared_site(admin, origin)
+    port = node.public_port
+    origin.script("/news", b"v1", headers={"Cache-Control": "max-age=300"})
+    assert fetch(port, "/news")[2] == b"v1" and "hit" in fetch(port, "/news")[1]["cache-status"]
+    origin.script("/slow", b"slow", headers={"Cache-Control": "max-age=300"}, delay=1.0)
+    origin.script("/news", b"v2", headers={"Cache-Control": "max-age=300"})
+    answer, posted = _filling_while(port, origin, "/slow", lambda: send(port, "POST", "/news", b"x")[0])
+    assert posted == 200 and answer[2] == b"slow" and "stored" in answer[1]["cache-status"]
+    assert "hit" in fetch(port, "/slow")[1]["cache-status"]
+    assert len(origin.requests_for("/slow")) == 1
+    assert fetch(port, "/news")[2] == b"v2"
+    assert [s.method for s in origin.requests_for("/news")] == ["GET", "POST", "GET"]
+
+
 def test_methods_read_answers_405(node, admin, origin):
     shared_site(admin, origin, methods="read")
     status, headers, _ = send(node.public_port, "DELETE", "/x")

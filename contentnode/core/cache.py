@@ -19,9 +19,11 @@ does not know is looked up on disk. A fill holds its key's lock (in the
 process and across processes), reserves its size in the books (evicting the
 least recently used files of the whole folder, whoever stored them) before
 writing, and commits by a rename under the books lock, only if no purge ran
-since it started. A purge removes the matching files and raises the generation
-under that same lock, so every process forgets what it held in memory and no
-file stored before the purge is found after it. The entry file format is in
+since it started. A purge removes the matching files under that same lock and
+tells every process: a purge of named URLs records their objects in the books'
+ring of invalidations, so each process forgets those objects' entries and fills
+only; a wider one raises the generation, so each forgets what it held in memory.
+Either way no file stored before the purge is found after it. The entry file format is in
 core/cache_entries.py, the fill and the objects a request reads through in
 core/cache_fill.py (the fills themselves in core/cache_fills.py), the purges (and who is told of them) in core/cache_purge.py, the
 recount after a death and the start-up check of the folder in core/cache_books.py.
@@ -37,7 +39,7 @@ from contentnode.core.cache_books import CacheBooks
 from contentnode.core.cache_fills import CacheFills
 from contentnode.core.cache_entries import (Entry, LruOrder, header_uid, key_name, read_entry, remove_if_present)
 from contentnode.core.cache_fill import (Fill, FillTruncated, Result, SharedFile)
-from contentnode.core.cache_ledger import CacheLedger
+from contentnode.core.cache_ledger import OBJECT_DIGITS, CacheLedger
 from contentnode.core.cache_memory import HOT_MAX_OBJECT, HotBodies, OpenFiles
 from contentnode.core.cache_purge import CachePurges
 from contentnode.core.cache_refresh import CacheRefresh
@@ -62,6 +64,7 @@ class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
         self._tmp = os.path.join(root, "tmp")
         self._lock = threading.Lock()
         self._index: dict[tuple, Entry] = {}
+        self._objects: dict[str, set[tuple]] = {}   # an object's first OBJECT_DIGITS digits -> its indexed keys
         self._fills: dict[tuple, Fill] = {}
         self._temps: set[str] = set()   # names of this process's temp files in use (fills detached too)
         self._hot = HotBodies()
@@ -73,7 +76,7 @@ class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
         self._threads = FillThreads()
         ensure_private_dir(self._tmp)
         self.ledger = CacheLedger(os.path.join(root, "ledger"), worker_slot or 0)
-        self._seen = self.ledger.changes()   # (generation, removals) this process has followed
+        self._seen = self.ledger.changes()   # (generation, removals, invalidations) this process has followed
         if worker_slot is None:
             with self._lock, self.ledger.books():
                 self.ledger.set_max_bytes(max_bytes)
@@ -102,15 +105,19 @@ class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
         return os.path.join(self.root, name[:2], name)
 
     def _sync(self) -> None:
-        """Follow what other processes did (lock held): forget everything after a purge; close
-        kept files that were removed from disk, so they hold no space the books do not count."""
+        """Follow what other processes did (lock held): forget everything after a wide purge, the
+        objects a purge of URLs named after one; close kept files that were removed from disk, so
+        they hold no space the books do not count."""
         seen = self.ledger.changes()
         if seen != self._seen:
             self._follow(seen)
 
     def _follow(self, seen: tuple) -> None:
-        if seen[0] != self._seen[0]:
+        objects = None if seen[0] != self._seen[0] else self.ledger.invalidated(self._seen[2], seen[2])
+        if objects is None:
             self._forget_memory()
+        elif objects:
+            self._forget_objects(objects)
         self._seen = seen
         for entry in self._files.unlinked():
             self._forget(entry)
@@ -119,12 +126,26 @@ class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
         """A purge happened (lock held): forget the index, the bodies and files held, and the
         fills in flight (their readers still get them; they are not kept, nor joined again)."""
         self._index.clear()
+        self._objects.clear()
         self._files.retire_all()
         self._hot.clear()
         for fill in self._fills.values():
-            fill.discard = True
-            fill.key_hold.release()   # it will not be kept: a new fill of the key need not wait
+            self._discard(fill)
         self._fills.clear()
+
+    def _forget_objects(self, objects: set[str]) -> None:
+        """Objects were invalidated (lock held): forget their entries and their fills in flight."""
+        for name in objects:
+            for key in list(self._objects.get(name, ())):
+                self._forget(self._index[key])
+        for fill in [fill for fill in self._fills.values() if fill.object in objects]:
+            self._discard(fill)
+            del self._fills[fill.key]
+
+    @staticmethod
+    def _discard(fill: Fill) -> None:
+        fill.discard = True
+        fill.key_hold.release()   # it will not be kept: a new fill of the key need not wait
 
     def _fresh(self, key):
         """The entry for key if fresh, now the most recently used (lock held)."""
@@ -183,6 +204,7 @@ class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
         replace files behind this one's back: when the index or the queue outgrows the folder,
         what is gone from disk leaves the index and the queue is walked again when next needed."""
         self._index[entry.key] = entry
+        self._objects.setdefault(os.path.basename(entry.path)[:OBJECT_DIGITS], set()).add(entry.key)
         bound = 2 * self.ledger.entries + INDEX_SLACK
         if len(self._index) > bound:
             for stale in [e for e in self._index.values() if not os.path.exists(e.path)]:
@@ -251,6 +273,11 @@ class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
         (lock held): the caller looks again."""
         if self._index.get(entry.key) is entry:
             del self._index[entry.key]
+            name = os.path.basename(entry.path)[:OBJECT_DIGITS]
+            keys = self._objects[name]
+            keys.discard(entry.key)
+            if not keys:
+                del self._objects[name]
         self._files.retire(entry.key, entry)
 
     def _touch(self, entry, file):

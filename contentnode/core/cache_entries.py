@@ -131,11 +131,10 @@ def read_heads(fd: int, body_end: int, file_size: int) -> tuple[dict | None, int
     return last, count, body_end + pos
 
 
-def temp_name(pid: int, key: tuple) -> str:
+def temp_name(pid: int, name: str) -> str:
     """A fill's temp file name in the cache's tmp folder: its process, its key's name, a random
-    part. Its process tells a dead one's leftovers (core/cache_books.py); its key's name, which
-    begins with its object's, tells a fill of an object in flight (core/cache_purge.py)."""
-    return f"{pid}-{key_name(key)}.{os.urandom(6).hex()}"
+    part. Its process tells a dead one's leftovers (core/cache_books.py)."""
+    return f"{pid}-{name}.{os.urandom(6).hex()}"
 
 
 def temp_parts(name: str) -> tuple[str, str]:

@@ -17,7 +17,7 @@ from contentnode.core.cache_entries import (Entry, LruOrder, file_size, header_b
                                             remove_if_present, temp_name)
 from contentnode.core.cache_fill import (STALL_TIMEOUT, Fill, FillAbandoned, FillTruncated, OriginAnswer, Result,
                                          streamed)
-from contentnode.core.cache_ledger import CacheLedger
+from contentnode.core.cache_ledger import OBJECT_DIGITS, CacheLedger
 from contentnode.core.fill_threads import FillThreads
 from contentnode.fileio import ensure_private_dir, write_all
 
@@ -130,12 +130,14 @@ class CacheFills:
                     del self._fills[fill.key]
 
     def _start_fill(self, key, fetch, ttl, usable=None):
-        tmp_path = os.path.join(self._tmp, temp_name(self.ledger.pid, key))
+        name = key_name(key)
+        tmp_path = os.path.join(self._tmp, temp_name(self.ledger.pid, name))
         os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         fill = Fill(key, tmp_path)
         fill.usable = usable
         self._temps.add(os.path.basename(tmp_path))
-        fill.generation = self._seen[0]
+        fill.generation, _, fill.invalidations = self._seen
+        fill.object = name[:OBJECT_DIGITS]
         self._fills[key] = fill
         return fill
 
@@ -315,7 +317,8 @@ class CacheFills:
                 del self._fills[fill.key]
             path = self._path(fill.key)
             with self.ledger.books():
-                kept = not fill.discard and ttl > 0 and fill.generation == self.ledger.generation()
+                kept = (not fill.discard and ttl > 0
+                        and self.ledger.kept_since(fill.generation, fill.invalidations, fill.object))
                 if kept:
                     ensure_private_dir(os.path.dirname(path))
                     replaced = file_size(path)

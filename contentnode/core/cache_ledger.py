@@ -5,8 +5,15 @@ budget and purges belong to the node. The numbers that must agree across
 processes live in `<cache>/ledger`, mapped into memory by every process (the
 daemon and each public worker; with no workers, the daemon alone):
 
-- generation: raised by every purge; a process that sees it change forgets
-  what it held in memory (index, small bodies, open files, fills in flight);
+- generation: raised by every purge wider than named URLs (a prefix, all); a
+  process that sees it change forgets what it held in memory (index, small
+  bodies, open files, fills in flight);
+- invalidations, and a ring of the last INVALIDATION_RING objects invalidated:
+  a purge of named URLs (an unsafe method's invalidation, `POST /api/purge` by
+  URL) records each URL's object there instead; a process that sees the count
+  move forgets only those objects' entries and fills, or everything when more
+  than the ring holds went by, and a fill commits only if its object is not
+  among those recorded since it started;
 - removals: raised whenever an entry file is unlinked or replaced; a process
   that sees it change closes the descriptors it kept of files gone from disk,
   so no process pins space the books no longer count;
@@ -45,12 +52,17 @@ import time
 from contentnode import oscalls
 
 _WORD = struct.Struct("=q")
-_PAIR = struct.Struct("=qq")          # two adjacent words in one call (the hit path reads and counts so)
-LAYOUT = 0x434E_4C45_4447_0003        # "CNLEDG" + version: a file laid out otherwise is laid out again
-LAYOUT_W, GENERATION, REMOVALS, MAX_BYTES, TOTAL, ENTRIES, PURGED_AT_MS, PURGED_COUNT = range(8)
-FIRST_SLOT, SLOT_WORDS = 8, 3         # per slot: pid, hits, misses
+_PAIR = struct.Struct("=qq")          # two adjacent words in one call (a process counts its hits so)
+_CHANGES = struct.Struct("=qqq")      # generation, removals, invalidations: the hit path reads them in one call
+LAYOUT = 0x434E_4C45_4447_0004        # "CNLEDG" + version: a file laid out otherwise is laid out again
+(LAYOUT_W, GENERATION, REMOVALS, INVALIDATIONS, MAX_BYTES, TOTAL, ENTRIES, PURGED_AT_MS,
+ PURGED_COUNT) = range(9)
+FIRST_SLOT, SLOT_WORDS = 9, 3         # per slot: pid, hits, misses
 MAX_SLOTS = 33                        # the daemon (0) and up to 32 public workers
-PAGE_WORDS = FIRST_SLOT + SLOT_WORDS * MAX_SLOTS
+RING_FIRST = FIRST_SLOT + SLOT_WORDS * MAX_SLOTS
+INVALIDATION_RING = 256               # objects invalidated, the last this many kept (a word each)
+PAGE_WORDS = RING_FIRST + INVALIDATION_RING
+OBJECT_DIGITS = 15                    # hex digits of an object's name a ring word holds (60 bits)
 KEY_LOCK_SPACE = 1 << 40              # key lock bytes live at 1 .. 2**40
 LIVE_BASE = 1 << 41                   # a process holds LIVE_BASE + its pid while it lives
 KEY_LOCK_POLL = 0.01
@@ -94,8 +106,8 @@ class CacheLedger:
             self._page = mmap.mmap(self._fd, size)
         self._lockf(fcntl.LOCK_SH, LIVE_BASE + self.pid)
         # the hit path's two calls, bound to C functions (no Python frame per request):
-        # changes() -> (generation, removals); count(hits, misses) sets this process's slot
-        self.changes = functools.partial(_PAIR.unpack_from, self._page, _WORD.size * GENERATION)
+        # changes() -> (generation, removals, invalidations); count(hits, misses) sets this process's slot
+        self.changes = functools.partial(_CHANGES.unpack_from, self._page, _WORD.size * GENERATION)
         self.count = functools.partial(_PAIR.pack_into, self._page, _WORD.size * (FIRST_SLOT + SLOT_WORDS * slot + 1))
         self._set_slot(0, self.pid)
         self.count(0, 0)
@@ -167,6 +179,35 @@ class CacheLedger:
         generation = self.generation() + 1
         self._set(GENERATION, generation)
         return generation
+
+    def record_invalidations(self, objects: list[str]) -> None:
+        """Put each object (the first OBJECT_DIGITS hex digits of its name) in the ring, then
+        raise the count: a reader that sees the count finds the words already there."""
+        count = self._get(INVALIDATIONS)
+        for name in objects:
+            self._set(RING_FIRST + count % INVALIDATION_RING, int(name[:OBJECT_DIGITS], 16))
+            count += 1
+        self._set(INVALIDATIONS, count)
+
+    def invalidated(self, since: int, until: int) -> set[str] | None:
+        """The objects (as OBJECT_DIGITS hex digits) invalidated from count `since` to `until`;
+        None when the ring no longer holds them all (more went by than it keeps). No lock: a
+        word overwritten while it was read shows as a count too far ahead, checked last."""
+        if until - since > INVALIDATION_RING:
+            return None
+        found = {f"{self._get(RING_FIRST + n % INVALIDATION_RING):0{OBJECT_DIGITS}x}" for n in range(since, until)}
+        return found if self._get(INVALIDATIONS) - since <= INVALIDATION_RING else None
+
+    def kept_since(self, generation: int, invalidations: int, name: str) -> bool:
+        """Whether a fill of object `name` begun at (generation, invalidations) may still be
+        kept (books lock held): no wider purge since, and its object not invalidated since."""
+        if self._get(GENERATION) != generation:
+            return False
+        count = self._get(INVALIDATIONS)
+        if count == invalidations:
+            return True
+        objects = self.invalidated(invalidations, count)
+        return objects is not None and name not in objects
 
     def record_purge(self, at: float, purged: int) -> None:
         self._set(PURGED_AT_MS, int(at * 1000))

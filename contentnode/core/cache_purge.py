@@ -1,17 +1,16 @@
 """The cache's purges: by key match, by URL, by prefix, all; and who is told of them.
 
 Mixed into Cache (core/cache.py), whose lock, books and memory a purge works
-on: the walk runs under the books lock and raises the generation, so fills in
-flight anywhere are not kept and every process forgets what it held
-(docs/ARCHITECTURE.md, "Cache across processes").
+on: the walk runs under the books lock and tells every process before the lock
+is let go, so fills in flight anywhere of what it purged are not kept and every
+process forgets what it held of them (docs/ARCHITECTURE.md, "Cache across
+processes").
 """
 
-import os
 import threading
 from collections.abc import Callable, Iterable
 
-from contentnode.core.cache_entries import (entry_paths, file_size, object_name, read_entry, remove_if_present,
-                                            temp_parts)
+from contentnode.core.cache_entries import entry_paths, file_size, object_name, read_entry, remove_if_present
 from contentnode.core.cache_ledger import CacheLedger
 
 
@@ -19,24 +18,23 @@ class CachePurges:
     """The purge half of Cache; the attributes below are Cache's own."""
 
     root: str
-    _tmp: str
     clock: Callable[[], float]
     ledger: CacheLedger
     _lock: threading.Lock
     _purge_listeners: list[Callable[[list], None]]
     _sync: Callable[[], None]
 
-    def purge(self, match: Callable[[tuple], bool] | None, objects: list[str] | None = None,
-              touched_only: bool = False) -> int:
+    def purge(self, match: Callable[[tuple], bool] | None, objects: list[str] | None = None) -> int:
         """Remove every entry whose key matches (None: every entry), whatever process stored it;
         `objects` (object names) narrows the walk to those objects' files.
 
-        The walk runs under the books lock, so no fill anywhere commits during it, and the
-        generation goes up before the lock is let go: a fill in flight anywhere is served to its
-        readers but not kept, and every process forgets what it held in memory before its next
-        answer. Hits from memory go on during the walk (they began before the purge ended).
-        With `touched_only` (an invalidation of `objects`), the generation goes up only when an
-        entry was removed or a fill of one of them is in flight: the fills of other URLs go on.
+        The walk runs under the books lock, so no fill anywhere commits during it, and every
+        process is told before the lock is let go. With `objects`, they go into the books' ring
+        of invalidations: each process forgets those objects' entries before its next answer,
+        and their fills in flight anywhere are served to their readers but not kept, while every
+        other fill goes on. Without, the generation goes up: each process forgets everything it
+        held and no fill in flight is kept. Hits from memory go on during the walk (they began
+        before the purge ended).
         """
         removed = 0
         with self.ledger.books():
@@ -49,27 +47,21 @@ class CachePurges:
                 remove_if_present(path)
                 self.ledger.add(total=-size, entries=-1, removals=1)
                 removed += 1
-            if not touched_only or removed or self._filling(objects or []):
+            if objects is None:
                 self.ledger.bump_generation()
+            else:
+                self.ledger.record_invalidations(objects)
             self.ledger.record_purge(self.clock(), removed)
         with self._lock:
             self._sync()
         return removed
 
-    def purge_urls(self, objects: Iterable[tuple[str, str]], touched_only: bool = False) -> int:
+    def purge_urls(self, objects: Iterable[tuple[str, str]]) -> int:
         """Each (host, path) object and all its image variants and encodings: only the
-        folder of each object is listed. `touched_only`: an unsafe method's invalidation
-        (RFC 9111 §4.4), which leaves the generation alone when it finds nothing of them (purge)."""
+        folder of each object is listed, and only these objects are forgotten (purge)."""
         wanted = set(objects)
-        count = self.purge(lambda k: (k[0], k[1]) in wanted, [object_name(*o) for o in wanted], touched_only)
+        count = self.purge(lambda k: (k[0], k[1]) in wanted, [object_name(*o) for o in wanted])
         return self._purged(count, [("url", host, path) for host, path in sorted(wanted)])
-
-    def _filling(self, objects: list[str]) -> bool:
-        """Whether a fill of one of these objects is in flight in any process (books lock held):
-        each fill has a temp file named after its key until it ends (core/cache_entries.py
-        temp_name), and a key's name begins with its object's."""
-        names = tuple(objects)
-        return bool(names) and any(temp_parts(name)[1].startswith(names) for name in os.listdir(self._tmp))
 
     def add_purge_listener(self, listener: Callable[[list], None]) -> None:
         """listener([(kind "url"|"prefix"|"all", host, path or prefix), ...]) after each purge

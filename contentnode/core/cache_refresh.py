@@ -76,7 +76,8 @@ class CacheRefresh:
                 size = os.fstat(fd).st_size
                 _last, count, end = read_heads(fd, body_end, size)
                 grows = end + len(record) - size
-                if (fill.discard or ttl <= 0 or fill.generation != self.ledger.generation()
+                if (fill.discard or ttl <= 0
+                        or not self.ledger.kept_since(fill.generation, fill.invalidations, fill.object)
                         or count >= MAX_HEADS or end + len(record) - body_end > MAX_HEADS_BYTES
                         or not self._make_room(max(grows, 0)) or os.fstat(fd).st_nlink == 0):
                     return None
@@ -91,7 +92,7 @@ class CacheRefresh:
                       uid=stale.uid, head=count + 1, used=now)
         with self._lock:
             entry.tick = next(self._ticks)
-            if not fill.discard and fill.generation == self.ledger.generation():
+            if not fill.discard and self.ledger.kept_since(fill.generation, fill.invalidations, fill.object):
                 old = self._index.get(stale.key)
                 if old is not None:
                     self._forget(old)

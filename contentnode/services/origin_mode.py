@@ -162,7 +162,7 @@ def forward(delivery, target, visitor: Visitor, body, length: int | None):
     base = f"{visitor.proto}://{visitor.host}{target.path}"
     stale = hc.invalidation_targets(visitor.method, answer.status, base, hc.fields(answer.headers))
     if stale:
-        delivery.cache.purge_urls({(target.host, urlsplit(uri).path or "/") for uri in stale}, touched_only=True)
+        delivery.cache.purge_urls({(target.host, urlsplit(uri).path or "/") for uri in stale})
     return answer
 
 
