@@ -37,9 +37,18 @@ $(VENV)/.test-installed: setup.cfg pyproject.toml | $(PY)
 run: $(VENV)/.installed
 	exec $(VENV)/bin/contentnode serve --data-dir $(DATA_DIR)
 
-# Debian peers first (root installs them, anyone else is told the command), then one check of all.
+# The HTTP cache test suite (tests/test_cache_suite.py) from the npm registry, as its lock pins it;
+# again only when the lock changed. npm's cache goes to $$HOME/.npm (CI: a fresh HOME each run).
+CACHE_SUITE := tests/cache_suite
+$(CACHE_SUITE)/node_modules/.installed: $(CACHE_SUITE)/package.json $(CACHE_SUITE)/package-lock.json
+	cd $(CACHE_SUITE) && npm ci --omit=dev --no-audit --no-fund --no-update-notifier --loglevel=error
+	touch $@
+
+# Debian peers first (root installs them, anyone else is told the command), then the suite's npm
+# packages (npm is one of those peers), then one check of all.
 peers: $(VENV)/.test-installed
 	$(PYTHON) tests/peers/check.py --install
+	$(MAKE) --no-print-directory $(CACHE_SUITE)/node_modules/.installed
 	$(PY) tests/peers/check.py
 
 # One file per worker at a time, the longest files first (tests/conftest.py STARTED_FIRST).

