@@ -141,3 +141,23 @@ def test_bytes_past_the_announced_length_never_reach_the_next_answer(node, admin
     status, _, got = fetch(node.public_port, "/next")
     assert (status, got) == (200, b"n" * 50)
     assert [len(origin.requests_for(p)) for p in ("/lie", "/next")] == [1, 1]
+
+
+@pytest.mark.parametrize("answer", ["head in pieces", "chunked"])
+def test_bytes_past_the_end_after_a_split_head_or_chunks_never_reach_the_next_answer(node, admin, origin, answer):
+    """The same when the node read the head line by line (its status line came alone), so it cannot
+    tell from the head's read what else came; and bytes past a chunked body's last chunk: the
+    connection is looked at before it goes back to the pool, and closed."""
+    shared_site(admin, origin)
+    if answer == "chunked":
+        origin.script("/lie", b"0123456789", headers={"Cache-Control": "no-store"}, chunked=True,
+                      after=b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforgd")
+    else:
+        origin.script("/lie", b"0123456789" + b"x" * 26, headers={"Cache-Control": "no-store"}, length=10,
+                      split_head=True)
+    origin.script("/next", b"n" * 50, headers={"Cache-Control": "no-store"})
+    status, _, got = fetch(node.public_port, "/lie")
+    assert (status, got) == (200, b"0123456789")
+    status, _, got = fetch(node.public_port, "/next")
+    assert (status, got) == (200, b"n" * 50)
+    assert [len(origin.requests_for(p)) for p in ("/lie", "/next")] == [1, 1]

@@ -89,6 +89,9 @@ class OriginResponse:
         self.reused = reused          # the connection carried an earlier answer
         self._body = Body(conn.reader, head)
         self._held = head.held
+        # bytes the reader may hold past the answer, unseen by the pool's idle check: a head read line
+        # by line, or a chunked body's end, can leave some in the buffer
+        self._look_again = head.held < 0 or head.chunked
         self._done = False
 
     def header(self, name: str) -> str | None:
@@ -129,7 +132,9 @@ class OriginResponse:
 
     def _finish(self, reusable: bool) -> None:
         self._done = True
-        self._pool.release(self._conn, reusable and self._conn.sock is not None)
+        conn = self._conn
+        reusable = reusable and conn.sock is not None and not (self._look_again and conn.has_more())
+        self._pool.release(conn, reusable)
 
 
 def _sent_fields(headers) -> list[tuple[str, str]]:

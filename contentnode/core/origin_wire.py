@@ -56,7 +56,7 @@ class Head:
                  close: bool, interim: list, held: int = 0):
         self.status, self.reason, self.headers, self.fields = status, reason, headers, fields
         self.length, self.chunked, self.close, self.interim = length, chunked, close, interim
-        self.held = held   # bytes after the head that came in the same read: already in the reader's buffer
+        self.held = held   # bytes after the head that came in the same read, in the reader's buffer (-1: not known)
         self.early: list | tuple = ()   # (status, fields) of the interim answers, to pass on (read_head)
 
 
@@ -129,14 +129,16 @@ def _buffered_head(reader) -> tuple[str, int, str, list, int] | None:
 
 
 def _read_lines(reader) -> tuple[str, int, str, list, int] | None:
-    """(version, status, reason, fields, 0) read line by line; None when nothing came at all."""
+    """(version, status, reason, fields, -1) read line by line; None when nothing came at all. What
+    the last line's read left in the buffer is not known (-1): the connection is looked at again
+    before it goes back to the pool (core/http_origin.py)."""
     line = reader.readline(MAX_HEAD + 1)
     if not line:
         return None
     if len(line) > MAX_HEAD or not line.endswith(b"\n"):
         raise _protocol("status line")
     version, status, reason = _status_line(line)
-    return version.decode("latin-1"), status, reason, _fields(reader, MAX_HEAD - len(line)), 0
+    return version.decode("latin-1"), status, reason, _fields(reader, MAX_HEAD - len(line)), -1
 
 
 def read_head(reader, method: str) -> Head:
@@ -173,15 +175,15 @@ def _final_head(version: str, status: int, reason: str, pairs: list, held: int, 
     connection = fields.get("connection", "").lower()
     close = "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection)
     if method == "HEAD" or status < 200 or status in (204, 304):
-        return Head(status, reason, pairs, fields, 0, False, close, interim)
+        return Head(status, reason, pairs, fields, 0, False, close, interim, held)
     coding = fields.get("transfer-encoding")
     if coding is not None:
         chunked = coding.replace(" ", "").lower().rsplit(",", 1)[-1] == "chunked"
         # with Transfer-Encoding, Content-Length means nothing; not chunked: read until the close
-        return Head(status, reason, pairs, fields, None, chunked, close or not chunked, interim)
+        return Head(status, reason, pairs, fields, None, chunked, close or not chunked, interim, held)
     length = fields.get("content-length")
     if length is None:
-        return Head(status, reason, pairs, fields, None, False, True, interim)
+        return Head(status, reason, pairs, fields, None, False, True, interim, held)
     values = {v.strip() for v in length.split(",")}
     value = values.pop() if len(values) == 1 else ""
     if not (value.isascii() and value.isdigit()):
@@ -201,8 +203,9 @@ class Body:
         self._chunked = head.chunked
         self._chunk_left = 0
         self.ended = head.length == 0
-        # bytes past the announced length that came with the head stay in the reader's buffer, where
-        # the pool's idle check cannot see them: they would start the next answer on the connection
+        # bytes past the announced length (none for a bodiless answer) that came with the head stay in
+        # the reader's buffer, where the pool's idle check cannot see them: they would start the next
+        # answer on the connection
         self.reusable = not head.close and (head.chunked or head.length is not None and head.held <= head.length)
 
     def read1(self, size: int) -> bytes:
