@@ -43,6 +43,7 @@ class Answer:
     chunked: bool = False
     close_delimited: bool = False   # no Content-Length, no chunks: the body ends when the connection closes
     interim: list = field(default_factory=list)   # (status, {fields}) answers sent before the final one
+    interim_delay: float = 0.0      # seconds between the interim answers and the final one
     length: int | None = None       # the Content-Length sent instead of the body's own (an origin that lies)
     split_head: bool = False        # the status line sent alone, the rest of the head a moment later
     after: bytes = b""              # bytes past a chunked body's end, in the same write (an origin that errs)
@@ -138,6 +139,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(f"HTTP/1.1 {code} Interim\r\n".encode()
                              + b"".join(f"{k}: {v}\r\n".encode() for k, v in fields.items()) + b"\r\n")
             self.wfile.flush()
+        if answer.interim_delay:
+            time.sleep(answer.interim_delay)
         status, body = answer.status, answer.body
         if status == 200 and self.command in ("GET", "HEAD") and _not_modified(answer, self.headers):
             status, body = 304, b""

@@ -4,8 +4,8 @@ The origin client (core/http_origin.py) reads every miss's answer here rather
 than through http.client, whose head parser (the email package) cost most of
 a miss's CPU. The head is read strictly within MAX_HEAD and MAX_FIELDS:
 interim answers (1xx but 101, RFC 9110 §15.2: `100 Continue`, `103 Early
-Hints`) are read and set aside, never taken for the answer, and their fields
-never join the final one's. The body's framing follows RFC 9112 §6.3: none
+Hints`) are read and handed to the caller as they come (to pass on), never
+taken for the answer, and their fields never join the final one's. The body's framing follows RFC 9112 §6.3: none
 for HEAD, 1xx, 204 and 304; chunked when Transfer-Encoding ends with it
 (trailers read and dropped); Content-Length when it is one valid length;
 else until the origin closes the connection (then never reused).
@@ -22,6 +22,7 @@ expression ran ~75,000 instructions per 8-field head, more than the lines.)
 """
 
 import re
+from collections.abc import Callable
 from operator import itemgetter
 
 from contentnode.core import http_cache as hc
@@ -30,7 +31,7 @@ from contentnode.core.origin import OriginError
 MAX_HEAD = 65536       # status line and field lines together, per answer (interim ones count apart)
 MAX_FIELDS = 100
 MAX_INTERIM = 16       # interim answers before the final one
-EARLY_BYTES = 16 * 1024   # the interim answers' fields kept to pass on, at most (the rest read and dropped)
+EARLY_BYTES = 16 * 1024   # the interim answers' fields handed on, at most (the rest read and dropped)
 _CHUNK_LINE = 4096     # a chunk-size line with its extensions
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")   # a field name (RFC 9110 5.1)
 _TOKEN_CHARS = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"   # as _TOKEN
@@ -50,14 +51,13 @@ class Head:
     repeats joined, as http_cache.fields makes them), its framing, and the interim answers'
     statuses read before it."""
 
-    __slots__ = ("status", "reason", "headers", "fields", "length", "chunked", "close", "interim", "held", "early")
+    __slots__ = ("status", "reason", "headers", "fields", "length", "chunked", "close", "interim", "held")
 
     def __init__(self, status: int, reason: str, headers: list, fields: dict, length: int | None, chunked: bool,
                  close: bool, interim: list, held: int = 0):
         self.status, self.reason, self.headers, self.fields = status, reason, headers, fields
         self.length, self.chunked, self.close, self.interim = length, chunked, close, interim
         self.held = held   # bytes after the head that came in the same read, in the reader's buffer (-1: not known)
-        self.early: list | tuple = ()   # (status, fields) of the interim answers, to pass on (read_head)
 
 
 def _status_line(line: bytes) -> tuple[bytes, int, str]:
@@ -141,12 +141,11 @@ def _read_lines(reader) -> tuple[str, int, str, list, int] | None:
     return version.decode("latin-1"), status, reason, _fields(reader, MAX_HEAD - len(line)), -1
 
 
-def read_head(reader, method: str) -> Head:
+def read_head(reader, method: str, on_interim: Callable[[int, list], None] | None = None) -> Head:
     """The final answer's head from `reader` (a buffered binary file of the socket); interim
-    answers before it are read, counted, and kept to pass on (`Head.early`, within EARLY_BYTES).
-    ClosedBeforeAnswer when nothing came at all."""
+    answers before it are read, counted, and each handed to `on_interim(status, fields)` as it
+    comes (within EARLY_BYTES of fields in all). ClosedBeforeAnswer when nothing came at all."""
     interim: list[int] = []
-    early: list[tuple[int, list]] = []
     kept = 0
     while True:
         head = _buffered_head(reader) or _read_lines(reader)
@@ -160,13 +159,10 @@ def read_head(reader, method: str) -> Head:
             if len(interim) > MAX_INTERIM:
                 raise _protocol(f"more than {MAX_INTERIM} interim answers")
             kept += sum(len(name) + len(value) + 4 for name, value in pairs)
-            if kept <= EARLY_BYTES:
-                early.append((status, pairs))
+            if kept <= EARLY_BYTES and on_interim is not None:
+                on_interim(status, pairs)
             continue
-        break
-    found = _final_head(version, status, reason, pairs, held, interim, method)
-    found.early = early
-    return found
+        return _final_head(version, status, reason, pairs, held, interim, method)
 
 
 def _final_head(version: str, status: int, reason: str, pairs: list, held: int, interim: list, method: str) -> Head:

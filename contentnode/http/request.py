@@ -71,6 +71,11 @@ class Request:
         self.params: dict[str, str] = {}
         self.inline = getattr(handler, "inline", False)  # run by a listener's loop thread: see may_wait()
 
+    def pass_on_interim(self, status: int, fields: list) -> None:
+        """Pass an origin's interim answer (1xx) on to the client before the final one (the
+        connection's handler writes it)."""
+        self._handler.pass_on_interim(status, fields)
+
     def may_wait(self) -> None:
         """Say that this request's answer may now wait (on an origin, a file, a transform), before
         anything it does leaves a trace. A public listener's loop thread answers only what needs
