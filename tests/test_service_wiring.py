@@ -40,7 +40,8 @@ def _reachable(app) -> dict:
                     "the content engine's origins": app.delivery.origins})
     for name, context in _contexts(app).items():
         objects[name] = context
-        objects.update({f"{name}'s {field}": getattr(context, field) for field in getattr(type(context), "__slots__", ())})
+        fields = getattr(type(context), "__slots__", ())   # none when the check is shown the App itself
+        objects.update({f"{name}'s {field}": getattr(context, field) for field in fields})
     return objects
 
 

@@ -46,12 +46,12 @@ class AdminContext:
     store: Store                  # the state document: every read, and every write in a transaction
     clock: Clock                  # the injected time (never time.time()): stamps, expiry, lockout windows
     config: Config                # start-up values: the configured ports (api/https.py), log level source, folder roots
-    data_dir: str                 # where a restore keeps the state it replaces (restore.py)
-    audit: AuditLog               # the audit log GET /api/audit reads and a restore writes
-    events: EventBus              # what a change emits for the notifier (login failures, a bucket check failed)
+    data_dir: str                 # the files a backup exports and a restore replaces (api/backup.py, restore.py)
+    audit: AuditLog               # the log GET /api/audit reads; a lockout and a restore write to it
+    events: EventBus              # what a change emits for the notifier (login failures, users, a restore)
     metrics: NodeMetrics          # login counters (api/login.py) and GET /metrics (api/system.py)
     sessions: SessionManager      # open, find and end sessions (login, logout, my sessions, users)
-    hasher: PasswordHasher        # argon2id for passwords and tokens (login, me, users)
+    hasher: PasswordHasher        # argon2id: hash and verify passwords (login, me, users)
     login_limiter: FailureLimiter   # the lockout of failed logins by account and address
     apply_policy: Callable[[], None]   # the limiter follows the stored policy again (after a policy write or restore)
     passkey_challenges: Challenges  # WebAuthn challenges waiting for their answer (api/passkeys.py)
