@@ -2,8 +2,10 @@
 
 Handlers read only these, never the App: app.py build_app makes one
 AdminContext from the objects it built and hands it to the admin dispatcher,
-which sets it on each request. A handler that needs something more gets it
-named here and passed in by build_app. None of these is replaced while the
+which sets it on each request. It keeps the name req.app, as the public
+stages' PublicContext does: one request attribute for what a dispatcher hands
+its handlers. A handler that needs something more gets it named here and
+passed in by build_app. None of these is replaced while the
 node runs; what changes at run time (settings, policy, the bound ports) is
 read through the object that owns it, so a handler always sees the current
 value.
