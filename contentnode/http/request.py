@@ -33,7 +33,9 @@ class Request:
     is a class default, set on the request only when a dispatcher or handler sets it.
     """
 
-    app: object = None  # set by the dispatcher before any check or handler: what its handlers reach
+    # set by the dispatcher before any check or handler: what its handlers reach, never the App
+    # (an admin handler's api/context.py AdminContext, a public stage's public/context.py PublicContext)
+    app: object = None
     audit_log: AuditRecorder | None = None  # set by the admin dispatcher: where audit() writes
     route = None
     raw_body = b""
