@@ -1,7 +1,8 @@
 """The composition root: build_app(config, clock) builds every service once, in order.
 
-Every attribute a handler may reach through req.app is declared and assigned
-here, and App.start()/App.stop() list the listeners and background jobs top
+Every service is declared and assigned here, what admin handlers and public
+stages reach as req.app (an AdminContext, a PublicContext) is made here from
+them, and App.start()/App.stop() list the listeners and background jobs top
 to bottom: this file is where a reader learns what the daemon is made of and
 in which order it comes up and goes down. Nothing registers itself anywhere
 at import time.
@@ -18,6 +19,7 @@ from contentnode import __version__, api
 from contentnode.api import delivery as delivery_api
 from contentnode.api import notifications as notifications_api
 from contentnode.api import settings as settings_api
+from contentnode.api.context import AdminContext
 from contentnode.auth.gate import AdminGate
 from contentnode.auth.passkeys import Challenges
 from contentnode.auth.passwords import PasswordHasher
@@ -68,7 +70,7 @@ SESSION_PRUNE_SECONDS = 300
 
 
 class App:
-    """Everything a handler may reach through req.app; built only by build_app."""
+    """Every service of one process, built only by build_app; handlers and stages never see it."""
 
     config: Config
     clock: Clock
@@ -87,7 +89,7 @@ class App:
     routes: RouteTable
     panel_sections: list
     panel_files: dict  # the web panel's static files, read once at start
-    admin_dispatcher: AdminDispatcher
+    admin_dispatcher: AdminDispatcher  # its handlers reach an AdminContext as req.app, never the App
     public_dispatcher: PublicDispatcher  # its stages reach a PublicContext as req.app, never the App
     listeners: Listeners  # the listening sockets by name (admin, public, https): contentnode/listeners.py
     outbound: NodeOutbound  # outbound(): the OutboundPolicy of the stored settings and the admin port of the moment
@@ -126,7 +128,7 @@ class App:
         With public workers the public socket is bound here but served by the workers
         (contentnode/workers.py), which daemon.py starts after this.
         """
-        settings_api.apply_log_level(self)
+        settings_api.apply_log_level(self.store, self.config)
         self.listeners.start_server("admin", self.config.admin_bind, self.config.admin_port, self.admin_dispatcher,
                                     headers=SECURITY_HEADERS)
         self.listeners.start_server("public", self.config.public_bind, self.config.public_port,
@@ -157,21 +159,11 @@ class App:
         address = sock.getsockname()
         return self.listeners.start_server("public", address[0], address[1], self.public_dispatcher, sock=sock)
 
-    # --- what handlers ask --------------------------------------------------
-
     @property
     def public_processes(self) -> int:
         """Processes that share the public port's cache: the daemon and its workers, or just one."""
         workers = self.config.public_workers
         return workers + 1 if workers > 1 else 1
-
-    @property
-    def settings(self) -> dict:
-        return self.store.data["settings"]
-
-    def apply_policy(self) -> None:
-        policy = self.store.data["policy"]
-        self.login_limiter.configure(policy["lockout_threshold"], policy["lockout_duration"])
 
 
 def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
@@ -196,7 +188,7 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
     app.hasher = PasswordHasher(config.hash_memory_kib, config.hash_time_cost, config.max_concurrent_hashes)
     app.login_limiter = FailureLimiter()
     app.passkey_challenges = Challenges(clock)
-    app.apply_policy()
+    _apply_policy(store, app.login_limiter)
     app.audit = AuditLog(config.data_dir, clock)
     app.events = EventBus()
     app.metrics = NodeMetrics(time.time(), __version__)
@@ -235,8 +227,13 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
                       counters=functools.partial(_traffic_totals, app.delivery), purger=app.delivery.cache,
                       events=app.events, folder_roots=app.folder_roots,
                       address=functools.partial(_admin_address, listeners))
+    app.backups = BackupRunner(store, app.data_dir, clock, app.audit, app.events, app.outbound)
+    app.domain_checks = DomainChecks(store, clock, app.events, app.outbound,
+                                     public_port=functools.partial(listeners.port, "public"))
+    app.certificates = Certificates(store, clock, app.tls, app.fleet, app.domain_checks, config.data_dir,
+                                    app.outbound)
     app.admin_gate = AdminGate(app.sessions, app.addresses, settings, replica_primary=app.fleet.primary_of_replica)
-    app.admin_dispatcher = AdminDispatcher(app.routes, app.admin_gate, app.audit, handler_context=app)
+    app.admin_dispatcher = AdminDispatcher(app.routes, app.admin_gate, app.audit, _admin_context(app))
     app.acme_read_through = fleet_issuer.read_through(app.fleet)
     app.public_dispatcher = PublicDispatcher(_public_context(app))
     app.tls.serve(app.public_dispatcher)
@@ -244,11 +241,6 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
     if worker_slot is None:
         store.add_commit_listener(app.fleet.on_commit)
         app.delivery.cache.add_purge_listener(app.fleet.on_purge)
-    app.backups = BackupRunner(store, app.data_dir, clock, app.audit, app.events, app.outbound)
-    app.domain_checks = DomainChecks(store, clock, app.events, app.outbound,
-                                     public_port=functools.partial(listeners.port, "public"))
-    app.certificates = Certificates(store, clock, app.tls, app.fleet, app.domain_checks, config.data_dir,
-                                    app.outbound)
     app.metrics.watch_certificates(app.certificates.installed)
     if worker_slot is None:
         app.events.subscribe(app.notifier.handle_event)
@@ -265,6 +257,26 @@ def build_app(config: Config, clock: Clock, worker_slot: int | None = None,
         Every("backup-schedule", config.backup_poll_seconds, app.backups.tick),
     ]
     return app
+
+
+def _admin_context(app: App) -> AdminContext:
+    """What admin handlers reach as req.app: named collaborators, not the App."""
+    return AdminContext(
+        store=app.store, clock=app.clock, config=app.config, data_dir=app.data_dir, audit=app.audit,
+        events=app.events, metrics=app.metrics, sessions=app.sessions, hasher=app.hasher,
+        login_limiter=app.login_limiter, apply_policy=functools.partial(_apply_policy, app.store, app.login_limiter),
+        passkey_challenges=app.passkey_challenges, routes=app.routes, panel_sections=app.panel_sections,
+        panel_files=app.panel_files, bound_port=app.listeners.port, outbound=app.outbound, tls=app.tls,
+        delivery=app.delivery, origin_pools=app.origin_pools, folder_roots=app.folder_roots,
+        countries=app.countries, traffic_top=app.traffic_top, traffic_tail=app.traffic_tail,
+        notifier=app.notifier, fleet=app.fleet, backups=app.backups, domain_checks=app.domain_checks,
+        certificates=app.certificates, update_check=app.update_check)
+
+
+def _apply_policy(store: Store, login_limiter: FailureLimiter) -> None:
+    """The login lockout follows the stored policy: at start, and after a write or restore of the policy."""
+    policy = store.data["policy"]
+    login_limiter.configure(policy["lockout_threshold"], policy["lockout_duration"])
 
 
 def _public_context(app: App) -> PublicContext:

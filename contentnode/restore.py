@@ -306,10 +306,10 @@ def restore_into(ctx, document, passphrase, by, ip=None, keep_session=None, rest
                  source=None):
     """Validate, keep the current state as a file, swap, end the other sessions, audit.
 
-    BackupError when refused. `ctx` is the App or the offline command's context:
-    store, data_dir, clock, audit, sessions. Unless restore_credentials, the
-    accounts and secrets written are the node's current ones (restored_accounts and
-    restored_secrets keep_current);
+    BackupError when refused. `ctx` is the admin handlers' context (api/context.py)
+    or the offline command's (cli/context.py): store, data_dir, config, clock,
+    audit, sessions. Unless restore_credentials, the accounts and secrets written
+    are the node's current ones (restored_accounts and restored_secrets keep_current);
     the answer's "kept" names what the backup would have rolled back. Every
     session but keep_session (the restorer's) ends: the accounts, roles and
     secrets behind them may all have changed. `source`, a stored backup's key

@@ -43,7 +43,10 @@ class Answer:
     chunked: bool = False
     close_delimited: bool = False   # no Content-Length, no chunks: the body ends when the connection closes
     interim: list = field(default_factory=list)   # (status, {fields}) answers sent before the final one
+    interim_delay: float = 0.0      # seconds between the interim answers and the final one
     length: int | None = None       # the Content-Length sent instead of the body's own (an origin that lies)
+    split_head: bool = False        # the status line sent alone, the rest of the head a moment later
+    after: bytes = b""              # bytes past a chunked body's end, in the same write (an origin that errs)
 
 
 @dataclass
@@ -136,6 +139,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(f"HTTP/1.1 {code} Interim\r\n".encode()
                              + b"".join(f"{k}: {v}\r\n".encode() for k, v in fields.items()) + b"\r\n")
             self.wfile.flush()
+        if answer.interim_delay:
+            time.sleep(answer.interim_delay)
         status, body = answer.status, answer.body
         if status == 200 and self.command in ("GET", "HEAD") and _not_modified(answer, self.headers):
             status, body = 304, b""
@@ -158,6 +163,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             # the head and the body in one write, as a real server sends a small answer: the node's
             # first read of the answer takes the bytes past the announced length with the head
             self._headers_buffer.append(b"\r\n" + body)
+            if answer.split_head:   # the node's first read finds no whole head: it reads it line by line
+                self.wfile.write(self._headers_buffer.pop(0))
+                self.wfile.flush()
+                time.sleep(0.05)
             self.flush_headers()
             return
         self.end_headers()
@@ -179,7 +188,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if answer.rate and pos < len(body):
                 time.sleep(len(piece) / answer.rate)
         if answer.chunked:
-            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.write(b"0\r\n\r\n" + answer.after)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _handle
 

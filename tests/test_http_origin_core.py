@@ -144,6 +144,26 @@ def tls_origin(tmp_path):
         yield server
 
 
+@pytest.mark.parametrize("over", ["plain", "tls"])
+def test_a_connection_is_reused_after_a_chunked_answer_unless_bytes_follow_its_end(origin, tls_origin, over):
+    """After a chunked body the connection is looked at without waiting (over TLS too): nothing
+    more, it is reused; bytes past the last chunk, it is closed, and the next answer is the origin's."""
+    server = origin if over == "plain" else tls_origin
+    server.script("/c", b"chunky", chunked=True)
+    server.script("/d", b"chunky", chunked=True, after=b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\njunk")
+    client = origin_for(server.url, tls_verify=False)
+
+    def body(path):
+        answer = client.forward("GET", path)
+        try:
+            return b"".join(answer.chunks())
+        finally:
+            answer.close()
+
+    assert [body("c"), body("c")] == [b"chunky", b"chunky"] and server.connections == 1
+    assert [body("d"), body("c")] == [b"chunky", b"chunky"] and server.connections == 2
+
+
 def test_tls_verification_and_session_resumption(tls_origin):
     tls_origin.script("/t", b"tls", headers={"Connection": "close"})
     with pytest.raises(OriginError) as caught:

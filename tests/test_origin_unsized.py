@@ -4,6 +4,7 @@ origin: stored when otherwise storable, and over the cache's cap passed through 
 and an origin that sends more than its Content-Length, whose extra bytes never reach another answer."""
 
 import socket
+import time
 
 import pytest
 
@@ -122,10 +123,11 @@ def test_interim_answers_are_passed_on_and_never_the_answer_nor_stored(node, adm
     answers = asked_raw(node.public_port, "/form", method="POST")   # a method passed on: its 1xx too
     assert [(status, got) for status, _, got in answers] == [(103, b""), (201, b"made")]
     assert answers[0][1]["link"] == "</f.js>; rel=preload"
-    # an interim answer and then nothing: a failure, never a stored 1xx
+    # an interim answer and then nothing: passed on as it came, then a failure, never a stored 1xx
     origin.script("/cut", b"", status=103, headers={"Link": "</x>", "Connection": "close"})
-    assert fetch(node.public_port, "/cut")[0] == 502
-    assert fetch(node.public_port, "/cut")[0] == 502 and len(origin.requests_for("/cut")) == 2
+    for _ in range(2):
+        assert [status for status, _, _ in asked_raw(node.public_port, "/cut")] == [103, 502]
+    assert len(origin.requests_for("/cut")) == 2
 
 
 @pytest.mark.parametrize("cache_control", ["max-age=300", "no-store"])
@@ -141,3 +143,69 @@ def test_bytes_past_the_announced_length_never_reach_the_next_answer(node, admin
     status, _, got = fetch(node.public_port, "/next")
     assert (status, got) == (200, b"n" * 50)
     assert [len(origin.requests_for(p)) for p in ("/lie", "/next")] == [1, 1]
+
+
+@pytest.mark.parametrize("answer", ["head in pieces", "chunked"])
+def test_bytes_past_the_end_after_a_split_head_or_chunks_never_reach_the_next_answer(node, admin, origin, answer):
+    """The same when the node read the head line by line (its status line came alone), so it cannot
+    tell from the head's read what else came; and bytes past a chunked body's last chunk: the
+    connection is looked at before it goes back to the pool, and closed."""
+    shared_site(admin, origin)
+    if answer == "chunked":
+        origin.script("/lie", b"0123456789", headers={"Cache-Control": "no-store"}, chunked=True,
+                      after=b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforgd")
+    else:
+        origin.script("/lie", b"0123456789" + b"x" * 26, headers={"Cache-Control": "no-store"}, length=10,
+                      split_head=True)
+    origin.script("/next", b"n" * 50, headers={"Cache-Control": "no-store"})
+    status, _, got = fetch(node.public_port, "/lie")
+    assert (status, got) == (200, b"0123456789")
+    status, _, got = fetch(node.public_port, "/next")
+    assert (status, got) == (200, b"n" * 50)
+    assert [len(origin.requests_for(p)) for p in ("/lie", "/next")] == [1, 1]
+
+
+def test_an_interim_answer_reaches_the_client_as_it_comes(node, admin, origin):
+    """A 103 Early Hints is worth something only before the final answer is ready: the origin sends
+    it, then takes a second and a half for its answer; the client has the 103 long before the 200."""
+    shared_site(admin, origin)
+    origin.script("/slow", b"final", headers={"Cache-Control": "max-age=300"},
+                  interim=[(103, {"Link": "</s.css>; rel=preload; as=style"})], interim_delay=1.5)
+    with socket.create_connection(("127.0.0.1", node.public_port), timeout=30) as sock:
+        sent = time.monotonic()
+        sock.sendall(f"GET /slow HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode())
+        arrivals, data = [], b""
+        while chunk := sock.recv(65536):
+            data += chunk
+            arrivals.append((time.monotonic() - sent, data.count(b"HTTP/1.1 ")))
+    assert data.startswith(b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload; as=style\r\n")
+    assert b"HTTP/1.1 200 OK\r\n" in data and data.endswith(b"final")
+    first_103 = min(at for at, heads in arrivals if heads >= 1)
+    first_200 = min(at for at, heads in arrivals if heads >= 2)
+    assert first_103 < 1.0 and first_200 >= 1.4, arrivals
+
+
+def test_a_background_revalidation_passes_no_interim_answer_on(node, admin, origin):
+    """Under stale-while-revalidate the stale answer goes at once and the origin is asked in the
+    background: an interim answer it sends then belongs to no request of this connection, and
+    nothing more reaches the client after its answer."""
+    shared_site(admin, origin)
+    origin.script("/swr", b"one", headers={"Cache-Control": "max-age=1, stale-while-revalidate=60"})
+    assert fetch(node.public_port, "/swr")[2] == b"one"
+    time.sleep(1.2)
+    origin.script("/swr", b"two", headers={"Cache-Control": "max-age=1, stale-while-revalidate=60"},
+                  interim=[(103, {"Link": "</late.css>; rel=preload"})], interim_delay=0.5)
+    with socket.create_connection(("127.0.0.1", node.public_port), timeout=30) as sock:
+        sock.sendall(f"GET /swr HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+        data = b""
+        while not data.endswith(b"one"):
+            data += sock.recv(65536)
+        assert data.startswith(b"HTTP/1.1 200 ") and b"stale-while-revalidate" in data
+        sock.settimeout(1.5)   # the revalidation's 103, then its final answer, come and go meanwhile
+        with pytest.raises(TimeoutError):
+            extra = sock.recv(65536)
+            raise AssertionError(f"bytes after the answer: {extra!r}")
+    deadline = time.monotonic() + 10
+    while len(origin.requests_for("/swr")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(origin.requests_for("/swr")) == 2

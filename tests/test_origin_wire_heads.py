@@ -117,3 +117,25 @@ def test_a_buffered_head_is_split_into_its_fields():
                                                                             b"body")
     assert headers == [("Content-Length", "4"), ("X-A", "a  b"), ("x-a", "2"), ("Empty", ""), ("Latin", "\xe9")]
     assert fields == {"content-length": "4", "x-a": "a  b, 2", "empty": "", "latin": "\xe9"}
+
+
+@pytest.mark.parametrize("answer, method, reusable", [
+    (b"HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\n\r\n", "GET", True),
+    (b"HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\n\r\nHTTP/1.1 200 OK\r\n", "GET", False),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n", "HEAD", True),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody", "HEAD", False),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody", "GET", True),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbodyextra", "GET", False),
+])
+def test_bytes_after_a_framed_answer_that_came_with_its_head_keep_the_connection_from_reuse(answer, method, reusable):
+    """What came in the head's read past the answer's framing (a 304's or a HEAD answer's: nothing)
+    would be read as the next answer on the connection: such a connection is not reused."""
+    left, right = socket.socketpair()
+    try:
+        left.sendall(answer)
+        reader = right.makefile("rb", 64 * 1024)
+        head = origin_wire.read_head(reader, method)
+        assert origin_wire.Body(reader, head).reusable is reusable
+    finally:
+        left.close()
+        right.close()

@@ -58,7 +58,8 @@ def _after(app, counts: dict, before: dict) -> None:
     """What a change of settings or policy takes effect through at once, as their own PUTs do;
     `before` is the settings before the apply (a log level set at start stays unless this changed it)."""
     if counts["settings"]["changed"]:
-        settings_api.apply_log_level(app, changed=settings_api.current(app)["log_level"] != before["log_level"])
+        changed = settings_api.current(app)["log_level"] != before["log_level"]
+        settings_api.apply_log_level(app.store, app.config, changed=changed)
         app.delivery.sync_settings()
     if counts["policy"]["changed"]:
         app.apply_policy()

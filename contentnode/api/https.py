@@ -31,7 +31,7 @@ def put_https(req):
         "hsts": v.boolean(body, "hsts", default=current["hsts"]),
     }
     app = req.app
-    taken = {app.listeners.port(name) for name in ("admin", "public")} - {None}
+    taken = {app.bound_port(name) for name in ("admin", "public")} - {None}
     if wanted["port"] and wanted["port"] in taken | {app.config.admin_port, app.config.public_port}:
         raise conflict("port_in_use", f"port {wanted['port']} is used by this node's admin or public port", "port")
     tls = app.tls

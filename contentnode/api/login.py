@@ -54,7 +54,7 @@ def get_session(req):
         "token": token_summary(req),
         # shown on the sign-in page before any login, so a person can tell nodes apart: a label the
         # administrator chose (settings node_name), never a secret (docs/API.md says so)
-        "node_name": req.app.settings.get("node_name", "contentnode"),
+        "node_name": req.app.store.data["settings"].get("node_name", "contentnode"),
     }
 
 

@@ -1,7 +1,7 @@
 """GET /api/panel: the whole dashboard in one answer, one member per readable section.
 
 Resource areas declare PANEL_SECTIONS [(name, scope, builder)]; api/__init__.py
-gathers them and the App holds the list. A section appears only for users
+gathers them and the admin context (api/context.py) holds the list. A section appears only for users
 holding its scope.
 """
 

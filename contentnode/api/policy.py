@@ -2,7 +2,7 @@
 
 A PUT is a partial update checked as a whole (the idle timeout may not
 exceed the absolute one); lockout limits apply at once through
-app.apply_policy(), session limits on the next request.
+req.app.apply_policy() (api/context.py), session limits on the next request.
 """
 
 from contentnode.core import fields as v

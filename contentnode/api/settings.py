@@ -29,11 +29,11 @@ def store_settings(req, changes: dict, action: str) -> dict:
     return view(doc)
 
 
-def apply_log_level(app, changed: bool = False) -> None:
+def apply_log_level(store, config, changed: bool = False) -> None:
     """The stored log level stands in for the default at start; a start-up value (config file,
     environment, flag) beats it. A PUT that changes it applies at once, until the next start."""
-    level = app.store.data.get("settings", {}).get("log_level")
-    if level and (changed or app.config.sources.get("log_level") == "default"):
+    level = store.data.get("settings", {}).get("log_level")
+    if level and (changed or config.sources.get("log_level") == "default"):
         logging.getLogger().setLevel(level.upper())
 
 
@@ -46,7 +46,7 @@ def put_settings(req):
     if not changes:
         raise invalid("no setting given")
     answer = store_settings(req, changes, "settings.update")
-    apply_log_level(req.app, changed="log_level" in changes)
+    apply_log_level(req.app.store, req.app.config, changed="log_level" in changes)
     if "cache_max_bytes" in changes:
         req.app.delivery.sync_settings()  # at once, not at the next periodic flush
     return answer

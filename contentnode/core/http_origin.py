@@ -14,7 +14,7 @@ import base64
 import re
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
@@ -85,10 +85,12 @@ class OriginResponse:
         self.status, self.reason, self.headers, self.fields = head.status, head.reason, head.headers, head.fields
         self.length = head.length
         self.interim = head.interim
-        self.early = head.early        # the interim answers' (status, fields), to pass on to the client
         self.reused = reused          # the connection carried an earlier answer
         self._body = Body(conn.reader, head)
         self._held = head.held
+        # bytes the reader may hold past the answer, unseen by the pool's idle check: a head read line
+        # by line, or a chunked body's end, can leave some in the buffer
+        self._look_again = head.held < 0 or head.chunked
         self._done = False
 
     def header(self, name: str) -> str | None:
@@ -129,7 +131,9 @@ class OriginResponse:
 
     def _finish(self, reusable: bool) -> None:
         self._done = True
-        self._pool.release(self._conn, reusable and self._conn.sock is not None)
+        conn = self._conn
+        reusable = reusable and conn.sock is not None and not (self._look_again and conn.has_more())
+        self._pool.release(conn, reusable)
 
 
 def _sent_fields(headers) -> list[tuple[str, str]]:
@@ -156,8 +160,10 @@ class HttpOrigin:
                                config.connect_timeout, config.read_timeout, policy)
 
     def forward(self, method: str, key: str, query: str = "", headers=(), body: Iterable[bytes] | None = None,
-                length: int | None = None, client_host: str | None = None) -> OriginResponse:
-        """Send one request for `key` (+ `query`) and return the answer with its body unread.
+                length: int | None = None, client_host: str | None = None,
+                on_interim: Callable[[int, list], None] | None = None) -> OriginResponse:
+        """Send one request for `key` (+ `query`) and return the answer with its body unread;
+        `on_interim(status, fields)` gets each interim answer (1xx) as it comes.
 
         `headers` (pairs or a dict) go as given except the hop-by-hop and framing fields; Host
         follows the bucket's host_header policy (`client_host`: the Host the client sent). A body
@@ -175,7 +181,7 @@ class HttpOrigin:
             conn, reused = self.pool.acquire()
             try:
                 self._send(conn, head, body, length)
-                answer = read_head(conn.reader, method)
+                answer = read_head(conn.reader, method, on_interim)
                 self.pool.remember_session(conn)
             except BaseException as exc:
                 self.pool.release(conn, False)

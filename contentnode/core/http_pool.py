@@ -105,6 +105,21 @@ class OriginConnection:
         if sock is not None:
             sock.close()
 
+    def has_more(self) -> bool:
+        """Whether bytes past the answer just read are already here, in the reader's buffer (where
+        alive()'s look at the socket cannot see them) or on the socket; never waits."""
+        sock, reader = self.sock, self.reader
+        if sock is None or reader is None:
+            return False
+        timeout = sock.gettimeout()
+        sock.settimeout(0)
+        try:
+            return bool(reader.peek())
+        except OSError:   # nothing came: BlockingIOError, or SSLWantReadError over TLS
+            return False
+        finally:
+            sock.settimeout(timeout)
+
     def alive(self) -> bool:
         """Idle and usable: connected, not too old, and nothing (EOF or stray bytes) to read."""
         if self.sock is None or time.monotonic() - self.idle_since > IDLE_SECONDS:

@@ -4,8 +4,8 @@ The origin client (core/http_origin.py) reads every miss's answer here rather
 than through http.client, whose head parser (the email package) cost most of
 a miss's CPU. The head is read strictly within MAX_HEAD and MAX_FIELDS:
 interim answers (1xx but 101, RFC 9110 §15.2: `100 Continue`, `103 Early
-Hints`) are read and set aside, never taken for the answer, and their fields
-never join the final one's. The body's framing follows RFC 9112 §6.3: none
+Hints`) are read and handed to the caller as they come (to pass on), never
+taken for the answer, and their fields never join the final one's. The body's framing follows RFC 9112 §6.3: none
 for HEAD, 1xx, 204 and 304; chunked when Transfer-Encoding ends with it
 (trailers read and dropped); Content-Length when it is one valid length;
 else until the origin closes the connection (then never reused).
@@ -22,6 +22,7 @@ expression ran ~75,000 instructions per 8-field head, more than the lines.)
 """
 
 import re
+from collections.abc import Callable
 from operator import itemgetter
 
 from contentnode.core import http_cache as hc
@@ -30,7 +31,7 @@ from contentnode.core.origin import OriginError
 MAX_HEAD = 65536       # status line and field lines together, per answer (interim ones count apart)
 MAX_FIELDS = 100
 MAX_INTERIM = 16       # interim answers before the final one
-EARLY_BYTES = 16 * 1024   # the interim answers' fields kept to pass on, at most (the rest read and dropped)
+EARLY_BYTES = 16 * 1024   # the interim answers' fields handed on, at most (the rest read and dropped)
 _CHUNK_LINE = 4096     # a chunk-size line with its extensions
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")   # a field name (RFC 9110 5.1)
 _TOKEN_CHARS = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"   # as _TOKEN
@@ -50,14 +51,13 @@ class Head:
     repeats joined, as http_cache.fields makes them), its framing, and the interim answers'
     statuses read before it."""
 
-    __slots__ = ("status", "reason", "headers", "fields", "length", "chunked", "close", "interim", "held", "early")
+    __slots__ = ("status", "reason", "headers", "fields", "length", "chunked", "close", "interim", "held")
 
     def __init__(self, status: int, reason: str, headers: list, fields: dict, length: int | None, chunked: bool,
                  close: bool, interim: list, held: int = 0):
         self.status, self.reason, self.headers, self.fields = status, reason, headers, fields
         self.length, self.chunked, self.close, self.interim = length, chunked, close, interim
-        self.held = held   # bytes after the head that came in the same read: already in the reader's buffer
-        self.early: list | tuple = ()   # (status, fields) of the interim answers, to pass on (read_head)
+        self.held = held   # bytes after the head that came in the same read, in the reader's buffer (-1: not known)
 
 
 def _status_line(line: bytes) -> tuple[bytes, int, str]:
@@ -129,22 +129,23 @@ def _buffered_head(reader) -> tuple[str, int, str, list, int] | None:
 
 
 def _read_lines(reader) -> tuple[str, int, str, list, int] | None:
-    """(version, status, reason, fields, 0) read line by line; None when nothing came at all."""
+    """(version, status, reason, fields, -1) read line by line; None when nothing came at all. What
+    the last line's read left in the buffer is not known (-1): the connection is looked at again
+    before it goes back to the pool (core/http_origin.py)."""
     line = reader.readline(MAX_HEAD + 1)
     if not line:
         return None
     if len(line) > MAX_HEAD or not line.endswith(b"\n"):
         raise _protocol("status line")
     version, status, reason = _status_line(line)
-    return version.decode("latin-1"), status, reason, _fields(reader, MAX_HEAD - len(line)), 0
+    return version.decode("latin-1"), status, reason, _fields(reader, MAX_HEAD - len(line)), -1
 
 
-def read_head(reader, method: str) -> Head:
+def read_head(reader, method: str, on_interim: Callable[[int, list], None] | None = None) -> Head:
     """The final answer's head from `reader` (a buffered binary file of the socket); interim
-    answers before it are read, counted, and kept to pass on (`Head.early`, within EARLY_BYTES).
-    ClosedBeforeAnswer when nothing came at all."""
+    answers before it are read, counted, and each handed to `on_interim(status, fields)` as it
+    comes (within EARLY_BYTES of fields in all). ClosedBeforeAnswer when nothing came at all."""
     interim: list[int] = []
-    early: list[tuple[int, list]] = []
     kept = 0
     while True:
         head = _buffered_head(reader) or _read_lines(reader)
@@ -158,13 +159,10 @@ def read_head(reader, method: str) -> Head:
             if len(interim) > MAX_INTERIM:
                 raise _protocol(f"more than {MAX_INTERIM} interim answers")
             kept += sum(len(name) + len(value) + 4 for name, value in pairs)
-            if kept <= EARLY_BYTES:
-                early.append((status, pairs))
+            if kept <= EARLY_BYTES and on_interim is not None:
+                on_interim(status, pairs)
             continue
-        break
-    found = _final_head(version, status, reason, pairs, held, interim, method)
-    found.early = early
-    return found
+        return _final_head(version, status, reason, pairs, held, interim, method)
 
 
 def _final_head(version: str, status: int, reason: str, pairs: list, held: int, interim: list, method: str) -> Head:
@@ -173,15 +171,15 @@ def _final_head(version: str, status: int, reason: str, pairs: list, held: int, 
     connection = fields.get("connection", "").lower()
     close = "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection)
     if method == "HEAD" or status < 200 or status in (204, 304):
-        return Head(status, reason, pairs, fields, 0, False, close, interim)
+        return Head(status, reason, pairs, fields, 0, False, close, interim, held)
     coding = fields.get("transfer-encoding")
     if coding is not None:
         chunked = coding.replace(" ", "").lower().rsplit(",", 1)[-1] == "chunked"
         # with Transfer-Encoding, Content-Length means nothing; not chunked: read until the close
-        return Head(status, reason, pairs, fields, None, chunked, close or not chunked, interim)
+        return Head(status, reason, pairs, fields, None, chunked, close or not chunked, interim, held)
     length = fields.get("content-length")
     if length is None:
-        return Head(status, reason, pairs, fields, None, False, True, interim)
+        return Head(status, reason, pairs, fields, None, False, True, interim, held)
     values = {v.strip() for v in length.split(",")}
     value = values.pop() if len(values) == 1 else ""
     if not (value.isascii() and value.isdigit()):
@@ -201,8 +199,9 @@ class Body:
         self._chunked = head.chunked
         self._chunk_left = 0
         self.ended = head.length == 0
-        # bytes past the announced length that came with the head stay in the reader's buffer, where
-        # the pool's idle check cannot see them: they would start the next answer on the connection
+        # bytes past the announced length (none for a bodiless answer) that came with the head stay in
+        # the reader's buffer, where the pool's idle check cannot see them: they would start the next
+        # answer on the connection
         self.reusable = not head.close and (head.chunked or head.length is not None and head.held <= head.length)
 
     def read1(self, size: int) -> bytes:

@@ -112,8 +112,6 @@ class S3Answer:
     OriginResponse): `status`, `headers` (pairs), `fields` (by lower-case name), `length`, the
     body's chunks, close()."""
 
-    early: tuple = ()   # S3 sends no interim answer
-
     def __init__(self, status: int, headers: list, length: int | None, chunks, close):
         self.status, self.headers, self.fields, self.length = status, headers, hc.fields(headers), length
         self._chunks, self.close = chunks, close
@@ -150,10 +148,11 @@ class S3Origin:
             meta["content_encoding"] = info.headers["content-encoding"]
         return OriginAnswer(200, meta, info.size, stream.chunks(CHUNK), stream.close)
 
-    def forward(self, method: str, key: str, query: str = "", headers=(), client_host: str | None = None) -> S3Answer:
+    def forward(self, method: str, key: str, query: str = "", headers=(), client_host: str | None = None,
+                on_interim=None) -> S3Answer:
         """A GET for the shared cache. Only the cache's conditional fields go to S3 (which answers
-        them 304); an S3 key takes no query and no client Host. A missing object is a 404
-        without a body; other failures raise."""
+        them 304); an S3 key takes no query and no client Host (and S3 sends no interim answer
+        for `on_interim`). A missing object is a 404 without a body; other failures raise."""
         if method != "GET":
             raise OriginError("method", "an S3 bucket is only read (GET and HEAD)", 405)
         conditions = {k.lower(): v for k, v in headers if k.lower() in CONDITIONALS}

@@ -13,6 +13,7 @@ connection between requests.
 
 import logging
 import re
+import select
 import time
 from typing import Any
 from http import HTTPStatus
@@ -26,6 +27,7 @@ from contentnode.http.sockio import SocketReader, SocketWriter, prepare
 log = logging.getLogger("contentnode.http")
 
 REASONS = {s.value: s.phrase for s in HTTPStatus}
+INTERIM_AT_ONCE = 4096   # an interim answer this small goes at once when the socket is writable (never waits)
 # A whole header line in one match: a token name, a colon, a value with no CR (RFC 9112 section 2.2:
 # a bare CR is refused) and no NUL (RFC 9110 section 5.5), then CRLF or LF. Obsolete line folding
 # (a line starting with a space) has no token name, so it fails too.
@@ -43,6 +45,25 @@ class RequestHandler(BaseHTTPRequestHandler):
     headers: Any  # a Headers (http/request_head.py), not http.server's email Message
     inline = False   # a public listener's loop thread runs this request (http/parking.py)
     deferred_request = None   # a request the loop thread parsed and deferred: its Request (http/entry.py)
+    interim_unsent = b""      # interim answers the socket did not take at once: sent with the final answer
+
+    def pass_on_interim(self, status: int, fields: list) -> None:
+        """An interim answer (1xx) an origin sent for this request, passed on to an HTTP/1.1 client
+        (never HTTP/1.0) now, when its socket takes it without a wait; else it leaves with the final
+        answer (http/server.py write), so a client that does not read never holds up the origin's
+        answer. The node's reason phrase, never the origin's; the fields come from the origin
+        reader, which refuses CR, LF and NUL in them."""
+        if self.request_version != "HTTP/1.1":
+            return
+        head = ("\r\n".join([f"HTTP/1.1 {status} {REASONS.get(status, '')}".rstrip()]
+                            + [f"{name}: {value}" for name, value in fields]) + "\r\n\r\n").encode("latin-1")
+        if not self.interim_unsent and len(head) <= INTERIM_AT_ONCE and select.select([], [self.connection], [], 0)[1]:
+            try:
+                self.wfile.write(head)
+            except OSError:   # the client went away: its final answer fails the same way
+                self.close_connection = True
+            return
+        self.interim_unsent += head
 
     def setup(self):
         """The threaded shape (the admin listener): this handler owns the connection for its life."""

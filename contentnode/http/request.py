@@ -33,7 +33,9 @@ class Request:
     is a class default, set on the request only when a dispatcher or handler sets it.
     """
 
-    app: object = None  # set by the dispatcher before any check or handler: what its handlers reach
+    # set by the dispatcher before any check or handler: what its handlers reach, never the App
+    # (an admin handler's api/context.py AdminContext, a public stage's public/context.py PublicContext)
+    app: object = None
     audit_log: AuditRecorder | None = None  # set by the admin dispatcher: where audit() writes
     route = None
     raw_body = b""
@@ -70,6 +72,11 @@ class Request:
         self.host = (self.headers.get("Host") or "").strip().lower()
         self.params: dict[str, str] = {}
         self.inline = getattr(handler, "inline", False)  # run by a listener's loop thread: see may_wait()
+
+    def pass_on_interim(self, status: int, fields: list) -> None:
+        """Pass an origin's interim answer (1xx) on to the client before the final one (the
+        connection's handler writes it)."""
+        self._handler.pass_on_interim(status, fields)
 
     def may_wait(self) -> None:
         """Say that this request's answer may now wait (on an origin, a file, a transform), before

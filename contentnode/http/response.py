@@ -27,7 +27,6 @@ class Response:
     head: bytes | None = None
     keep: Callable[[bytes], None] | None = None
     line: tuple[str, str, str] | None = None   # its access line's parts that stay the same (logs.py access_line)
-    interim: list | tuple = ()   # [(1xx status, [(name, value)])] an origin sent first: sent before it (HTTP/1.1)
 
     @property
     def length(self) -> int | None:

@@ -174,8 +174,8 @@ class AdminDispatcher:
 
     `gate` answers the questions of the checks (auth/gate.py AdminGate: authenticate, must_enrol,
     authorize, network_allowed, admin_host, replica_primary); `audit` (core/audit.py AuditLog) is where
-    req.audit() writes; `handler_context` is what a handler reaches as req.app, which neither the
-    dispatcher nor the request itself ever asks anything.
+    req.audit() writes; `handler_context` is what a handler reaches as req.app (built by the composition
+    root: api/context.py AdminContext), which neither the dispatcher nor the request itself ever asks anything.
     """
 
     def __init__(self, table: RouteTable, gate, audit, handler_context):

@@ -311,8 +311,8 @@ class Server(ThreadingHTTPServer):
             response, head = self._made_head(handler, response)
             if response.keep is not None and not handler.close_connection:
                 response.keep(head)
-        if response.interim and handler.request_version == "HTTP/1.1":   # never to an HTTP/1.0 client
-            head = _interim_heads(response.interim) + head
+        if handler.interim_unsent:   # interim answers the client's socket did not take at once
+            head, handler.interim_unsent = handler.interim_unsent + head, b""
         body = response.body
         bodyless = response.status in (204, 304) or 100 <= response.status < 200
         send_body = not bodyless and handler.command != "HEAD" and not response.head_only
@@ -413,12 +413,3 @@ class Server(ThreadingHTTPServer):
             log.exception("%s: streaming a response failed", self.name)
         if sent != body.length:   # (always, for a length never announced)
             handler.close_connection = True
-
-
-def _interim_heads(interim) -> bytes:
-    """The interim answers an origin sent before its final one, as the client gets them first (a
-    proxy passes 1xx on, RFC 9110 §15.2), each with the node's reason phrase: an origin's reason is
-    never echoed. Their fields come from the origin reader, which refuses CR, LF and NUL in them."""
-    return b"".join(("\r\n".join([f"HTTP/1.1 {status} {REASONS.get(status, '')}".rstrip()]
-                                  + [f"{name}: {value}" for name, value in fields]) + "\r\n\r\n").encode("latin-1")
-                    for status, fields in interim)

@@ -37,4 +37,4 @@ class PublicContext:
     tls: TlsRuntime               # certificates, pending challenges, the HTTPS settings and listener
     acme_read_through: ReadThrough   # challenges another fleet node published (public/acme_challenge.py)
     admin_gate: AdminGate         # which Host is the admin host (public/admin_host.py)
-    admin_dispatcher: AdminDispatcher   # where the admin host's requests go, with the App as their req.app
+    admin_dispatcher: AdminDispatcher   # where the admin host's requests go, with an AdminContext as their req.app

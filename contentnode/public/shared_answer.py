@@ -2,6 +2,8 @@
 and fields as the shared cache answers them, the client's conditionals and ranges on a 200), and
 another method forwarded by a rule with methods "all"."""
 
+import threading
+
 from contentnode.core import http_cache as hc
 from contentnode.core.bodies import StreamBody
 from contentnode.core.forwarding import response_fields
@@ -53,24 +55,27 @@ def respond_held(req, delivery, found) -> tuple[Response, str]:
 
 def respond(req, delivery, target) -> tuple[Response, str]:
     """The answer and "hit" or "miss"."""
-    early: list = []
     try:
-        exchange = origin_mode.exchange(delivery, target, visitor(req), early)
+        exchange = origin_mode.exchange(delivery, target, visitor(req), _interim_to(req))
     except GatewayTimeout:
         raise ApiError(504, "gateway_timeout", "nothing stored answers this only-if-cached request") from None
     except (OriginError, FillStalled, FillTruncated, OSError) as exc:
         refused = origin_error(exc)
         raise ApiError(refused.status, refused.code, refused.message) from None
-    response, cached = _answer(req, exchange)
-    if early:
-        response.interim = _passed_on(early)
-    return response, cached
+    return _answer(req, exchange)
 
 
-def _passed_on(early: list) -> list:
-    """The origin's interim answers as the client gets them before the final one: their fields
-    passed back as the final answer's are (core/forwarding.py)."""
-    return [(status, response_fields(fields)) for status, fields in early]
+def _interim_to(req):
+    """Where the origin's interim answers for this request go: to its client as they come, their
+    fields passed back as the final answer's are (core/forwarding.py). Only from this thread, which
+    writes the final answer after them: a revalidation in the background, whose request may be
+    answered already, passes nothing on."""
+    thread = threading.get_ident()
+
+    def pass_on(status: int, fields: list) -> None:
+        if threading.get_ident() == thread:
+            req.pass_on_interim(status, response_fields(fields))
+    return pass_on
 
 
 def _answer(req, exchange) -> tuple[Response, str]:
@@ -101,7 +106,7 @@ def forwarded(req, delivery, target) -> tuple[Response, str]:
     """Another method passed on to the origin, its body streamed both ways; 413 past max_body."""
     length = req.content_length if not req.chunked else None
     try:
-        answer = origin_mode.forward(delivery, target, visitor(req), req.body_chunks(), length)
+        answer = origin_mode.forward(delivery, target, visitor(req), req.body_chunks(), length, _interim_to(req))
     except origin_mode.TooLarge:
         raise ApiError(413, "payload_too_large",
                        f"the body is larger than this path accepts ({target.rule['max_body']} bytes)") from None
@@ -114,5 +119,4 @@ def forwarded(req, delivery, target) -> tuple[Response, str]:
     headers = response_fields(answer.headers) + [
         ("Cache-Status", hc.cache_status(fwd="method", fwd_status=answer.status))]
     body = StreamBody(answer.chunks(), answer.length, answer.close)
-    return Response(answer.status, headers, body, head_only=req.method == "HEAD",
-                    interim=_passed_on(answer.early)), "miss"
+    return Response(answer.status, headers, body, head_only=req.method == "HEAD"), "miss"

@@ -12,7 +12,7 @@ a successful unsafe one purges what is stored for its URL and for the
 Location/Content-Location URLs of its answer on the same host (RFC 9111 §4.4).
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit
 
@@ -67,12 +67,13 @@ def request(target, fields: Mapping[str, str], query: str) -> Request:
                    cache_policy.stale_defaults(target.rule))
 
 
-def exchange(delivery, target, visitor: Visitor, early: list | None = None) -> Exchange:
+def exchange(delivery, target, visitor: Visitor, on_interim: Callable[[int, list], None] | None = None) -> Exchange:
     """A GET or HEAD through the shared cache (OriginError, GatewayTimeout as the cache raises
-    them), compressed when it may be and the client accepts it. `early` gets the interim answers
-    (status, fields) of the origin requests made for this request (none for a hit or a request
-    that joined another's fill)."""
-    asked, served = _served(delivery, target, visitor, early)
+    them), compressed when it may be and the client accepts it. `on_interim(status, fields)` gets
+    the interim answers of the origin requests made for it as they come (none for a hit or a
+    request that joined another's fill; a revalidation in the background may call it from its
+    own thread)."""
+    asked, served = _served(delivery, target, visitor, on_interim)
     return origin_encoding.encoded(delivery, target, served, asked.fields.get("accept-encoding"))
 
 
@@ -93,16 +94,14 @@ def count_held(delivery, entries: list) -> None:
         delivery.cache.count_memory_hit(entry)
 
 
-def _served(delivery, target, visitor: Visitor, early: list | None = None) -> tuple[Request, Exchange]:
+def _served(delivery, target, visitor: Visitor, on_interim=None) -> tuple[Request, Exchange]:
     origin = delivery.origin(target)
     query = kept_query(target, visitor)
     sent = visitor_fields(visitor, drop=CLIENT_CONDITIONALS)
 
     def forward(extra: dict):
-        answer = origin.forward("GET", target.key, query, sent + list(extra.items()), client_host=visitor.host)
-        if early is not None and answer.early:
-            early.extend(answer.early)
-        return answer
+        return origin.forward("GET", target.key, query, sent + list(extra.items()), client_host=visitor.host,
+                              on_interim=on_interim)
     asked = request(target, hc.fields(visitor.fields), query)
     return asked, delivery.shared.serve(asked, forward)
 
@@ -149,16 +148,19 @@ def _capped(chunks, limit: int):
         yield chunk
 
 
-def forward(delivery, target, visitor: Visitor, body, length: int | None):
+def forward(delivery, target, visitor: Visitor, body, length: int | None,
+            on_interim: Callable[[int, list], None] | None = None):
     """Pass one request of another method on (its body streamed from `body`, the chunks as they
-    arrive) and return the origin's answer with its body unread; TooLarge past max_body (an
-    announced length is refused before anything is sent). Purges what the answer invalidates."""
+    arrive) and return the origin's answer with its body unread, its interim answers handed to
+    `on_interim` as they come; TooLarge past max_body (an announced length is refused before
+    anything is sent). Purges what the answer invalidates."""
     limit = target.rule["max_body"]
     if length is not None and length > limit:
         raise TooLarge()
     query = kept_query(target, visitor)
     answer = delivery.origin(target).forward(visitor.method, target.key, query, visitor_fields(visitor),
-                                             body=_capped(body, limit), length=length, client_host=visitor.host)
+                                             body=_capped(body, limit), length=length, client_host=visitor.host,
+                                             on_interim=on_interim)
     base = f"{visitor.proto}://{visitor.host}{target.path}"
     stale = hc.invalidation_targets(visitor.method, answer.status, base, hc.fields(answer.headers))
     if stale:
