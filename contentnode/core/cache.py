@@ -20,8 +20,8 @@ process and across processes), reserves its size in the books (evicting the
 least recently used files of the whole folder, whoever stored them) before
 writing, and commits by a rename under the books lock, only if no purge ran
 since it started. A purge removes the matching files under that same lock and
-tells every process: a purge of named URLs records their objects in the books'
-ring of invalidations, so each process forgets those objects' entries and fills
+tells every process: a purge of named URLs records the objects it touched in the
+books' ring of invalidations, so each process forgets those objects' entries and fills
 only; a wider one raises the generation, so each forgets what it held in memory.
 Either way no file stored before the purge is found after it. The entry file format is in
 core/cache_entries.py, the fill and the objects a request reads through in

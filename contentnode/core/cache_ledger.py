@@ -10,7 +10,8 @@ daemon and each public worker; with no workers, the daemon alone):
   bodies, open files, fills in flight);
 - invalidations, and a ring of the last INVALIDATION_RING objects invalidated:
   a purge of named URLs (an unsafe method's invalidation, `POST /api/purge` by
-  URL) records each URL's object there instead; a process that sees the count
+  URL) records there instead each URL's object it touched (a file removed,
+  a fill in flight); a process that sees the count
   move forgets only those objects' entries and fills, or everything when more
   than the ring holds went by, and a fill commits only if its object is not
   among those recorded since it started;
