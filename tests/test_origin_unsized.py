@@ -3,6 +3,7 @@ through a rule in cache_mode "origin" against the node (built in the test proces
 origin: stored when otherwise storable, and over the cache's cap passed through whole and not kept;
 and an origin that sends more than its Content-Length, whose extra bytes never reach another answer."""
 
+import os
 import socket
 import time
 
@@ -183,6 +184,29 @@ def test_an_interim_answer_reaches_the_client_as_it_comes(node, admin, origin):
     first_103 = min(at for at, heads in arrivals if heads >= 1)
     first_200 = min(at for at, heads in arrivals if heads >= 2)
     assert first_103 < 1.0 and first_200 >= 1.4, arrivals
+
+
+def test_an_interim_answer_reaches_a_client_whose_descriptor_is_past_1024(node, admin, origin):
+    """A public listener holds up to max_connections sockets (16,384), so a client's descriptor is
+    often past 1,024, where select.select refuses it: the 103 still reaches the client, then the
+    200 (the node runs in this process: its next descriptors are pushed past 1,024 here)."""
+    shared_site(admin, origin)
+    origin.script("/hinted", b"final", headers={"Cache-Control": "max-age=300"},
+                  interim=[(103, {"Link": "</s.css>; rel=preload"})])
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        with socket.create_connection(("127.0.0.1", node.public_port), timeout=30) as sock:
+            sock.sendall(f"GET /hinted HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode())
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert data.startswith(b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n")
+    assert b"\r\n\r\nHTTP/1.1 200 OK\r\n" in data and data.endswith(b"final")
 
 
 def test_a_background_revalidation_passes_no_interim_answer_on(node, admin, origin):
