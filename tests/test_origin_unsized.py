@@ -3,6 +3,7 @@ through a rule in cache_mode "origin" against the node (built in the test proces
 origin: stored when otherwise storable, and over the cache's cap passed through whole and not kept;
 and an origin that sends more than its Content-Length, whose extra bytes never reach another answer."""
 
+import contextlib
 import os
 import socket
 import time
@@ -186,27 +187,44 @@ def test_an_interim_answer_reaches_the_client_as_it_comes(node, admin, origin):
     assert first_103 < 1.0 and first_200 >= 1.4, arrivals
 
 
-def test_an_interim_answer_reaches_a_client_whose_descriptor_is_past_1024(node, admin, origin):
-    """A public listener holds up to max_connections sockets (16,384), so a client's descriptor is
-    often past 1,024, where select.select refuses it: the 103 still reaches the client, then the
-    200 (the node runs in this process: its next descriptors are pushed past 1,024 here)."""
-    shared_site(admin, origin)
-    origin.script("/hinted", b"final", headers={"Cache-Control": "max-age=300"},
-                  interim=[(103, {"Link": "</s.css>; rel=preload"})])
+@contextlib.contextmanager
+def descriptors_past_1024():
+    """The node runs in this process: descriptors held here until the next ones opened (a client's
+    socket the node accepts, an origin connection) are past 1,024, where select.select refuses
+    them; a public listener holds up to max_connections (16,384) sockets, so they often are."""
     held = []
     try:
         while not held or held[-1] < 1100:
             held.append(os.open(os.devnull, os.O_RDONLY))
-        with socket.create_connection(("127.0.0.1", node.public_port), timeout=30) as sock:
-            sock.sendall(f"GET /hinted HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode())
-            data = b""
-            while chunk := sock.recv(65536):
-                data += chunk
+        yield
     finally:
         for fd in held:
             os.close(fd)
+
+
+def test_an_interim_answer_reaches_a_client_whose_descriptor_is_past_1024(node, admin, origin):
+    """The 103 reaches such a client, then the 200 (a 502 before: select refused the descriptor)."""
+    shared_site(admin, origin)
+    origin.script("/hinted", b"final", headers={"Cache-Control": "max-age=300"},
+                  interim=[(103, {"Link": "</s.css>; rel=preload"})])
+    with descriptors_past_1024(), socket.create_connection(("127.0.0.1", node.public_port), timeout=30) as sock:
+        sock.sendall(f"GET /hinted HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
     assert data.startswith(b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n")
     assert b"\r\n\r\nHTTP/1.1 200 OK\r\n" in data and data.endswith(b"final")
+
+
+def test_an_origin_connection_past_1024_is_reused(node, admin, origin):
+    """An origin connection whose descriptor is past 1,024 goes back to the pool and carries the
+    next request (each request opened a new one before: the idle check's select refused it)."""
+    shared_site(admin, origin)
+    origin.script("/again", b"a" * 10, headers={"Cache-Control": "no-store"})
+    with descriptors_past_1024():
+        for _ in range(3):
+            assert fetch(node.public_port, "/again")[2] == b"a" * 10
+    assert len({seen.connection for seen in origin.requests_for("/again")}) == 1
 
 
 def test_a_background_revalidation_passes_no_interim_answer_on(node, admin, origin):

@@ -126,11 +126,12 @@ class OriginConnection:
             return False
         if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
             return False
+        probe = select.poll()   # not select.select, which refuses a descriptor past 1,023
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
+            probe.register(self.sock, select.POLLIN)
+            return not probe.poll(0)   # readable, hung up or failed: not usable
         except (OSError, ValueError):
             return False
-        return not readable
 
 
 class OriginPool:
