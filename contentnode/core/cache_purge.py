@@ -37,9 +37,9 @@ class CachePurges:
         process forgets those objects' entries before its next answer, and their fills in flight
         anywhere are served to their readers but not kept, while every other fill goes on; one
         that touched nothing tells no one, so a flood of them does not push the ring past what
-        the processes followed (which would make each forget everything). Without, the generation goes up: each process forgets everything it
-        held and no fill in flight is kept. Hits from memory go on during the walk (they began
-        before the purge ended).
+        the processes followed (which would make each forget everything). Without, the
+        generation goes up: each process forgets everything it held and no fill in flight is
+        kept. Hits from memory go on during the walk (they began before the purge ended).
         """
         removed, touched = 0, set()
         with self.ledger.books():
