@@ -32,12 +32,12 @@ class CachePurges:
         `objects` (object names) narrows the walk to those objects' files.
 
         The walk runs under the books lock, so no fill anywhere commits during it, and every
-        process is told before the lock is let go. With `objects`, those it touched (a file
-        removed, or a fill in flight anywhere) go into the books' ring of invalidations: each
-        process forgets those objects' entries before its next answer, and their fills in flight
-        anywhere are served to their readers but not kept, while every other fill goes on; one
-        that touched nothing tells no one, so a flood of them does not push the ring past what
-        the processes followed (which would make each forget everything). Without, the
+        process is told before the lock is let go. With `objects`, they go into the books' ring
+        of invalidations: each process forgets those objects' entries before its next answer
+        (a small body it holds may outlive its file, evicted elsewhere). Those it touched (a file
+        removed, or a fill in flight anywhere) also go into the ring of touched ones: their fills
+        in flight anywhere are served to their readers but not kept, while every other fill goes
+        on, however many purges touched nothing meanwhile. Without, the
         generation goes up: each process forgets everything it held and no fill in flight is
         kept. Hits from memory go on during the walk (they began before the purge ended).
         """
@@ -57,7 +57,7 @@ class CachePurges:
                 self.ledger.bump_generation()
             else:
                 touched.update(self._filling(objects))
-                self.ledger.record_invalidations(sorted(touched))
+                self.ledger.record_invalidations(objects, sorted(touched))
             self.ledger.record_purge(self.clock(), removed)
         with self._lock:
             self._sync()
