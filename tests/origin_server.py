@@ -21,6 +21,7 @@ connections that resumed an earlier TLS session.
 """
 
 import email.utils
+import os
 import http.server
 import socket
 import ssl
@@ -47,6 +48,7 @@ class Answer:
     length: int | None = None       # the Content-Length sent instead of the body's own (an origin that lies)
     split_head: bool = False        # the status line sent alone, the rest of the head a moment later
     after: bytes = b""              # bytes past a chunked body's end, in the same write (an origin that errs)
+    after_raw: bytes = b""          # bytes past a chunked body's end under TLS, not a TLS record (one that errs)
 
 
 @dataclass
@@ -189,6 +191,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 time.sleep(len(piece) / answer.rate)
         if answer.chunked:
             self.wfile.write(b"0\r\n\r\n" + answer.after)
+        if answer.after_raw:
+            self.wfile.flush()
+            with socket.socket(fileno=os.dup(self.connection.fileno())) as raw:
+                raw.sendall(answer.after_raw)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _handle
 

@@ -101,17 +101,38 @@ def test_a_url_purge_elsewhere_forgets_that_url_only(folder, started):
     assert worker.get(HOST, "/slow")["hit"] and origin.fetches(HOST, "/slow") == 1
 
 
+def test_a_url_purge_that_finds_no_file_still_makes_every_process_forget_the_url(folder, started):
+    """A worker holds a small body in memory whose file is gone from disk (evicted by another
+    process, as far as it knows): a URL purge that finds nothing to remove still tells it, and its
+    next request for the URL asks the origin, never answers the purged body."""
+    root, origin = folder
+    daemon, worker = spawn(started, folder, None), spawn(started, folder, 1)
+    origin.put(HOST, "/x", b"x1")
+    worker.get(HOST, "/x")
+    assert worker.get(HOST, "/x")["hit"]
+    os.unlink(entry_file(root, "/x"))
+    origin.put(HOST, "/x", b"x2")
+    assert daemon.call("purge", kind="url", host=HOST, path="/x")["purged"] == 0
+    again = worker.get(HOST, "/x")
+    assert (again["hit"], again["body"], origin.fetches(HOST, "/x")) == (False, "x2", 2)
+
+
 def test_more_url_purges_than_the_books_keep_make_every_process_forget_everything(folder, started):
     """The books name the last INVALIDATION_RING objects purged: when more went by while a fill
-    was in flight, nobody can tell whether its own object was among them, so it is not kept."""
+    was in flight, nobody can tell whether its own object was among them, so it is not kept.
+    (Each purge removes a stored answer: one that touches nothing, no file and no fill in flight,
+    is in no fill's way.)"""
     daemon, worker = spawn(started, folder, None), spawn(started, folder, 1)
     origin = folder[1]
+    for n in range(INVALIDATION_RING + 1):
+        origin.put(HOST, f"/gone/{n}", b"g")
+        daemon.get(HOST, f"/gone/{n}")
     origin.put(HOST, "/slow", b"slow " * 100)
     hold = origin.hold(HOST, "/slow", 1)
     filling = worker.send("get", host=HOST, path="/slow", ttl=600, first_half_then_close=False)
     wait_until(lambda: origin.fetches(HOST, "/slow") == 1)
     for n in range(INVALIDATION_RING + 1):
-        daemon.call("purge", kind="url", host=HOST, path=f"/gone/{n}")
+        assert daemon.call("purge", kind="url", host=HOST, path=f"/gone/{n}")["purged"] == 1
     os.unlink(hold)
     assert worker.wait(filling)["body"] == "slow " * 100
     assert not worker.get(HOST, "/slow")["hit"] and origin.fetches(HOST, "/slow") == 2

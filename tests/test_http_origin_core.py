@@ -144,6 +144,15 @@ def tls_origin(tmp_path):
         yield server
 
 
+def whole_body(client, path: str) -> bytes:
+    """A GET's whole body, its answer closed after (its connection given back, or not)."""
+    answer = client.forward("GET", path)
+    try:
+        return b"".join(answer.chunks())
+    finally:
+        answer.close()
+
+
 @pytest.mark.parametrize("over", ["plain", "tls"])
 def test_a_connection_is_reused_after_a_chunked_answer_unless_bytes_follow_its_end(origin, tls_origin, over):
     """After a chunked body the connection is looked at without waiting (over TLS too): nothing
@@ -154,14 +163,25 @@ def test_a_connection_is_reused_after_a_chunked_answer_unless_bytes_follow_its_e
     client = origin_for(server.url, tls_verify=False)
 
     def body(path):
-        answer = client.forward("GET", path)
-        try:
-            return b"".join(answer.chunks())
-        finally:
-            answer.close()
+        return whole_body(client, path)
 
     assert [body("c"), body("c")] == [b"chunky", b"chunky"] and server.connections == 1
     assert [body("d"), body("c")] == [b"chunky", b"chunky"] and server.connections == 2
+
+
+def test_a_tls_connection_with_bytes_that_are_no_record_after_an_answer_is_not_reused(tls_origin):
+    """Bytes after a chunked answer that TLS cannot read (a record's header of junk: the look
+    fails, it does not just find nothing): the connection is closed, and the next request goes on
+    a new one (it was reused before, and the next request failed, "EOF in violation of protocol")."""
+    tls_origin.script("/c", b"chunky", chunked=True)
+    tls_origin.script("/e", b"chunky", chunked=True, after_raw=b"junk!")
+    client = origin_for(tls_origin.url, tls_verify=False)
+
+    def body(path):
+        return whole_body(client, path)
+
+    assert body("e") == b"chunky"
+    assert body("c") == b"chunky" and tls_origin.connections == 2
 
 
 def test_tls_verification_and_session_resumption(tls_origin):

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from contentnode.core.cache_ledger import INVALIDATION_RING
 from tests.origin_server import OriginServer
 from tests.two_workers import two_workers_with_admin  # noqa: F401  (the fixture)
 
@@ -233,6 +234,41 @@ def test_an_invalidation_that_removes_a_stored_answer_keeps_other_fills(node, ad
     assert len(origin.requests_for("/slow")) == 1
     assert fetch(port, "/news")[2] == b"v2"
     assert [s.method for s in origin.requests_for("/news")] == ["GET", "POST", "GET"]
+
+
+def test_a_flood_of_invalidations_that_find_nothing_keeps_the_fills(node, admin, origin):
+    """More successful POSTs than the books name invalidations (INVALIDATION_RING), to a URL
+    nothing is stored or filled for, while /slow fills: they touch nothing, so they tell no one,
+    and the fill is stored (an anonymous flood cannot keep every long fill from being kept)."""
+    shared_site(admin, origin)
+    port = node.public_port
+    origin.script("/slow", b"slow", headers={"Cache-Control": "max-age=300"}, delay=10.0)
+    origin.script("/form", b"made", status=201)
+
+    def posts(count: int, statuses: list) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            for _ in range(count):
+                conn.request("POST", "/form", body=b"x", headers={"Host": HOST})
+                answer = conn.getresponse()
+                answer.read()
+                statuses.append(answer.status)
+        finally:
+            conn.close()
+
+    def flood() -> list:
+        began, statuses = time.monotonic(), []
+        threads = [threading.Thread(target=posts, args=(INVALIDATION_RING // 4 + 1, statuses)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert time.monotonic() - began < 9.5, "the flood outlasted the fill: it proves nothing"
+        return statuses
+    answer, statuses = _filling_while(port, origin, "/slow", flood)
+    assert statuses == [201] * (INVALIDATION_RING + 4)
+    assert answer[2] == b"slow" and "stored" in answer[1]["cache-status"]
+    assert "hit" in fetch(port, "/slow")[1]["cache-status"] and len(origin.requests_for("/slow")) == 1
 
 
 def test_methods_read_answers_405(node, admin, origin):

@@ -3,6 +3,8 @@ through a rule in cache_mode "origin" against the node (built in the test proces
 origin: stored when otherwise storable, and over the cache's cap passed through whole and not kept;
 and an origin that sends more than its Content-Length, whose extra bytes never reach another answer."""
 
+import contextlib
+import os
 import socket
 import time
 
@@ -130,33 +132,26 @@ def test_interim_answers_are_passed_on_and_never_the_answer_nor_stored(node, adm
     assert len(origin.requests_for("/cut")) == 2
 
 
-@pytest.mark.parametrize("cache_control", ["max-age=300", "no-store"])
-def test_bytes_past_the_announced_length_never_reach_the_next_answer(node, admin, origin, cache_control):
+PAST_THE_END = {   # how an origin sends more than it frames: the /lie script's options
+    "past the length, stored": {"length": 10, "headers": {"Cache-Control": "max-age=300"}},
+    "past the length": {"length": 10, "headers": {"Cache-Control": "no-store"}},
+    "past the length, head in pieces": {"length": 10, "split_head": True, "headers": {"Cache-Control": "no-store"}},
+    "past the last chunk": {"chunked": True, "after": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforgd",
+                            "headers": {"Cache-Control": "no-store"}},
+}
+
+
+@pytest.mark.parametrize("answer", PAST_THE_END)
+def test_bytes_past_the_end_never_reach_the_next_answer(node, admin, origin, answer):
     """An origin that sends more than its Content-Length (the cache suite's headers-store-Content-Length
-    does): the connection is not reused, so the next request on it is answered by the origin, not by
-    the extra bytes (a 502 "status line" before)."""
+    does), also when the node read the head line by line (its status line came alone, so the head's
+    read cannot tell what else came), or bytes past a chunked body's last chunk: the connection is not
+    reused (it is looked at before it goes back to the pool), so the next request on it is answered by
+    the origin, not by the extra bytes (a 502 "status line" before, or the forged answer)."""
     shared_site(admin, origin)
-    origin.script("/lie", b"0123456789" + b"x" * 26, headers={"Cache-Control": cache_control}, length=10)
-    origin.script("/next", b"n" * 50, headers={"Cache-Control": "no-store"})
-    status, _, got = fetch(node.public_port, "/lie")
-    assert (status, got) == (200, b"0123456789")
-    status, _, got = fetch(node.public_port, "/next")
-    assert (status, got) == (200, b"n" * 50)
-    assert [len(origin.requests_for(p)) for p in ("/lie", "/next")] == [1, 1]
-
-
-@pytest.mark.parametrize("answer", ["head in pieces", "chunked"])
-def test_bytes_past_the_end_after_a_split_head_or_chunks_never_reach_the_next_answer(node, admin, origin, answer):
-    """The same when the node read the head line by line (its status line came alone), so it cannot
-    tell from the head's read what else came; and bytes past a chunked body's last chunk: the
-    connection is looked at before it goes back to the pool, and closed."""
-    shared_site(admin, origin)
-    if answer == "chunked":
-        origin.script("/lie", b"0123456789", headers={"Cache-Control": "no-store"}, chunked=True,
-                      after=b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforgd")
-    else:
-        origin.script("/lie", b"0123456789" + b"x" * 26, headers={"Cache-Control": "no-store"}, length=10,
-                      split_head=True)
+    script = PAST_THE_END[answer]
+    body = b"0123456789" if script.get("chunked") else b"0123456789" + b"x" * 26
+    origin.script("/lie", body, **script)
     origin.script("/next", b"n" * 50, headers={"Cache-Control": "no-store"})
     status, _, got = fetch(node.public_port, "/lie")
     assert (status, got) == (200, b"0123456789")
@@ -183,6 +178,46 @@ def test_an_interim_answer_reaches_the_client_as_it_comes(node, admin, origin):
     first_103 = min(at for at, heads in arrivals if heads >= 1)
     first_200 = min(at for at, heads in arrivals if heads >= 2)
     assert first_103 < 1.0 and first_200 >= 1.4, arrivals
+
+
+@contextlib.contextmanager
+def descriptors_past_1024():
+    """The node runs in this process: descriptors held here until the next ones opened (a client's
+    socket the node accepts, an origin connection) are past 1,024, where select.select refuses
+    them; a public listener holds up to max_connections (16,384) sockets, so they often are."""
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def test_an_interim_answer_reaches_a_client_whose_descriptor_is_past_1024(node, admin, origin):
+    """The 103 reaches such a client, then the 200 (a 502 before: select refused the descriptor)."""
+    shared_site(admin, origin)
+    origin.script("/hinted", b"final", headers={"Cache-Control": "max-age=300"},
+                  interim=[(103, {"Link": "</s.css>; rel=preload"})])
+    with descriptors_past_1024(), socket.create_connection(("127.0.0.1", node.public_port), timeout=30) as sock:
+        sock.sendall(f"GET /hinted HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n")
+    assert b"\r\n\r\nHTTP/1.1 200 OK\r\n" in data and data.endswith(b"final")
+
+
+def test_an_origin_connection_past_1024_is_reused(node, admin, origin):
+    """An origin connection whose descriptor is past 1,024 goes back to the pool and carries the
+    next request (each request opened a new one before: the idle check's select refused it)."""
+    shared_site(admin, origin)
+    origin.script("/again", b"a" * 10, headers={"Cache-Control": "no-store"})
+    with descriptors_past_1024():
+        for _ in range(3):
+            assert fetch(node.public_port, "/again")[2] == b"a" * 10
+    assert len({seen.connection for seen in origin.requests_for("/again")}) == 1
 
 
 def test_a_background_revalidation_passes_no_interim_answer_on(node, admin, origin):

@@ -22,8 +22,9 @@ writing, and commits by a rename under the books lock, only if no purge ran
 since it started. A purge removes the matching files under that same lock and
 tells every process: a purge of named URLs records their objects in the books'
 ring of invalidations, so each process forgets those objects' entries and fills
-only; a wider one raises the generation, so each forgets what it held in memory.
-Either way no file stored before the purge is found after it. The entry file format is in
+only (a fill is not kept only when the purge touched its own object: see
+core/cache_purge.py); a wider one raises the generation, so each forgets what it
+held in memory. Either way no file stored before the purge is found after it. The entry file format is in
 core/cache_entries.py, the fill and the objects a request reads through in
 core/cache_fill.py (the fills themselves in core/cache_fills.py), the purges (and who is told of them) in core/cache_purge.py, the
 recount after a death and the start-up check of the folder in core/cache_books.py.

@@ -68,9 +68,12 @@ class Entry:
         return self.uid, self.head
 
 
+OBJECT_NAME_DIGITS = 32   # an object's name: the first half of each of its entries' file names
+
+
 def object_name(host: str, path: str) -> str:
     """The first half of the file name of every entry of one object (its variants, encodings)."""
-    return _digest(f"{host}\0{path}")[:32]
+    return _digest(f"{host}\0{path}")[:OBJECT_NAME_DIGITS]
 
 
 def key_name(key: tuple) -> str:
@@ -133,7 +136,8 @@ def read_heads(fd: int, body_end: int, file_size: int) -> tuple[dict | None, int
 
 def temp_name(pid: int, name: str) -> str:
     """A fill's temp file name in the cache's tmp folder: its process, its key's name, a random
-    part. Its process tells a dead one's leftovers (core/cache_books.py)."""
+    part. Its process tells a dead one's leftovers (core/cache_books.py); its key's name, which
+    begins with its object's, tells a fill of an object in flight (core/cache_purge.py)."""
     return f"{pid}-{name}.{os.urandom(6).hex()}"
 
 

@@ -241,9 +241,9 @@ class Fill:
         self.reserved = 0        # bytes counted against the cap while in flight
         self.adopted = False     # readers look the key up again: another fill stored it meanwhile, or a
                                  # purge dropped this one before it fetched
-        self.generation = 0      # the ledger's purge generation when the fill started: a purge since drops it
-        self.invalidations = 0   # the ledger's count of invalidated objects then: its own object's since drop it
-        self.object = ""         # its object, as the ledger's ring of invalidations names it
+        self.generation = 0      # the ledger's purge generation when the fill started: a prefix or whole purge since drops it
+        self.touched = 0         # the ledger's count of objects URL purges touched then: its own one's since drop it
+        self.object = ""         # its object, as the ledger's rings of invalidations name it
         self.key_hold = KeyHold(None)   # its key's lock, once the fill holds it
         self.refreshed: Entry | None = None   # the entry a 304 refreshed in place: its readers read it
 

@@ -136,7 +136,7 @@ class CacheFills:
         fill = Fill(key, tmp_path)
         fill.usable = usable
         self._temps.add(os.path.basename(tmp_path))
-        fill.generation, _, fill.invalidations = self._seen
+        fill.generation, fill.touched = self._seen[0], self.ledger.touched()
         fill.object = name[:OBJECT_DIGITS]
         self._fills[key] = fill
         return fill
@@ -318,7 +318,7 @@ class CacheFills:
             path = self._path(fill.key)
             with self.ledger.books():
                 kept = (not fill.discard and ttl > 0
-                        and self.ledger.kept_since(fill.generation, fill.invalidations, fill.object))
+                        and self.ledger.kept_since(fill.generation, fill.touched, fill.object))
                 if kept:
                     ensure_private_dir(os.path.dirname(path))
                     replaced = file_size(path)

@@ -12,8 +12,11 @@ daemon and each public worker; with no workers, the daemon alone):
   a purge of named URLs (an unsafe method's invalidation, `POST /api/purge` by
   URL) records each URL's object there instead; a process that sees the count
   move forgets only those objects' entries and fills, or everything when more
-  than the ring holds went by, and a fill commits only if its object is not
-  among those recorded since it started;
+  than the ring holds went by;
+- touched, and a ring of the last INVALIDATION_RING objects such a purge
+  touched (a file removed, a fill in flight in any process): a fill commits
+  only if its object is not among those recorded since it started, so a
+  flood of purges of URLs nothing holds never pushes a fill past the ring;
 - removals: raised whenever an entry file is unlinked or replaced; a process
   that sees it change closes the descriptors it kept of files gone from disk,
   so no process pins space the books no longer count;
@@ -54,14 +57,15 @@ from contentnode import oscalls
 _WORD = struct.Struct("=q")
 _PAIR = struct.Struct("=qq")          # two adjacent words in one call (a process counts its hits so)
 _CHANGES = struct.Struct("=qqq")      # generation, removals, invalidations: the hit path reads them in one call
-LAYOUT = 0x434E_4C45_4447_0004        # "CNLEDG" + version: a file laid out otherwise is laid out again
-(LAYOUT_W, GENERATION, REMOVALS, INVALIDATIONS, MAX_BYTES, TOTAL, ENTRIES, PURGED_AT_MS,
- PURGED_COUNT) = range(9)
-FIRST_SLOT, SLOT_WORDS = 9, 3         # per slot: pid, hits, misses
+LAYOUT = 0x434E_4C45_4447_0005        # "CNLEDG" + version: a file laid out otherwise is laid out again
+(LAYOUT_W, GENERATION, REMOVALS, INVALIDATIONS, TOUCHED, MAX_BYTES, TOTAL, ENTRIES, PURGED_AT_MS,
+ PURGED_COUNT) = range(10)
+FIRST_SLOT, SLOT_WORDS = 10, 3        # per slot: pid, hits, misses
 MAX_SLOTS = 33                        # the daemon (0) and up to 32 public workers
 RING_FIRST = FIRST_SLOT + SLOT_WORDS * MAX_SLOTS
 INVALIDATION_RING = 256               # objects invalidated, the last this many kept (a word each)
-PAGE_WORDS = RING_FIRST + INVALIDATION_RING
+TOUCHED_FIRST = RING_FIRST + INVALIDATION_RING   # the same for those a purge touched (a file, a fill)
+PAGE_WORDS = TOUCHED_FIRST + INVALIDATION_RING
 OBJECT_DIGITS = 15                    # hex digits of an object's name a ring word holds (60 bits)
 KEY_LOCK_SPACE = 1 << 40              # key lock bytes live at 1 .. 2**40
 LIVE_BASE = 1 << 41                   # a process holds LIVE_BASE + its pid while it lives
@@ -180,33 +184,46 @@ class CacheLedger:
         self._set(GENERATION, generation)
         return generation
 
-    def record_invalidations(self, objects: list[str]) -> None:
-        """Put each object (the first OBJECT_DIGITS hex digits of its name) in the ring, then
-        raise the count: a reader that sees the count finds the words already there."""
-        count = self._get(INVALIDATIONS)
+    def record_invalidations(self, objects: list[str], touched: list[str]) -> None:
+        """Put each object (the first OBJECT_DIGITS hex digits of its name) in the ring of
+        invalidations, and those the purge touched in the ring of touched ones too."""
+        self._record(INVALIDATIONS, RING_FIRST, objects)
+        self._record(TOUCHED, TOUCHED_FIRST, touched)
+
+    def _record(self, count_word: int, first: int, objects: list[str]) -> None:
+        """The words first, then the count: a reader that sees the count finds them there."""
+        count = self._get(count_word)
         for name in objects:
-            self._set(RING_FIRST + count % INVALIDATION_RING, int(name[:OBJECT_DIGITS], 16))
+            self._set(first + count % INVALIDATION_RING, int(name[:OBJECT_DIGITS], 16))
             count += 1
-        self._set(INVALIDATIONS, count)
+        self._set(count_word, count)
 
     def invalidated(self, since: int, until: int) -> set[str] | None:
         """The objects (as OBJECT_DIGITS hex digits) invalidated from count `since` to `until`;
-        None when the ring no longer holds them all (more went by than it keeps). No lock: a
-        word overwritten while it was read shows as a count too far ahead, checked last."""
+        None when the ring no longer holds them all (more went by than it keeps)."""
+        return self._ring(INVALIDATIONS, RING_FIRST, since, until)
+
+    def _ring(self, count_word: int, first: int, since: int, until: int) -> set[str] | None:
+        """No lock: a word overwritten while it was read shows as a count too far ahead, checked last."""
         if until - since > INVALIDATION_RING:
             return None
-        found = {f"{self._get(RING_FIRST + n % INVALIDATION_RING):0{OBJECT_DIGITS}x}" for n in range(since, until)}
-        return found if self._get(INVALIDATIONS) - since <= INVALIDATION_RING else None
+        found = {f"{self._get(first + n % INVALIDATION_RING):0{OBJECT_DIGITS}x}" for n in range(since, until)}
+        return found if self._get(count_word) - since <= INVALIDATION_RING else None
 
-    def kept_since(self, generation: int, invalidations: int, name: str) -> bool:
-        """Whether a fill of object `name` begun at (generation, invalidations) may still be
-        kept (books lock held): no wider purge since, and its object not invalidated since."""
+    def touched(self) -> int:
+        """How many objects purges by URL have touched so far: a fill starting notes it."""
+        return self._get(TOUCHED)
+
+    def kept_since(self, generation: int, touched: int, name: str) -> bool:
+        """Whether a fill of object `name` begun at (generation, touched) may still be kept (books
+        lock held): no wider purge since, and its object not touched by a URL purge since (a purge
+        that found no fill of it in flight did not touch it: not this fill's, nor in its way)."""
         if self._get(GENERATION) != generation:
             return False
-        count = self._get(INVALIDATIONS)
-        if count == invalidations:
+        count = self._get(TOUCHED)
+        if count == touched:
             return True
-        objects = self.invalidated(invalidations, count)
+        objects = self._ring(TOUCHED, TOUCHED_FIRST, touched, count)
         return objects is not None and name not in objects
 
     def record_purge(self, at: float, purged: int) -> None:

@@ -7,10 +7,12 @@ process forgets what it held of them (docs/ARCHITECTURE.md, "Cache across
 processes").
 """
 
+import os
 import threading
 from collections.abc import Callable, Iterable
 
-from contentnode.core.cache_entries import entry_paths, file_size, object_name, read_entry, remove_if_present
+from contentnode.core.cache_entries import (OBJECT_NAME_DIGITS, entry_paths, file_size, object_name, read_entry,
+                                            remove_if_present, temp_parts)
 from contentnode.core.cache_ledger import CacheLedger
 
 
@@ -18,6 +20,7 @@ class CachePurges:
     """The purge half of Cache; the attributes below are Cache's own."""
 
     root: str
+    _tmp: str
     clock: Callable[[], float]
     ledger: CacheLedger
     _lock: threading.Lock
@@ -30,13 +33,15 @@ class CachePurges:
 
         The walk runs under the books lock, so no fill anywhere commits during it, and every
         process is told before the lock is let go. With `objects`, they go into the books' ring
-        of invalidations: each process forgets those objects' entries before its next answer,
-        and their fills in flight anywhere are served to their readers but not kept, while every
-        other fill goes on. Without, the generation goes up: each process forgets everything it
-        held and no fill in flight is kept. Hits from memory go on during the walk (they began
-        before the purge ended).
+        of invalidations: each process forgets those objects' entries before its next answer
+        (a small body it holds may outlive its file, evicted elsewhere). Those it touched (a file
+        removed, or a fill in flight anywhere) also go into the ring of touched ones: their fills
+        in flight anywhere are served to their readers but not kept, while every other fill goes
+        on, however many purges touched nothing meanwhile. Without, the
+        generation goes up: each process forgets everything it held and no fill in flight is
+        kept. Hits from memory go on during the walk (they began before the purge ended).
         """
-        removed = 0
+        removed, touched = 0, set()
         with self.ledger.books():
             for path, name in entry_paths(self.root, objects):
                 if match is not None:
@@ -47,10 +52,12 @@ class CachePurges:
                 remove_if_present(path)
                 self.ledger.add(total=-size, entries=-1, removals=1)
                 removed += 1
+                touched.add(name[:OBJECT_NAME_DIGITS])
             if objects is None:
                 self.ledger.bump_generation()
             else:
-                self.ledger.record_invalidations(objects)
+                touched.update(self._filling(objects))
+                self.ledger.record_invalidations(objects, sorted(touched))
             self.ledger.record_purge(self.clock(), removed)
         with self._lock:
             self._sync()
@@ -62,6 +69,14 @@ class CachePurges:
         wanted = set(objects)
         count = self.purge(lambda k: (k[0], k[1]) in wanted, [object_name(*o) for o in wanted])
         return self._purged(count, [("url", host, path) for host, path in sorted(wanted)])
+
+    def _filling(self, objects: list[str]) -> set[str]:
+        """Those of `objects` a fill is in flight for in any process (books lock held): each fill
+        has a temp file named after its key until it ends (core/cache_entries.py temp_name), and a
+        key's name begins with its object's."""
+        wanted = set(objects)
+        return {rest[:OBJECT_NAME_DIGITS] for rest in (temp_parts(name)[1] for name in os.listdir(self._tmp))
+                if rest[:OBJECT_NAME_DIGITS] in wanted}
 
     def add_purge_listener(self, listener: Callable[[list], None]) -> None:
         """listener([(kind "url"|"prefix"|"all", host, path or prefix), ...]) after each purge

@@ -77,7 +77,7 @@ class CacheRefresh:
                 _last, count, end = read_heads(fd, body_end, size)
                 grows = end + len(record) - size
                 if (fill.discard or ttl <= 0
-                        or not self.ledger.kept_since(fill.generation, fill.invalidations, fill.object)
+                        or not self.ledger.kept_since(fill.generation, fill.touched, fill.object)
                         or count >= MAX_HEADS or end + len(record) - body_end > MAX_HEADS_BYTES
                         or not self._make_room(max(grows, 0)) or os.fstat(fd).st_nlink == 0):
                     return None
@@ -92,7 +92,7 @@ class CacheRefresh:
                       uid=stale.uid, head=count + 1, used=now)
         with self._lock:
             entry.tick = next(self._ticks)
-            if not fill.discard and self.ledger.kept_since(fill.generation, fill.invalidations, fill.object):
+            if not fill.discard and self.ledger.kept_since(fill.generation, fill.touched, fill.object):
                 old = self._index.get(stale.key)
                 if old is not None:
                     self._forget(old)

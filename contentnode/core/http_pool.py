@@ -107,7 +107,8 @@ class OriginConnection:
 
     def has_more(self) -> bool:
         """Whether bytes past the answer just read are already here, in the reader's buffer (where
-        alive()'s look at the socket cannot see them) or on the socket; never waits."""
+        alive()'s look at the socket cannot see them) or on the socket; never waits. A look that
+        fails (TLS that cannot read what came, a reset) says yes: the connection is not reused."""
         sock, reader = self.sock, self.reader
         if sock is None or reader is None:
             return False
@@ -115,8 +116,10 @@ class OriginConnection:
         sock.settimeout(0)
         try:
             return bool(reader.peek())
-        except OSError:   # nothing came: BlockingIOError, or SSLWantReadError over TLS
+        except (BlockingIOError, ssl.SSLWantReadError):   # nothing came
             return False
+        except OSError:   # what came could not be read: the next answer would fail on it
+            return True
         finally:
             sock.settimeout(timeout)
 
@@ -126,11 +129,12 @@ class OriginConnection:
             return False
         if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
             return False
+        probe = select.poll()   # not select.select, which refuses a descriptor past 1,023
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
+            probe.register(self.sock, select.POLLIN)
+            return not probe.poll(0)   # readable, hung up or failed: not usable
         except (OSError, ValueError):
             return False
-        return not readable
 
 
 class OriginPool:

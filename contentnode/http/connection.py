@@ -34,6 +34,14 @@ INTERIM_AT_ONCE = 4096   # an interim answer this small goes at once when the so
 _HEADER_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\r\n\0]*)\r?\n?")
 
 
+def _writable(sock) -> bool:
+    """Whether the socket takes a write now, never waiting: poll, as select.select refuses a
+    descriptor past 1,023 and a public listener holds up to max_connections of them."""
+    probe = select.poll()
+    probe.register(sock, select.POLLOUT)
+    return bool(probe.poll(0))
+
+
 class RequestHandler(BaseHTTPRequestHandler):
     """Parses requests with http.server and hands them to the server's dispatcher."""
 
@@ -57,7 +65,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             return
         head = ("\r\n".join([f"HTTP/1.1 {status} {REASONS.get(status, '')}".rstrip()]
                             + [f"{name}: {value}" for name, value in fields]) + "\r\n\r\n").encode("latin-1")
-        if not self.interim_unsent and len(head) <= INTERIM_AT_ONCE and select.select([], [self.connection], [], 0)[1]:
+        if not self.interim_unsent and len(head) <= INTERIM_AT_ONCE and _writable(self.connection):
             try:
                 self.wfile.write(head)
             except OSError:   # the client went away: its final answer fails the same way
