@@ -18,15 +18,19 @@ def _handler(sock, version: str) -> RequestHandler:
 
 @pytest.fixture
 def full_socket():
-    """One end of a pair whose send buffer is full: the other end never reads."""
-    ours, theirs = socket.socketpair()
+    """Our end of a loopback TCP connection whose send buffer is full: the other end never reads."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        ours = socket.create_connection(listener.getsockname())
+        theirs, _ = listener.accept()
     ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     ours.setblocking(False)
-    try:
-        while True:
-            ours.send(b"x" * 4096)
-    except BlockingIOError:
-        pass
+    for size in (4096, 256, 16, 1):   # down to the last byte it takes: a small head finds no room either
+        try:
+            while True:
+                ours.send(b"x" * size)
+        except BlockingIOError:
+            pass
     ours.settimeout(5)   # a write that waited would fail after this, not hang the test
     yield ours
     ours.close()

@@ -14,6 +14,8 @@ connection between requests.
 import logging
 import re
 import select
+import socket
+import ssl
 import time
 from typing import Any
 from http import HTTPStatus
@@ -34,12 +36,24 @@ INTERIM_AT_ONCE = 4096   # an interim answer this small goes at once when the so
 _HEADER_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\r\n\0]*)\r?\n?")
 
 
-def _writable(sock) -> bool:
-    """Whether the socket takes a write now, never waiting: poll, as select.select refuses a
-    descriptor past 1,023 and a public listener holds up to max_connections of them."""
+def _send_now(sock, data: bytes) -> bytes:
+    """Send what the socket takes now, never waiting; return what is left. Nothing unless poll
+    says the socket is writable (a socket with a timeout would wait for that inside send, flags or
+    not; poll, as select.select refuses a descriptor past 1,023 and a public listener holds up to
+    max_connections of them). Then plain TCP: one send with MSG_DONTWAIT, which may take a part;
+    TLS, which cannot send a part of a record without waiting for the rest: all of it (writable,
+    the kernel has room for a third of its buffer, more than INTERIM_AT_ONCE)."""
     probe = select.poll()
     probe.register(sock, select.POLLOUT)
-    return bool(probe.poll(0))
+    if not probe.poll(0):
+        return data
+    if isinstance(sock, ssl.SSLSocket):
+        sock.sendall(data)
+        return b""
+    try:
+        return data[sock.send(data, socket.MSG_DONTWAIT):]
+    except BlockingIOError:
+        return data
 
 
 class RequestHandler(BaseHTTPRequestHandler):
@@ -65,13 +79,13 @@ class RequestHandler(BaseHTTPRequestHandler):
             return
         head = ("\r\n".join([f"HTTP/1.1 {status} {REASONS.get(status, '')}".rstrip()]
                             + [f"{name}: {value}" for name, value in fields]) + "\r\n\r\n").encode("latin-1")
-        if not self.interim_unsent and len(head) <= INTERIM_AT_ONCE and _writable(self.connection):
+        if not self.interim_unsent and len(head) <= INTERIM_AT_ONCE:
             try:
-                self.wfile.write(head)
+                head = _send_now(self.connection, head)
             except OSError:   # the client went away: its final answer fails the same way
                 self.close_connection = True
-            return
-        self.interim_unsent += head
+                return
+        self.interim_unsent += head   # what the socket did not take: before the final answer
 
     def setup(self):
         """The threaded shape (the admin listener): this handler owns the connection for its life."""
