@@ -38,10 +38,11 @@ run: $(VENV)/.installed
 	exec $(VENV)/bin/contentnode serve --data-dir $(DATA_DIR)
 
 # The HTTP cache test suite (tests/test_cache_suite.py) from the npm registry, as its lock pins it;
-# again only when the lock changed. npm's cache goes to $$HOME/.npm (CI: a fresh HOME each run).
+# again only when the lock changed, with no package's install scripts run (none needs one).
+# npm's cache goes to $$HOME/.npm (CI: a fresh HOME each run).
 CACHE_SUITE := tests/cache_suite
 $(CACHE_SUITE)/node_modules/.installed: $(CACHE_SUITE)/package.json $(CACHE_SUITE)/package-lock.json
-	cd $(CACHE_SUITE) && npm ci --omit=dev --no-audit --no-fund --no-update-notifier --loglevel=error
+	cd $(CACHE_SUITE) && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --no-update-notifier --loglevel=error
 	touch $@
 
 # Debian peers first (root installs them, anyone else is told the command), then the suite's npm
