@@ -3,6 +3,7 @@ and a 16 MiB junk bundle.json grow neither the primary's nor a replica's memory 
 20 MB, GET /api/fleet stays small, and no attacker-written text reaches an answer. Real daemons,
 SeaweedFS as the bucket; memory is the daemons' RSS, sampled while they read the junk."""
 
+import functools
 import json
 import threading
 import time
@@ -55,8 +56,14 @@ def fleet(tmp_path_factory, seaweed):  # noqa: F811
 
 
 def forged_status(node_id: str) -> bytes:
-    """About 60 KB of many small JSON values (what costs a parser the most memory) and a lure."""
-    doc = {"node_id": node_id, "name": EVIL, "role": "replica", "version": "0", "seq": 1,
+    """About 60 KB of many small JSON values (what costs a parser the most memory) and a lure. The
+    200 differ only in node_id: the rest is encoded once (building it 200 times was 3 s of CPU)."""
+    return _forged_status_template().replace(b'"NODE_ID"', json.dumps(node_id).encode(), 1)
+
+
+@functools.cache
+def _forged_status_template() -> bytes:
+    doc = {"node_id": "NODE_ID", "name": EVIL, "role": "replica", "version": "0", "seq": 1,
            "last_error": {"code": "x", "message": EVIL}, "seen_at": "2020-01-01T00:00:00Z",
            "traffic": {f"k{i}": [i, {"a": 1}] for i in range(3500)}}
     return json.dumps(doc, separators=(",", ":")).encode()
