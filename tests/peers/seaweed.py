@@ -44,6 +44,7 @@ from tests.peers.stub import LoopbackServer, QuietHandler
 START_TIMEOUT = 60.0
 REGION = "us-east-1"
 GRPC_OFFSET = 10000  # weed derives gRPC ports as http port + 10000, some without asking
+MAX_VOLUMES = 1000    # SeaweedFS volumes per instance: more than a whole run's buckets make
 
 
 def _require_weed() -> str:
@@ -229,6 +230,10 @@ class SeaweedS3:
                 "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                 *(f"-{name}.port={port}" for name, port in p.items()),
                 *(f"-{name}.port.grpc={port + GRPC_OFFSET}" for name, port in p.items()),
+                # volumes are sparse files made as collections (buckets) need them: their count is
+                # fixed, not "free disk / 1 GiB" (48 on a disk with 50 GB free: a whole run's buckets
+                # outgrew that and writes failed "no free volumes left")
+                f"-volume.max={MAX_VOLUMES}",
                 "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
                 "-master.telemetry=false", f"-s3.config={config}",
                 f"-debug.port={debug}", f"-s3.debug.port={debug}", *self.extra_args]
