@@ -205,7 +205,7 @@ class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
         replace files behind this one's back: when the index or the queue outgrows the folder,
         what is gone from disk leaves the index and the queue is walked again when next needed."""
         self._index[entry.key] = entry
-        self._objects.setdefault(os.path.basename(entry.path)[:OBJECT_DIGITS], set()).add(entry.key)
+        self._objects.setdefault(_object_of(entry), set()).add(entry.key)
         bound = 2 * self.ledger.entries + INDEX_SLACK
         if len(self._index) > bound:
             for stale in [e for e in self._index.values() if not os.path.exists(e.path)]:
@@ -274,7 +274,7 @@ class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
         (lock held): the caller looks again."""
         if self._index.get(entry.key) is entry:
             del self._index[entry.key]
-            name = os.path.basename(entry.path)[:OBJECT_DIGITS]
+            name = _object_of(entry)
             keys = self._objects[name]
             keys.discard(entry.key)
             if not keys:
@@ -443,3 +443,8 @@ class Cache(CacheFills, CacheRefresh, CacheBooks, CachePurges, CacheUnsized):
             asked = slot["hits"] + slot["misses"]
             processes.append(dict(slot, hit_ratio=round(slot["hits"] / asked, 4) if asked else None))
         return dict(self.stats(), processes=processes, last_purge=self.ledger.last_purge())
+
+
+def _object_of(entry: Entry) -> str:
+    """The entry's object as the books' rings name it: its file name begins with the object's."""
+    return os.path.basename(entry.path)[:OBJECT_DIGITS]
