@@ -78,21 +78,30 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def _free_port_pair() -> int:
-    """A free loopback port p whose p + 10000 is free too (weed's gRPC companion)."""
-    ports = _below_ephemeral()
-    for _ in range(200):
-        port = random.choice(ports)
-        if _bindable(port) and _bindable(port + GRPC_OFFSET):
-            return port
-    raise RuntimeError("no free pair of loopback ports found for SeaweedFS")
+def _free_port_pairs(names) -> dict:
+    """For each name a free loopback port p whose p + 10000 is free too (weed's gRPC companion), no
+    two of them the same or each other's companion: a probe binds and lets go, so two independent
+    draws could both find one port free (one run lost a worker's SeaweedFS to that: its volume server
+    and its filer both given 19140)."""
+    ports, taken, chosen = _below_ephemeral(), set(), {}
+    for name in names:
+        for _ in range(200):
+            port = random.choice(ports)
+            if not {port, port + GRPC_OFFSET} & taken and _bindable(port) and _bindable(port + GRPC_OFFSET):
+                chosen[name] = port
+                taken |= {port, port + GRPC_OFFSET}
+                break
+        else:
+            raise RuntimeError("no free pair of loopback ports found for SeaweedFS")
+    return chosen
 
 
-def _free_port() -> int:
-    ports = _below_ephemeral()
+def _free_port(besides=()) -> int:
+    """A free loopback port, none of `besides` nor their gRPC companions."""
+    ports, taken = _below_ephemeral(), {q for p in besides for q in (p, p + GRPC_OFFSET)}
     for _ in range(200):
         port = random.choice(ports)
-        if _bindable(port):
+        if port not in taken and _bindable(port):
             return port
     raise RuntimeError("no free loopback port found for SeaweedFS")
 
@@ -193,7 +202,7 @@ class SeaweedS3:
         self.secret_key = uuid.uuid4().hex + uuid.uuid4().hex
         self.readonly_access_key = "RO" + uuid.uuid4().hex[:16].upper()
         self.readonly_secret_key = uuid.uuid4().hex + uuid.uuid4().hex
-        self.ports = {name: _free_port_pair() for name in ("master", "volume", "filer", "s3", "admin")}
+        self.ports = _free_port_pairs(("master", "volume", "filer", "s3", "admin"))
         self.proc = None
         self.log_path = os.path.join(workdir, "weed.log")
         self.proxy = _CountingProxy(self.ports["s3"])
@@ -209,7 +218,7 @@ class SeaweedS3:
             except PortTaken:
                 if attempt == PORT_ATTEMPTS - 1:
                     raise
-                self.ports = {name: _free_port_pair() for name in self.ports}
+                self.ports = _free_port_pairs(self.ports)
                 self.proxy.upstream_port = self.ports["s3"]
 
     def _start_once(self):
@@ -225,7 +234,7 @@ class SeaweedS3:
                 "actions": ["Read", "List"]}]}, f)
         os.makedirs(os.path.join(self.workdir, "data"), exist_ok=True)
         p = self.ports
-        debug = str(_free_port())
+        debug = str(_free_port(p.values()))
         argv = [weed, "mini", f"-dir={os.path.join(self.workdir, 'data')}",
                 "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                 *(f"-{name}.port={port}" for name, port in p.items()),
@@ -259,7 +268,7 @@ class SeaweedS3:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 tail = self._tail()
-                if "Port allocation failed" in tail:
+                if "Port allocation failed" in tail or "bind: address already in use" in tail:
                     raise PortTaken(tail)
                 raise RuntimeError(f"weed mini exited with {self.proc.returncode}: {tail}")
             try:
