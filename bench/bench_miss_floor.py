@@ -34,8 +34,8 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 sys.path.insert(1, os.path.dirname(BENCH))
 
-from bench_content import print_figures, run_cells, start_nginx  # noqa: E402
-from bench_origin import _ORIGIN_CONF, _PROXY_CONF, HOST, SIZE, check_answers, start_node  # noqa: E402
+from bench_content import print_figures, run_cells  # noqa: E402
+from bench_origin import HOST, SIZE, check_answers, start_proxies  # noqa: E402
 from common import _spawn, free_port, install_cleanup, loadavg, wait_http  # noqa: E402
 
 UPSTREAM_REQUEST = b"GET /nostore/obj.bin HTTP/1.1\r\nHost: origin\r\n\r\n"
@@ -157,9 +157,7 @@ def main() -> int:
     install_cleanup()
     body = os.urandom(SIZE)
     load_before = loadavg()
-    _, origin_port, _ = start_nginx({"obj.bin": body}, _ORIGIN_CONF)
-    nginx_pid, nginx_port, _ = start_nginx({"obj.bin": body}, _PROXY_CONF.replace("ORIGIN", str(origin_port)))
-    daemon, _ = start_node(origin_port)
+    origin_port, nginx_pid, nginx_port, daemon, _ = start_proxies(body)
     relays = {kind: start_relay(kind, origin_port) for kind in ("epoll", "threads")}
     check_answers(nginx_port, ("/miss/obj.bin",), None, body, "X-Cache-Status")
     check_answers(daemon.public_port, ("/miss/obj.bin",), {"Host": HOST}, body, "X-Cache")

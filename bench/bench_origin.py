@@ -118,6 +118,15 @@ def start_node(origin_port: int) -> tuple:
     return daemon, status == 201
 
 
+def start_proxies(body: bytes) -> tuple:
+    """The static nginx origin serving `body`, nginx's proxy_cache in front of it and the node on it:
+    (origin_port, nginx_pid, nginx_port, daemon, whether the node has /reval)."""
+    _, origin_port, _ = start_nginx({"obj.bin": body}, _ORIGIN_CONF)
+    nginx_pid, nginx_port, _ = start_nginx({"obj.bin": body}, _PROXY_CONF.replace("ORIGIN", str(origin_port)))
+    daemon, node_reval = start_node(origin_port)
+    return origin_port, nginx_pid, nginx_port, daemon, node_reval
+
+
 def check_answers(port: int, paths, headers, body: bytes, cache_header: str) -> None:
     """Each path answers the body; `cache_header` (nginx's X-Cache-Status, the node's X-Cache) shown."""
     for path in paths:
@@ -147,9 +156,7 @@ def main() -> int:
     install_cleanup()
     body = os.urandom(SIZE)
     load_before = loadavg()
-    _, origin_port, _ = start_nginx({"obj.bin": body}, _ORIGIN_CONF)
-    nginx_pid, nginx_port, _ = start_nginx({"obj.bin": body}, _PROXY_CONF.replace("ORIGIN", str(origin_port)))
-    daemon, node_reval = start_node(origin_port)
+    _, nginx_pid, nginx_port, daemon, node_reval = start_proxies(body)
     host = {"Host": HOST}
     check_answers(nginx_port, ("/hit/obj.bin", "/miss/obj.bin", "/reval/o1.bin"), None, body, "X-Cache-Status")
     check_answers(daemon.public_port, ("/hit/obj.bin", "/miss/obj.bin"), host, body, "X-Cache")
