@@ -12,7 +12,10 @@ its own, beside nginx's miss (bench_origin.py's proxy, same origin, same
   client connection with its own kept-alive origin connection (no thread
   handoff at all: the best case for a Python event loop);
 - `threads`: a thread per client connection, blocking sockets, the same
-  pairing (the node's model, a thread per request, without its pool).
+  pairing (ThreadingHTTPServer's model, a thread per request);
+- `parked`: the node's own shape: a loop thread parks idle connections in
+  epoll and hands a readable one through a queue to a pool thread, which
+  serves it with blocking sockets and parks it again.
 
 If even these stay under half of nginx's requests/s, no Python proxy meets
 that goal on this machine, whatever its design.
@@ -24,6 +27,8 @@ Everything binds 127.0.0.1; every process started is ended on exit.
 
 import argparse
 import os
+import queue
+import select
 import selectors
 import socket
 import sys
@@ -78,6 +83,58 @@ def relay_threads(port: int, origin_port: int) -> None:
     while True:
         client, _ = listener.accept()
         threading.Thread(target=serve, args=(client,), daemon=True).start()
+
+
+def relay_parked(port: int, origin_port: int) -> None:
+    """The node's own shape: one loop thread parks idle client connections in epoll (one-shot); a
+    readable one goes through a queue to a pool thread, which serves its request with blocking
+    sockets over the connection's kept-alive origin connection and parks it again."""
+    epoll = select.epoll()
+    listener = socket.create_server(("127.0.0.1", port), backlog=1024)
+    listener.setblocking(False)
+    epoll.register(listener.fileno(), select.EPOLLIN)
+    conns: dict = {}   # client fd -> [client, upstream, bytes read past the last request]
+    ready: queue.SimpleQueue = queue.SimpleQueue()
+
+    def serve() -> None:
+        while True:
+            fd = ready.get()
+            state = conns[fd]
+            client, upstream = state[0], state[1]
+            try:
+                chunk = client.recv(65536)
+            except ConnectionError:    # wrk resets its connections at the end of a slice
+                chunk = b""
+            if not chunk:
+                del conns[fd]
+                client.close()
+                upstream.close()
+                continue
+            state[2] += chunk
+            while b"\r\n\r\n" in state[2]:
+                state[2] = state[2][state[2].index(b"\r\n\r\n") + 4:]
+                upstream.sendall(UPSTREAM_REQUEST)
+                answer = b""
+                while (end := answer_end(answer)) < 0:
+                    answer += upstream.recv(65536)
+                client.sendall(answer[:end])
+            epoll.modify(fd, select.EPOLLIN | select.EPOLLONESHOT)
+
+    for _ in range(32):
+        threading.Thread(target=serve, daemon=True).start()
+    while True:
+        for fd, _ in epoll.poll():
+            if fd != listener.fileno():
+                ready.put(fd)
+                continue
+            while True:
+                try:
+                    client, _ = listener.accept()
+                except BlockingIOError:
+                    break
+                client.setblocking(True)
+                conns[client.fileno()] = [client, socket.create_connection(("127.0.0.1", origin_port)), b""]
+                epoll.register(client.fileno(), select.EPOLLIN | select.EPOLLONESHOT)
 
 
 def relay_epoll(port: int, origin_port: int) -> None:
@@ -152,13 +209,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.relay:
         kind, port, origin_port = args.relay
-        (relay_epoll if kind == "epoll" else relay_threads)(int(port), int(origin_port))
+        {"epoll": relay_epoll, "threads": relay_threads, "parked": relay_parked}[kind](int(port), int(origin_port))
         return 0
     install_cleanup()
     body = os.urandom(SIZE)
     load_before = loadavg()
     origin_port, nginx_pid, nginx_port, daemon, _ = start_proxies(body)
-    relays = {kind: start_relay(kind, origin_port) for kind in ("epoll", "threads")}
+    relays = {kind: start_relay(kind, origin_port) for kind in ("epoll", "threads", "parked")}
     check_answers(nginx_port, ("/miss/obj.bin",), None, body, "X-Cache-Status")
     check_answers(daemon.public_port, ("/miss/obj.bin",), {"Host": HOST}, body, "X-Cache")
     for _pid, port in relays.values():
