@@ -57,6 +57,19 @@ def answer_end(buffer: bytes) -> int:
     return end if len(buffer) >= end else -1
 
 
+def relay_blocking(pending: bytes, upstream: socket.socket, client: socket.socket) -> bytes:
+    """Relay each whole request head in `pending` (blocking sockets): the origin's answer to the
+    client; returns what is left of `pending`."""
+    while b"\r\n\r\n" in pending:
+        pending = pending[pending.index(b"\r\n\r\n") + 4:]
+        upstream.sendall(UPSTREAM_REQUEST)
+        answer = b""
+        while (end := answer_end(answer)) < 0:
+            answer += upstream.recv(65536)
+        client.sendall(answer[:end])
+    return pending
+
+
 def relay_threads(port: int, origin_port: int) -> None:
     """A thread per client connection, each with one kept-alive origin connection."""
     def serve(client: socket.socket) -> None:
@@ -70,14 +83,7 @@ def relay_threads(port: int, origin_port: int) -> None:
                     return
                 if not chunk:
                     return
-                pending += chunk
-                while b"\r\n\r\n" in pending:
-                    pending = pending[pending.index(b"\r\n\r\n") + 4:]
-                    upstream.sendall(UPSTREAM_REQUEST)
-                    answer = b""
-                    while (end := answer_end(answer)) < 0:
-                        answer += upstream.recv(65536)
-                    client.sendall(answer[:end])
+                pending = relay_blocking(pending + chunk, upstream, client)
 
     listener = socket.create_server(("127.0.0.1", port), backlog=1024)
     while True:
@@ -110,14 +116,7 @@ def relay_parked(port: int, origin_port: int) -> None:
                 client.close()
                 upstream.close()
                 continue
-            state[2] += chunk
-            while b"\r\n\r\n" in state[2]:
-                state[2] = state[2][state[2].index(b"\r\n\r\n") + 4:]
-                upstream.sendall(UPSTREAM_REQUEST)
-                answer = b""
-                while (end := answer_end(answer)) < 0:
-                    answer += upstream.recv(65536)
-                client.sendall(answer[:end])
+            state[2] = relay_blocking(state[2] + chunk, upstream, client)
             epoll.modify(fd, select.EPOLLIN | select.EPOLLONESHOT)
 
     for _ in range(32):
