@@ -14,6 +14,7 @@ with the bytes given per path in BODIES_JSON.
 """
 
 import atexit
+import ctypes
 import http.client
 import json
 import multiprocessing
@@ -75,8 +76,14 @@ def temp_dir(prefix: str = "contentnode-bench-") -> str:
     return path
 
 
+def _die_with_parent() -> None:
+    """In each started process before it runs: SIGTERM when the benchmark's process dies, kill -9
+    included (PR_SET_PDEATHSIG), so no server it started outlives it."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # 1: PR_SET_PDEATHSIG
+
+
 def _spawn(cmd, **kw) -> subprocess.Popen:
-    proc = subprocess.Popen(cmd, **kw)
+    proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent, **kw)
     _PROCESSES.append(proc)
     return proc
 
